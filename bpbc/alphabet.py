@@ -1,0 +1,119 @@
+"""Nucleotide alphabet: read codes, IUPAC pattern sets, reverse complements.
+
+Reads are encoded base by base as codes 0..3 (A, C, G, T; U counts as T).
+Any other IUPAC letter in a read (N, R, ...) becomes INVALID: it is a valid
+input but never matches anything. Padding uses INVALID too, so padding and N
+behave identically in every engine.
+
+Patterns are encoded as IUPAC sets: a 4-bit mask with bit 0 = A, 1 = C, 2 = G,
+3 = T. A read base with code c matches pattern position p when
+``read_code != INVALID and (pattern_mask[p] >> read_code) & 1``.
+
+Everything is case-insensitive. Bytes outside the IUPAC alphabet raise
+:class:`SequenceError`, which names the record.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+INVALID = 4  #: read code of N, other IUPAC codes, and padding
+
+IUPAC_SETS = {
+    "A": "A", "C": "C", "G": "G", "T": "T", "U": "T",
+    "R": "AG", "Y": "CT", "S": "CG", "W": "AT", "K": "GT", "M": "AC",
+    "B": "CGT", "D": "AGT", "H": "ACT", "V": "ACG", "N": "ACGT",
+}
+_BASE_BIT = {"A": 1, "C": 2, "G": 4, "T": 8}
+
+#: byte -> read code (0..3, INVALID) or 255 for bytes outside the alphabet
+READ_CODE = np.full(256, 255, dtype=np.uint8)
+#: byte -> 4-bit IUPAC set mask, 0 for bytes outside the alphabet
+PATTERN_MASK = np.zeros(256, dtype=np.uint8)
+for _letter, _bases in IUPAC_SETS.items():
+    _mask = sum(_BASE_BIT[b] for b in _bases)
+    for _byte in (ord(_letter), ord(_letter.lower())):
+        PATTERN_MASK[_byte] = _mask
+        READ_CODE[_byte] = "ACGT".index(_bases) if len(_bases) == 1 else INVALID
+
+#: complement of a 4-bit IUPAC mask (A<->T, C<->G): reverse the four bits
+COMPLEMENT_MASK = np.array(
+    [int(f"{m:04b}"[::-1], 2) for m in range(16)], dtype=np.uint8
+)
+
+
+class SequenceError(ValueError):
+    """A sequence holds a character outside the IUPAC nucleotide alphabet,
+    or is otherwise unusable (for example an empty pattern)."""
+
+
+def as_bytes(seq) -> bytes:
+    """Sequence text of a str, bytes, or dnaio record as bytes."""
+    if isinstance(seq, bytes):
+        return seq
+    if isinstance(seq, str):
+        return seq.encode("utf-8", "surrogateescape")
+    if isinstance(seq, (bytearray, memoryview)):
+        return bytes(seq)
+    sequence = getattr(seq, "sequence", None)  # dnaio.SequenceRecord
+    if sequence is not None:
+        return as_bytes(sequence)
+    raise TypeError(f"expected a sequence (str, bytes or a record with .sequence), got {type(seq).__name__}")
+
+
+def _describe_bad_byte(data: bytes, position: int) -> str:
+    byte = data[position]
+    if byte >= 128:
+        return f"non-ASCII byte 0x{byte:02x} at position {position + 1}"
+    return f"character {chr(byte)!r} at position {position + 1} is not an IUPAC nucleotide code"
+
+
+def encode_reads(seqs, names=None) -> tuple[np.ndarray, np.ndarray]:
+    """Encode reads into a padded code matrix.
+
+    Returns ``(codes, lengths)``: ``codes`` is uint8 of shape
+    ``(len(seqs), max_length)`` holding 0..3 or INVALID (padding is INVALID),
+    ``lengths`` is int64. ``names`` (optional) names the records in errors.
+    """
+    data = [as_bytes(s) for s in seqs]
+    n = len(data)
+    lengths = np.fromiter((len(d) for d in data), dtype=np.int64, count=n)
+    width = int(lengths.max()) if n else 0
+    flat = np.frombuffer(b"".join(data), dtype=np.uint8)
+    flat_codes = READ_CODE[flat]
+    if flat_codes.size and flat_codes.max() == 255:
+        bad = int(np.flatnonzero(flat_codes == 255)[0])
+        ends = np.cumsum(lengths)
+        index = int(np.searchsorted(ends, bad, side="right"))
+        start = int(ends[index] - lengths[index])
+        name = names[index] if names is not None else f"#{index + 1}"
+        raise SequenceError(f"read {name}: {_describe_bad_byte(data[index], bad - start)}")
+    codes = np.full((n, width), INVALID, dtype=np.uint8)
+    if n:
+        rows = np.repeat(np.arange(n), lengths)
+        cols = np.arange(flat.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        codes[rows, cols] = flat_codes
+    return codes, lengths
+
+
+def encode_pattern(seq, name=None) -> np.ndarray:
+    """Encode one pattern as an array of 4-bit IUPAC set masks (uint8)."""
+    data = as_bytes(seq)
+    label = name if name is not None else "pattern"
+    if not data:
+        raise SequenceError(f"pattern {label}: sequence is empty")
+    masks = PATTERN_MASK[np.frombuffer(data, dtype=np.uint8)]
+    if masks.min() == 0:
+        bad = int(np.flatnonzero(masks == 0)[0])
+        raise SequenceError(f"pattern {label}: {_describe_bad_byte(data, bad)}")
+    return masks
+
+
+def reverse_complement_masks(masks: np.ndarray) -> np.ndarray:
+    """Reverse complement of an encoded IUPAC pattern."""
+    return COMPLEMENT_MASK[masks[::-1]]
+
+
+def matches(read_code: int, pattern_mask: int) -> bool:
+    """Whether one read code matches one pattern mask (the scoring rule)."""
+    return read_code != INVALID and bool((pattern_mask >> read_code) & 1)

@@ -1,0 +1,57 @@
+"""What a screen returns: per-instance scores and the alignments that pass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class Alignment:
+    """One passing (read, pattern, strand) instance, aligned by Gotoh traceback.
+
+    Coordinates are 0-based, end-exclusive, on the original (forward) strands
+    of the read and of the pattern. ``cigar`` uses M/I/D (or =/X/I/D when
+    asked for) with I = bases only in the read, D = bases only in the pattern;
+    it reads along the pattern's forward strand, as in PAF and SAM, so for
+    strand '-' it runs from the read's end to its start.
+    """
+
+    read_index: int
+    pattern_index: int
+    strand: str
+    score: int
+    read_start: int
+    read_end: int
+    pattern_start: int
+    pattern_end: int
+    cigar: str
+    nm: int
+    matches: int
+    length: int
+
+
+@dataclass(slots=True)
+class ScreenResult:
+    """Result of :func:`bpbc.screen`.
+
+    ``scores[r, p, s]`` is the screen score of read r against pattern p on
+    strand ``strands[s]``. Where ``capped[r, p, s]`` is False it is the exact
+    Smith-Waterman score; where it is True the exact score is at least the
+    value given (and at least the threshold). Every instance whose score
+    reaches the threshold has an alignment with its exact score.
+    """
+
+    indices: np.ndarray
+    scores: np.ndarray
+    capped: np.ndarray
+    alignments: list[Alignment]
+    threshold: int
+    strands: tuple[str, ...]
+    pattern_names: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> np.ndarray:
+        """Boolean mask of instances at or above the threshold."""
+        return self.scores >= self.threshold
