@@ -7,7 +7,7 @@ __version__ = "0.1.0"
 __all__ = ["screen", "ScreenResult", "Alignment", "Scoring", "SequenceError"]
 
 _LAZY = {
-    "screen": "bpbc.screen",
+    "screen": "bpbc.screening",
     "ScreenResult": "bpbc.result",
     "Alignment": "bpbc.result",
     "Scoring": "bpbc.scoring",
