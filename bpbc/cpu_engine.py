@@ -292,7 +292,7 @@ class CpuEngine:
         """Screen scores (int64, input order) and overflow flags (bool) of every
         read against one oriented pattern, with ``planes`` bit planes."""
         from numba import get_num_threads, set_num_threads
-        from transpose import unpack_planes
+        from transpose import unpack_flags, unpack_planes
 
         blocks = prepared.cols.shape[0]
         best = np.zeros((blocks, planes, WORDS), dtype=np.uint64)
@@ -309,9 +309,10 @@ class CpuEngine:
             finally:
                 set_num_threads(previous)
         # (S, b, WORDS) -> (S*WORDS, b): word groups in lane order
-        word_planes = best.transpose(0, 2, 1).reshape(-1, planes)
+        groups = -(-prepared.n // WORD_BITS)
+        word_planes = best.transpose(0, 2, 1).reshape(-1, planes)[:groups]
         sorted_scores = unpack_planes(word_planes, prepared.n)
-        sorted_flags = unpack_planes(flag.reshape(-1, 1), prepared.n).astype(bool)
+        sorted_flags = unpack_flags(flag.reshape(-1)[:groups], prepared.n)
         scores = np.empty(prepared.n, dtype=np.int64)
         overflow = np.empty(prepared.n, dtype=bool)
         scores[prepared.order] = sorted_scores

@@ -1,0 +1,48 @@
+"""Choosing the engine that computes screen scores: CPU (numba) or GPU (CuPy).
+
+Both engines implement the same two calls, so the screen above them never
+knows which one runs:
+
+* ``prepare(codes, lengths)``: sort and bit-transpose a batch of reads once;
+* ``scores(prepared, pattern_masks, scoring, planes)``: screen scores (int64)
+  and overflow flags (bool), in input order, against one oriented pattern.
+"""
+
+from __future__ import annotations
+
+DEVICES = ("auto", "cpu", "gpu")
+
+
+def gpu_unavailable_reason() -> str | None:
+    """None when a CUDA GPU is usable through CuPy, else why not."""
+    try:
+        import cupy
+    except Exception as error:  # ImportError, or a broken CUDA install
+        return f"cupy cannot be imported ({error}); install bpbc[cuda12] or bpbc[cuda13]"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:
+        return f"no usable CUDA driver or device ({error})"
+    if count == 0:
+        return "no CUDA device found"
+    return None
+
+
+def select_engine(device: str = "auto", threads: int | None = None):
+    """The engine for ``device``: 'cpu', 'gpu', or 'auto' (the GPU when one
+    is usable, else the CPU, quietly)."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    if device in ("auto", "gpu"):
+        reason = gpu_unavailable_reason()
+        if reason is None:
+            from .gpu_engine import GpuEngine
+
+            return GpuEngine()
+        if device == "gpu":
+            raise RuntimeError(f"device='gpu' requested but {reason}")
+    from .cpu_engine import CpuEngine
+
+    return CpuEngine(threads=threads)

@@ -1,0 +1,129 @@
+"""The library call: screen reads against patterns, align the instances that pass."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from .alphabet import as_bytes, encode_pattern, encode_reads, reverse_complement_masks
+from .engines import select_engine
+from .result import Alignment, ScreenResult
+from .scoring import Scoring, check_threshold, score_planes
+
+STRANDS = {"both": ("+", "-"), "forward": ("+",)}
+
+
+def _names_and_sequences(items, kind: str) -> tuple[list[str], list[bytes]]:
+    """Names (record names where given) and sequences of reads or patterns."""
+    if isinstance(items, Mapping):
+        return [str(name) for name in items], [as_bytes(seq) for seq in items.values()]
+    names, seqs = [], []
+    for index, item in enumerate(items):
+        name = getattr(item, "name", None)
+        names.append(name.split(maxsplit=1)[0] if name else f"{kind}{index + 1}")
+        seqs.append(as_bytes(item))
+    return names, seqs
+
+
+def planes_for(threshold: int, exact_scores: bool, pattern_lengths, max_read_length: int,
+               scoring: Scoring) -> int:
+    """Bit planes the engines keep: the threshold's bit length, or enough for
+    every reachable score when exact scores are asked for."""
+    if not exact_scores:
+        return score_planes(threshold)
+    best = max(scoring.max_score(m, max_read_length) for m in pattern_lengths)
+    return max(score_planes(threshold), best.bit_length())
+
+
+def screen(
+    reads,
+    patterns,
+    threshold: int = 40,
+    match: int = 2,
+    mismatch: int = 3,
+    gap_open: int = 5,
+    gap_extend: int = 2,
+    strand: str = "both",
+    device: str = "auto",
+    exact_scores: bool = False,
+    eqx: bool = False,
+    threads: int | None = None,
+    engine=None,
+) -> ScreenResult:
+    """Screen every read against every pattern (and its reverse complement
+    with ``strand='both'``) by Smith-Waterman local alignment with affine
+    gaps, and align the (read, pattern, strand) instances scoring at least
+    ``threshold``.
+
+    ``reads`` and ``patterns`` are sequences of str, bytes or records with
+    ``.sequence`` (and ``.name``, used in messages) such as dnaio's; patterns
+    may also be a mapping name -> sequence. ``device`` is 'auto', 'cpu' or
+    'gpu'. ``engine`` reuses an engine from :func:`bpbc.engines.select_engine`
+    (the CLI does, to compile and allocate once).
+    """
+    scoring = Scoring(match, mismatch, gap_open, gap_extend)
+    if strand not in STRANDS:
+        raise ValueError(f"strand must be 'both' or 'forward', got {strand!r}")
+    strands = STRANDS[strand]
+    pattern_names, pattern_seqs = _names_and_sequences(patterns, "pattern")
+    if not pattern_seqs:
+        raise ValueError("no patterns given")
+    pattern_masks = [encode_pattern(seq, name) for name, seq in zip(pattern_names, pattern_seqs)]
+    pattern_lengths = [len(masks) for masks in pattern_masks]
+    check_threshold(threshold, scoring.max_score(max(pattern_lengths)))
+    read_names, read_seqs = _names_and_sequences(reads, "read")
+    codes, lengths = encode_reads(read_seqs, read_names)
+    if engine is None:
+        engine = select_engine(device, threads)
+
+    n_reads = len(read_seqs)
+    shape = (n_reads, len(pattern_masks), len(strands))
+    scores = np.zeros(shape, dtype=np.int32)
+    capped = np.zeros(shape, dtype=bool)
+    max_read = int(lengths.max()) if n_reads else 0
+    planes = planes_for(threshold, exact_scores, pattern_lengths, max_read, scoring)
+    alignments: list[Alignment] = []
+    if n_reads:
+        prepared = engine.prepare(codes, lengths)
+        for p, forward in enumerate(pattern_masks):
+            for s, sign in enumerate(strands):
+                oriented = forward if sign == "+" else reverse_complement_masks(forward)
+                values, overflow = engine.scores(prepared, oriented, scoring, planes)
+                # an overflowed lane's true score is >= 2**planes: report the cap
+                values[overflow] = (1 << planes) - 1
+                scores[:, p, s] = values
+                capped[:, p, s] = overflow
+                rows = np.flatnonzero(values >= threshold)
+                if rows.size:
+                    found = _align(codes, lengths, rows, forward, p, sign, scoring, eqx,
+                                   values, overflow)
+                    alignments.extend(found)
+    strand_rank = {sign: rank for rank, sign in enumerate(strands)}
+    alignments.sort(key=lambda a: (a.read_index, a.pattern_index, strand_rank[a.strand]))
+    passed = (scores >= threshold).reshape(n_reads, -1).any(axis=1)
+    return ScreenResult(
+        indices=np.flatnonzero(passed).astype(np.int64),
+        scores=scores,
+        capped=capped,
+        alignments=alignments,
+        threshold=threshold,
+        strands=strands,
+        pattern_names=pattern_names,
+    )
+
+
+def _align(codes, lengths, rows, forward_masks, pattern_index, sign, scoring, eqx, values, overflow):
+    """Tracebacks of the passing rows, cross-checked against the screen."""
+    from .traceback import align_instances
+
+    found = align_instances(codes, lengths, rows, forward_masks, pattern_index, sign, scoring, eqx)
+    for alignment in found:
+        screen_score = int(values[alignment.read_index])
+        exact = not overflow[alignment.read_index]
+        if (exact and alignment.score != screen_score) or alignment.score < screen_score:
+            raise RuntimeError(
+                f"internal error: traceback score {alignment.score} disagrees with screen score "
+                f"{screen_score} (read {alignment.read_index}, pattern {pattern_index}, strand {sign})"
+            )
+    return found

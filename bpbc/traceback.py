@@ -1,0 +1,397 @@
+"""Full Gotoh local alignment with traceback, for the instances that pass the screen.
+
+Recurrences (the same as :mod:`bpbc.reference`): i runs over the read, j over
+the pattern, and for i, j >= 1::
+
+    E[i][j] = max(E[i-1][j] - extend, H[i-1][j] - (open + extend))   # I: read base vs gap
+    F[i][j] = max(F[i][j-1] - extend, H[i][j-1] - (open + extend))   # D: pattern base vs gap
+    H[i][j] = max(0, H[i-1][j-1] + s, E[i][j], F[i][j])
+
+A gap state is entered only from H, so an insertion next to a deletion pays
+two gap openings (parasail's model too).
+
+Tie rule (the one rule every alignment follows):
+
+* End cell: the cell with maximal H; among equal cells the smallest read end
+  i, then the smallest pattern end j.
+* In state H, the traceback prefers the diagonal (M, i.e. = or X), then E
+  (I, gap in the pattern), then F (D, gap in the read): H's source is the
+  first of these, in that order, whose value equals H.
+* In a gap state (E or F) the traceback prefers closing the gap, i.e.
+  returning to the H cell the gap was opened from, over extending it, when
+  both give the same value. The traceback always follows the state that
+  produced the value, so gap opens and extends are charged exactly.
+* The alignment starts at the first cell on the traced path (walking back
+  from the end) whose H is 0, or at row/column 0. It therefore begins and
+  ends with a matching base.
+
+Score 0 (no base matches anything): no alignment. Everything is reported as
+0 (score, coordinates, nm, matches, length; for either strand) with an empty
+CIGAR. The screen only asks for instances with score >= threshold >= 1.
+
+Coordinates are 0-based and end-exclusive. CIGAR ops: M (or = / X with
+``eqx``), I = base only in the read, D = base only in the pattern. ``nm`` is
+mismatches + inserted + deleted bases (an IUPAC pattern position matched by
+the read base counts as a match), ``matches`` the number of matching columns,
+``length`` the number of alignment columns.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit, prange
+
+from bpbc.alphabet import INVALID, reverse_complement_masks
+from bpbc.result import Alignment
+from bpbc.scoring import Scoring
+
+# alignment op codes in the kernels
+OP_MATCH, OP_MISMATCH, OP_INS, OP_DEL = 0, 1, 2, 3
+# traceback pointer bits, one byte per DP cell
+_H_FROM_ZERO, _H_FROM_DIAG, _H_FROM_E, _H_FROM_F = 0, 1, 2, 3
+_H_SOURCE = 3
+_E_OPENED = 4  # E[i][j] came from H[i-1][j] (gap opened), else from E[i-1][j]
+_F_OPENED = 8  # F[i][j] came from H[i][j-1], else from F[i][j-1]
+_NEG = -(1 << 40)  # E and F on row/column 0: no gap can end there
+
+# result columns of the batch kernel
+_SCORE, _READ_START, _READ_END, _PAT_START, _PAT_END, _N_OPS, _NM, _MATCHES = range(8)
+
+_EQX_LETTERS = np.array([ord("="), ord("X"), ord("I"), ord("D")], dtype=np.uint8)
+_M_LETTERS = np.array([ord("M"), ord("M"), ord("I"), ord("D")], dtype=np.uint8)
+
+
+@njit(cache=True, nogil=True)
+def _substitution_profile(pattern, match, mismatch):
+    """profile[code, j] = score of read code (0..3, INVALID) against pattern[j]."""
+    m = pattern.shape[0]
+    profile = np.full((INVALID + 1, m), -mismatch, dtype=np.int64)
+    for code in range(INVALID):
+        for j in range(m):
+            if (pattern[j] >> code) & 1:
+                profile[code, j] = match
+    return profile
+
+
+@njit(cache=True, nogil=True)
+def _align_one(read, pattern, profile, gap_open, gap_extend, ops):
+    """Align one read (codes) against pattern masks (``profile`` from
+    :func:`_substitution_profile`); writes the ops in read order into ``ops``
+    and returns (score, read_start, read_end, pattern_start, pattern_end,
+    n_ops)."""
+    n = read.shape[0]
+    m = pattern.shape[0]
+    open_cost = gap_open + gap_extend
+    # row 0 and column 0 are never read: the walk stops there in state H, and
+    # gap states never reach them (a gap opened from row/column 0 is closed there)
+    pointers = np.empty((n + 1, m + 1), dtype=np.uint8)
+    H_up = np.zeros(m + 1, dtype=np.int64)  # row i-1, updated in place to row i
+    E_up = np.full(m + 1, _NEG, dtype=np.int64)
+    best = 0
+    best_i = 0
+    best_j = 0
+    for i in range(1, n + 1):
+        scores = profile[read[i - 1]]
+        row_pointers = pointers[i]
+        h_diag = H_up[0]
+        h_left = np.int64(0)  # H[i][0]
+        f = np.int64(_NEG)
+        for j in range(1, m + 1):
+            bits = 0
+            e_open = H_up[j] - open_cost
+            e_extend = E_up[j] - gap_extend
+            if e_open >= e_extend:  # tie: prefer closing the gap in traceback
+                e = e_open
+                bits |= _E_OPENED
+            else:
+                e = e_extend
+            f_open = h_left - open_cost
+            f_extend = f - gap_extend
+            if f_open >= f_extend:
+                f = f_open
+                bits |= _F_OPENED
+            else:
+                f = f_extend
+            # strict comparisons in this order: ties go to diagonal, then E, then F
+            h = np.int64(0)
+            source = _H_FROM_ZERO
+            diag = h_diag + scores[j - 1]
+            if diag > h:
+                h = diag
+                source = _H_FROM_DIAG
+            if e > h:
+                h = e
+                source = _H_FROM_E
+            if f > h:
+                h = f
+                source = _H_FROM_F
+            row_pointers[j] = bits | source
+            h_diag = H_up[j]
+            H_up[j] = h
+            E_up[j] = e
+            h_left = h
+            if h > best:  # strict: first cell in (i, j) order wins ties
+                best = h
+                best_i = i
+                best_j = j
+
+    # walk back from the end cell, following the state that produced each value
+    i = best_i
+    j = best_j
+    n_ops = 0
+    state = 0  # 0 = H, 1 = E, 2 = F
+    while True:
+        if state == 0:
+            if i == 0 or j == 0:
+                break
+            source = pointers[i, j] & _H_SOURCE
+            if source == _H_FROM_ZERO:
+                break
+            if source == _H_FROM_DIAG:
+                code = read[i - 1]
+                if code != INVALID and (pattern[j - 1] >> code) & 1:
+                    ops[n_ops] = OP_MATCH
+                else:
+                    ops[n_ops] = OP_MISMATCH
+                n_ops += 1
+                i -= 1
+                j -= 1
+            elif source == _H_FROM_E:
+                state = 1
+            else:
+                state = 2
+        elif state == 1:
+            ops[n_ops] = OP_INS
+            n_ops += 1
+            if pointers[i, j] & _E_OPENED:
+                state = 0
+            i -= 1
+        else:
+            ops[n_ops] = OP_DEL
+            n_ops += 1
+            if pointers[i, j] & _F_OPENED:
+                state = 0
+            j -= 1
+    # ops were collected end to start
+    for k in range(n_ops // 2):
+        tmp = ops[k]
+        ops[k] = ops[n_ops - 1 - k]
+        ops[n_ops - 1 - k] = tmp
+    return best, i, best_i, j, best_j, n_ops
+
+
+def _align_batch_body(codes, lengths, rows, pattern, match, mismatch, gap_open, gap_extend, ops):
+    """Align reads ``codes[rows[t], :lengths[rows[t]]]`` against one pattern,
+    in parallel over t. Fills ``ops[t]`` and returns an int64 (k, 8) table
+    (see the _SCORE.. column names)."""
+    k = rows.shape[0]
+    out = np.zeros((k, 8), dtype=np.int64)
+    profile = _substitution_profile(pattern, match, mismatch)
+    for t in prange(k):
+        row = rows[t]
+        read = codes[row, : lengths[row]]
+        score, rs, re_, ps, pe, n_ops = _align_one(
+            read, pattern, profile, gap_open, gap_extend, ops[t]
+        )
+        n_match = 0
+        for q in range(n_ops):
+            if ops[t, q] == OP_MATCH:
+                n_match += 1
+        out[t, _SCORE] = score
+        out[t, _READ_START] = rs
+        out[t, _READ_END] = re_
+        out[t, _PAT_START] = ps
+        out[t, _PAT_END] = pe
+        out[t, _N_OPS] = n_ops
+        out[t, _NM] = n_ops - n_match
+        out[t, _MATCHES] = n_match
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _cigar_text(ops, n_ops, letters, reverse, buf):
+    """Write the run-length CIGAR of ``ops[:n_ops]`` (read backwards when
+    ``reverse``) into ``buf``; returns the number of bytes. With ``buf`` of
+    size 0 it only counts."""
+    size = 0
+    q = 0
+    while q < n_ops:
+        letter = letters[ops[n_ops - 1 - q] if reverse else ops[q]]
+        run = 1
+        while q + run < n_ops and letters[ops[n_ops - 1 - q - run] if reverse else ops[q + run]] == letter:
+            run += 1
+        digits = 1
+        power = 10
+        while run >= power:
+            digits += 1
+            power *= 10
+        if buf.shape[0]:
+            value = run
+            for d in range(digits):
+                buf[size + digits - 1 - d] = 48 + value % 10
+                value //= 10
+            buf[size + digits] = letter
+        size += digits + 1
+        q += run
+    return size
+
+
+def _cigars_body(ops, n_ops, letters, reverse):
+    """All CIGARs of a batch in one byte buffer; returns (buf, offsets)."""
+    k = n_ops.shape[0]
+    empty = np.empty(0, dtype=np.uint8)
+    sizes = np.zeros(k, dtype=np.int64)
+    for t in prange(k):
+        sizes[t] = _cigar_text(ops[t], n_ops[t], letters, reverse, empty)
+    offsets = np.zeros(k + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(sizes)
+    buf = np.empty(offsets[k], dtype=np.uint8)
+    for t in prange(k):
+        _cigar_text(ops[t], n_ops[t], letters, reverse, buf[offsets[t] : offsets[t + 1]])
+    return buf, offsets
+
+
+# Parallel kernels for batches, serial twins for a few instances: starting a
+# parallel region costs far more than aligning one read, above all on a busy
+# machine where the worker threads have to be woken up.
+_align_batch_parallel = njit(parallel=True, cache=True, nogil=True)(_align_batch_body)
+_align_batch_serial = njit(cache=True, nogil=True)(_align_batch_body)
+_cigars_parallel = njit(parallel=True, cache=True, nogil=True)(_cigars_body)
+_cigars_serial = njit(cache=True, nogil=True)(_cigars_body)
+_PARALLEL_FROM = 32  #: instances from which the parallel kernels are used
+
+
+def _run_batch(codes, lengths, rows, pattern_masks, scoring, eqx, reverse_cigar):
+    codes = np.ascontiguousarray(codes, dtype=np.uint8)
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    pattern = np.ascontiguousarray(pattern_masks, dtype=np.uint8)
+    if codes.ndim != 2 or pattern.ndim != 1:
+        raise ValueError("codes must be 2-D (reads x positions) and pattern_masks 1-D")
+    if rows.size and (lengths[rows] > codes.shape[1]).any():
+        raise ValueError("a read length exceeds the width of the code matrix")
+    max_ops = codes.shape[1] + pattern.shape[0]
+    ops = np.empty((rows.shape[0], max(max_ops, 1)), dtype=np.uint8)
+    parallel = rows.shape[0] >= _PARALLEL_FROM
+    align_batch = _align_batch_parallel if parallel else _align_batch_serial
+    cigars_of = _cigars_parallel if parallel else _cigars_serial
+    table = align_batch(
+        codes, lengths, rows, pattern,
+        scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops,
+    )
+    letters = _EQX_LETTERS if eqx else _M_LETTERS
+    buf, offsets = cigars_of(ops, np.ascontiguousarray(table[:, _N_OPS]), letters, reverse_cigar)
+    text = buf.tobytes().decode("ascii")
+    cigars = [text[offsets[t] : offsets[t + 1]] for t in range(rows.shape[0])]
+    return table, cigars
+
+
+class LocalAlignment(NamedTuple):
+    """One alignment in the coordinates of the arrays that were aligned."""
+
+    score: int
+    read_start: int
+    read_end: int
+    pattern_start: int
+    pattern_end: int
+    cigar: str
+    nm: int
+    matches: int
+    length: int
+
+
+def align_codes(read_codes, pattern_masks, scoring: Scoring = Scoring(), eqx: bool = False) -> LocalAlignment:
+    """Align one encoded read (codes 0..3, INVALID) against encoded pattern
+    masks (already oriented for the strand). Follows the module's tie rule."""
+    read = np.asarray(read_codes, dtype=np.uint8).reshape(1, -1)
+    table, cigars = _run_batch(
+        read, np.array([read.shape[1]], dtype=np.int64), np.zeros(1, dtype=np.int64),
+        pattern_masks, scoring, eqx, False,
+    )
+    row = table[0]
+    return LocalAlignment(
+        int(row[_SCORE]), int(row[_READ_START]), int(row[_READ_END]),
+        int(row[_PAT_START]), int(row[_PAT_END]), cigars[0],
+        int(row[_NM]), int(row[_MATCHES]), int(row[_N_OPS]),
+    )
+
+
+def align_instances(
+    codes, lengths, read_indices, pattern_masks, pattern_index: int, strand: str,
+    scoring: Scoring = Scoring(), eqx: bool = False,
+) -> list[Alignment]:
+    """Align reads ``read_indices`` (rows of ``codes``/``lengths`` as from
+    :func:`bpbc.alphabet.encode_reads`) against one pattern on one strand,
+    in parallel.
+
+    ``pattern_masks`` is the FORWARD pattern. On strand '-' the read is
+    aligned against its reverse complement; pattern coordinates are then
+    reported on the forward pattern and the CIGAR is reversed so that it reads
+    along the forward pattern (PAF/SAM convention). Read coordinates are always
+    on the read's forward strand.
+    """
+    if strand not in ("+", "-"):
+        raise ValueError(f"strand must be '+' or '-', got {strand!r}")
+    forward = np.asarray(pattern_masks, dtype=np.uint8)
+    m = forward.shape[0]
+    oriented = forward if strand == "+" else reverse_complement_masks(forward)
+    rows = np.asarray(read_indices, dtype=np.int64)
+    table, cigars = _run_batch(codes, lengths, rows, oriented, scoring, eqx, strand == "-")
+    alignments = []
+    for t in range(rows.shape[0]):
+        score, rs, re_, ps, pe, n_ops, nm, n_match = (int(v) for v in table[t])
+        if strand == "-" and score > 0:
+            ps, pe = m - pe, m - ps
+        alignments.append(
+            Alignment(int(rows[t]), pattern_index, strand, score, rs, re_, ps, pe,
+                      cigars[t], nm, n_match, n_ops)
+        )
+    return alignments
+
+
+_CIGAR_RUN = re.compile(r"(\d+)([MIDNSHP=X])")
+
+
+def parse_cigar(cigar: str) -> list[tuple[int, str]]:
+    """CIGAR text as a list of (length, op)."""
+    runs = [(int(length), op) for length, op in _CIGAR_RUN.findall(cigar)]
+    if "".join(f"{length}{op}" for length, op in runs) != cigar:
+        raise ValueError(f"malformed CIGAR {cigar!r}")
+    return runs
+
+
+def cigar_score(cigar: str, read_codes, pattern_masks, scoring: Scoring = Scoring()) -> int:
+    """Score of a CIGAR over the aligned segments: ``read_codes`` and
+    ``pattern_masks`` are exactly the aligned read and pattern slices, in the
+    order the CIGAR reads them. Each I or D run is one gap (open + k*extend);
+    '=' and 'X' are checked against the bases."""
+    read = [int(c) for c in read_codes]
+    pattern = [int(p) for p in pattern_masks]
+    i = j = 0
+    score = 0
+    for length, op in parse_cigar(cigar):
+        if op in "M=X":
+            for _ in range(length):
+                is_match = read[i] != INVALID and (pattern[j] >> read[i]) & 1 == 1
+                if (op == "=" and not is_match) or (op == "X" and is_match):
+                    raise ValueError(f"CIGAR op {op} at read {i}, pattern {j} disagrees with the bases")
+                score += scoring.match if is_match else -scoring.mismatch
+                i += 1
+                j += 1
+        elif op == "I":
+            score -= scoring.gap_open + length * scoring.gap_extend
+            i += length
+        elif op == "D":
+            score -= scoring.gap_open + length * scoring.gap_extend
+            j += length
+        else:
+            raise ValueError(f"CIGAR op {op} is not used in local alignments")
+    if i != len(read) or j != len(pattern):
+        raise ValueError(
+            f"CIGAR {cigar!r} covers {i} read and {j} pattern bases, "
+            f"segments have {len(read)} and {len(pattern)}"
+        )
+    return score

@@ -1,0 +1,194 @@
+"""Shared test helpers for bpbc: hypothesis strategies, random sequence
+generators, and parasail as a second oracle.
+
+Import them in a test module with ``from tests.bpbc.conftest import ...``
+(pytest's importlib mode registers this conftest under that name).
+
+The parasail helpers carry their own IUPAC table on purpose, so that they do
+not share code with :mod:`bpbc.alphabet` and can catch its mistakes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from bpbc.scoring import Scoring
+
+#: scorings every comparison runs under: the default (2, 3, 5, 2) plus unusual ratios
+SCORINGS = [
+    Scoring(),
+    Scoring(1, 1, 1, 1),
+    Scoring(3, 2, 4, 1),
+    Scoring(5, 4, 8, 3),
+    Scoring(4, 1, 2, 3),
+]
+
+
+def scoring_id(scoring: Scoring) -> str:
+    """Short pytest id: match-mismatch-open-extend."""
+    return f"{scoring.match}-{scoring.mismatch}-{scoring.gap_open}-{scoring.gap_extend}"
+
+#: lengths around word and block boundaries
+EDGE_LENGTHS = [0, 1, 2, 31, 32, 33, 63, 64, 65]
+
+BASES = "ACGT"
+IUPAC_CODES = "RYSWKMBDHVN"
+#: independent of bpbc.alphabet: letter -> set of bases it stands for
+IUPAC_BASES = {
+    "A": "A", "C": "C", "G": "G", "T": "T", "U": "T",
+    "R": "AG", "Y": "CT", "S": "CG", "W": "AT", "K": "GT", "M": "AC",
+    "B": "CGT", "D": "AGT", "H": "ACT", "V": "ACG", "N": "ACGT",
+}
+
+
+# --- hypothesis strategies -------------------------------------------------
+
+def read_texts(min_size: int = 0, max_size: int = 80):
+    """Read text: mostly ACGT, with N, U, other IUPAC letters (which a read
+    treats as N) and lowercase."""
+    letter = st.one_of(
+        st.sampled_from(BASES),
+        st.sampled_from(BASES.lower()),
+        st.sampled_from("NnUu" + IUPAC_CODES),
+    )
+    return st.lists(letter, min_size=min_size, max_size=max_size).map("".join)
+
+
+def pattern_texts(min_size: int = 1, max_size: int = 60):
+    """Pattern text: mostly ACGT, with IUPAC codes, U and lowercase."""
+    letter = st.one_of(
+        st.sampled_from(BASES),
+        st.sampled_from(BASES.lower()),
+        st.sampled_from("U" + IUPAC_CODES + IUPAC_CODES.lower()),
+    )
+    return st.lists(letter, min_size=min_size, max_size=max_size).map("".join)
+
+
+def scorings():
+    """Any valid Scoring, small values."""
+    positive = st.integers(min_value=1, max_value=8)
+    return st.builds(Scoring, match=positive, mismatch=positive, gap_open=positive, gap_extend=positive)
+
+
+# --- seeded random generators (numpy Generator) ----------------------------
+
+def random_read(rng: np.random.Generator, length: int, n_rate: float = 0.0, lower_rate: float = 0.0) -> str:
+    """Random read text with N at ``n_rate`` and lowercase at ``lower_rate``."""
+    letters = rng.choice(list(BASES), size=length)
+    letters[rng.random(length) < n_rate] = "N"
+    lower = rng.random(length) < lower_rate
+    letters[lower] = np.char.lower(letters[lower])
+    return "".join(letters)
+
+
+def random_pattern(rng: np.random.Generator, length: int, iupac_rate: float = 0.0, lower_rate: float = 0.0) -> str:
+    """Random pattern text with IUPAC codes at ``iupac_rate``."""
+    letters = rng.choice(list(BASES), size=length)
+    iupac = rng.random(length) < iupac_rate
+    letters[iupac] = rng.choice(list(IUPAC_CODES), size=int(iupac.sum()))
+    lower = rng.random(length) < lower_rate
+    letters[lower] = np.char.lower(letters[lower])
+    return "".join(letters)
+
+
+def mutate(rng: np.random.Generator, seq: str, rate: float) -> str:
+    """Copy of ``seq`` with substitutions, insertions and deletions of
+    1..4 bases, each at about ``rate / 3`` per base."""
+    out = []
+    i = 0
+    while i < len(seq):
+        r = rng.random()
+        if r < rate / 3:
+            out.append(str(rng.choice(list(BASES))))
+            i += 1
+        elif r < 2 * rate / 3:
+            out.extend(rng.choice(list(BASES), size=int(rng.integers(1, 5))))
+        elif r < rate:
+            i += int(rng.integers(1, 5))
+        else:
+            out.append(seq[i])
+            i += 1
+    return "".join(out)
+
+
+def related_pair(rng: np.random.Generator, read_length: int, pattern_length: int, rate: float = 0.1,
+                 iupac_rate: float = 0.0, n_rate: float = 0.0) -> tuple[str, str]:
+    """A pattern and a read that holds a mutated copy of (part of) it, so
+    the optimal alignment has matches, mismatches and gaps."""
+    pattern = random_pattern(rng, pattern_length, iupac_rate)
+    # resolve IUPAC codes to one of their bases before planting into the read
+    concrete = "".join(str(rng.choice(list(IUPAC_BASES[c.upper()]))) for c in pattern)
+    start = int(rng.integers(0, max(1, pattern_length // 4)))
+    stop = pattern_length - int(rng.integers(0, max(1, pattern_length // 4)))
+    insert = mutate(rng, concrete[start:stop], rate)
+    if rng.random() < 0.5:
+        insert = "".join({"A": "T", "C": "G", "G": "C", "T": "A"}[b] for b in reversed(insert))
+    flank = max(0, read_length - len(insert))
+    left = int(rng.integers(0, flank + 1))
+    read = random_read(rng, left, n_rate) + insert + random_read(rng, flank - left, n_rate)
+    return read, pattern
+
+
+# --- parasail as a second oracle -------------------------------------------
+
+# read letters become digits 0..4 (4 = never matches); pattern IUPAC sets
+# become letters 'A' + mask (B..P). Disjoint alphabets make the substitution
+# matrix symmetric, so parasail's row/column convention (which differs between
+# its scalar and striped functions for asymmetric matrices) cannot matter.
+_PARASAIL_ALPHABET = "".join(chr(ord("A") + mask) for mask in range(1, 16)) + "01234"
+_matrices: dict = {}
+
+
+def _parasail_matrix(scoring: Scoring):
+    import parasail
+
+    matrix = _matrices.get(scoring)
+    if matrix is None:
+        matrix = parasail.matrix_create(_PARASAIL_ALPHABET, scoring.match, -scoring.mismatch)
+        for mask in range(1, 16):
+            for code in range(5):
+                value = scoring.match if code < 4 and (mask >> code) & 1 else -scoring.mismatch
+                row = _PARASAIL_ALPHABET.index(chr(ord("A") + mask))
+                col = _PARASAIL_ALPHABET.index(str(code))
+                matrix[row, col] = value
+                matrix[col, row] = value
+        _matrices[scoring] = matrix
+    return matrix
+
+
+def parasail_read_text(read: str) -> str:
+    """Read text in the parasail alphabet (own table, not bpbc.alphabet)."""
+    return "".join(str(BASES.index(IUPAC_BASES[c.upper()])) if len(IUPAC_BASES[c.upper()]) == 1 else "4"
+                   for c in read)
+
+
+def parasail_pattern_text(pattern: str) -> str:
+    """Pattern text in the parasail alphabet (own table, not bpbc.alphabet)."""
+    return "".join(chr(ord("A") + sum(1 << BASES.index(b) for b in IUPAC_BASES[c.upper()])) for c in pattern)
+
+
+def parasail_sw_mapped(read: str, pattern: str, scoring: Scoring) -> int:
+    """parasail's SW score of texts already in the parasail alphabet."""
+    import parasail
+
+    if not read or not pattern:
+        return 0  # parasail rejects empty sequences
+    result = parasail.sw_striped_16(pattern, read, scoring.gap_open + scoring.gap_extend,
+                                    scoring.gap_extend, _parasail_matrix(scoring))
+    assert not result.saturated
+    return int(result.score)
+
+
+def parasail_sw(read: str, pattern: str, scoring: Scoring) -> int:
+    """parasail's SW score of read text vs IUPAC pattern text (bpbc rule:
+    read N and other read IUPAC letters never match; a pattern IUPAC letter
+    matches each base of its set)."""
+    return parasail_sw_mapped(parasail_read_text(read), parasail_pattern_text(pattern), scoring)
+
+
+def parasail_sw_codes(read_codes, pattern_masks, scoring: Scoring) -> int:
+    """parasail's SW score of encoded arrays (read codes 0..4, masks 1..15)."""
+    read = "".join(str(int(c)) for c in read_codes)
+    pattern = "".join(chr(ord("A") + int(p)) for p in pattern_masks)
+    return parasail_sw_mapped(read, pattern, scoring)

@@ -1,0 +1,169 @@
+"""Engine parity: every engine against the scalar reference and parasail.
+
+:class:`EngineParity` holds the tests; each engine runs them once through a
+subclass (the GPU one only with ``pytest -m gpu``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpbc.alphabet import encode_pattern, encode_reads, reverse_complement_masks
+from bpbc.reference import sw_score_codes
+from bpbc.scoring import Scoring, score_planes
+from tests.bpbc.conftest import (
+    EDGE_LENGTHS,
+    SCORINGS,
+    parasail_sw_codes,
+    pattern_texts,
+    random_pattern,
+    random_read,
+    read_texts,
+    related_pair,
+    scoring_id,
+    scorings,
+)
+
+
+def check_exactness(engine_scores, overflow, true_scores, planes):
+    """The screen's contract: exact unless flagged; flagged means >= 2**planes."""
+    true_scores = np.asarray(true_scores)
+    exact = ~overflow
+    assert np.array_equal(engine_scores[exact], true_scores[exact])
+    assert np.all(true_scores[overflow] >= 1 << planes)
+
+
+class EngineParity:
+    """Tests every engine must pass. Subclasses provide ``make_engine``."""
+
+    @classmethod
+    def make_engine(cls):
+        raise NotImplementedError
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def engine(cls):
+        return cls.make_engine()
+
+    def run(self, engine, reads, pattern_masks, scoring, planes):
+        codes, lengths = encode_reads(reads)
+        prepared = engine.prepare(codes, lengths)
+        scores, overflow = engine.scores(prepared, pattern_masks, scoring, planes)
+        return codes, lengths, scores, overflow
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        reads=st.lists(read_texts(max_size=70), min_size=1, max_size=12),
+        pattern=pattern_texts(max_size=40),
+        scoring=scorings(),
+        threshold_fraction=st.floats(min_value=0.0, max_value=1.0),
+        reverse=st.booleans(),
+    )
+    def test_matches_reference(self, engine, reads, pattern, scoring, threshold_fraction, reverse):
+        masks = encode_pattern(pattern)
+        if reverse:
+            masks = reverse_complement_masks(masks)
+        threshold = max(1, round(threshold_fraction * scoring.max_score(len(masks))))
+        planes = score_planes(threshold)
+        codes, lengths, scores, overflow = self.run(engine, reads, masks, scoring, planes)
+        truth = [sw_score_codes(codes[i, : lengths[i]], masks, scoring) for i in range(len(reads))]
+        check_exactness(scores, overflow, truth, planes)
+        # the screen decision is exact whatever the planes
+        passed = (scores >= threshold) | overflow
+        assert np.array_equal(passed, np.asarray(truth) >= threshold)
+
+    @pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+    def test_edge_lengths_against_parasail(self, engine, scoring):
+        """Lengths around word boundaries, patterns longer than reads, all-N
+        reads, IUPAC patterns; enough planes that every score is exact."""
+        rng = np.random.default_rng(7)
+        read_lengths = EDGE_LENGTHS + [127, 128, 129, 300]
+        reads = [random_read(rng, n, n_rate=0.05) for n in read_lengths for _ in range(9)]
+        reads += ["N" * n for n in (1, 33, 64, 150)]
+        for pattern_length in (1, 5, 32, 65, 140):
+            masks = encode_pattern(random_pattern(rng, pattern_length, iupac_rate=0.1))
+            planes = scoring.max_score(pattern_length).bit_length()
+            codes, lengths, scores, overflow = self.run(engine, reads, masks, scoring, planes)
+            truth = [parasail_sw_codes(codes[i, : lengths[i]], masks, scoring) for i in range(len(reads))]
+            assert not overflow.any()
+            assert np.array_equal(scores, truth)
+
+    def test_thousands_of_related_pairs_against_parasail(self, engine):
+        """A few thousand read/pattern pairs with planted, mutated matches
+        (so gaps and mismatches matter), grouped by pattern."""
+        rng = np.random.default_rng(11)
+        scoring = Scoring()
+        for pattern_index in range(6):
+            pattern_length = int(rng.integers(15, 129))
+            pattern = random_pattern(rng, pattern_length, iupac_rate=0.05)
+            masks = encode_pattern(pattern)
+            reads = []
+            for _ in range(500):
+                read, _ = related_pair(rng, int(rng.integers(0, 200)), pattern_length, rate=0.15, n_rate=0.01)
+                reads.append(read)
+            # plant this pattern (not related_pair's own) in half the reads
+            for i in range(0, len(reads), 2):
+                start = int(rng.integers(0, len(reads[i]) + 1))
+                concrete = pattern.upper().translate(str.maketrans("RYSWKMBDHVNU", "ACGTGACAAAGT"))
+                reads[i] = reads[i][:start] + concrete[: int(rng.integers(1, pattern_length + 1))] + reads[i][start:]
+            planes = scoring.max_score(pattern_length).bit_length()
+            codes, lengths, scores, overflow = self.run(engine, reads, masks, scoring, planes)
+            truth = [parasail_sw_codes(codes[i, : lengths[i]], masks, scoring) for i in range(len(reads))]
+            assert not overflow.any()
+            assert np.array_equal(scores, truth), pattern_index
+
+    @pytest.mark.parametrize("threshold", [1, 2, 3, 7, 8, 31, 32, 40, 63, 64, 100])
+    def test_saturating_screen_property(self, engine, threshold):
+        """With b = bit length of T: below T exact, at or above T detected."""
+        rng = np.random.default_rng(threshold)
+        scoring = Scoring()
+        pattern = random_pattern(rng, 64)
+        masks = encode_pattern(pattern)
+        reads = [related_pair(rng, 150, 64, rate=float(rng.uniform(0, 0.4)))[0] for _ in range(300)]
+        planes = score_planes(threshold)
+        codes, lengths, scores, overflow = self.run(engine, reads, masks, scoring, planes)
+        truth = np.array([parasail_sw_codes(codes[i, : lengths[i]], masks, scoring) for i in range(len(reads))])
+        check_exactness(scores, overflow, truth, planes)
+        assert np.array_equal((scores >= threshold) | overflow, truth >= threshold)
+
+    def test_empty_batch(self, engine):
+        codes, lengths = encode_reads([])
+        prepared = engine.prepare(codes, lengths)
+        scores, overflow = engine.scores(prepared, encode_pattern("ACGT"), Scoring(), 6)
+        assert scores.shape == (0,) and overflow.shape == (0,)
+
+    def test_instance_order_is_input_order(self, engine):
+        """Reads of very different lengths are sorted inside the engine; the
+        scores must come back in input order."""
+        rng = np.random.default_rng(3)
+        pattern = "ACGTTGCAACGGTACA"
+        reads = []
+        for i in range(700):
+            read = random_read(rng, int(rng.integers(0, 250)))
+            if i % 3 == 0:
+                read = read[:10] + pattern[: 4 + i % 12] + read[10:]
+            reads.append(read)
+        masks = encode_pattern(pattern)
+        codes, lengths, scores, overflow = self.run(engine, reads, masks, Scoring(), 6)
+        truth = [parasail_sw_codes(codes[i, : lengths[i]], masks, Scoring()) for i in range(len(reads))]
+        check_exactness(scores, overflow, truth, 6)
+
+
+class TestCpuEngine(EngineParity):
+    @classmethod
+    def make_engine(cls):
+        from bpbc.cpu_engine import CpuEngine
+
+        return CpuEngine()
+
+
+@pytest.mark.gpu
+class TestGpuEngine(EngineParity):
+    @classmethod
+    def make_engine(cls):
+        from bpbc.gpu_engine import GpuEngine
+
+        return GpuEngine()
