@@ -1,0 +1,124 @@
+"""GPU engine: compile checks (need only nvcc) and CPU parity (need a GPU).
+
+The shared engine tests run on the GPU through TestGpuEngine in
+test_engines.py; these add bulk bit-identity with the CPU engine.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bpbc
+from bpbc.gpu_engine import KERNEL_PATH, chain_shape
+from tests.bpbc.conftest import random_pattern, random_read, related_pair
+
+INSTANTIATIONS = [(6, 4, 32, 2, 3, 7, 2), (1, 1, 32, 2, 3, 7, 2), (11, 8, 8, 5, 4, 11, 3), (3, 5, 4, 1, 9, 20, 9)]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+def test_sw_kernel_compiles_for_sm90(tmp_path):
+    args = "const unsigned*, const int*, const unsigned char*, unsigned*, unsigned*, unsigned*, unsigned*, int, int, int, int, int"
+    source = tmp_path / "instantiate.cu"
+    source.write_text(f'#include "{KERNEL_PATH}"\n' + "".join(
+        f"template __global__ void sw_screen<{','.join(map(str, t))}>({args});\n" for t in INSTANTIATIONS))
+    result = subprocess.run(
+        ["nvcc", "-arch=sm_90", "-std=c++17", "-Werror", "all-warnings", "-cubin", "-o", str(tmp_path / "sw.cubin"),
+         str(source)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("length", [1, 4, 20, 31, 33, 60, 128, 129, 256, 300, 1000])
+def test_chain_shape_covers_the_pattern(length):
+    rows, lanes, stripes = chain_shape(length)
+    assert 32 % lanes == 0 and 1 <= rows <= 8
+    assert rows * lanes * stripes >= length
+    assert rows * lanes * (stripes - 1) < length  # no empty stripe
+
+
+def _random_workload(rng, n_reads):
+    reads = []
+    for i in range(n_reads):
+        if i % 4 == 0:
+            reads.append(related_pair(rng, int(rng.integers(20, 301)), 60, rate=0.2, n_rate=0.02)[0])
+        else:
+            reads.append(random_read(rng, int(rng.integers(0, 301)), n_rate=0.02))
+    return reads
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scoring, threshold, exact", [
+    ((2, 3, 5, 2), 40, False),
+    ((2, 3, 5, 2), 25, True),
+    ((1, 1, 1, 1), 12, False),
+    ((3, 2, 4, 1), 64, False),
+    ((5, 4, 8, 3), 7, False),
+])
+def test_gpu_matches_cpu_bit_for_bit(scoring, threshold, exact):
+    """25,000 reads x 2 patterns x 2 strands = 10^5 instances per scoring."""
+    rng = np.random.default_rng(threshold)
+    reads = _random_workload(rng, 25_000)
+    patterns = [random_pattern(rng, 60, iupac_rate=0.1), random_pattern(rng, int(rng.integers(15, 140)))]
+    match, mismatch, gap_open, gap_extend = scoring
+    kwargs = dict(threshold=threshold, match=match, mismatch=mismatch, gap_open=gap_open,
+                  gap_extend=gap_extend, exact_scores=exact)
+    cpu = bpbc.screen(reads, patterns, device="cpu", **kwargs)
+    gpu = bpbc.screen(reads, patterns, device="gpu", **kwargs)
+    assert np.array_equal(cpu.scores, gpu.scores)
+    assert np.array_equal(cpu.capped, gpu.capped)
+    assert np.array_equal(cpu.indices, gpu.indices)
+    assert cpu.alignments == gpu.alignments
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pattern_length", [300, 520])
+def test_long_patterns_use_stripes(pattern_length):
+    rng = np.random.default_rng(pattern_length)
+    assert chain_shape(pattern_length)[2] > 1
+    reads = _random_workload(rng, 3000)
+    patterns = [random_pattern(rng, pattern_length, iupac_rate=0.05)]
+    reads += [random_read(rng, 30) + patterns[0][50:250] + random_read(rng, 30) for _ in range(50)]
+    cpu = bpbc.screen(reads, patterns, threshold=60, device="cpu", exact_scores=True)
+    gpu = bpbc.screen(reads, patterns, threshold=60, device="gpu", exact_scores=True)
+    assert np.array_equal(cpu.scores, gpu.scores)
+    assert len(gpu.indices) >= 50
+
+
+@pytest.mark.gpu
+def test_ballot_and_swap_transposes_give_the_same_scores():
+    from bpbc.alphabet import encode_pattern, encode_reads
+    from bpbc.gpu_engine import GpuEngine
+    from bpbc.scoring import Scoring
+
+    rng = np.random.default_rng(5)
+    codes, lengths = encode_reads(_random_workload(rng, 5000))
+    masks = encode_pattern(random_pattern(rng, 40, iupac_rate=0.1))
+    results = []
+    for method in ("ballot", "swap"):
+        engine = GpuEngine(transpose=method)
+        results.append(engine.scores(engine.prepare(codes, lengths), masks, Scoring(), 6))
+    assert np.array_equal(results[0][0], results[1][0])
+    assert np.array_equal(results[0][1], results[1][1])
+
+
+@pytest.mark.gpu
+def test_cli_end_to_end_on_gpu_matches_cpu(tmp_path):
+    """The CLI with --device gpu on real reads when scripts/gpu_check.sh
+    carried them (.devdata), else on the shipped example."""
+    from bpbc.cli import main
+
+    root = Path(__file__).resolve().parents[2]
+    real = root / ".devdata" / "illumina.fastq.gz"
+    reads = real if real.exists() else root / "examples" / "reads.fq.gz"
+    adapters = root / ".devdata" / "adapters.fa" if real.exists() else root / "examples" / "adapters.fa"
+    outputs = {}
+    for device in ("cpu", "gpu"):
+        out = tmp_path / f"{device}.paf"
+        assert main([str(reads), str(adapters), "--threshold", "20", "--device", device, "-o", str(out), "--quiet"]) == 0
+        outputs[device] = out.read_text()
+    assert outputs["cpu"] == outputs["gpu"]
+    assert outputs["gpu"].count("\n") > 0
