@@ -16,7 +16,9 @@ Tie rule (the one rule every alignment follows):
   i, then the smallest pattern end j.
 * In state H, the traceback prefers the diagonal (M, i.e. = or X), then E
   (I, gap in the pattern), then F (D, gap in the read): H's source is the
-  first of these, in that order, whose value equals H.
+  first of these, in that order, whose value equals H. Walking back from the
+  end with the diagonal first puts a gap in a repeat as far toward the
+  alignment start as possible (GAAAC vs GAAAAC gives 1M1D4M).
 * In a gap state (E or F) the traceback prefers closing the gap, i.e.
   returning to the H cell the gap was opened from, over extending it, when
   both give the same value. The traceback always follows the state that
@@ -24,6 +26,9 @@ Tie rule (the one rule every alignment follows):
 * The alignment starts at the first cell on the traced path (walking back
   from the end) whose H is 0, or at row/column 0. It therefore begins and
   ends with a matching base.
+* All of this holds in the orientation that is aligned: on strand '-' the
+  read is aligned against the reverse-complement pattern by these rules, and
+  only then are pattern coordinates and CIGAR mapped to the forward pattern.
 
 Score 0 (no base matches anything): no alignment. Everything is reported as
 0 (score, coordinates, nm, matches, length; for either strand) with an empty

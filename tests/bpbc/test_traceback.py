@@ -1,0 +1,372 @@
+"""Gotoh traceback: scores against the reference, CIGAR validity, the tie rule,
+strands and batches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from bpbc.alphabet import INVALID, encode_pattern, encode_reads, reverse_complement_masks
+from bpbc.reference import sw_matrices, sw_score_codes
+from bpbc.result import Alignment
+from bpbc.scoring import Scoring
+from bpbc.traceback import LocalAlignment, align_codes, align_instances, cigar_score, parse_cigar
+from tests.bpbc.conftest import (
+    IUPAC_BASES,
+    SCORINGS,
+    mutate,
+    parasail_sw_codes,
+    pattern_texts,
+    random_pattern,
+    random_read,
+    read_texts,
+    related_pair,
+    scoring_id,
+    scorings,
+)
+
+NO_ALIGNMENT = LocalAlignment(0, 0, 0, 0, 0, "", 0, 0, 0)
+
+
+def encode(read: str, pattern: str):
+    codes, lengths = encode_reads([read])
+    return codes[0, : lengths[0]], encode_pattern(pattern)
+
+
+def reverse_complement_codes(codes):
+    codes = np.asarray(codes, dtype=np.uint8)[::-1]
+    return np.where(codes == INVALID, INVALID, 3 - codes).astype(np.uint8)
+
+
+def is_match(code, mask) -> bool:
+    return code != INVALID and (int(mask) >> int(code)) & 1 == 1
+
+
+def rule_traceback(read, pattern, scoring: Scoring) -> LocalAlignment:
+    """The documented tie rule, walked on the reference matrices in plain
+    Python: end = first max-H cell in (read end, pattern end) order; in H
+    prefer diagonal, then E (I), then F (D); in a gap state prefer closing the
+    gap; stop where H is 0."""
+    H, E, F = sw_matrices(read, pattern, scoring)
+    open_cost = scoring.gap_open + scoring.gap_extend
+    best = max(map(max, H))
+    if best == 0:
+        return NO_ALIGNMENT
+    end_i, end_j = next((i, j) for i, row in enumerate(H) for j, h in enumerate(row) if h == best)
+    i, j, state, ops = end_i, end_j, "H", []
+    while True:
+        if state == "H":
+            if H[i][j] == 0:
+                break
+            s = scoring.match if is_match(read[i - 1], pattern[j - 1]) else -scoring.mismatch
+            if H[i][j] == H[i - 1][j - 1] + s:
+                ops.append("=" if s > 0 else "X")
+                i, j = i - 1, j - 1
+            elif H[i][j] == E[i][j]:
+                state = "E"
+            else:
+                assert H[i][j] == F[i][j]
+                state = "F"
+        elif state == "E":
+            ops.append("I")
+            if E[i][j] == H[i - 1][j] - open_cost:
+                state = "H"
+            else:
+                assert E[i][j] == E[i - 1][j] - scoring.gap_extend
+            i -= 1
+        else:
+            ops.append("D")
+            if F[i][j] == H[i][j - 1] - open_cost:
+                state = "H"
+            else:
+                assert F[i][j] == F[i][j - 1] - scoring.gap_extend
+            j -= 1
+    ops.reverse()
+    runs = []
+    for op in ops:
+        if runs and runs[-1][1] == op:
+            runs[-1][0] += 1
+        else:
+            runs.append([1, op])
+    cigar = "".join(f"{length}{op}" for length, op in runs)
+    nm = sum(op in "XID" for op in ops)
+    return LocalAlignment(best, i, end_i, j, end_j, cigar, nm, ops.count("="), len(ops))
+
+
+def check_alignment(al, read, pattern, scoring: Scoring, eqx: bool):
+    """Everything an alignment must satisfy on its own (``read``/``pattern``
+    in the orientation the CIGAR reads them)."""
+    n, m = len(read), len(pattern)
+    if al.score == 0:
+        assert tuple(al) == tuple(NO_ALIGNMENT)
+        return
+    assert 0 <= al.read_start < al.read_end <= n
+    assert 0 <= al.pattern_start < al.pattern_end <= m
+    runs = parse_cigar(al.cigar)
+    assert all(a[1] != b[1] for a, b in zip(runs, runs[1:])), al.cigar  # proper run-length encoding
+    assert set(op for _, op in runs) <= (set("=XID") if eqx else set("MID"))
+    assert sum(k for k, op in runs if op in "M=XI") == al.read_end - al.read_start
+    assert sum(k for k, op in runs if op in "M=XD") == al.pattern_end - al.pattern_start
+    assert sum(k for k, _ in runs) == al.length
+    segment_read = read[al.read_start : al.read_end]
+    segment_pattern = pattern[al.pattern_start : al.pattern_end]
+    assert cigar_score(al.cigar, segment_read, segment_pattern, scoring) == al.score
+    # local alignments begin and end with a matching base
+    assert is_match(segment_read[0], segment_pattern[0])
+    assert is_match(segment_read[-1], segment_pattern[-1])
+    # recount matches and edits column by column
+    matched = edits = i = j = 0
+    for length, op in runs:
+        if op in "M=X":
+            for _ in range(length):
+                if is_match(segment_read[i], segment_pattern[j]):
+                    matched += 1
+                else:
+                    edits += 1
+                i, j = i + 1, j + 1
+        else:
+            edits += length
+            i, j = (i + length, j) if op == "I" else (i, j + length)
+    assert (al.matches, al.nm) == (matched, edits)
+
+
+def check_eqx_consistent(plain, eqx):
+    """The M CIGAR is the =/X CIGAR with = and X merged; other fields agree."""
+    assert plain._replace(cigar="") == eqx._replace(cigar="")
+    merged = []
+    for length, op in parse_cigar(eqx.cigar):
+        op = "M" if op in "=X" else op
+        if merged and merged[-1][1] == op:
+            merged[-1][0] += length
+        else:
+            merged.append([length, op])
+    assert plain.cigar == "".join(f"{length}{op}" for length, op in merged)
+
+
+def low_entropy(rng, length):
+    """Sequences full of ties: two letters or short repeats."""
+    if rng.random() < 0.5:
+        return "".join(rng.choice(list("AC"), size=length))
+    unit = "".join(rng.choice(list("ACGT"), size=int(rng.integers(1, 4))))
+    return (unit * (length // len(unit) + 1))[:length]
+
+
+def mixed_pairs(seed: int, count: int, max_length: int):
+    rng = np.random.default_rng(seed)
+    for k in range(count):
+        n = int(rng.integers(0, max_length + 1))
+        m = int(rng.integers(1, max_length + 1))
+        kind = k % 4
+        if kind == 0:
+            yield related_pair(rng, n, m, rate=0.2, iupac_rate=0.1, n_rate=0.03)
+        elif kind == 1:
+            yield random_read(rng, n, n_rate=0.1, lower_rate=0.1), random_pattern(rng, m, iupac_rate=0.2)
+        elif kind == 2:
+            read = low_entropy(rng, n)
+            yield read, (read[: m] if rng.random() < 0.3 and read else low_entropy(rng, m))
+        else:
+            pattern = low_entropy(rng, m)
+            yield random_read(rng, n // 3) + pattern + random_read(rng, n // 3), pattern
+
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_equals_rule_traceback_on_reference_matrices(scoring):
+    """Score = reference score, and coordinates and CIGAR are exactly what the
+    documented tie rule gives on the reference matrices."""
+    failures = []
+    for read_text, pattern_text in mixed_pairs(10 + scoring.match + 10 * scoring.gap_open, 300, 45):
+        read, pattern = encode(read_text, pattern_text)
+        expected = rule_traceback(read, pattern, scoring)
+        got = align_codes(read, pattern, scoring, eqx=True)
+        if got != expected:
+            failures.append((read_text, pattern_text, got, expected))
+            continue
+        check_alignment(got, read, pattern, scoring, eqx=True)
+        check_eqx_consistent(align_codes(read, pattern, scoring), got)
+    assert not failures, f"{len(failures)} differ, first: {failures[:3]}"
+
+
+def test_long_pairs_score_and_validity():
+    failures = []
+    rng = np.random.default_rng(20)
+    for k in range(80):
+        scoring = SCORINGS[k % len(SCORINGS)]
+        n = int(rng.integers(100, 301))
+        m = int(rng.integers(n, 320)) if k % 5 == 0 else int(rng.integers(20, 250))
+        read, pattern = encode(*related_pair(rng, n, m, rate=0.15, iupac_rate=0.05, n_rate=0.01))
+        for eqx in (False, True):
+            al = align_codes(read, pattern, scoring, eqx=eqx)
+            check_alignment(al, read, pattern, scoring, eqx)
+        if al.score != sw_score_codes(read, pattern, scoring):
+            failures.append((k, al))
+    assert not failures
+
+
+@settings(max_examples=200, deadline=None)
+@given(read_text=read_texts(max_size=60), pattern_text=pattern_texts(max_size=40), scoring=scorings())
+def test_hypothesis_rule_traceback(read_text, pattern_text, scoring):
+    read, pattern = encode(read_text, pattern_text)
+    got = align_codes(read, pattern, scoring, eqx=True)
+    assert got == rule_traceback(read, pattern, scoring)
+    check_alignment(got, read, pattern, scoring, eqx=True)
+
+
+def test_tie_rule_hand_made():
+    s = Scoring()
+    # two equal hits: the smaller read end wins
+    read, pattern = encode("GATTACATTTTGATTACA", "GATTACA")
+    assert align_codes(read, pattern, s, eqx=True) == LocalAlignment(14, 0, 7, 0, 7, "7=", 0, 7, 7)
+    # same read end, two pattern ends: the smaller pattern end wins
+    read, pattern = encode("AC", "ACGAC")
+    assert align_codes(read, pattern, s) == LocalAlignment(4, 0, 2, 0, 2, "2M", 0, 2, 2)
+    # a base deleted from a homopolymer: diagonal first from the end puts the gap leftmost
+    cheap_gaps = Scoring(5, 4, 1, 1)
+    read, pattern = encode("GAAAC", "GAAAAC")
+    assert align_codes(read, pattern, cheap_gaps, eqx=True) == LocalAlignment(23, 0, 5, 0, 6, "1=1D4=", 1, 5, 6)
+    read, pattern = encode("GAAAAC", "GAAAC")
+    assert align_codes(read, pattern, cheap_gaps, eqx=True) == LocalAlignment(23, 0, 6, 0, 5, "1=1I4=", 1, 5, 6)
+    # H = E = F at the cell after CCCC (mismatch too dear): walking back, E (I)
+    # is taken before F (D), so the forward CIGAR shows the D first
+    dear_mismatch = Scoring(2, 10, 1, 1)
+    read, pattern = encode("CCCCAGGGG", "CCCCTGGGG")
+    assert align_codes(read, pattern, dear_mismatch, eqx=True) == LocalAlignment(
+        12, 0, 9, 0, 9, "4=1D1I4=", 2, 8, 10
+    )
+    # in a gap state, closing the gap beats extending it: 3=1I6= (9 matches,
+    # one 1-base gap: 27 - 5) ties with 4=4I6= (10 matches, 30 - 8)
+    s = Scoring(3, 2, 4, 1)
+    read, pattern = encode("AACCACCACACACCA", "AACCCACACC")
+    assert align_codes(read, pattern, s, eqx=True) == LocalAlignment(22, 4, 14, 1, 10, "3=1I6=", 1, 9, 10)
+    # the same for D: 2=1D5= (21 - 5) ties with 3=4D5= (24 - 8)
+    read, pattern = encode("CCAAACCC", "ACAACCAACACAACCCC")
+    assert align_codes(read, pattern, s, eqx=True) == LocalAlignment(16, 1, 8, 8, 16, "2=1D5=", 1, 7, 8)
+
+
+def test_zero_score_returns_no_alignment():
+    for scoring in SCORINGS:
+        for read_text, pattern_text in [("NNNNNN", "ACGTN"), ("", "ACGT"), ("AAAA", "CCCBBB"), ("RYKM", "N")]:
+            read, pattern = encode(read_text, pattern_text)
+            assert align_codes(read, pattern, scoring) == NO_ALIGNMENT
+            assert align_codes(read, pattern, scoring, eqx=True) == NO_ALIGNMENT
+    codes, lengths = encode_reads(["NNNN", "", "TTTT"])
+    for strand in "+-":
+        for al in align_instances(codes, lengths, np.arange(3), encode_pattern("CCCC"), 7, strand, Scoring()):
+            # '-' aligns against GGGG: still nothing matches
+            assert (al.score, al.read_start, al.read_end, al.pattern_start, al.pattern_end) == (0, 0, 0, 0, 0)
+            assert (al.cigar, al.nm, al.matches, al.length, al.pattern_index, al.strand) == ("", 0, 0, 0, 7, strand)
+
+
+def _batch(seed, count, scoring, max_pattern=200):
+    rng = np.random.default_rng(seed)
+    pattern_text = random_pattern(rng, int(rng.integers(30, max_pattern)), iupac_rate=0.05)
+    reads = []
+    for k in range(count):
+        n = int(rng.integers(0, 300))
+        if k % 2:
+            read = related_from(rng, pattern_text, n)
+        else:
+            read = random_read(rng, n, n_rate=0.05)
+        reads.append(read)
+    codes, lengths = encode_reads(reads)
+    return codes, lengths, encode_pattern(pattern_text)
+
+
+def related_from(rng, pattern_text, n):
+    """A read holding a mutated copy of ``pattern_text`` (either strand)."""
+    concrete = "".join(str(rng.choice(list(IUPAC_BASES[c.upper()]))) for c in pattern_text)
+    insert = mutate(rng, concrete, 0.1)
+    if rng.random() < 0.5:
+        insert = "".join({"A": "T", "C": "G", "G": "C", "T": "A"}[b] for b in reversed(insert))
+    flank = max(0, n - len(insert))
+    left = int(rng.integers(0, flank + 1))
+    return random_read(rng, left) + insert + random_read(rng, flank - left)
+
+
+@pytest.mark.parametrize("scoring", SCORINGS[:3], ids=scoring_id)
+def test_instances_plus_strand_equal_single_alignments(scoring):
+    codes, lengths, pattern = _batch(30 + scoring.match, 120, scoring)
+    rows = np.random.default_rng(31).permutation(np.concatenate([np.arange(len(lengths)), [0, 5, 5]]))
+    alignments = align_instances(codes, lengths, rows, pattern, 3, "+", scoring, eqx=True)
+    assert len(alignments) == len(rows)
+    for row, al in zip(rows, alignments):
+        assert isinstance(al, Alignment)
+        assert (al.read_index, al.pattern_index, al.strand) == (row, 3, "+")
+        single = align_codes(codes[row, : lengths[row]], pattern, scoring, eqx=True)
+        assert LocalAlignment(al.score, al.read_start, al.read_end, al.pattern_start, al.pattern_end,
+                              al.cigar, al.nm, al.matches, al.length) == single
+
+
+@pytest.mark.parametrize("scoring", SCORINGS[:3], ids=scoring_id)
+def test_minus_strand(scoring):
+    codes, lengths, pattern = _batch(40 + scoring.match, 100, scoring, max_pattern=120)
+    m = len(pattern)
+    rc_pattern = reverse_complement_masks(pattern)
+    rows = np.arange(len(lengths))
+    minus = align_instances(codes, lengths, rows, pattern, 0, "-", scoring, eqx=True)
+    unique_checked = 0
+    for row, al in zip(rows, minus):
+        read = codes[row, : lengths[row]]
+        n = len(read)
+        # definition: the '+' alignment against the reverse-complement pattern, mapped back
+        direct = align_codes(read, rc_pattern, scoring, eqx=True)
+        assert al.score == direct.score == parasail_sw_codes(read, rc_pattern, scoring)
+        assert (al.read_start, al.read_end) == (direct.read_start, direct.read_end)
+        if al.score:
+            assert (al.pattern_start, al.pattern_end) == (m - direct.pattern_end, m - direct.pattern_start)
+            assert parse_cigar(al.cigar) == parse_cigar(direct.cigar)[::-1]
+        # the reported CIGAR aligns the reverse-complemented read with the forward pattern
+        rc_read = reverse_complement_codes(read)
+        in_rc_frame = LocalAlignment(al.score, n - al.read_end if al.score else 0, n - al.read_start if al.score else 0,
+                                     al.pattern_start, al.pattern_end, al.cigar, al.nm, al.matches, al.length)
+        check_alignment(in_rc_frame, rc_read, pattern, scoring, eqx=True)
+        # the '+' alignment of the reverse-complemented read: same score; same
+        # spans whenever the optimal alignment's ends are unique
+        plus_rc = align_codes(rc_read, pattern, scoring, eqx=True)
+        assert plus_rc.score == al.score
+        if al.score and n * m <= 12000 and unique_ends(rc_read, pattern, scoring):
+            unique_checked += 1
+            assert (plus_rc.read_start, plus_rc.read_end) == (n - al.read_end, n - al.read_start)
+            assert (plus_rc.pattern_start, plus_rc.pattern_end) == (al.pattern_start, al.pattern_end)
+    assert unique_checked >= 10  # the span comparison actually ran
+
+
+def unique_ends(read, pattern, scoring):
+    """Whether all optimal alignments share both ends: max H is reached in a
+    single cell, for the sequences and for both reversed."""
+    for r, p in ((read, pattern), (read[::-1], pattern[::-1])):
+        H, _, _ = sw_matrices(r, p, scoring)
+        best = max(map(max, H))
+        if sum(row.count(best) for row in H) != 1:
+            return False
+    return True
+
+
+def test_instances_large_batch_against_parasail():
+    """A batch big enough to run on all threads; scores against parasail and
+    each alignment valid."""
+    scoring = Scoring()
+    codes, lengths, pattern = _batch(50, 600, scoring)
+    rows = np.arange(len(lengths))
+    for strand, oriented in (("+", pattern), ("-", reverse_complement_masks(pattern))):
+        alignments = align_instances(codes, lengths, rows, pattern, 1, strand, scoring)
+        for row, al in zip(rows, alignments):
+            read = codes[row, : lengths[row]]
+            assert al.score == parasail_sw_codes(read, oriented, scoring)
+            if strand == "+":
+                check_alignment(al, read, pattern, scoring, eqx=False)
+
+
+def test_rejects_bad_input():
+    codes, lengths = encode_reads(["ACGT"])
+    with pytest.raises(ValueError):
+        align_instances(codes, lengths, [0], encode_pattern("ACGT"), 0, "x", Scoring())
+    with pytest.raises(ValueError):
+        cigar_score("3M", [0, 1, 2, 3], encode_pattern("ACGT"))  # covers too little
+    with pytest.raises(ValueError):
+        cigar_score("4=", [0, 1, 2, 3], encode_pattern("ACGA"))  # '=' on a mismatch
+    with pytest.raises(ValueError):
+        parse_cigar("4M2")
+    read, pattern = encode("ACGTTACGT", "ACGTACGT")
+    assert cigar_score("4M1I4M", read, pattern, Scoring()) == 16 - 7
+    assert cigar_score("4M2D", [0, 1, 2, 3], encode_pattern("ACGTAA"), Scoring()) == 8 - 9
