@@ -1,0 +1,77 @@
+"""Benchmark suite of bpbc: ``python -m bench transpose|sw [--quick]`` (see bench/README.md)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import contextmanager
+
+
+def median_seconds_cpu(call, repeats: int, warmup: int = 1) -> float:
+    """Median wall time of ``call()`` after ``warmup`` untimed calls."""
+    import numpy as np
+
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(max(1, repeats)):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def median_seconds_gpu(call, repeats: int, warmup: int = 1) -> float:
+    """Median time of ``call()`` on the current stream, by CUDA events."""
+    import cupy
+    import numpy as np
+
+    for _ in range(warmup):
+        call()
+    cupy.cuda.Device().synchronize()
+    times = []
+    for _ in range(max(1, repeats)):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        call()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    return float(np.median(times))
+
+
+def gpu_unavailable() -> str | None:
+    """None when cupy and a CUDA device are usable, else why not."""
+    from bpbc.engines import gpu_unavailable_reason
+
+    return gpu_unavailable_reason()
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@contextmanager
+def progress_bar(total: int, description: str):
+    """``advance(label)`` callback driving a rich progress bar on stderr."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[case]}"), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True)) as bar:
+        task = bar.add_task(description, total=total, case="")
+
+        def advance(label: str = "") -> None:
+            bar.update(task, advance=1, case=label)
+
+        def start(label: str) -> None:
+            bar.update(task, case=label)
+
+        advance.start = start
+        yield advance
+
+
+def error_text(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}".replace("\n", " ")
+    return text[:300]

@@ -1,0 +1,434 @@
+"""Smith-Waterman benchmarks: the paper's Table II setting and the read-screening case.
+
+Table II: pattern 128, 32768 instances, read length 1024..65536; rows are the
+bpbc CPU engine (all cores), parasail striped sat (all cores, threads: the
+ctypes calls release the GIL), a word-wise GPU baseline (baseline_sw.cu) and
+the BPBC GPU kernel. Only the SW computation is timed (reads already encoded
+and, for the bit-sliced engines, already transposed: Table I times that).
+Slow methods are measured on fewer instances (a time budget per case) and
+their time for the full instance count is extrapolated linearly; the
+``basis`` column says which.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from . import error_text, gpu_unavailable, median_seconds_cpu, median_seconds_gpu, progress_bar, say
+
+PAPER_RATIO = {"bpbc_cpu": "8.54 (CPU/BPBC, paper)", "gpu_wordwise": "2.47 (existing GPU/BPBC, paper)"}
+BASELINE_PATH = Path(__file__).with_name("baseline_sw.cu")
+DEGENERATE = "RYSWKMBDHVN"
+_baseline_module = None
+
+
+def random_codes(rng, n, length):
+    return rng.integers(0, 4, size=(n, length), dtype=np.uint8)
+
+
+def random_pattern(rng, length, degenerate_fraction=0.0):
+    letters = rng.choice(list("ACGT"), length)
+    if degenerate_fraction:
+        where = rng.random(length) < degenerate_fraction
+        letters[where] = rng.choice(list(DEGENERATE), int(where.sum()))
+    return "".join(letters)
+
+
+def pattern_panel(rng, count=100, shortest=20, longest=60, degenerate_fraction=0.1):
+    return [random_pattern(rng, int(rng.integers(shortest, longest + 1)), degenerate_fraction)
+            for _ in range(count)]
+
+
+# ---------------------------------------------------------------- methods
+
+def baseline_kernel():
+    global _baseline_module
+    import cupy
+
+    if _baseline_module is None:
+        _baseline_module = cupy.RawModule(code=BASELINE_PATH.read_text())
+    return _baseline_module.get_function("sw_wordwise")
+
+
+def baseline_scores(codes_gpu, pattern_masks, scoring):
+    """Scores (int32 cupy) of every read row of ``codes_gpu`` (N, L) uint8."""
+    import cupy
+
+    n, length = codes_gpu.shape
+    m = len(pattern_masks)
+    if m > 1024:
+        raise ValueError("the word-wise baseline takes patterns of at most 1024 bases (one thread per row)")
+    out = cupy.zeros(n, cupy.int32)
+    masks = cupy.asarray(np.asarray(pattern_masks, np.uint8))
+    threads = -(-m // 32) * 32
+    baseline_kernel()((n,), (threads,), (codes_gpu, np.int64(length), masks, np.int32(m), np.int32(scoring.match),
+                                        np.int32(scoring.mismatch), np.int32(scoring.first_gap),
+                                        np.int32(scoring.gap_extend), out), shared_mem=16 * m)
+    return out
+
+
+def parasail_scores(read_strings, pattern, scoring, threads):
+    """parasail sw_striped_profile_sat scores, reads split over ``threads`` threads."""
+    import parasail
+
+    matrix = parasail.matrix_create("ACGT", scoring.match, -scoring.mismatch)
+    profile = parasail.profile_create_sat(pattern, matrix)
+    first_gap, extend = scoring.first_gap, scoring.gap_extend
+
+    def work(chunk):
+        return [parasail.sw_striped_profile_sat(profile, read, first_gap, extend).score for read in chunk]
+
+    chunks = [read_strings[k::threads] for k in range(threads)]
+    with ThreadPoolExecutor(threads) as pool:
+        parts = list(pool.map(work, chunks))
+    scores = np.empty(len(read_strings), np.int64)
+    for k, part in enumerate(parts):
+        scores[k::threads] = part
+    return scores
+
+
+def codes_to_strings(codes):
+    letters = np.frombuffer(b"ACGTN", np.uint8)[np.minimum(codes, 4)]
+    return [row.tobytes().decode() for row in letters]
+
+
+def verify_baseline(scoring, rng) -> str:
+    """Baseline scores must equal the CPU engine's exact scores on a sample."""
+    import cupy
+
+    from bpbc.alphabet import encode_pattern
+    from bpbc.cpu_engine import CpuEngine
+    from bpbc.scoring import score_planes
+
+    codes = random_codes(rng, 256, 300)
+    pattern = random_pattern(rng, 128, 0.05)
+    # plant pattern pieces so that scores spread above the noise floor
+    for k in range(0, 256, 3):
+        piece = np.frombuffer(pattern[10:100].replace("R", "A").replace("Y", "C").replace("S", "G")
+                              .replace("W", "T").replace("K", "G").replace("M", "A").replace("B", "C")
+                              .replace("D", "A").replace("H", "T").replace("V", "G").replace("N", "A")
+                              .encode(), np.uint8)
+        codes[k, 50:140] = np.searchsorted(np.frombuffer(b"ACGT", np.uint8), piece)
+    masks = encode_pattern(pattern)
+    engine = CpuEngine()
+    planes = score_planes(2 * len(masks))
+    expected, _ = engine.scores(engine.prepare(codes, np.full(len(codes), codes.shape[1])), masks, scoring, planes)
+    got = baseline_scores(cupy.asarray(codes), masks, scoring).get()
+    if not np.array_equal(got, expected):
+        bad = int(np.flatnonzero(got != expected)[0])
+        raise RuntimeError(f"baseline disagrees with the CPU engine: read {bad}: {got[bad]} != {expected[bad]}")
+    return f"baseline == CPU engine on 256 reads (scores {expected.min()}..{expected.max()})"
+
+
+# ---------------------------------------------------------------- Table II
+
+def _sized(n_target, n_step, cells_per_instance, rate, budget_s):
+    """Instances to measure: the target if it fits the budget at ``rate``
+    (cells/s), else a multiple of ``n_step`` that does; 0 to skip."""
+    if rate is None:
+        return min(n_target, n_step)
+    fits = int(budget_s * rate / cells_per_instance) // n_step * n_step
+    if fits >= n_target:
+        return n_target
+    return fits if fits >= n_step else 0
+
+
+def table2_rows(lengths, n_target, m, repeats, use_gpu, budgets, advance, cores) -> list[dict]:
+    from bpbc.alphabet import encode_pattern
+    from bpbc.cpu_engine import LANES, CpuEngine
+    from bpbc.scoring import Scoring, score_planes
+
+    scoring = Scoring()
+    rng = np.random.default_rng(2)
+    pattern = random_pattern(rng, m)
+    masks = encode_pattern(pattern)
+    planes = score_planes(scoring.max_score(m))  # exact scores, as in the paper
+    cpu = CpuEngine()
+    rates: dict[str, float | None] = {}
+    methods = ["bpbc_cpu", "parasail_sat"] + (["gpu_wordwise", "bpbc_gpu"] if use_gpu else [])
+    steps = {"bpbc_cpu": LANES * cores, "parasail_sat": 64 * cores, "gpu_wordwise": 4096, "bpbc_gpu": n_target}
+    rows = []
+    for length in lengths:
+        cells = length * m
+        times = {}
+        for method in methods:
+            advance.start(f"{method} L={length}")
+            row = {"case": "table2", "method": method, "pattern_length": m, "read_length": length,
+                   "instances": n_target, "planes": planes}
+            try:
+                n = _sized(n_target, steps[method], cells, rates.get(method), budgets[method])
+                if n == 0:
+                    row.update(basis="skipped: over the time budget", seconds="")
+                    rows.append(row)
+                    continue
+                seconds = _time_method(method, n, length, masks, pattern, scoring, planes, repeats, rng, cpu, cores,
+                                       warm=method in rates)
+                rates[method] = n * cells / seconds
+                full = seconds * n_target / n
+                times[method] = full
+                row.update(instances_measured=n, seconds_measured=f"{seconds:.6g}", seconds=f"{full:.6g}",
+                           basis="measured" if n == n_target else f"extrapolated from {n} instances",
+                           gcups=f"{n * cells / seconds / 1e9:.4g}")
+            except Exception as error:
+                row.update(basis="error", error=error_text(error))
+            rows.append(row)
+            advance(f"{method} L={length}")
+        reference = "bpbc_gpu" if use_gpu else "bpbc_cpu"
+        for row in rows:
+            if row["read_length"] == length and row.get("case") == "table2":
+                row["reference_method"] = reference
+                if row["method"] in times and reference in times:
+                    row["ratio_to_reference"] = f"{times[row['method']] / times[reference]:.4f}"
+                row["paper_ratio"] = PAPER_RATIO.get(row["method"], "") if use_gpu else ""
+    return rows
+
+
+def _time_method(method, n, length, masks, pattern, scoring, planes, repeats, rng, cpu, cores, warm):
+    """Median seconds of one SW pass of ``method`` over n random reads."""
+    warmup = 0 if warm else 1
+    if method == "bpbc_cpu":
+        codes = random_codes(rng, n, length)
+        prepared = cpu.prepare(codes, np.full(n, length))
+        return median_seconds_cpu(lambda: cpu.scores(prepared, masks, scoring, planes), repeats, warmup)
+    if method == "parasail_sat":
+        reads = codes_to_strings(random_codes(rng, n, length))
+        return median_seconds_cpu(lambda: parasail_scores(reads, pattern, scoring, cores), repeats, warmup)
+    import cupy
+
+    if method == "gpu_wordwise":
+        codes = cupy.random.default_rng(int(rng.integers(1 << 30))).integers(0, 4, size=(n, length), dtype=cupy.uint8)
+        seconds = median_seconds_gpu(lambda: baseline_scores(codes, masks, scoring), repeats, warmup)
+        del codes
+        return seconds
+    if method == "bpbc_gpu":
+        from bpbc.gpu_engine import GpuEngine
+
+        from .gpu_kernel import random_prepared
+
+        engine = _gpu_engine()
+        prepared = random_prepared(n, length, seed=int(rng.integers(1 << 30)))
+        seconds = median_seconds_gpu(lambda: engine.launch(prepared, masks, scoring, planes), repeats, warmup)
+        del prepared
+        cupy.get_default_memory_pool().free_all_blocks()
+        return seconds
+    raise ValueError(method)
+
+
+_engine = None
+
+
+def _gpu_engine():
+    global _engine
+    if _engine is None:
+        from bpbc.gpu_engine import GpuEngine
+
+        _engine = GpuEngine()
+    return _engine
+
+
+# ---------------------------------------------------------------- screening
+
+def screening_rows(read_counts, panel_counts, cpu_counts, length, repeats, use_gpu, advance, cores, panel_size):
+    from bpbc.alphabet import encode_pattern
+    from bpbc.cpu_engine import CpuEngine
+    from bpbc.scoring import Scoring, score_planes
+
+    scoring = Scoring()
+    threshold = 40
+    planes = score_planes(threshold)
+    rng = np.random.default_rng(3)
+    single = random_pattern(rng, 128)
+    panel = pattern_panel(rng, panel_size)
+    cases = [("single_128", [single], read_counts), (f"panel_{panel_size}x20-60", panel, panel_counts)]
+    rows = []
+    cpu = CpuEngine()
+    for label, patterns, counts in cases:
+        masks = [encode_pattern(p) for p in patterns]
+        cells_per_read = length * sum(len(m) for m in masks)
+        for n in sorted(set(counts) | set(cpu_counts)):
+            methods = (["bpbc_cpu"] + (["parasail_sat"] if label.startswith("single") else [])) if n in cpu_counts else []
+            methods += ["bpbc_gpu"] if use_gpu and n in counts else []
+            for method in methods:
+                advance.start(f"{label} {method} N={n}")
+                row = {"case": f"screen_{label}", "method": method, "pattern_length": "/".join(
+                    str(len(m)) for m in masks) if len(masks) == 1 else f"{len(masks)} patterns",
+                    "read_length": length, "instances": n, "threshold": threshold, "planes": planes,
+                    "strands": "one orientation"}
+                try:
+                    if method == "bpbc_gpu":
+                        from .gpu_kernel import random_prepared
+
+                        engine = _gpu_engine()
+                        prepared = random_prepared(n, length, seed=n)
+                        reps = repeats if n <= 4_000_000 else max(1, repeats // 2)
+                        seconds = median_seconds_gpu(
+                            lambda: [engine.launch(prepared, m, scoring, planes) for m in masks], reps)
+                        del prepared
+                        import cupy
+
+                        cupy.get_default_memory_pool().free_all_blocks()
+                    elif method == "bpbc_cpu":
+                        prepared = cpu.prepare(random_codes(rng, n, length), np.full(n, length))
+                        seconds = median_seconds_cpu(
+                            lambda: [cpu.scores(prepared, m, scoring, planes) for m in masks], repeats)
+                    else:
+                        reads = codes_to_strings(random_codes(rng, n, length))
+                        seconds = median_seconds_cpu(lambda: parasail_scores(reads, single, scoring, cores), 1)
+                    row.update(basis="measured", seconds=f"{seconds:.6g}", gcups=f"{n * cells_per_read / seconds / 1e9:.4g}",
+                               reads_per_s=f"{n / seconds:.4g}")
+                except Exception as error:
+                    row.update(basis="error", error=error_text(error))
+                rows.append(row)
+                advance(f"{label} {method} N={n}")
+    return rows
+
+
+def write_fastq_gz(path, n, length, rng, plant=None):
+    """Random reads; every 50th carries ``plant`` (so PAF output is not empty)."""
+    with gzip.open(path, "wb", compresslevel=1) as fh:
+        for start in range(0, n, 100_000):
+            count = min(100_000, n - start)
+            letters = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, size=(count, length), dtype=np.uint8)]
+            if plant:
+                piece = np.frombuffer(plant.encode()[:length], np.uint8)
+                letters[::50, : len(piece)] = piece
+            quality = b"I" * length
+            fh.write(b"".join(b"@r%d\n%s\n+\n%s\n" % (start + k, row.tobytes(), quality)
+                              for k, row in enumerate(letters)))
+
+
+class _TimedEngine:
+    """Wraps an engine to add up the time of its prepare and scores calls."""
+
+    def __init__(self, engine, stages):
+        self._engine, self._stages = engine, stages
+        self.name, self.word_bits = engine.name, engine.word_bits
+
+    def prepare(self, *args):
+        start = time.perf_counter()
+        try:
+            return self._engine.prepare(*args)
+        finally:
+            self._stages["prepare_transpose_s"] += time.perf_counter() - start
+
+    def scores(self, *args):
+        start = time.perf_counter()
+        try:
+            return self._engine.scores(*args)
+        finally:
+            self._stages["engine_scores_s"] += time.perf_counter() - start
+
+
+def end_to_end_row(label, n, length, patterns, device, threads=None):
+    """Run the CLI in-process on a FASTQ.gz of n reads; stage times by wrapping
+    the engine (prepare, scores) and the traceback; the rest is I/O, encoding,
+    PAF writing (reading overlaps the engine in a prefetch thread)."""
+    import bpbc.pipeline as pipeline
+    import bpbc.screening as screening
+    from bpbc.cli import main
+
+    rng = np.random.default_rng(4)
+    row = {"case": f"end_to_end_{label}", "method": f"bpbc-screen --device {device}", "read_length": length,
+           "instances": n, "threshold": 40, "strands": "both", "pattern_length": f"{len(patterns)} patterns"}
+    stages = {"prepare_transpose_s": 0.0, "engine_scores_s": 0.0, "traceback_s": 0.0}
+    make_engine, align = pipeline.make_engine, screening._align
+
+    def timed_make_engine(settings):
+        return _TimedEngine(make_engine(settings), stages)
+
+    def timed_align(*args):
+        start = time.perf_counter()
+        try:
+            return align(*args)
+        finally:
+            stages["traceback_s"] += time.perf_counter() - start
+
+    with tempfile.TemporaryDirectory() as work:
+        reads, pats, paf = (os.path.join(work, name) for name in ("reads.fq.gz", "patterns.fa", "out.paf"))
+        write_fastq_gz(reads, n, length, rng, plant=patterns[0])
+        Path(pats).write_text("".join(f">p{k}\n{p}\n" for k, p in enumerate(patterns)))
+        args = [reads, pats, "--threshold", "40", "--device", device, "-o", paf, "--quiet"]
+        if threads:
+            args += ["--threads", str(threads)]
+        pipeline.make_engine, screening._align = timed_make_engine, timed_align
+        try:
+            start = time.perf_counter()
+            status = main(args)
+            wall = time.perf_counter() - start
+        finally:
+            pipeline.make_engine, screening._align = make_engine, align
+        if status != 0:
+            raise RuntimeError(f"bpbc-screen exited with status {status}")
+        with open(paf) as fh:
+            hits = sum(1 for _ in fh)
+    rest = wall - sum(stages.values())
+    row.update(basis="measured", seconds=f"{wall:.6g}", reads_per_s=f"{n / wall:.4g}", paf_lines=hits,
+               **{k: f"{v:.4g}" for k, v in stages.items()}, other_s=f"{rest:.4g}",
+               **{k.replace("_s", "_share"): f"{v / wall:.3f}" for k, v in stages.items()},
+               other_share=f"{rest / wall:.3f}")
+    return row
+
+
+# ---------------------------------------------------------------- entry
+
+def run(quick: bool = False, repeats: int = 3):
+    from bpbc.cpu_engine import LANES
+
+    cores = os.cpu_count() or 1
+    reason = "--quick: CPU only" if quick else gpu_unavailable()
+    use_gpu = reason is None
+    if reason:
+        say(f"bench sw: GPU part skipped ({reason})")
+    rows = []
+    if quick:
+        lengths, n_target, budgets = [256, 512], LANES * cores, dict.fromkeys(("bpbc_cpu", "parasail_sat"), 5.0)
+        screen_args = dict(read_counts=[], panel_counts=[], cpu_counts=[4096], panel_size=20)
+        e2e = [("single_128", 2000, "cpu")]
+    else:
+        lengths = [1024 << k for k in range(7)]
+        n_target = 32768
+        budgets = {"bpbc_cpu": 6.0, "parasail_sat": 6.0, "gpu_wordwise": 10.0, "bpbc_gpu": 30.0}
+        screen_args = dict(read_counts=[1 << 20, 4 << 20, 16 << 20], panel_counts=[1 << 20, 4 << 20, 16 << 20],
+                           cpu_counts=[1 << 20], panel_size=100)
+        e2e = [("single_128", 1 << 20, "gpu" if use_gpu else "cpu"), ("panel_100", 1 << 20, "gpu" if use_gpu else "cpu")]
+    steps = len(lengths) * (4 if use_gpu else 2) + 20 + len(e2e)
+    with progress_bar(steps, "sw") as advance:
+        if use_gpu:
+            try:
+                say(f"bench sw: {verify_baseline(__import__('bpbc.scoring').scoring.Scoring(), np.random.default_rng(5))}")
+            except Exception as error:
+                say(f"bench sw: baseline check FAILED, its rows are not trustworthy: {error_text(error)}")
+                rows.append({"case": "baseline_check", "method": "gpu_wordwise", "basis": "error",
+                             "error": error_text(error)})
+        rows += table2_rows(lengths, n_target, 128, repeats, use_gpu, budgets, advance, cores)
+        rows += screening_rows(length=150, repeats=repeats, use_gpu=use_gpu, advance=advance, cores=cores,
+                               **screen_args)
+        rng = np.random.default_rng(6)
+        patterns = {"single_128": [random_pattern(rng, 128)], "panel_100": pattern_panel(rng, 100)}
+        for label, n, device in e2e:
+            advance.start(f"end-to-end {label}")
+            try:
+                rows.append(end_to_end_row(label, n, 150, patterns[label], device))
+            except Exception as error:
+                rows.append({"case": f"end_to_end_{label}", "basis": "error", "error": error_text(error)})
+            advance(f"end-to-end {label}")
+    _screening_ratios(rows, "bpbc_gpu" if use_gpu else "bpbc_cpu")
+    return rows, use_gpu
+
+
+def _screening_ratios(rows, reference):
+    """ratio_to_reference = seconds / seconds of ``reference`` in the same case and N."""
+    times = {(r["case"], r["instances"]): float(r["seconds"]) for r in rows
+             if str(r.get("case", "")).startswith("screen_") and r.get("method") == reference and r.get("seconds")}
+    for row in rows:
+        key = (row.get("case"), row.get("instances"))
+        if key in times and row.get("seconds"):
+            row["reference_method"] = reference
+            row["ratio_to_reference"] = f"{float(row['seconds']) / times[key]:.4f}"

@@ -1,0 +1,331 @@
+"""Sequence file input and atomic output files for ``bpbc-screen``.
+
+Reading goes through dnaio (and xopen through it): FASTA or FASTQ as dnaio
+detects them, plain or compressed (gz, bz2, xz, zst), ``-`` for stdin. Every
+problem a user can cause (a missing file, a truncated record, a corrupt
+compressed stream, ...) is turned into :class:`InputError`, whose message is
+one line naming the file and the line or record.
+
+Output files are written under a temporary name in their destination's
+directory and renamed into place by :meth:`AtomicOutput.commit`, so a failed
+or interrupted run never leaves a file that looks complete.
+"""
+
+from __future__ import annotations
+
+import lzma
+import os
+import re
+import secrets
+import sys
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import dnaio
+from dnaio.exceptions import FileFormatError, UnknownFileFormat
+from xopen import xopen
+
+from bpbc.alphabet import SequenceError, encode_pattern
+
+STDIN = "-"
+_NON_ASCII = re.compile(rb"[\x80-\xff]")
+_LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
+
+#: output compression by file name suffix, as xopen names the formats
+COMPRESSION_SUFFIXES = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".zst": "zst"}
+
+
+class InputError(Exception):
+    """An expected problem with an input or output file or an option value.
+
+    ``str()`` is a single line that names the file and, where known, the line
+    or record; the CLI prints it and exits with status 1.
+    """
+
+    def __init__(self, message: str):
+        super().__init__(_LINE_BREAKS.sub(" ", str(message)))
+
+
+def display_name(path) -> str:
+    """How a path appears in messages and summaries."""
+    return "<stdin>" if path == STDIN else os.fspath(path)
+
+
+def _decompression_errors() -> tuple[type[BaseException], ...]:
+    """Exception types the decompressors behind xopen raise on corrupt data.
+
+    Only modules already imported are consulted: the one that raised was.
+    """
+    errors: list[type[BaseException]] = [EOFError, OSError, zlib.error, lzma.LZMAError]
+    optional = [
+        ("isal.igzip_lib", "IsalError"),
+        ("isal.isal_zlib", "error"),
+        ("zlib_ng.zlib_ng", "error"),
+        ("backports.zstd", "ZstdError"),
+        ("compression.zstd", "ZstdError"),
+        ("zstandard", "ZstdError"),
+    ]
+    for module_name, attribute in optional:
+        error = getattr(sys.modules.get(module_name), attribute, None)
+        if isinstance(error, type) and issubclass(error, BaseException):
+            errors.append(error)
+    return tuple(errors)
+
+
+def _format_errors() -> tuple[type[BaseException], ...]:
+    """Everything reading a damaged sequence file can raise."""
+    return (FileFormatError, UnicodeDecodeError) + _decompression_errors()
+
+
+def _find_non_ascii(path, block_size: int = 1 << 20) -> tuple[int, int] | None:
+    """(1-based line, byte) of the first non-ASCII byte of a (possibly
+    compressed) file, or None; only used to explain an error."""
+    line = 1
+    try:
+        with xopen(path, "rb", threads=0) as stream:
+            while block := stream.read(block_size):
+                if not block.isascii():
+                    position = _NON_ASCII.search(block).start()
+                    return line + block.count(b"\n", 0, position), block[position]
+                line += block.count(b"\n")
+    except Exception:  # noqa: BLE001 - best effort: the caller has a fallback message
+        return None
+    return None
+
+
+def _describe_os_error(error: OSError) -> str:
+    return error.strerror or str(error) or type(error).__name__
+
+
+class SequenceSource:
+    """Records of one FASTA/FASTQ file, read sequentially.
+
+    ``fileformat`` is ``"fasta"`` or ``"fastq"`` (the format in which the
+    records can be written back unchanged). Use as a context manager.
+    """
+
+    def __init__(self, path, kind: str = "reads"):
+        self.path = path
+        self.name = display_name(path)
+        self.kind = kind
+        self.records_read = 0
+        self._last_id: str | None = None
+        try:
+            if path == STDIN:
+                # xopen detects compression from the stream's first bytes;
+                # sys.stdin.buffer works where the fd is replaced (tests)
+                stream = xopen(sys.stdin.buffer, "rb")
+                self._reader = dnaio.open(stream)
+            else:
+                if os.path.isdir(path):
+                    raise InputError(f"{self.name}: is a directory, not a {kind} file")
+                # dnaio reads the first FASTQ record here already
+                self._reader = dnaio.open(path)
+        except InputError:
+            raise
+        except UnknownFileFormat:
+            raise InputError(
+                f"{self.name}: not a FASTA or FASTQ file (the first character is neither '>' nor '@')"
+            ) from None
+        except OSError as error:
+            if error.errno is None:  # a decompressor's error, not a file system one
+                raise self._translate(error) from None
+            raise InputError(f"{self.name}: cannot open {kind} file: {_describe_os_error(error)}") from None
+        except Exception as error:
+            if isinstance(error, _format_errors()):
+                raise self._translate(error) from None
+            raise
+        reader_class = type(self._reader).__name__
+        self.fileformat = "fasta" if reader_class == "FastaReader" else "fastq"
+        self._iterator = iter(self._reader)
+
+    @property
+    def two_headers(self) -> bool:
+        """Whether the FASTQ input repeats the name on its '+' lines (known
+        once the first record has been read)."""
+        return bool(getattr(self._reader, "two_headers", False))
+
+    def _where(self) -> str:
+        """Position for errors that carry no line number. dnaio parses in
+        blocks, so the problem is in the record after the last one delivered
+        or a later one."""
+        if self._last_id is None:
+            return "in the first records"
+        return f"after record {self.records_read}, {self._last_id!r}"
+
+    def _translate(self, error: BaseException) -> InputError:
+        if isinstance(error, FileFormatError) and error.line is not None:
+            return InputError(f"{self.name}: line {error.line + 1}: {error.message}")
+        non_ascii = isinstance(error, UnicodeDecodeError) or (
+            isinstance(error, FileFormatError) and "ASCII" in error.message
+        )
+        if non_ascii:
+            found = None if self.path == STDIN else _find_non_ascii(self.path)
+            if found is not None:
+                line, byte = found
+                return InputError(f"{self.name}: line {line}: non-ASCII byte 0x{byte:02x}; sequence files must be ASCII")
+            return InputError(f"{self.name}: non-ASCII characters ({self._where()}); sequence files must be ASCII")
+        if isinstance(error, FileFormatError):
+            return InputError(f"{self.name}: {error.message} ({self._where()})")
+        if isinstance(error, EOFError):
+            return InputError(f"{self.name}: the compressed file is truncated: {error} ({self._where()})")
+        if isinstance(error, OSError) and error.errno is not None:
+            return InputError(f"{self.name}: read error: {_describe_os_error(error)} ({self._where()})")
+        return InputError(f"{self.name}: corrupt compressed data: {error} ({self._where()})")
+
+    def records(self) -> Iterator[Any]:
+        """Yield dnaio SequenceRecords; format problems raise InputError."""
+        while True:
+            try:
+                record = next(self._iterator)
+            except StopIteration:
+                return
+            except Exception as error:
+                if isinstance(error, _format_errors()):
+                    raise self._translate(error) from None
+                raise
+            self.records_read += 1
+            self._last_id = record.id
+            yield record
+
+    def chunks(self, size: int) -> Iterator[list]:
+        """Yield lists of at most ``size`` records, in file order."""
+        if size < 1:
+            raise ValueError(f"chunk size must be positive, got {size}")
+        chunk: list = []
+        for record in self.records():
+            chunk.append(record)
+            if len(chunk) == size:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+    def close(self) -> None:
+        try:
+            self._reader.close()
+        except _decompression_errors():
+            pass  # closing a reader of a corrupt stream: the error was reported
+
+    def __enter__(self) -> SequenceSource:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def read_patterns(path) -> list:
+    """All records of a pattern file, validated.
+
+    Raises InputError when the file holds no records, or a pattern is empty,
+    holds a character outside the IUPAC alphabet, has no name, or shares its
+    name (first word of the header) with another pattern.
+    """
+    with SequenceSource(path, kind="pattern") as source:
+        patterns = list(source.records())
+    name = source.name
+    if not patterns:
+        raise InputError(f"{name}: the pattern file holds no sequences")
+    first_record: dict[str, int] = {}
+    for number, record in enumerate(patterns, start=1):
+        pattern_id = record.id
+        if not pattern_id:
+            raise InputError(f"{name}: pattern record {number} has no name")
+        if pattern_id in first_record:
+            raise InputError(
+                f"{name}: duplicate pattern name {pattern_id!r} (records {first_record[pattern_id]} and {number}); "
+                "pattern names must be unique"
+            )
+        first_record[pattern_id] = number
+        if not record.sequence:
+            raise InputError(f"{name}: pattern {pattern_id!r} (record {number}) has an empty sequence")
+        try:
+            encode_pattern(record.sequence, name=pattern_id)
+        except SequenceError as error:
+            raise InputError(f"{name}: record {number}: {error}") from None
+    return patterns
+
+
+def compression_for(path) -> str | None:
+    """xopen compression format implied by an output file name, or None."""
+    _, suffix = os.path.splitext(os.fspath(path).lower())
+    return COMPRESSION_SUFFIXES.get(suffix)
+
+
+class AtomicOutput:
+    """An output file written under a temporary name, renamed into place by
+    :meth:`commit`; :meth:`discard` (or leaving a ``with`` block through an
+    exception) removes the temporary file.
+
+    The temporary file is created at construction, so an unwritable
+    destination is reported before any work is done.
+    """
+
+    def __init__(self, path, what: str = "output"):
+        self.path = os.fspath(path)
+        self.what = what
+        if os.path.isdir(self.path):
+            raise InputError(f"{self.path}: is a directory; cannot write the {what} file there")
+        directory, base = os.path.split(os.path.abspath(self.path))
+        self.temp_path = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.bpbc-tmp")
+        try:
+            descriptor = os.open(self.temp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except OSError as error:
+            raise InputError(f"{self.path}: cannot write the {what} file: {_describe_os_error(error)}") from None
+        os.close(descriptor)
+        self._handles: list = []
+        self.done = False
+
+    def open_binary(self):
+        """A binary file on the temporary path, compressed as the final name says."""
+        handle = xopen(self.temp_path, "wb", compresslevel=1, threads=0, format=compression_for(self.path))
+        self._handles.append(handle)
+        return handle
+
+    def open_records(self, fileformat: str, two_headers: bool = False):
+        """A dnaio writer on the temporary path in ``fileformat`` ('fasta' or
+        'fastq'), compressed as the final name says."""
+        handle = self.open_binary()
+        if fileformat == "fastq":
+            writer = dnaio.FastqWriter(handle, two_headers=two_headers)
+        elif fileformat == "fasta":
+            writer = dnaio.FastaWriter(handle)
+        else:
+            raise ValueError(f"unknown sequence format {fileformat!r}")
+        self._handles.insert(len(self._handles) - 1, writer)  # close the writer before its file
+        return writer
+
+    def _close_handles(self) -> None:
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            handle.close()
+
+    def commit(self) -> None:
+        """Finish writing and move the file to its final name."""
+        try:
+            self._close_handles()
+            os.replace(self.temp_path, self.path)
+        except OSError as error:
+            self.discard()
+            raise InputError(f"{self.path}: cannot write the {self.what} file: {_describe_os_error(error)}") from None
+        self.done = True
+
+    def discard(self) -> None:
+        """Drop what was written; the destination is left untouched."""
+        try:
+            self._close_handles()
+        except Exception:  # noqa: BLE001 - the file is being thrown away anyway
+            pass
+        try:
+            os.unlink(self.temp_path)
+        except FileNotFoundError:
+            pass
+        self.done = True
+
+    def __enter__(self) -> AtomicOutput:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if not self.done:
+            self.discard()

@@ -1,0 +1,329 @@
+"""Screen sequence files chunk by chunk: read -> bpbc.screen -> PAF, matched/unmatched reads, summary.
+
+Memory stays bounded whatever the input size: a background thread reads the
+next chunk while the current one is screened, and it waits for the current
+one to be taken before it reads another, so at most two chunks of reads (and
+one chunk's results) are held at a time. Output follows input order.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, closing
+from dataclasses import asdict, dataclass, field
+
+from bpbc.io import STDIN, AtomicOutput, InputError, SequenceSource, display_name, read_patterns
+from bpbc.paf import paf_line
+from bpbc.scoring import Scoring, check_threshold
+
+DEFAULT_THRESHOLD = 40
+DEFAULT_CHUNK_SIZE = 100_000
+#: the automatic chunk size keeps reads x patterns x strands under this, so a
+#: chunk's score table (int32 + bool per instance) stays under about 80 MB
+MAX_CHUNK_INSTANCES = 1 << 24
+MIN_AUTO_CHUNK_SIZE = 1_000
+STRAND_CHOICES = ("both", "forward")
+
+
+@dataclass(frozen=True)
+class ScreenSettings:
+    """Everything that decides which instances pass and how they are reported."""
+
+    threshold: int = DEFAULT_THRESHOLD
+    match: int = 2
+    mismatch: int = 3
+    gap_open: int = 5
+    gap_extend: int = 2
+    strand: str = "both"
+    device: str = "auto"
+    exact_scores: bool = False
+    eqx: bool = False
+    threads: int | None = None
+    chunk_size: int | None = None  # None: automatic, see chunk_size_for
+
+    @property
+    def strands(self) -> tuple[str, ...]:
+        return ("+", "-") if self.strand == "both" else ("+",)
+
+
+def chunk_size_for(settings: ScreenSettings, n_patterns: int) -> int:
+    """Reads per chunk: the user's choice, else DEFAULT_CHUNK_SIZE reduced so
+    a chunk holds at most MAX_CHUNK_INSTANCES (read, pattern, strand) instances."""
+    if settings.chunk_size is not None:
+        return settings.chunk_size
+    per_read = max(1, n_patterns * len(settings.strands))
+    return max(MIN_AUTO_CHUNK_SIZE, min(DEFAULT_CHUNK_SIZE, MAX_CHUNK_INSTANCES // per_read))
+
+
+@dataclass
+class PatternSummary:
+    name: str
+    length: int
+    #: strand ('+' or '-') -> number of reads that pass for this pattern on it
+    reads_passing: dict[str, int]
+
+
+@dataclass
+class Summary:
+    """The figures reported on stderr at the end and written by ``--json``."""
+
+    reads_file: str
+    patterns_file: str
+    threshold: int
+    scoring: dict[str, int]
+    strands: list[str]
+    #: where the scores were computed: 'cpu' or 'gpu'
+    device: str
+    reads: int = 0
+    #: reads passing for at least one (pattern, strand)
+    reads_passing: int = 0
+    #: passing (read, pattern, strand) instances = PAF lines
+    alignments: int = 0
+    patterns: list[PatternSummary] = field(default_factory=list)
+    wall_time_s: float = 0.0
+
+    @property
+    def reads_per_s(self) -> float:
+        return self.reads / self.wall_time_s if self.wall_time_s > 0 else 0.0
+
+    def as_dict(self) -> dict:
+        figures = asdict(self)
+        figures["reads_not_passing"] = self.reads - self.reads_passing
+        figures["wall_time_s"] = round(self.wall_time_s, 6)
+        figures["reads_per_s"] = round(self.reads_per_s, 3)
+        return figures
+
+    def format(self) -> str:
+        """Human-readable summary (several lines, no trailing newline)."""
+        strands = "both strands" if len(self.strands) == 2 else "forward strand only"
+        lines = [
+            f"bpbc-screen: {self.reads} reads screened in {self.wall_time_s:.2f} s "
+            f"({self.reads_per_s:,.0f} reads/s); {self.reads_passing} passed "
+            f"(threshold {self.threshold}, {strands})"
+        ]
+        width = max([len("pattern")] + [len(p.name) for p in self.patterns])
+        lines.append(f"  {'pattern':<{width}}  length  strand  reads passing")
+        for pattern in self.patterns:
+            for strand, count in pattern.reads_passing.items():
+                lines.append(f"  {pattern.name:<{width}}  {pattern.length:>6}  {strand:>6}  {count:>13}")
+        return "\n".join(lines)
+
+
+class _Raised:
+    """Carries an exception from the reader thread to the main thread."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+_END = object()
+
+
+def prefetched(items: Iterator, stop_timeout_s: float = 1.0) -> Iterator:
+    """Iterate ``items`` in a background thread, one item ahead.
+
+    The thread produces item k+1 while the caller works on item k, then waits
+    until the caller takes it before producing k+2, so at most two items
+    exist at once. Exceptions in the thread re-raise in the caller.
+    """
+    handoff: queue.Queue = queue.Queue(maxsize=1)
+    taken = threading.Semaphore(0)  # released each time the caller takes an item
+    stop = threading.Event()
+
+    def hand_over(item) -> bool:
+        """Give one item to the caller and wait until it is taken; False when stopped."""
+        handoff.put(item)  # never blocks: the previous item was taken
+        while not stop.is_set():
+            if taken.acquire(timeout=0.1):
+                return True
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not hand_over(item):
+                    return
+            hand_over(_END)
+        except BaseException as error:  # noqa: BLE001 - re-raised in the caller
+            hand_over(_Raised(error))
+
+    worker = threading.Thread(target=produce, name="bpbc-reader", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = handoff.get()
+            taken.release()
+            if item is _END:
+                return
+            if isinstance(item, _Raised):
+                raise item.error
+            yield item
+    finally:
+        stop.set()
+        worker.join(stop_timeout_s)
+
+
+def _screen_chunk(chunk, patterns, settings: ScreenSettings, engine, reads_name: str):
+    import bpbc
+
+    try:
+        return bpbc.screen(
+            chunk,
+            patterns,
+            threshold=settings.threshold,
+            match=settings.match,
+            mismatch=settings.mismatch,
+            gap_open=settings.gap_open,
+            gap_extend=settings.gap_extend,
+            strand=settings.strand,
+            device=settings.device,
+            exact_scores=settings.exact_scores,
+            eqx=settings.eqx,
+            threads=settings.threads,
+            engine=engine,
+        )
+    except bpbc.SequenceError as error:
+        raise InputError(f"{reads_name}: {error}") from None
+
+
+def check_settings(settings: ScreenSettings, patterns) -> Scoring:
+    """Validate scoring and threshold against the patterns before any work."""
+    if settings.strand not in STRAND_CHOICES:
+        raise InputError(f"strand must be one of {', '.join(STRAND_CHOICES)}, got {settings.strand!r}")
+    try:
+        scoring = Scoring(settings.match, settings.mismatch, settings.gap_open, settings.gap_extend)
+        longest = max(len(p.sequence) for p in patterns)
+        check_threshold(settings.threshold, scoring.max_score(longest))
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    return scoring
+
+
+def make_engine(settings: ScreenSettings):
+    """The engine every chunk reuses (compiled and allocated once)."""
+    from bpbc.engines import select_engine
+
+    try:
+        return select_engine(settings.device, settings.threads)
+    except (ValueError, RuntimeError) as error:  # unknown device, bad threads, no usable GPU
+        raise InputError(str(error)) from None
+
+
+def screen_files(
+    reads_path,
+    patterns_path,
+    settings: ScreenSettings = ScreenSettings(),
+    *,
+    output=None,
+    matched=None,
+    unmatched=None,
+    json_path=None,
+    progress: Callable[[int], None] | None = None,
+) -> Summary:
+    """Screen every read of ``reads_path`` against every pattern of ``patterns_path``.
+
+    Writes PAF to ``output`` (a path; None or '-' for stdout), passing reads
+    to ``matched`` and the others to ``unmatched`` (paths or None), the
+    summary as JSON to ``json_path``. ``progress(reads_done)`` is called after
+    each chunk. Files appear only when the whole run succeeds. Expected
+    problems raise :class:`bpbc.io.InputError`.
+    """
+    started = time.perf_counter()
+    if reads_path == STDIN and patterns_path == STDIN:
+        raise InputError("reads and patterns cannot both be read from stdin ('-')")
+    with ExitStack() as stack:
+        # the reads file first: a missing or unreadable file is the most basic problem
+        source = stack.enter_context(SequenceSource(reads_path, kind="reads"))
+        patterns = read_patterns(patterns_path)
+        scoring = check_settings(settings, patterns)
+        engine = make_engine(settings)
+        pattern_ids = [p.id for p in patterns]
+        pattern_lengths = [len(p.sequence) for p in patterns]
+        strands = settings.strands
+        summary = Summary(
+            reads_file=display_name(reads_path),
+            patterns_file=display_name(patterns_path),
+            threshold=settings.threshold,
+            scoring=asdict(scoring),
+            strands=list(strands),
+            device="gpu" if type(engine).__name__.lower().startswith("gpu") else "cpu",
+        )
+        counts = [[0] * len(strands) for _ in patterns]
+        strand_column = {strand: k for k, strand in enumerate(strands)}
+
+        outputs: list[AtomicOutput] = []
+
+        def create(path, what) -> AtomicOutput:
+            out = stack.enter_context(AtomicOutput(path, what))
+            outputs.append(out)
+            return out
+
+        paf_file = None if output in (None, STDIN) else create(output, "PAF")
+        matched_file = None if matched is None else create(matched, "matched reads")
+        unmatched_file = None if unmatched is None else create(unmatched, "unmatched reads")
+        json_file = None if json_path is None else create(json_path, "JSON summary")
+        if paf_file is not None:
+            paf_handle = paf_file.open_binary()
+
+            def write_paf(text: str) -> None:
+                paf_handle.write(text.encode())
+        else:
+            stdout = sys.stdout
+
+            def write_paf(text: str) -> None:
+                stdout.write(text)
+
+        matched_writer = unmatched_writer = None
+        # closed (reader thread stopped) before the source is closed
+        chunks = stack.enter_context(closing(prefetched(source.chunks(chunk_size_for(settings, len(patterns))))))
+        for chunk in chunks:
+            result = _screen_chunk(chunk, patterns, settings, engine, source.name)
+            lines = []
+            for a in result.alignments:
+                read = chunk[a.read_index]
+                lines.append(
+                    paf_line(a, read.id, len(read.sequence), pattern_ids[a.pattern_index], pattern_lengths[a.pattern_index])
+                )
+                counts[a.pattern_index][strand_column[a.strand]] += 1
+            if lines:
+                write_paf("".join(lines))
+            passing = result.indices.tolist()
+            # writers are created late: FASTQ two_headers is known after the first record
+            if matched_file is not None:
+                if matched_writer is None:
+                    matched_writer = matched_file.open_records(source.fileformat, source.two_headers)
+                for index in passing:
+                    matched_writer.write(chunk[index])
+            if unmatched_file is not None:
+                if unmatched_writer is None:
+                    unmatched_writer = unmatched_file.open_records(source.fileformat, source.two_headers)
+                passing_set = set(passing)
+                for index, record in enumerate(chunk):
+                    if index not in passing_set:
+                        unmatched_writer.write(record)
+            summary.reads += len(chunk)
+            summary.reads_passing += len(passing)
+            summary.alignments += len(result.alignments)
+            if progress is not None:
+                progress(summary.reads)
+        for out, writer in ((matched_file, matched_writer), (unmatched_file, unmatched_writer)):
+            if out is not None and writer is None:
+                out.open_records(source.fileformat, source.two_headers)  # a valid empty file
+        if paf_file is None:
+            sys.stdout.flush()
+
+        summary.patterns = [
+            PatternSummary(pid, length, {strand: counts[p][k] for k, strand in enumerate(strands)})
+            for p, (pid, length) in enumerate(zip(pattern_ids, pattern_lengths))
+        ]
+        summary.wall_time_s = time.perf_counter() - started
+        if json_file is not None:
+            json_file.open_binary().write((json.dumps(summary.as_dict(), indent=2) + "\n").encode())
+        for out in outputs:
+            out.commit()
+    return summary

@@ -1,0 +1,38 @@
+"""The CI benchmark commands (--quick, CPU only) run and write sane tables."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("parasail")
+
+from bench.__main__ import main  # noqa: E402
+from bench.environment import read_csv  # noqa: E402
+
+
+def _positive(text):
+    return float(text) > 0
+
+
+def test_transpose_quick(tmp_path):
+    assert main(["transpose", "--quick", "--out", str(tmp_path), "--sizes", "1024", "4096"]) == 0
+    rows = read_csv(tmp_path / "transpose_quick_cpu.csv")
+    assert {"direction", "method", "instances", "seconds", "bases_per_s", "fraction_of_copy",
+            "ratio_to_reference", "gpu", "date"} <= set(rows[0])
+    assert {r["method"] for r in rows} == {"cpu_pack_codes", "cpu_streams_to_planes", "cpu_unpack_planes"}
+    assert {int(r["instances"]) for r in rows} == {1024, 4096}
+    assert all(_positive(r["seconds"]) and _positive(r["ratio_to_reference"]) for r in rows)
+    assert "# numba:" in (tmp_path / "transpose_quick_cpu.csv").read_text()
+
+
+def test_sw_quick(tmp_path):
+    assert main(["sw", "--quick", "--out", str(tmp_path)]) == 0
+    rows = read_csv(tmp_path / "sw_quick_cpu.csv")
+    assert {"case", "method", "read_length", "instances", "seconds", "basis", "ratio_to_reference"} <= set(rows[0])
+    table2 = [r for r in rows if r["case"] == "table2"]
+    assert {r["method"] for r in table2} == {"bpbc_cpu", "parasail_sat"}
+    for row in table2 + [r for r in rows if r["case"].startswith("screen_")]:
+        assert row["basis"] != "error", row
+        assert _positive(row["seconds"]) and _positive(row["ratio_to_reference"]) and _positive(row["gcups"])
+    end_to_end = [r for r in rows if r["case"].startswith("end_to_end")]
+    assert end_to_end and all(int(r["paf_lines"]) > 0 and _positive(r["seconds"]) for r in end_to_end)

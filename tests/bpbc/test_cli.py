@@ -1,0 +1,474 @@
+"""The bpbc-screen command line, in-process (bpbc.cli.main) and as a subprocess.
+
+Golden files: tests/data/expected*.paf were written by the real engine with
+the arguments in GOLDEN, from the repository root::
+
+    python -m bpbc tests/data/reads.fq tests/data/patterns.fa -t 20 -q > tests/data/expected.paf
+    python -m bpbc tests/data/reads.fq tests/data/patterns.fa -t 30 --strand forward --eqx -q \\
+        > tests/data/expected_forward_eqx.paf
+
+tests/data/reads.fq holds 20 hand-designed reads whose headers say what each
+carries (exact, substituted, inserted, deleted, reverse-complemented,
+truncated copies of the three patterns, N, lowercase, a short read, none).
+Regenerate the PAF files only after a deliberate change of output; test_paf.py then
+checks every line against the sequences independently of bpbc (CIGAR replay,
+parasail optimum, nothing above the threshold missing).
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import json
+import lzma
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dnaio
+import pytest
+
+import bpbc
+from bpbc.cli import main
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+READS = DATA / "reads.fq"
+PATTERNS = DATA / "patterns.fa"
+GOLDEN = {
+    "expected.paf": ["-t", "20"],
+    "expected_forward_eqx.paf": ["-t", "30", "--strand", "forward", "--eqx"],
+}
+#: the directory holding the bpbc package under test, for subprocesses
+PACKAGE_ROOT = str(Path(bpbc.__file__).resolve().parents[1])
+
+
+def run_cli(capsys, *args) -> tuple[int, str, str]:
+    status = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def run_subprocess(*args, cwd, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-m", "bpbc", *map(str, args)],
+        input=stdin, capture_output=True, cwd=cwd, env=env, timeout=300,
+    )
+
+
+def golden(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def records(path) -> list[tuple[str, str, str | None]]:
+    with dnaio.open(path) as reader:
+        return [(r.name, r.sequence, r.qualities) for r in reader]
+
+
+def write_fasta(path: Path, line_length: int | None = None) -> Path:
+    with dnaio.FastaWriter(path, line_length=line_length) as writer:
+        for name, sequence, _ in records(READS):
+            writer.write(dnaio.SequenceRecord(name, sequence))
+    return path
+
+
+def assert_one_line_error(err: str, path, *fragments: str) -> None:
+    assert "Traceback" not in err
+    lines = err.strip("\n").split("\n")
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"bpbc-screen: error: {path}"), err
+    for fragment in fragments:
+        assert fragment in lines[0], err
+
+
+# --- results ----------------------------------------------------------------
+
+@pytest.mark.parametrize("chunk_size", [None, 3])
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_paf_matches_golden_file(capsys, name, chunk_size):
+    extra = [] if chunk_size is None else ["--chunk-size", chunk_size]
+    status, out, err = run_cli(capsys, READS, PATTERNS, *GOLDEN[name], *extra, "-q")
+    assert (status, err) == (0, "")
+    assert out == golden(name)
+
+
+def test_summary_on_stderr_lists_every_pattern_and_strand(capsys):
+    status, out, err = run_cli(capsys, READS, PATTERNS, "-t", "20")
+    assert status == 0 and out == golden("expected.paf")
+    lines = err.splitlines()
+    assert lines[0].startswith("bpbc-screen: 20 reads screened in ")
+    assert "reads/s); 16 passed (threshold 20, both strands)" in lines[0]
+    rows = [line.split() for line in lines[2:]]
+    assert [(r[0], r[2], int(r[3])) for r in rows] == [
+        ("adapter_A", "+", 8), ("adapter_A", "-", 3),
+        ("primer_iupac", "+", 2), ("primer_iupac", "-", 2),
+        ("rna_lower", "+", 1), ("rna_lower", "-", 1),
+    ]
+
+
+def test_progress_bar_only_on_a_terminal(capsys, monkeypatch):
+    # captured stderr is not a terminal: no progress line, just the summary
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5")
+    assert status == 0 and len(err.splitlines()) == 2 + 3 * 2
+    # pretend it is one: the progress bar runs and the output is unchanged
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    status, out, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5")
+    assert status == 0 and out == golden("expected.paf")
+    assert "reads screened" in err and "16 passed" in err
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--quiet")
+    assert (status, err) == (0, "")
+
+
+def test_subprocess_python_m_bpbc(tmp_path):
+    done = run_subprocess(READS, PATTERNS, "-t", "20", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == golden("expected.paf")
+    assert b"16 passed" in done.stderr and b"Traceback" not in done.stderr
+
+
+def test_output_file_and_json(capsys, tmp_path):
+    out_path, json_path = tmp_path / "hits.paf", tmp_path / "summary.json"
+    status, out, err = run_cli(capsys, READS, PATTERNS, "-t", "30", "--strand", "forward", "--eqx",
+                               "-o", out_path, "--json", json_path, "-q")
+    assert (status, out, err) == (0, "", "")
+    assert out_path.read_text() == golden("expected_forward_eqx.paf")
+    figures = json.loads(json_path.read_text())
+    lines = [line.split("\t") for line in golden("expected_forward_eqx.paf").splitlines()]
+    assert figures["reads"] == 20
+    assert figures["reads_passing"] == len({f[0] for f in lines}) == 10
+    assert figures["reads_not_passing"] == 10
+    assert figures["alignments"] == len(lines) == 10
+    assert figures["threshold"] == 30 and figures["strands"] == ["+"]
+    assert figures["scoring"] == {"match": 2, "mismatch": 3, "gap_open": 5, "gap_extend": 2}
+    assert figures["device"] in ("cpu", "gpu")
+    assert figures["reads_file"] == str(READS) and figures["patterns_file"] == str(PATTERNS)
+    assert [(p["name"], p["length"], p["reads_passing"]) for p in figures["patterns"]] == [
+        ("adapter_A", 26, {"+": sum(f[5] == "adapter_A" for f in lines)}),
+        ("primer_iupac", 19, {"+": sum(f[5] == "primer_iupac" for f in lines)}),
+        ("rna_lower", 20, {"+": sum(f[5] == "rna_lower" for f in lines)}),
+    ]
+    assert figures["wall_time_s"] > 0
+    assert figures["reads_per_s"] == pytest.approx(20 / figures["wall_time_s"], rel=1e-3)
+
+
+def test_scoring_options_reach_the_engine(capsys):
+    # a harsher mismatch drops r18 (4 substitutions: 22*2 - 4*8 = 12) and r02
+    # is scored 25*2 - 8 = 42
+    status, out, _ = run_cli(capsys, READS, PATTERNS, "-t", "20", "--mismatch", "8", "-q")
+    assert status == 0
+    by_read = {line.split("\t")[0]: line for line in out.splitlines()}
+    assert "r18" not in by_read
+    assert "AS:i:42\t" in by_read["r02"]
+
+
+@pytest.mark.parametrize("flags", [["--threads", "1"], ["--exact-scores"], ["--device", "cpu"]])
+def test_engine_options_do_not_change_the_output(capsys, flags):
+    status, out, _ = run_cli(capsys, READS, PATTERNS, "-t", "20", "-q", *flags)
+    assert status == 0 and out == golden("expected.paf")
+
+
+# --- matched / unmatched ----------------------------------------------------
+
+@pytest.mark.parametrize("suffixes", [("", ""), (".gz", ".bz2")])
+def test_matched_and_unmatched_partition_the_fastq_input(capsys, tmp_path, suffixes):
+    matched, unmatched = tmp_path / f"m.fq{suffixes[0]}", tmp_path / f"u.fq{suffixes[1]}"
+    status, out, _ = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "4",
+                             "--matched", matched, "--unmatched", unmatched, "-q")
+    assert status == 0
+    if suffixes[0] == ".gz":
+        assert matched.read_bytes()[:2] == b"\x1f\x8b" and unmatched.read_bytes()[:3] == b"BZh"
+    passing = {line.split("\t")[0] for line in out.splitlines()}
+    everything = records(READS)
+    kept, dropped = records(matched), records(unmatched)
+    assert [r for r in everything if r[0].split()[0] in passing] == kept
+    assert [r for r in everything if r[0].split()[0] not in passing] == dropped
+    assert len(kept) == 16 and all(q is not None for _, _, q in kept + dropped)
+
+
+def test_matched_fasta_stays_fasta_and_two_fastq_headers_are_kept(capsys, tmp_path):
+    fasta = write_fasta(tmp_path / "reads.fa", line_length=30)
+    status, out, _ = run_cli(capsys, fasta, PATTERNS, "-t", "20", "--matched", tmp_path / "m.fa", "-q")
+    assert status == 0 and out == golden("expected.paf")
+    assert (tmp_path / "m.fa").read_text().startswith(">r01 exact adapter_A +\n")
+    assert len(records(tmp_path / "m.fa")) == 16
+
+    two = tmp_path / "two.fq"
+    two.write_text("".join(f"@{n}\n{s}\n+{n}\n{q}\n" for n, s, q in records(READS)))
+    status, _, _ = run_cli(capsys, two, PATTERNS, "-t", "20", "--unmatched", tmp_path / "u.fq", "-q")
+    assert status == 0
+    assert (tmp_path / "u.fq").read_text().split("\n")[2] == "+r14 no pattern"
+
+
+# --- input formats ----------------------------------------------------------
+
+def _zstd(data: bytes) -> bytes | None:
+    from xopen import xopen
+
+    buffer = io.BytesIO()
+    try:
+        with xopen(buffer, "wb", format="zst") as f:
+            f.write(data)
+    except (ImportError, ValueError, OSError, RuntimeError):
+        return None
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("suffix,compress", [
+    (".gz", gzip.compress), (".bz2", bz2.compress), (".xz", lzma.compress), (".zst", _zstd),
+])
+def test_compressed_reads(capsys, tmp_path, suffix, compress):
+    data = compress(READS.read_bytes())
+    if data is None:
+        pytest.skip("xopen cannot handle zstd here: needs backports.zstd (Python < 3.14) or the zstd program")
+    path = tmp_path / f"reads.fq{suffix}"
+    path.write_bytes(data)
+    status, out, _ = run_cli(capsys, path, PATTERNS, "-t", "20", "-q")
+    assert status == 0 and out == golden("expected.paf")
+
+
+def test_fasta_crlf_and_lowercase_reads_are_accepted(capsys, tmp_path):
+    fasta = write_fasta(tmp_path / "reads.fa", line_length=25)
+    crlf = tmp_path / "crlf.fa"
+    crlf.write_bytes(fasta.read_bytes().replace(b"\n", b"\r\n"))
+    lower = tmp_path / "lower.fq"
+    lower.write_text("".join(f"@{n}\n{s.lower()}\n+\n{q}\n" for n, s, q in records(READS)))
+    for path in (fasta, crlf, lower):
+        status, out, err = run_cli(capsys, path, PATTERNS, "-t", "20", "-q")
+        assert (status, err) == (0, "") and out == golden("expected.paf"), path
+
+
+def test_stdin_in_process(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(gzip.compress(READS.read_bytes()))))
+    status, out, _ = run_cli(capsys, "-", PATTERNS, "-t", "20", "-q")
+    assert status == 0 and out == golden("expected.paf")
+
+
+def test_stdin_subprocess(tmp_path):
+    done = run_subprocess("-", PATTERNS, "-t", "20", "-q", cwd=tmp_path, stdin=READS.read_bytes())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == golden("expected.paf") and done.stderr == b""
+
+
+def test_empty_reads_file_is_fine(capsys, tmp_path):
+    empty = tmp_path / "empty.fq"
+    empty.write_bytes(b"")
+    status, out, err = run_cli(capsys, empty, PATTERNS, "--json", tmp_path / "s.json",
+                               "--matched", tmp_path / "m.fq", "--unmatched", tmp_path / "u.fq")
+    assert (status, out) == (0, "")
+    assert "0 reads screened" in err
+    assert json.loads((tmp_path / "s.json").read_text())["reads"] == 0
+    assert (tmp_path / "m.fq").read_bytes() == b"" and (tmp_path / "u.fq").read_bytes() == b""
+
+
+# --- bad input --------------------------------------------------------------
+
+GOOD_FASTQ = READS.read_bytes()
+# case -> (reads file name, reads content (None: the shipped reads), patterns content
+#          (None: the shipped patterns), options, file the message names, fragments it holds)
+BAD = {
+    "truncated FASTQ record": ("r.fq", GOOD_FASTQ + b"@r21\nACGT\n", None, [], "reads", ["line 83", "Premature end"]),
+    "missing plus line": ("r.fq", GOOD_FASTQ.replace(b"\n+\n", b"\n", 1), None, [], "reads", ["line 3", "'+'"]),
+    "length mismatch": ("r.fq", GOOD_FASTQ + b"@r21\nACGT\n+\nIII\n", None, [], "reads", ["line 84", "differ"]),
+    "truncated gzip": ("r.fq.gz", gzip.compress(GOOD_FASTQ * 20)[:-30], None, [], "reads", ["truncated"]),
+    "non-ASCII": ("r.fq", GOOD_FASTQ + b"@r21\nAC\xc3\xa9T\n+\nIIIII\n", None, [], "reads", ["line 82", "non-ASCII"]),
+    "non-IUPAC character": ("r.fq", GOOD_FASTQ + b"@r21 x\nACGTZ\n+\nIIIII\n", None, [], "reads",
+                            ["read r21", "'Z' at position 5"]),
+    "empty pattern file": ("r.fq", None, b"", [], "patterns", ["holds no sequences"]),
+    "pattern of length 0": ("r.fq", None, b">a\nACGT\n>empty\n", [], "patterns", ["'empty'", "empty sequence"]),
+    "duplicate pattern names": ("r.fq", None, b">a 1\nACGT\n>a 2\nTTTT\n", [], "patterns",
+                                ["duplicate pattern name 'a'"]),
+    "non-IUPAC pattern": ("r.fq", None, b">a\nAC*GT\n", [], "patterns", ["pattern a", "'*' at position 3"]),
+    "threshold 0": ("r.fq", None, None, ["-t", "0"], None, ["threshold must be positive"]),
+    "threshold negative": ("r.fq", None, None, ["-t", "-5"], None, ["threshold must be positive"]),
+    "threshold above maximum": ("r.fq", None, None, ["-t", "53"], None, ["threshold 53", "(52)"]),
+    "zero gap penalty": ("r.fq", None, None, ["-t", "20", "--gap-open", "0"], None,
+                         ["gap_open must be a positive integer"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_one_line_error_exit_1_nothing_left_behind(capsys, tmp_path, case):
+    name, reads, patterns, options, named, fragments = BAD[case]
+    reads_path = tmp_path / name
+    reads_path.write_bytes(GOOD_FASTQ if reads is None else reads)
+    patterns_path = tmp_path / "p.fa"
+    patterns_path.write_bytes(PATTERNS.read_bytes() if patterns is None else patterns)
+    inputs = sorted(tmp_path.iterdir())
+    options = options or ["-t", "20"]
+    # a small chunk size: errors late in the file arrive after output was written
+    status, _, err = run_cli(capsys, reads_path, patterns_path, *options, "--chunk-size", "4",
+                             "-o", tmp_path / "out.paf", "--matched", tmp_path / "m.fq",
+                             "--unmatched", tmp_path / "u.fq.gz", "--json", tmp_path / "s.json")
+    assert status == 1
+    assert_one_line_error(err, {"reads": reads_path, "patterns": patterns_path, None: ""}[named], *fragments)
+    assert sorted(tmp_path.iterdir()) == inputs  # no output, no temporary file
+
+
+def test_missing_files_and_directories(capsys, tmp_path):
+    status, _, err = run_cli(capsys, tmp_path / "nope.fq", PATTERNS)
+    assert status == 1
+    assert_one_line_error(err, tmp_path / "nope.fq", "No such file")
+    status, _, err = run_cli(capsys, READS, tmp_path / "nope.fa")
+    assert status == 1
+    assert_one_line_error(err, tmp_path / "nope.fa", "No such file")
+    # a directory stands in for an unreadable file (root can read any file)
+    status, _, err = run_cli(capsys, tmp_path, PATTERNS)
+    assert status == 1
+    assert_one_line_error(err, tmp_path, "is a directory")
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "-o", tmp_path / "no-dir" / "x.paf")
+    assert status == 1
+    assert_one_line_error(err, tmp_path / "no-dir" / "x.paf", "cannot write")
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_file(capsys, tmp_path):
+    path = tmp_path / "r.fq"
+    path.write_bytes(GOOD_FASTQ)
+    path.chmod(0)
+    try:
+        status, _, err = run_cli(capsys, path, PATTERNS, "-t", "20")
+    finally:
+        path.chmod(0o644)
+    assert status == 1
+    assert_one_line_error(err, path, "Permission denied")
+
+
+def test_bad_stdin_names_stdin(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"@r1\nACGT\n+\nII\n")))
+    status, _, err = run_cli(capsys, "-", PATTERNS, "-t", "20")
+    assert status == 1
+    assert_one_line_error(err, "<stdin>", "line 4")
+
+
+def test_bad_input_in_subprocess_has_no_traceback(tmp_path):
+    bad = tmp_path / "r.fq"
+    bad.write_bytes(b"@r1\nACGT\n+\nIIII\n@r2\nACGT\nIIII\n@r3\nA\n+\nI\n")
+    done = run_subprocess(bad, PATTERNS, "-t", "20", "-o", tmp_path / "o.paf", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.decode().startswith(f"bpbc-screen: error: {bad}: line 7:")
+    assert done.stderr.count(b"\n") == 1 and not (tmp_path / "o.paf").exists()
+
+
+def test_device_gpu_without_gpu(capsys):
+    from bpbc.engines import gpu_unavailable_reason
+
+    if gpu_unavailable_reason() is None:
+        pytest.skip("a GPU is usable here")
+    status, out, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--device", "gpu")
+    assert (status, out) == (1, "")
+    assert err.startswith("bpbc-screen: error: ") and "gpu" in err and err.count("\n") == 1
+
+
+# --- exit codes -------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [
+    [],
+    [READS],
+    [READS, PATTERNS, "--no-such-option"],
+    [READS, PATTERNS, "--strand", "reverse"],
+    [READS, PATTERNS, "--device", "tpu"],
+    [READS, PATTERNS, "--threshold", "forty"],
+    [READS, PATTERNS, "--chunk-size", "0"],
+])
+def test_usage_errors_exit_2(capsys, args):
+    status, out, err = run_cli(capsys, *args)
+    assert status == 2
+    assert out == "" or not args  # no arguments at all: help on stdout
+    assert "Traceback" not in err
+
+
+def test_help_and_version(capsys):
+    status, out, _ = run_cli(capsys, "--help")
+    assert status == 0 and "--threshold" in out and "--unmatched" in out
+    status, out, _ = run_cli(capsys, "--version")
+    assert (status, out) == (0, f"bpbc-screen {bpbc.__version__}\n")
+
+
+def test_ctrl_c_exits_130_and_leaves_no_files(capsys, tmp_path, monkeypatch):
+    import bpbc.pipeline
+
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    real = bpbc.pipeline._screen_chunk
+    monkeypatch.setattr(bpbc.pipeline, "_screen_chunk", interrupted)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5",
+                             "-o", tmp_path / "o.paf", "--matched", tmp_path / "m.fq")
+    assert status == 130 and len(calls) == 2
+    assert err == "bpbc-screen: error: interrupted\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_closed_stdout_in_process(capsys, monkeypatch, tmp_path):
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    status = main([str(READS), str(PATTERNS), "-t", "20", "--matched", str(tmp_path / "m.fq")])
+    assert status == 141
+    assert capsys.readouterr().err == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_closed_stdout_pipe_subprocess(tmp_path):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bpbc", str(READS), str(PATTERNS), "-t", "20"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=env,
+    )
+    process.stdout.close()  # like `| head -0`: the reader is gone before anything is written
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 141
+    assert err == b""
+
+
+# --- the shipped example ----------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_example_files_are_what_make_example_writes(tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_example", EXAMPLES / "make_example.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    reads, adapters = module.write_example(tmp_path)
+    capsys.readouterr()
+    assert adapters.read_bytes() == (EXAMPLES / "adapters.fa").read_bytes()
+    # compare decompressed: gzip bytes may differ between zlib builds
+    assert gzip.decompress(reads.read_bytes()) == gzip.decompress((EXAMPLES / "reads.fq.gz").read_bytes())
+
+
+def test_example_finds_every_exact_plant_and_nothing_unplanted(capsys):
+    """The README's example command: each read's header says what was planted
+    (pattern, strand, start, number of edits)."""
+    status, out, _ = run_cli(capsys, EXAMPLES / "reads.fq.gz", EXAMPLES / "adapters.fa", "--threshold", "30", "-q")
+    assert status == 0
+    lengths = {r[0]: len(r[1]) for r in records(EXAMPLES / "adapters.fa")}
+    planted = {name.split()[0]: dict(kv.split("=") for kv in name.split()[1:])
+               for name, _, _ in records(EXAMPLES / "reads.fq.gz")}
+    hits = [line.split("\t") for line in out.splitlines()]
+    assert len(hits) > 500
+    for fields in hits:  # no hit on a read without a plant, nor for another pattern
+        assert planted[fields[0]]["planted"] == fields[5]
+    found = {(f[0], f[5], f[4]): (int(f[2]), int(f[3])) for f in hits}
+    exact = 0
+    for read, plant in planted.items():
+        if plant["planted"] == "none" or plant["edits"] != "0":
+            continue
+        start, end = int(plant["start"]), int(plant["start"]) + lengths[plant["planted"]]
+        if end <= 150:  # the whole pattern is in the read, unchanged
+            exact += 1
+            assert found[(read, plant["planted"], plant["strand"])] == (start, end), read
+    assert exact > 300

@@ -1,0 +1,289 @@
+"""bpbc.io: chunked reading with dnaio, error messages, pattern validation,
+atomic output files; and the read-ahead thread of bpbc.pipeline."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import os
+import sys
+import threading
+import time
+
+import dnaio
+import pytest
+
+from bpbc.io import AtomicOutput, InputError, SequenceSource, compression_for, read_patterns
+from bpbc.pipeline import ScreenSettings, chunk_size_for, prefetched
+
+FASTQ = b"".join(b"@r%d comment %d\nACGTACGTNN\n+\nIIIII#####\n" % (i, i) for i in range(10))
+
+
+def write(path, data: bytes):
+    path.write_bytes(data)
+    return path
+
+
+def zstd_compress(data: bytes) -> bytes | None:
+    """zstd bytes via xopen (the same route reading takes), or None where
+    xopen has no zstd support (it needs the zstd program, backports.zstd,
+    Python 3.14, or zstandard, depending on its version)."""
+    from xopen import xopen
+
+    buffer = io.BytesIO()
+    try:
+        with xopen(buffer, "wb", format="zst") as f:
+            f.write(data)
+    except (ImportError, ValueError, OSError, RuntimeError):
+        return None
+    return buffer.getvalue()
+
+
+COMPRESSORS = {
+    "": lambda d: d,
+    ".gz": gzip.compress,
+    ".bz2": bz2.compress,
+    ".xz": lzma.compress,
+    ".zst": zstd_compress,
+}
+
+
+# --- reading ----------------------------------------------------------------
+
+def test_chunks_keep_file_order_and_size(tmp_path):
+    source = SequenceSource(write(tmp_path / "r.fq", FASTQ))
+    with source:
+        chunks = list(source.chunks(3))
+    assert [len(c) for c in chunks] == [3, 3, 3, 1]
+    assert [r.id for c in chunks for r in c] == [f"r{i}" for i in range(10)]
+    assert chunks[0][0].name == "r0 comment 0" and chunks[0][0].qualities == "IIIII#####"
+    assert source.fileformat == "fastq" and source.records_read == 10
+
+
+@pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
+def test_reads_every_compression(tmp_path, suffix):
+    data = COMPRESSORS[suffix](FASTQ)
+    if data is None:
+        pytest.skip("xopen cannot handle zstd here: install backports.zstd (Python < 3.14) or the zstd program")
+    with SequenceSource(write(tmp_path / f"r.fq{suffix}", data)) as source:
+        assert [r.sequence for r in source.records()] == ["ACGTACGTNN"] * 10
+
+
+def test_format_detected_from_content_without_extension(tmp_path):
+    with SequenceSource(write(tmp_path / "reads", b">a x\nACGT\nAC\n>b\nGG\n")) as source:
+        records = list(source.records())
+    assert source.fileformat == "fasta"
+    assert [(r.id, r.sequence, r.qualities) for r in records] == [("a", "ACGTAC", None), ("b", "GG", None)]
+
+
+def test_crlf_and_lowercase_are_accepted(tmp_path):
+    path = write(tmp_path / "r.fq", b"@r1 x\r\nacgtN\r\n+\r\nIIIII\r\n")
+    with SequenceSource(path) as source:
+        (record,) = source.records()
+    assert (record.id, record.sequence, record.qualities) == ("r1", "acgtN", "IIIII")
+
+
+def test_two_headers_are_detected(tmp_path):
+    with SequenceSource(write(tmp_path / "r.fq", b"@r1\nACGT\n+r1\nIIII\n")) as source:
+        list(source.records())
+        assert source.two_headers
+
+
+def test_empty_reads_file_has_no_records(tmp_path):
+    with SequenceSource(write(tmp_path / "r.fq", b"")) as source:
+        assert list(source.chunks(5)) == []
+
+
+def test_stdin_is_read_and_decompressed(monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(gzip.compress(FASTQ))))
+    with SequenceSource("-") as source:
+        assert source.name == "<stdin>"
+        assert len(list(source.records())) == 10
+
+
+# each bad input: (file name, content, text the one-line message must contain)
+BAD_INPUTS = {
+    "truncated record": ("r.fq", FASTQ + b"@r10\nACGT\n", "line 43: Premature end of file"),
+    "missing plus line": ("r.fq", b"@r1\nACGT\n+\nIIII\n@r2\nACGT\nIIII\n@r3\nA\n+\nI\n", "line 7"),
+    "length mismatch": ("r.fq", b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+\nIII\n", "line 8"),
+    "non-ASCII FASTQ": ("r.fq", b"@r1\nACGT\n+\nIIII\n@r2\nAC\xc3\xa9T\n+\nIIII\n", "line 6: non-ASCII byte 0xc3"),
+    "non-ASCII FASTA": ("r.fa", b">r1\nACGT\n>r2\nAC\xffT\n", "line 4: non-ASCII byte 0xff"),
+    "truncated gzip": ("r.fq.gz", gzip.compress(FASTQ * 50)[:-20], "truncated"),
+    "truncated bz2": ("r.fq.bz2", bz2.compress(FASTQ * 50)[:-20], "truncated"),
+    "not gzip": ("r.fq.gz", FASTQ, "corrupt compressed data"),
+    "neither FASTA nor FASTQ": ("r.txt", b"hello\n", "not a FASTA or FASTQ file"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_raises_one_line_error_naming_file_and_place(tmp_path, case):
+    name, data, place = BAD_INPUTS[case]
+    path = write(tmp_path / name, data)
+    with pytest.raises(InputError) as caught:
+        with SequenceSource(path) as source:
+            list(source.chunks(4))
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: ")
+    assert place in message
+
+
+def test_error_after_some_records_names_the_last_good_record(tmp_path):
+    # a truncated stream far enough in that some records come out first
+    records = b"".join(b"@read%d\n%s\n+\n%s\n" % (i, b"ACGT" * 30, b"I" * 120) for i in range(20000))
+    path = write(tmp_path / "r.fq.gz", gzip.compress(records)[:-50])
+    with pytest.raises(InputError, match=r"truncated.*after record \d+, 'read\d+'"):
+        with SequenceSource(path) as source:
+            for _ in source.chunks(1000):
+                pass
+
+
+def test_missing_and_directory_paths(tmp_path):
+    with pytest.raises(InputError, match="missing.fq: cannot open reads file: No such file"):
+        SequenceSource(tmp_path / "missing.fq")
+    with pytest.raises(InputError, match="is a directory"):
+        SequenceSource(tmp_path)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_file(tmp_path):
+    path = write(tmp_path / "r.fq", FASTQ)
+    path.chmod(0)
+    try:
+        with pytest.raises(InputError, match="Permission denied"):
+            SequenceSource(path)
+    finally:
+        path.chmod(0o644)
+
+
+# --- patterns ---------------------------------------------------------------
+
+def test_read_patterns_accepts_iupac_lowercase_u_and_crlf(tmp_path):
+    path = write(tmp_path / "p.fa", b">a first\r\nACGTN\r\nryu\r\n>b\r\nGG\r\n")
+    patterns = read_patterns(path)
+    assert [(p.id, p.sequence) for p in patterns] == [("a", "ACGTNryu"), ("b", "GG")]
+
+
+BAD_PATTERNS = {
+    "empty file": (b"", "holds no sequences"),
+    "empty pattern": (b">a\n>b\nACGT\n", "pattern 'a' (record 1) has an empty sequence"),
+    "duplicate names": (b">a x\nACGT\n>b\nAC\n>a y\nGG\n", "duplicate pattern name 'a' (records 1 and 3)"),
+    "no name": (b">\nACGT\n", "record 1 has no name"),
+    "bad character": (b">a\nACGT\n>b\nAC-GT\n", "record 2: pattern b: character '-' at position 3"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PATTERNS))
+def test_read_patterns_rejects(tmp_path, case):
+    data, expected = BAD_PATTERNS[case]
+    path = write(tmp_path / "p.fa", data)
+    with pytest.raises(InputError) as caught:
+        read_patterns(path)
+    assert str(caught.value).startswith(f"{path}: ")
+    assert expected in str(caught.value)
+
+
+# --- atomic output ----------------------------------------------------------
+
+def test_atomic_output_appears_only_on_commit(tmp_path):
+    target = tmp_path / "out.txt"
+    out = AtomicOutput(target)
+    out.open_binary().write(b"hello\n")
+    assert not target.exists()
+    assert len(list(tmp_path.iterdir())) == 1  # the temporary file, hidden
+    out.commit()
+    assert target.read_bytes() == b"hello\n"
+    assert list(tmp_path.iterdir()) == [target]
+
+
+def test_atomic_output_failure_leaves_old_file_and_no_temporary(tmp_path):
+    target = write(tmp_path / "out.txt", b"old\n")
+    with pytest.raises(RuntimeError):
+        with AtomicOutput(target) as out:
+            out.open_binary().write(b"half")
+            raise RuntimeError("interrupted")
+    assert target.read_bytes() == b"old\n"
+    assert list(tmp_path.iterdir()) == [target]
+
+
+@pytest.mark.parametrize("suffix,magic", [(".gz", b"\x1f\x8b"), (".bz2", b"BZh"), (".xz", b"\xfd7zXZ"), ("", b"@r0")])
+def test_atomic_output_compresses_by_final_name(tmp_path, suffix, magic):
+    target = tmp_path / f"out.fq{suffix}"
+    with AtomicOutput(target) as out:
+        writer = out.open_records("fastq")
+        writer.write(dnaio.SequenceRecord("r0 x", "ACGT", "IIII"))
+        out.commit()
+    assert target.read_bytes().startswith(magic)
+    with dnaio.open(target) as reader:
+        assert [(r.name, r.sequence, r.qualities) for r in reader] == [("r0 x", "ACGT", "IIII")]
+
+
+def test_compression_for():
+    assert [compression_for(n) for n in ("a.fq.GZ", "a.bz2", "a.xz", "a.zst", "a.fq", "gz")] == [
+        "gz", "bz2", "xz", "zst", None, None]
+
+
+def test_atomic_output_unwritable_destinations(tmp_path):
+    with pytest.raises(InputError, match="cannot write the PAF file: No such file"):
+        AtomicOutput(tmp_path / "missing-dir" / "x.paf", "PAF")
+    with pytest.raises(InputError, match="is a directory"):
+        AtomicOutput(tmp_path)
+
+
+# --- read-ahead -------------------------------------------------------------
+
+def test_prefetched_keeps_order_and_holds_at_most_two_items():
+    produced = []
+    consumed = []
+    most_alive = 0
+
+    def items():
+        for k in range(30):
+            produced.append(k)
+            yield k
+
+    for item in prefetched(items()):
+        time.sleep(0.002)  # let the reader run ahead as far as it can
+        most_alive = max(most_alive, len(produced) - len(consumed))
+        consumed.append(item)
+    assert consumed == list(range(30))
+    assert most_alive <= 2
+
+
+def test_prefetched_reraises_in_the_caller():
+    def items():
+        yield 1
+        raise InputError("r.fq: line 9: broken")
+
+    seen = []
+    with pytest.raises(InputError, match="line 9"):
+        for item in prefetched(items()):
+            seen.append(item)
+    assert seen == [1]
+
+
+def test_prefetched_stops_its_thread_when_closed():
+    def endless():
+        k = 0
+        while True:
+            yield k
+            k += 1
+
+    before = threading.active_count()
+    iterator = prefetched(endless())
+    assert next(iterator) == 0
+    iterator.close()
+    deadline = time.monotonic() + 5
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert threading.active_count() == before
+
+
+def test_chunk_size_for_bounds_instances():
+    assert chunk_size_for(ScreenSettings(chunk_size=7), 1000) == 7
+    assert chunk_size_for(ScreenSettings(), 1) == 100_000
+    assert chunk_size_for(ScreenSettings(), 500) == (1 << 24) // 1000  # 500 patterns x 2 strands
+    assert chunk_size_for(ScreenSettings(strand="forward"), 500) == (1 << 24) // 500
+    assert chunk_size_for(ScreenSettings(), 10**6) == 1000  # never below the minimum
