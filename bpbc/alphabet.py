@@ -68,31 +68,60 @@ def _describe_bad_byte(data: bytes, position: int) -> str:
     return f"character {chr(byte)!r} at position {position + 1} is not an IUPAC nucleotide code"
 
 
+def _all_bytes(seqs) -> list[bytes]:
+    """as_bytes of every item, with a fast path for lists of records."""
+    if seqs and type(seqs[0]) not in (str, bytes) and isinstance(getattr(seqs[0], "sequence", None), str):
+        try:
+            return [record.sequence.encode("utf-8", "surrogateescape") for record in seqs]
+        except AttributeError:  # a mixed list: take the general path
+            pass
+    return [as_bytes(s) for s in seqs]
+
+
+def _fill_codes(flat_codes, starts, lengths, codes):
+    """codes[i, :lengths[i]] = flat_codes[starts[i]:starts[i] + lengths[i]]."""
+    for i in range(lengths.shape[0]):
+        start = starts[i]
+        for j in range(lengths[i]):
+            codes[i, j] = flat_codes[start + j]
+
+
+_fill_codes_compiled = None
+
+
 def encode_reads(seqs, names=None) -> tuple[np.ndarray, np.ndarray]:
     """Encode reads into a padded code matrix.
 
     Returns ``(codes, lengths)``: ``codes`` is uint8 of shape
     ``(len(seqs), max_length)`` holding 0..3 or INVALID (padding is INVALID),
-    ``lengths`` is int64. ``names`` (optional) names the records in errors.
+    ``lengths`` is int64. ``names`` names the records in errors: a sequence,
+    or a function of the read's index (called only when there is an error).
     """
-    data = [as_bytes(s) for s in seqs]
+    global _fill_codes_compiled
+    data = _all_bytes(seqs)
     n = len(data)
-    lengths = np.fromiter((len(d) for d in data), dtype=np.int64, count=n)
+    lengths = np.fromiter(map(len, data), dtype=np.int64, count=n)
     width = int(lengths.max()) if n else 0
-    flat = np.frombuffer(b"".join(data), dtype=np.uint8)
-    flat_codes = READ_CODE[flat]
+    flat_codes = READ_CODE[np.frombuffer(b"".join(data), dtype=np.uint8)]
     if flat_codes.size and flat_codes.max() == 255:
         bad = int(np.flatnonzero(flat_codes == 255)[0])
         ends = np.cumsum(lengths)
         index = int(np.searchsorted(ends, bad, side="right"))
         start = int(ends[index] - lengths[index])
-        name = names[index] if names is not None else f"#{index + 1}"
+        if names is None:
+            name = f"#{index + 1}"
+        else:
+            name = names(index) if callable(names) else names[index]
         raise SequenceError(f"read {name}: {_describe_bad_byte(data[index], bad - start)}")
+    if n and lengths.min() == width:  # all reads of one length: no padding
+        return flat_codes.reshape(n, width), lengths
     codes = np.full((n, width), INVALID, dtype=np.uint8)
     if n:
-        rows = np.repeat(np.arange(n), lengths)
-        cols = np.arange(flat.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        codes[rows, cols] = flat_codes
+        if _fill_codes_compiled is None:
+            from numba import njit
+
+            _fill_codes_compiled = njit(cache=True, nogil=True)(_fill_codes)
+        _fill_codes_compiled(flat_codes, np.cumsum(lengths) - lengths, lengths, codes)
     return codes, lengths
 
 

@@ -14,16 +14,18 @@ from .scoring import Scoring, check_threshold, score_planes
 STRANDS = {"both": ("+", "-"), "forward": ("+",)}
 
 
+def _record_name(item, index: int, kind: str) -> str:
+    """A record's name (first word of its header), or kind + 1-based index."""
+    name = getattr(item, "name", None)
+    return name.split(maxsplit=1)[0] if name else f"{kind}{index + 1}"
+
+
 def _names_and_sequences(items, kind: str) -> tuple[list[str], list[bytes]]:
-    """Names (record names where given) and sequences of reads or patterns."""
+    """Names and sequences of patterns."""
     if isinstance(items, Mapping):
         return [str(name) for name in items], [as_bytes(seq) for seq in items.values()]
-    names, seqs = [], []
-    for index, item in enumerate(items):
-        name = getattr(item, "name", None)
-        names.append(name.split(maxsplit=1)[0] if name else f"{kind}{index + 1}")
-        seqs.append(as_bytes(item))
-    return names, seqs
+    items = list(items)
+    return [_record_name(item, i, kind) for i, item in enumerate(items)], [as_bytes(item) for item in items]
 
 
 def planes_for(threshold: int, exact_scores: bool, pattern_lengths, max_read_length: int,
@@ -72,12 +74,13 @@ def screen(
     pattern_masks = [encode_pattern(seq, name) for name, seq in zip(pattern_names, pattern_seqs)]
     pattern_lengths = [len(masks) for masks in pattern_masks]
     check_threshold(threshold, scoring.max_score(max(pattern_lengths)))
-    read_names, read_seqs = _names_and_sequences(reads, "read")
-    codes, lengths = encode_reads(read_seqs, read_names)
+    reads = list(reads)
+    # names are looked up only for an error message: most reads never need one
+    codes, lengths = encode_reads(reads, lambda index: _record_name(reads[index], index, "read"))
     if engine is None:
         engine = select_engine(device, threads)
 
-    n_reads = len(read_seqs)
+    n_reads = len(reads)
     shape = (n_reads, len(pattern_masks), len(strands))
     scores = np.zeros(shape, dtype=np.int32)
     capped = np.zeros(shape, dtype=bool)
