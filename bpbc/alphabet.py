@@ -68,14 +68,27 @@ def _describe_bad_byte(data: bytes, position: int) -> str:
     return f"character {chr(byte)!r} at position {position + 1} is not an IUPAC nucleotide code"
 
 
-def _all_bytes(seqs) -> list[bytes]:
-    """as_bytes of every item, with a fast path for lists of records."""
-    if seqs and type(seqs[0]) not in (str, bytes) and isinstance(getattr(seqs[0], "sequence", None), str):
+def _joined_bytes(seqs) -> tuple[bytes, np.ndarray, list | None]:
+    """All sequences as one bytes object, their lengths, and (only when a
+    sequence could not be joined as ASCII text) the per-sequence bytes."""
+    first = seqs[0] if seqs else None
+    texts = None
+    if isinstance(first, str):
+        texts = seqs
+    elif first is not None and not isinstance(first, (bytes, bytearray, memoryview)) and isinstance(
+            getattr(first, "sequence", None), str):
         try:
-            return [record.sequence.encode("utf-8", "surrogateescape") for record in seqs]
-        except AttributeError:  # a mixed list: take the general path
-            pass
-    return [as_bytes(s) for s in seqs]
+            texts = [record.sequence for record in seqs]
+        except AttributeError:  # a mixed list
+            texts = None
+    if texts is not None and all(isinstance(t, str) for t in (texts[0], texts[-1])):
+        try:
+            joined = "".join(texts).encode("ascii")
+            return joined, np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), None
+        except (UnicodeEncodeError, TypeError):
+            pass  # non-ASCII text, or a mixed list: the general path finds the culprit
+    data = [as_bytes(s) for s in seqs]
+    return b"".join(data), np.fromiter(map(len, data), dtype=np.int64, count=len(data)), data
 
 
 def _fill_codes(flat_codes, starts, lengths, codes):
@@ -98,12 +111,13 @@ def encode_reads(seqs, names=None) -> tuple[np.ndarray, np.ndarray]:
     or a function of the read's index (called only when there is an error).
     """
     global _fill_codes_compiled
-    data = _all_bytes(seqs)
-    n = len(data)
-    lengths = np.fromiter(map(len, data), dtype=np.int64, count=n)
+    joined, lengths, data = _joined_bytes(seqs)
+    n = len(lengths)
     width = int(lengths.max()) if n else 0
-    flat_codes = READ_CODE[np.frombuffer(b"".join(data), dtype=np.uint8)]
+    flat_codes = READ_CODE[np.frombuffer(joined, dtype=np.uint8)]
     if flat_codes.size and flat_codes.max() == 255:
+        if data is None:
+            data = [as_bytes(s) for s in seqs]
         bad = int(np.flatnonzero(flat_codes == 255)[0])
         ends = np.cumsum(lengths)
         index = int(np.searchsorted(ends, bad, side="right"))

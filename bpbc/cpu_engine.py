@@ -32,6 +32,7 @@ import tempfile
 from functools import lru_cache
 
 import numpy as np
+from numba import prange
 
 from .scoring import Scoring
 
@@ -254,23 +255,47 @@ def pattern_row_masks(pattern_masks: np.ndarray) -> np.ndarray:
     return np.where(bits.astype(bool), ALL_ONES, np.uint64(0))
 
 
+_superblock_kernel = None
+
+
+def _to_superblocks(planes, cols):
+    """cols[s, j, p, w] = planes[s * WORDS + w, j, p] (zero past the last group):
+    one superblock column becomes contiguous for the kernel's vector loads."""
+    groups = planes.shape[0]
+    for s in prange(cols.shape[0]):
+        for j in range(cols.shape[1]):
+            for p in range(3):
+                for w in range(WORDS):
+                    g = s * WORDS + w
+                    if g < groups:
+                        cols[s, j, p, w] = planes[g, j, p]
+                    else:
+                        cols[s, j, p, w] = 0
+
+
 class PreparedReads:
     """Reads sorted by length and bit-transposed into superblock columns."""
 
     def __init__(self, codes: np.ndarray, lengths: np.ndarray):
+        global _superblock_kernel
         from transpose import pack_codes
 
         self.n = len(lengths)
         self.order = np.argsort(lengths, kind="stable")
-        sorted_codes = codes[self.order]
+        sorted_lengths = lengths[self.order]
+        # reads of one length need no sorting: skip the copy
+        sorted_codes = codes if self.n and sorted_lengths[0] == sorted_lengths[-1] else codes[self.order]
+        if sorted_codes is codes:
+            self.order = np.arange(self.n)
         planes = pack_codes(sorted_codes, word_bits=WORD_BITS)  # (G, L, 3)
         groups, width = planes.shape[0], planes.shape[1]
         blocks = -(-groups // WORDS)
-        padded = np.zeros((blocks * WORDS, width, 4), dtype=np.uint64)
-        padded[:groups, :, :3] = planes
-        # (S, WORDS, L, 4) -> (S, L, 4, WORDS): one superblock column is contiguous
-        self.cols = np.ascontiguousarray(padded.reshape(blocks, WORDS, width, 4).transpose(0, 2, 3, 1))
-        sorted_lengths = lengths[self.order]
+        self.cols = np.empty((blocks, width, 3, WORDS), dtype=np.uint64)
+        if _superblock_kernel is None:
+            from numba import njit
+
+            _superblock_kernel = njit(parallel=True, cache=True, nogil=True)(_to_superblocks)
+        _superblock_kernel(planes, self.cols)
         last = np.minimum((np.arange(blocks) + 1) * LANES, self.n) - 1
         self.block_length = sorted_lengths[last].astype(np.int64) if self.n else np.zeros(0, np.int64)
 
