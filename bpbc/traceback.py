@@ -105,34 +105,24 @@ def _align_one(read, pattern, profile, gap_open, gap_extend, ops):
         h_left = np.int64(0)  # H[i][0]
         f = np.int64(_NEG)
         for j in range(1, m + 1):
-            bits = 0
+            # branch-free: on random data every comparison below is a coin flip
             e_open = H_up[j] - open_cost
             e_extend = E_up[j] - gap_extend
-            if e_open >= e_extend:  # tie: prefer closing the gap in traceback
-                e = e_open
-                bits |= _E_OPENED
-            else:
-                e = e_extend
+            e_opened = e_open >= e_extend  # tie: prefer closing the gap in traceback
+            e = max(e_open, e_extend)
             f_open = h_left - open_cost
             f_extend = f - gap_extend
-            if f_open >= f_extend:
-                f = f_open
-                bits |= _F_OPENED
-            else:
-                f = f_extend
+            f_opened = f_open >= f_extend
+            f = max(f_open, f_extend)
             # strict comparisons in this order: ties go to diagonal, then E, then F
-            h = np.int64(0)
-            source = _H_FROM_ZERO
             diag = h_diag + scores[j - 1]
-            if diag > h:
-                h = diag
-                source = _H_FROM_DIAG
-            if e > h:
-                h = e
-                source = _H_FROM_E
-            if f > h:
-                h = f
-                source = _H_FROM_F
+            source = _H_FROM_DIAG if diag > 0 else _H_FROM_ZERO
+            h = max(diag, 0)
+            source = _H_FROM_E if e > h else source
+            h = max(h, e)
+            source = _H_FROM_F if f > h else source
+            h = max(h, f)
+            bits = (_E_OPENED if e_opened else 0) | (_F_OPENED if f_opened else 0)
             row_pointers[j] = bits | source
             h_diag = H_up[j]
             H_up[j] = h
