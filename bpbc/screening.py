@@ -104,7 +104,7 @@ def screen(
                     alignments.extend(found)
     strand_rank = {sign: rank for rank, sign in enumerate(strands)}
     alignments.sort(key=lambda a: (a.read_index, a.pattern_index, strand_rank[a.strand]))
-    passed = (scores >= threshold).reshape(n_reads, -1).any(axis=1)
+    passed = (scores >= threshold).any(axis=(1, 2))
     return ScreenResult(
         indices=np.flatnonzero(passed).astype(np.int64),
         scores=scores,

@@ -1,0 +1,176 @@
+"""The library call bpbc.screen: its contract, its errors, engine choice."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import bpbc
+from bpbc.engines import gpu_unavailable_reason, select_engine
+from bpbc.reference import sw_score
+from bpbc.traceback import cigar_score
+from bpbc.alphabet import encode_pattern, encode_reads, reverse_complement_masks
+from tests.bpbc.conftest import random_read
+
+ADAPTER = "AGATCGGAAGAGCACACGTCTGAACTCCAGTCA"
+PRIMER = "GTGYCAGCMGCCGCGGTAA"  # degenerate (Y, M)
+
+
+def revcomp(seq: str) -> str:
+    return seq.translate(str.maketrans("ACGT", "TGCA"))[::-1]
+
+
+@pytest.fixture(scope="module")
+def reads():
+    rng = np.random.default_rng(2)
+    reads = [random_read(rng, int(rng.integers(0, 200))) for _ in range(400)]
+    for i in range(0, 400, 5):
+        reads[i] = reads[i][:30] + ADAPTER[: 20 + i % 14] + reads[i][30:]
+    for i in range(2, 400, 7):
+        reads[i] = reads[i][:10] + revcomp("GTGCCAGCAGCCGCGGTAA") + reads[i][10:]
+    return reads
+
+
+@pytest.fixture(scope="module")
+def result(reads):
+    return bpbc.screen(reads, [ADAPTER, PRIMER], threshold=30, device="cpu")
+
+
+def test_result_shapes_and_types(result, reads):
+    assert result.scores.shape == (len(reads), 2, 2)
+    assert result.capped.shape == result.scores.shape and result.capped.dtype == bool
+    assert result.strands == ("+", "-")
+    assert result.indices.dtype == np.int64
+    assert np.array_equal(result.indices, np.unique(result.indices))
+
+
+def test_indices_are_the_reads_with_a_passing_instance(result):
+    passing = np.flatnonzero((result.scores >= 30).any(axis=(1, 2)))
+    assert np.array_equal(result.indices, passing)
+    planted = set(range(0, 400, 5)) | set(range(2, 400, 7))  # adapters, primers
+    assert planted <= set(result.indices.tolist())
+
+
+def test_scores_are_exact_where_not_capped(result, reads):
+    for i in range(0, len(reads), 9):
+        for p, pattern in enumerate([ADAPTER, PRIMER]):
+            for s, oriented in enumerate([pattern, None]):
+                masks = encode_pattern(pattern)
+                true = sw_score(reads[i], pattern) if oriented else _score_rc(reads[i], masks)
+                if result.capped[i, p, s]:
+                    assert true >= result.scores[i, p, s] >= 30
+                else:
+                    assert result.scores[i, p, s] == true
+
+
+def _score_rc(read, masks):
+    from bpbc.reference import sw_score_codes
+
+    codes, lengths = encode_reads([read])
+    return sw_score_codes(codes[0, : lengths[0]], reverse_complement_masks(masks))
+
+
+def test_one_alignment_per_passing_instance_with_exact_score(result, reads):
+    passing = set(zip(*np.nonzero(result.scores >= 30)))
+    found = {(a.read_index, a.pattern_index, result.strands.index(a.strand)) for a in result.alignments}
+    assert found == passing
+    keys = [(a.read_index, a.pattern_index, result.strands.index(a.strand)) for a in result.alignments]
+    assert keys == sorted(keys)
+    for a in result.alignments[:60]:
+        if not result.capped[a.read_index, a.pattern_index, result.strands.index(a.strand)]:
+            assert a.score == result.scores[a.read_index, a.pattern_index, result.strands.index(a.strand)]
+        pattern = [ADAPTER, PRIMER][a.pattern_index]
+        masks = encode_pattern(pattern)
+        codes, lengths = encode_reads([reads[a.read_index]])
+        read_codes = codes[0, a.read_start:a.read_end]
+        if a.strand == "+":
+            assert cigar_score(a.cigar, read_codes, masks[a.pattern_start:a.pattern_end]) == a.score
+        else:  # the CIGAR reads along the forward pattern: rescore on the reverse-complemented read
+            rc_read = (3 - read_codes[::-1]).astype(np.uint8)
+            assert cigar_score(a.cigar, rc_read, masks[a.pattern_start:a.pattern_end]) == a.score
+
+
+def test_exact_scores_mode_never_caps(reads):
+    res = bpbc.screen(reads[:100], [ADAPTER], threshold=8, device="cpu", exact_scores=True)
+    assert not res.capped.any()
+    for i in range(0, 100, 7):
+        assert res.scores[i, 0, 0] == sw_score(reads[i], ADAPTER)
+
+
+def test_capped_scores_are_marked_and_lower_bounds(reads):
+    res = bpbc.screen(reads[:100], [ADAPTER], threshold=5, device="cpu")  # 3 planes: cap 7
+    assert res.capped.any()
+    assert np.all(res.scores[res.capped] == 7)
+    for i, p, s in zip(*np.nonzero(res.capped[:, :, :1])):
+        assert sw_score(reads[i], ADAPTER) >= 8
+
+
+def test_forward_strand_only_and_inputs_of_every_kind(reads):
+    import dnaio
+
+    records = [dnaio.SequenceRecord(f"r{i} extra words", seq) for i, seq in enumerate(reads[:50])]
+    as_bytes = [seq.encode() for seq in reads[:50]]
+    a = bpbc.screen(records, {"adapter": ADAPTER}, threshold=30, strand="forward", device="cpu")
+    b = bpbc.screen(as_bytes, [ADAPTER.lower().encode()], threshold=30, strand="forward", device="cpu")
+    assert a.strands == ("+",) and a.scores.shape == (50, 1, 1)
+    assert np.array_equal(a.scores, b.scores)
+    assert a.pattern_names == ["adapter"]
+
+
+def test_empty_read_list():
+    res = bpbc.screen([], [ADAPTER], threshold=30, device="cpu")
+    assert res.indices.size == 0 and res.scores.shape == (0, 1, 2) and res.alignments == []
+
+
+@pytest.mark.parametrize("threshold, message", [
+    (0, "positive"), (-3, "positive"), (67, "best score any read can reach"),
+])
+def test_bad_thresholds(threshold, message):
+    with pytest.raises(ValueError, match=message):
+        bpbc.screen(["ACGT"], [ADAPTER], threshold=threshold, device="cpu")
+
+
+def test_reachable_maximum_is_accepted():
+    res = bpbc.screen([ADAPTER], [ADAPTER], threshold=66, device="cpu")
+    assert list(res.indices) == [0]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"match": 0}, "match must be a positive integer"),
+    ({"gap_extend": -1}, "gap_extend must be a positive integer"),
+    ({"strand": "reverse"}, "strand"),
+    ({"device": "tpu"}, "device must be one of"),
+    ({"threads": 0}, "threads"),
+])
+def test_bad_options(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        bpbc.screen(["ACGT"], [ADAPTER], threshold=10, **kwargs)
+
+
+def test_bad_sequences_name_the_record():
+    import dnaio
+
+    with pytest.raises(bpbc.SequenceError, match="read r2: character 'Z' at position 3"):
+        bpbc.screen([dnaio.SequenceRecord("r1", "ACGT"), dnaio.SequenceRecord("r2 x", "ACZT")], [ADAPTER],
+                    threshold=10, device="cpu")
+    with pytest.raises(bpbc.SequenceError, match="pattern p: sequence is empty"):
+        bpbc.screen(["ACGT"], {"p": ""}, threshold=10, device="cpu")
+
+
+@pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a GPU is usable here")
+def test_gpu_without_gpu_says_why():
+    with pytest.raises(RuntimeError, match="device='gpu' requested but"):
+        bpbc.screen(["ACGT"], [ADAPTER], threshold=10, device="gpu")
+    assert select_engine("auto").name == "cpu"  # auto falls back quietly
+
+
+def test_import_is_cheap():
+    code = ("import sys, bpbc\n"
+            "heavy = [m for m in ('numba', 'cupy', 'dnaio', 'numpy') if m in sys.modules]\n"
+            "assert not heavy, heavy\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
