@@ -154,22 +154,17 @@ def sw_kernel(cols, block_length, pmask, consts, flags, out_best, out_flag):
                 eq[WORDS + w] = va & ~hi & lo
                 eq[2 * WORDS + w] = va & hi & ~lo
                 eq[3 * WORDS + w] = va & hi & lo
-            if j % 2 == 0:
-                for r in range(1, m_rows + 1):
-                    rows = st[(r - 1) * ROW:(r + 1) * ROW]
-                    pa = pmask[r - 1, 0]
-                    pc = pmask[r - 1, 1]
-                    pg = pmask[r - 1, 2]
-                    pt = pmask[r - 1, 3]
+            even = j % 2 == 0
+            for r in range(1, m_rows + 1):
+                rows = st[(r - 1) * ROW:(r + 1) * ROW]
+                pa = pmask[r - 1, 0]
+                pc = pmask[r - 1, 1]
+                pg = pmask[r - 1, 2]
+                pt = pmask[r - 1, 3]
+                if even:
                     for w in range(WORDS):
 {even_cell}
-            else:
-                for r in range(1, m_rows + 1):
-                    rows = st[(r - 1) * ROW:(r + 1) * ROW]
-                    pa = pmask[r - 1, 0]
-                    pc = pmask[r - 1, 1]
-                    pg = pmask[r - 1, 2]
-                    pt = pmask[r - 1, 3]
+                else:
                     for w in range(WORDS):
 {odd_cell}
         for k in range({planes}):
