@@ -251,7 +251,7 @@ def screen_files(
             threshold=settings.threshold,
             scoring=asdict(scoring),
             strands=list(strands),
-            device="gpu" if type(engine).__name__.lower().startswith("gpu") else "cpu",
+            device=engine.name,
         )
         counts = [[0] * len(strands) for _ in patterns]
         strand_column = {strand: k for k, strand in enumerate(strands)}
