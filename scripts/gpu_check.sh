@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the GPU test suite and a short GPU benchmark on a fresh CUDA machine
+# Runs the GPU test suite (pytest -m gpu) on a fresh CUDA machine
 # that has only its preinstalled Python packages (cupy, numba, numpy, pytest,
 # hypothesis, typer, rich). Missing dependencies (dnaio, xopen, isal, zlib-ng,
 # backports.zstd, parasail) are installed from wheels in .whl/ when that folder
