@@ -1,8 +1,8 @@
 """Bit-sliced Smith-Waterman on the CPU (numba), 64 instances per uint64 word.
 
-Instances are grouped into superblocks of ``WORDS`` words (512 lanes); the
+Instances are grouped into superblocks of ``WORDS`` words (1024 lanes); the
 innermost loop of the kernel runs over those words, so LLVM turns every
-bit-plane operation into one AVX-512 (or AVX2) instruction over 512 lanes and
+bit-plane operation into AVX-512 (or AVX2) instructions over all of them and
 fuses 3-input logic into ``vpternlogq``, the CPU's LOP3.
 
 The kernel is generated per plane count b (straight-line code per bit plane
@@ -32,7 +32,7 @@ import tempfile
 from functools import lru_cache
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from .scoring import Scoring
 
@@ -45,9 +45,10 @@ ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 def _cell_statements(planes: int, parity: int) -> list[str]:
     """Straight-line code of one cell (row r, word w), every plane unrolled.
 
-    State lives in one flat array ``st`` so that every access reads
-    ``st[base + CONSTANT + w]``: LLVM then proves the words independent and
-    vectorises the ``w`` loop with no run-time alias checks. Row r (row 0 is a
+    State lives in one flat array ``st``, read through the view ``rows`` of
+    rows r-1 and r, so every access is ``rows[CONSTANT + w]``: LLVM then
+    proves the words independent and vectorises the ``w`` loop with no
+    run-time alias checks (which a trip count this short would forbid). Row r (row 0 is a
     zero row above the pattern) holds 4b slots of WORDS words: H of even
     columns, H of odd columns, E of this column, F of this column. ``parity``
     is the column's parity: H[r][j-1] sits in the other H slot and H[r][j]
@@ -250,9 +251,7 @@ def pattern_row_masks(pattern_masks: np.ndarray) -> np.ndarray:
     return np.where(bits.astype(bool), ALL_ONES, np.uint64(0))
 
 
-_superblock_kernel = None
-
-
+@njit(parallel=True, cache=True, nogil=True)
 def _to_superblocks(planes, cols):
     """cols[s, j, p, w] = planes[s * WORDS + w, j, p] (zero past the last group):
     one superblock column becomes contiguous for the kernel's vector loads."""
@@ -272,7 +271,6 @@ class PreparedReads:
     """Reads sorted by length and bit-transposed into superblock columns."""
 
     def __init__(self, codes: np.ndarray, lengths: np.ndarray):
-        global _superblock_kernel
         from transpose import pack_codes
 
         self.n = len(lengths)
@@ -286,11 +284,7 @@ class PreparedReads:
         groups, width = planes.shape[0], planes.shape[1]
         blocks = -(-groups // WORDS)
         self.cols = np.empty((blocks, width, 3, WORDS), dtype=np.uint64)
-        if _superblock_kernel is None:
-            from numba import njit
-
-            _superblock_kernel = njit(parallel=True, cache=True, nogil=True)(_to_superblocks)
-        _superblock_kernel(planes, self.cols)
+        _to_superblocks(planes, self.cols)
         last = np.minimum((np.arange(blocks) + 1) * LANES, self.n) - 1
         self.block_length = sorted_lengths[last].astype(np.int64) if self.n else np.zeros(0, np.int64)
 
