@@ -1,0 +1,73 @@
+"""Read and pattern encoding: every input form, the fast paths, the errors."""
+
+from __future__ import annotations
+
+import dnaio
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpbc.alphabet import (
+    INVALID,
+    SequenceError,
+    encode_pattern,
+    encode_reads,
+    matches,
+    reverse_complement_masks,
+)
+from tests.bpbc.conftest import IUPAC_BASES, read_texts
+
+
+def expected_codes(read: str) -> list[int]:
+    """Independent of bpbc.alphabet's tables: A/C/G/T(U) -> 0..3, else INVALID."""
+    return ["ACGT".index(IUPAC_BASES[c.upper()]) if len(IUPAC_BASES[c.upper()]) == 1 else INVALID for c in read]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(read_texts(max_size=40), max_size=12))
+def test_every_input_form_gives_the_same_padded_codes(reads):
+    records = [dnaio.SequenceRecord(f"r{i}", r) for i, r in enumerate(reads)]
+    results = [encode_reads(form) for form in (reads, [r.encode() for r in reads], records)]
+    width = max(map(len, reads), default=0)
+    for codes, lengths in results:
+        assert codes.shape == (len(reads), width) and codes.dtype == np.uint8
+        assert lengths.tolist() == [len(r) for r in reads]
+        for row, read in zip(codes, reads):
+            assert row[: len(read)].tolist() == expected_codes(read)
+            assert np.all(row[len(read):] == INVALID)
+
+
+def test_equal_length_fast_path_and_mixed_lists():
+    codes, lengths = encode_reads(["ACGT", "TTNA"])
+    assert codes.tolist() == [[0, 1, 2, 3], [3, 3, INVALID, 0]]
+    mixed = encode_reads(["ACGT", b"tt", dnaio.SequenceRecord("x", "G")])
+    assert mixed[0].tolist() == [[0, 1, 2, 3], [3, 3, INVALID, INVALID], [2, INVALID, INVALID, INVALID]]
+
+
+@pytest.mark.parametrize("reads, names, message", [
+    (["ACGT", "ACXT"], None, "read #2: character 'X' at position 3 is not an IUPAC nucleotide code"),
+    (["ACGT", "AC-T"], ["a", "b"], "read b: character '-' at position 3"),
+    (["AAAA", "ACGé"], lambda i: f"name{i}", "read name1: non-ASCII byte 0xc3 at position 4"),
+    ([b"AC\xffT"], None, "read #1: non-ASCII byte 0xff at position 3"),
+])
+def test_bad_reads_name_the_record_and_position(reads, names, message):
+    with pytest.raises(SequenceError, match=message):
+        encode_reads(reads, names)
+
+
+def test_patterns_encode_iupac_sets_and_complement():
+    masks = encode_pattern("ACGTNRYU")
+    assert masks.tolist() == [1, 2, 4, 8, 15, 1 | 4, 2 | 8, 8]
+    assert reverse_complement_masks(encode_pattern("AACGRM")).tolist() == encode_pattern("KYCGTT").tolist()
+    with pytest.raises(SequenceError, match="pattern p1: sequence is empty"):
+        encode_pattern("", "p1")
+    with pytest.raises(SequenceError, match="pattern q: character 'J' at position 2"):
+        encode_pattern("AJ", "q")
+
+
+def test_match_rule_read_n_never_matches():
+    n_pattern = encode_pattern("N")[0]
+    assert all(matches(code, n_pattern) for code in range(4))
+    assert not matches(INVALID, n_pattern)
+    assert matches(0, encode_pattern("R")[0]) and not matches(1, encode_pattern("R")[0])
