@@ -11,17 +11,11 @@ def random_prepared(n_reads: int, read_length: int, seed: int = 0):
 
     from bpbc.gpu_engine import WORD_BITS, PreparedReads
 
-    prepared = PreparedReads.__new__(PreparedReads)
-    prepared.n = n_reads
-    prepared.order = np.arange(n_reads)
-    prepared.width = read_length
-    prepared.groups = -(-n_reads // WORD_BITS)
+    groups = -(-n_reads // WORD_BITS)
     rng = cupy.random.default_rng(seed)
-    planes = rng.integers(0, 1 << 32, size=(prepared.groups, read_length, 3), dtype=cupy.uint64).astype(cupy.uint32)
-    planes[:, :, 2] = 0xFFFFFFFF
-    prepared.planes = planes
-    prepared.group_length = cupy.full(prepared.groups, read_length, cupy.int32)
-    return prepared
+    planes = rng.integers(0, 1 << 32, size=(groups, read_length, 3), dtype=cupy.uint64).astype(cupy.uint32)
+    planes[:, :, 2] = 0xFFFFFFFF  # every base valid
+    return PreparedReads(n_reads, np.arange(n_reads), planes, cupy.full(groups, read_length, cupy.int32))
 
 
 def time_sw_kernel(engine, prepared, pattern_masks, scoring, planes: int, repeats: int = 5) -> float:

@@ -9,6 +9,7 @@ compiled (NVRTC, then cached by CuPy on disk) on first use only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -56,28 +57,44 @@ def _kernel(planes: int, rows: int, lanes: int, scoring: Scoring):
         raise RuntimeError(f"NVRTC failed to compile {KERNEL_PATH} ({name}):\n{error}") from error
 
 
+@dataclass
 class PreparedReads:
-    """Reads sorted by length, bit planes (G, L, 3) on the device."""
+    """A batch on the device: bit planes (G, L, 3) of the reads sorted by
+    length, each word group's length, and the sorting permutation."""
 
-    def __init__(self, codes: np.ndarray, lengths: np.ndarray, transpose_method: str):
+    n: int
+    order: np.ndarray
+    planes: object  # cupy uint32 (G, L, 3)
+    group_length: object  # cupy int32 (G,), each >= 1
+
+    @property
+    def groups(self) -> int:
+        return self.planes.shape[0]
+
+    @property
+    def width(self) -> int:
+        return self.planes.shape[1]
+
+    @classmethod
+    def from_codes(cls, codes: np.ndarray, lengths: np.ndarray, transpose_method: str) -> "PreparedReads":
+        """Sort, pack (2 bits per base plus validity), upload, transpose on the GPU."""
         import cupy
 
         from transpose import codes_to_streams, planes_ballot, planes_swap
 
-        self.n = len(lengths)
-        self.order = np.argsort(lengths, kind="stable")
-        sorted_lengths = lengths[self.order]
-        sorted_codes = codes[self.order]
+        n = len(lengths)
+        order = np.argsort(lengths, kind="stable")
+        sorted_lengths = lengths[order]
+        sorted_codes = codes[order]
         if sorted_codes.shape[1] == 0:  # only empty reads: one invalid column
-            sorted_codes = np.full((self.n, 1), 4, np.uint8)
-        self.width = sorted_codes.shape[1]
+            sorted_codes = np.full((n, 1), 4, np.uint8)
         streams = codes_to_streams(sorted_codes, WORD_BITS)
         to_planes = {"ballot": planes_ballot, "swap": planes_swap}[transpose_method]
-        self.planes = to_planes(cupy.asarray(streams), self.width)
-        self.groups = -(-self.n // WORD_BITS)
-        last = np.minimum((np.arange(self.groups) + 1) * WORD_BITS, self.n) - 1
-        group_length = np.maximum(sorted_lengths[last], 1) if self.n else np.zeros(0, np.int64)
-        self.group_length = cupy.asarray(group_length.astype(np.int32))
+        planes = to_planes(cupy.asarray(streams), sorted_codes.shape[1])
+        groups = -(-n // WORD_BITS)
+        last = np.minimum((np.arange(groups) + 1) * WORD_BITS, n) - 1
+        group_length = np.maximum(sorted_lengths[last], 1) if n else np.zeros(0, np.int64)
+        return cls(n, order, planes, cupy.asarray(group_length.astype(np.int32)))
 
 
 class GpuEngine:
@@ -96,7 +113,7 @@ class GpuEngine:
         self.multiprocessors = cupy.cuda.Device().attributes["MultiProcessorCount"]
 
     def prepare(self, codes: np.ndarray, lengths: np.ndarray) -> PreparedReads:
-        return PreparedReads(codes, lengths, self.transpose)
+        return PreparedReads.from_codes(codes, lengths, self.transpose)
 
     def launch(self, prepared: PreparedReads, pattern_masks: np.ndarray, scoring: Scoring, planes: int):
         """Run the SW kernel; returns the device arrays (best planes, flags)."""
