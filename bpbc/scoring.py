@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+MAX_SCORE_PARAMETER = 1000  #: keeps every DP value of the traceback's int32 cells in range
+
+
 @dataclass(frozen=True)
 class Scoring:
     match: int = 2
@@ -22,6 +25,8 @@ class Scoring:
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{field} must be a positive integer, got {value!r}")
+            if value > MAX_SCORE_PARAMETER:
+                raise ValueError(f"{field} must be at most {MAX_SCORE_PARAMETER}, got {value}")
 
     @property
     def first_gap(self) -> int:

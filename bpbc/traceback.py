@@ -60,7 +60,8 @@ _H_FROM_ZERO, _H_FROM_DIAG, _H_FROM_E, _H_FROM_F = 0, 1, 2, 3
 _H_SOURCE = 3
 _E_OPENED = 4  # E[i][j] came from H[i-1][j] (gap opened), else from E[i-1][j]
 _F_OPENED = 8  # F[i][j] came from H[i][j-1], else from F[i][j-1]
-_NEG = -(1 << 40)  # E and F on row/column 0: no gap can end there
+_NEG = -(1 << 29)  # E and F on row/column 0: no gap can end there (int32 cells)
+LANES = 16  #: reads aligned together: one int32 AVX-512 vector per DP operation
 
 # result columns of the batch kernel
 _SCORE, _READ_START, _READ_END, _PAT_START, _PAT_END, _N_OPS, _NM, _MATCHES = range(8)
@@ -69,71 +70,83 @@ _EQX_LETTERS = np.array([ord("="), ord("X"), ord("I"), ord("D")], dtype=np.uint8
 _M_LETTERS = np.array([ord("M"), ord("M"), ord("I"), ord("D")], dtype=np.uint8)
 
 
-@njit(cache=True, nogil=True)
-def _substitution_profile(pattern, match, mismatch):
-    """profile[code, j] = score of read code (0..3, INVALID) against pattern[j]."""
-    m = pattern.shape[0]
-    profile = np.full((INVALID + 1, m), -mismatch, dtype=np.int64)
-    for code in range(INVALID):
-        for j in range(m):
-            if (pattern[j] >> code) & 1:
-                profile[code, j] = match
-    return profile
+SLOTS = 8  # per column: H, E of the row above, then the carried h_diag, h_left, f, best, best_i, best_j
 
 
 @njit(cache=True, nogil=True)
-def _align_one(read, pattern, profile, gap_open, gap_extend, ops):
-    """Align one read (codes) against pattern masks (``profile`` from
-    :func:`_substitution_profile`); writes the ops in read order into ``ops``
-    and returns (score, read_start, read_end, pattern_start, pattern_end,
-    n_ops)."""
-    n = read.shape[0]
+def _forward_lanes(block, pattern, match, mismatch, gap_open, gap_extend, pointers, result):
+    """Gotoh forward pass for LANES reads at once (block: (n, LANES) codes,
+    padded with INVALID); pointer bytes into pointers (n+1, m+1, LANES);
+    result (LANES, 3): best, best_i, best_j (first maximum in (i, j) order).
+    State for column j sits in slots of one flat array, and the values carried
+    along a row move from column j-1's slots to column j's: every access is
+    ``cells[CONSTANT + q]`` of one view, so LLVM vectorises over the lanes."""
+    n = block.shape[0]
     m = pattern.shape[0]
-    open_cost = gap_open + gap_extend
-    # row 0 and column 0 are never read: the walk stops there in state H, and
-    # gap states never reach them (a gap opened from row/column 0 is closed there)
-    pointers = np.empty((n + 1, m + 1), dtype=np.uint8)
-    H_up = np.zeros(m + 1, dtype=np.int64)  # row i-1, updated in place to row i
-    E_up = np.full(m + 1, _NEG, dtype=np.int64)
-    best = 0
-    best_i = 0
-    best_j = 0
+    K = LANES
+    C = SLOTS * K
+    oc = np.int32(gap_open + gap_extend)
+    ge = np.int32(gap_extend)
+    ma = np.int32(match)
+    mi = np.int32(-mismatch)
+    zero = np.int32(0)
+    neg = np.int32(_NEG)
+    st = np.zeros((m + 1) * C, np.int32)
+    for j in range(m + 1):
+        st[j * C + K: j * C + 2 * K] = neg
     for i in range(1, n + 1):
-        scores = profile[read[i - 1]]
-        row_pointers = pointers[i]
-        h_diag = H_up[0]
-        h_left = np.int64(0)  # H[i][0]
-        f = np.int64(_NEG)
+        codes = block[i - 1]
+        for q in range(K):
+            st[2 * K + q] = st[q]  # h_diag = H[i-1][0]
+            st[3 * K + q] = 0  # h_left = H[i][0]
+            st[4 * K + q] = neg  # f
+            st[5 * K + q] = st[m * C + 5 * K + q]  # best so far: from the end of the previous row
+            st[6 * K + q] = st[m * C + 6 * K + q]
+            st[7 * K + q] = st[m * C + 7 * K + q]
         for j in range(1, m + 1):
-            # branch-free: on random data every comparison below is a coin flip
-            e_open = H_up[j] - open_cost
-            e_extend = E_up[j] - gap_extend
-            e_opened = e_open >= e_extend  # tie: prefer closing the gap in traceback
-            e = max(e_open, e_extend)
-            f_open = h_left - open_cost
-            f_extend = f - gap_extend
-            f_opened = f_open >= f_extend
-            f = max(f_open, f_extend)
-            # strict comparisons in this order: ties go to diagonal, then E, then F
-            diag = h_diag + scores[j - 1]
-            source = _H_FROM_DIAG if diag > 0 else _H_FROM_ZERO
-            h = max(diag, 0)
-            source = _H_FROM_E if e > h else source
-            h = max(h, e)
-            source = _H_FROM_F if f > h else source
-            h = max(h, f)
-            bits = (_E_OPENED if e_opened else 0) | (_F_OPENED if f_opened else 0)
-            row_pointers[j] = bits | source
-            h_diag = H_up[j]
-            H_up[j] = h
-            E_up[j] = e
-            h_left = h
-            if h > best:  # strict: first cell in (i, j) order wins ties
-                best = h
-                best_i = i
-                best_j = j
+            pm = np.int32(pattern[j - 1])
+            cells = st[(j - 1) * C:(j + 1) * C]
+            prow = pointers[i, j]
+            for q in range(K):
+                code = np.int32(codes[q])
+                s = ma if (code < 4) & (((pm >> (code & 3)) & 1) == 1) else mi
+                h_up = cells[C + q]
+                e_open = h_up - oc
+                e_extend = cells[C + K + q] - ge
+                e_opened = e_open >= e_extend
+                e = max(e_open, e_extend)
+                f_open = cells[3 * K + q] - oc
+                f_extend = cells[4 * K + q] - ge
+                f_opened = f_open >= f_extend
+                f = max(f_open, f_extend)
+                diag = cells[2 * K + q] + s
+                source = _H_FROM_DIAG if diag > 0 else _H_FROM_ZERO
+                h = max(diag, zero)
+                source = _H_FROM_E if e > h else source
+                h = max(h, e)
+                source = _H_FROM_F if f > h else source
+                h = max(h, f)
+                prow[q] = np.uint8(source | (_E_OPENED if e_opened else 0) | (_F_OPENED if f_opened else 0))
+                best = cells[5 * K + q]
+                better = h > best
+                cells[C + q] = h
+                cells[C + K + q] = e
+                cells[C + 2 * K + q] = h_up
+                cells[C + 3 * K + q] = h
+                cells[C + 4 * K + q] = f
+                cells[C + 5 * K + q] = h if better else best
+                cells[C + 6 * K + q] = i if better else cells[6 * K + q]
+                cells[C + 7 * K + q] = j if better else cells[7 * K + q]
+    for q in range(K):
+        result[q, 0] = st[m * C + 5 * K + q]
+        result[q, 1] = st[m * C + 6 * K + q]
+        result[q, 2] = st[m * C + 7 * K + q]
 
-    # walk back from the end cell, following the state that produced each value
+
+@njit(cache=True, nogil=True)
+def _walk(read, pattern, pointers, best_i, best_j, ops):
+    """Follow the pointers back from the end cell (best_i, best_j); writes the
+    ops in read order into ``ops``; returns (read_start, pattern_start, n_ops)."""
     i = best_i
     j = best_j
     n_ops = 0
@@ -175,34 +188,49 @@ def _align_one(read, pattern, profile, gap_open, gap_extend, ops):
         tmp = ops[k]
         ops[k] = ops[n_ops - 1 - k]
         ops[n_ops - 1 - k] = tmp
-    return best, i, best_i, j, best_j, n_ops
+    return i, j, n_ops
 
 
 def _align_batch_body(codes, lengths, rows, pattern, match, mismatch, gap_open, gap_extend, ops):
     """Align reads ``codes[rows[t], :lengths[rows[t]]]`` against one pattern,
-    in parallel over t. Fills ``ops[t]`` and returns an int64 (k, 8) table
-    (see the _SCORE.. column names)."""
+    LANES at a time (in parallel over blocks; pass rows sorted by length to
+    waste little on padding). Fills ``ops[t]`` and returns an int64 (k, 8)
+    table (see the _SCORE.. column names). Padding rows hold INVALID codes:
+    their cells stay below the real maximum, so they change no alignment."""
     k = rows.shape[0]
+    m = pattern.shape[0]
     out = np.zeros((k, 8), dtype=np.int64)
-    profile = _substitution_profile(pattern, match, mismatch)
-    for t in prange(k):
-        row = rows[t]
-        read = codes[row, : lengths[row]]
-        score, rs, re_, ps, pe, n_ops = _align_one(
-            read, pattern, profile, gap_open, gap_extend, ops[t]
-        )
-        n_match = 0
-        for q in range(n_ops):
-            if ops[t, q] == OP_MATCH:
-                n_match += 1
-        out[t, _SCORE] = score
-        out[t, _READ_START] = rs
-        out[t, _READ_END] = re_
-        out[t, _PAT_START] = ps
-        out[t, _PAT_END] = pe
-        out[t, _N_OPS] = n_ops
-        out[t, _NM] = n_ops - n_match
-        out[t, _MATCHES] = n_match
+    for b in prange((k + LANES - 1) // LANES):
+        first = b * LANES
+        count = min(LANES, k - first)
+        n = 0
+        for q in range(count):
+            n = max(n, lengths[rows[first + q]])
+        block = np.full((n, LANES), INVALID, dtype=np.uint8)
+        for q in range(count):
+            row = rows[first + q]
+            for i in range(lengths[row]):
+                block[i, q] = codes[row, i]
+        pointers = np.empty((n + 1, m + 1, LANES), dtype=np.uint8)
+        best = np.zeros((LANES, 3), dtype=np.int64)
+        _forward_lanes(block, pattern, match, mismatch, gap_open, gap_extend, pointers, best)
+        for q in range(count):
+            t = first + q
+            row = rows[t]
+            read = codes[row, : lengths[row]]
+            rs, ps, n_ops = _walk(read, pattern, pointers[:, :, q], best[q, 1], best[q, 2], ops[t])
+            n_match = 0
+            for o in range(n_ops):
+                if ops[t, o] == OP_MATCH:
+                    n_match += 1
+            out[t, _SCORE] = best[q, 0]
+            out[t, _READ_START] = rs
+            out[t, _READ_END] = best[q, 1]
+            out[t, _PAT_START] = ps
+            out[t, _PAT_END] = best[q, 2]
+            out[t, _N_OPS] = n_ops
+            out[t, _NM] = n_ops - n_match
+            out[t, _MATCHES] = n_match
     return out
 
 
@@ -273,10 +301,14 @@ def _run_batch(codes, lengths, rows, pattern_masks, scoring, eqx, reverse_cigar)
     parallel = rows.shape[0] >= _PARALLEL_FROM
     align_batch = _align_batch_parallel if parallel else _align_batch_serial
     cigars_of = _cigars_parallel if parallel else _cigars_serial
-    table = align_batch(
-        codes, lengths, rows, pattern,
+    # reads of similar length share a block of LANES: little padding
+    by_length = np.argsort(lengths[rows], kind="stable")
+    table = np.empty((rows.shape[0], 8), dtype=np.int64)
+    table[by_length] = align_batch(
+        codes, lengths, rows[by_length], pattern,
         scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops,
     )
+    ops[by_length] = ops.copy()
     letters = _EQX_LETTERS if eqx else _M_LETTERS
     buf, offsets = cigars_of(ops, np.ascontiguousarray(table[:, _N_OPS]), letters, reverse_cigar)
     text = buf.tobytes().decode("ascii")

@@ -141,6 +141,7 @@ def test_reachable_maximum_is_accepted():
 @pytest.mark.parametrize("kwargs, message", [
     ({"match": 0}, "match must be a positive integer"),
     ({"gap_extend": -1}, "gap_extend must be a positive integer"),
+    ({"mismatch": 1001}, "mismatch must be at most 1000"),
     ({"strand": "reverse"}, "strand"),
     ({"device": "tpu"}, "device must be one of"),
     ({"threads": 0}, "threads"),
