@@ -192,3 +192,22 @@ def parasail_sw_codes(read_codes, pattern_masks, scoring: Scoring) -> int:
     read = "".join(str(int(c)) for c in read_codes)
     pattern = "".join(chr(ord("A") + int(p)) for p in pattern_masks)
     return parasail_sw_mapped(read, pattern, scoring)
+
+
+# --- compressed test inputs ----------------------------------------------
+
+def zstd_compress(data: bytes) -> bytes | None:
+    """zstd bytes via xopen (the same route reading takes), or None where
+    xopen has no zstd support (it needs the zstd program, backports.zstd,
+    Python 3.14, or zstandard, depending on its version)."""
+    import io
+
+    from xopen import xopen
+
+    buffer = io.BytesIO()
+    try:
+        with xopen(buffer, "wb", format="zst") as f:
+            f.write(data)
+    except (ImportError, ValueError, OSError, RuntimeError):
+        return None
+    return buffer.getvalue()

@@ -30,6 +30,8 @@ from pathlib import Path
 import dnaio
 import pytest
 
+from tests.bpbc.conftest import zstd_compress
+
 import bpbc
 from bpbc.cli import main
 
@@ -204,20 +206,8 @@ def test_matched_fasta_stays_fasta_and_two_fastq_headers_are_kept(capsys, tmp_pa
 
 # --- input formats ----------------------------------------------------------
 
-def _zstd(data: bytes) -> bytes | None:
-    from xopen import xopen
-
-    buffer = io.BytesIO()
-    try:
-        with xopen(buffer, "wb", format="zst") as f:
-            f.write(data)
-    except (ImportError, ValueError, OSError, RuntimeError):
-        return None
-    return buffer.getvalue()
-
-
 @pytest.mark.parametrize("suffix,compress", [
-    (".gz", gzip.compress), (".bz2", bz2.compress), (".xz", lzma.compress), (".zst", _zstd),
+    (".gz", gzip.compress), (".bz2", bz2.compress), (".xz", lzma.compress), (".zst", zstd_compress),
 ])
 def test_compressed_reads(capsys, tmp_path, suffix, compress):
     data = compress(READS.read_bytes())

@@ -17,6 +17,7 @@ import pytest
 
 from bpbc.io import AtomicOutput, InputError, SequenceSource, compression_for, read_patterns
 from bpbc.pipeline import ScreenSettings, chunk_size_for, prefetched
+from tests.bpbc.conftest import zstd_compress
 
 FASTQ = b"".join(b"@r%d comment %d\nACGTACGTNN\n+\nIIIII#####\n" % (i, i) for i in range(10))
 
@@ -24,21 +25,6 @@ FASTQ = b"".join(b"@r%d comment %d\nACGTACGTNN\n+\nIIIII#####\n" % (i, i) for i 
 def write(path, data: bytes):
     path.write_bytes(data)
     return path
-
-
-def zstd_compress(data: bytes) -> bytes | None:
-    """zstd bytes via xopen (the same route reading takes), or None where
-    xopen has no zstd support (it needs the zstd program, backports.zstd,
-    Python 3.14, or zstandard, depending on its version)."""
-    from xopen import xopen
-
-    buffer = io.BytesIO()
-    try:
-        with xopen(buffer, "wb", format="zst") as f:
-            f.write(data)
-    except (ImportError, ValueError, OSError, RuntimeError):
-        return None
-    return buffer.getvalue()
 
 
 COMPRESSORS = {
