@@ -30,10 +30,9 @@ from pathlib import Path
 import dnaio
 import pytest
 
-from tests.bpbc.conftest import zstd_compress
-
 import bpbc
 from bpbc.cli import main
+from tests.bpbc.conftest import zstd_compress
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 READS = DATA / "reads.fq"
