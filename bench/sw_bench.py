@@ -208,8 +208,6 @@ def _time_method(method, n, length, masks, pattern, scoring, planes, repeats, rn
         del codes
         return seconds
     if method == "bpbc_gpu":
-        from bpbc.gpu_engine import GpuEngine
-
         from .gpu_kernel import random_prepared
 
         engine = _gpu_engine()
