@@ -34,7 +34,7 @@ def _gpu_copy_rate(nbytes: int) -> float:
     source = cupy.ones(nbytes, cupy.uint8)
     target = cupy.empty_like(source)
     seconds = median_seconds_gpu(lambda: target.__setitem__(Ellipsis, source), repeats=10)
-    del source, target
+    source = target = None  # free the device memory now
     return 2 * nbytes / seconds
 
 
@@ -114,7 +114,7 @@ def gpu_rows(sizes, length, repeats, advance) -> list[dict]:
             for method, call in (("gpu_ballot", planes_ballot), ("gpu_swap", planes_swap)):
                 seconds = median_seconds_gpu(lambda: call(streams, length), repeats)
                 times[("forward", method)] = (seconds, moved, agree)
-            del streams
+            streams = None  # free the device memory before the next size
             groups = -(-n // 32)
             planes = rng.integers(0, 1 << 32, size=(groups, SCORE_BITS), dtype=cupy.uint64).astype(cupy.uint32)
             agree = bool((unpack_planes_gpu(planes, n, "ballot") == unpack_planes_gpu(planes, n, "swap")).all())
@@ -122,7 +122,7 @@ def gpu_rows(sizes, length, repeats, advance) -> list[dict]:
             for method in ("ballot", "swap"):
                 seconds = median_seconds_gpu(lambda: unpack_planes_gpu(planes, n, method), repeats)
                 times[("inverse", f"gpu_{method}")] = (seconds, moved, agree)
-            del planes
+            planes = None
         except Exception as error:
             rows.append(_row("forward", "gpu", "gpu", n, length, 32, None, 0, copy_rate, error=error_text(error)))
         for (direction, method), (seconds, moved, agree) in times.items():
