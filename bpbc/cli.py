@@ -111,10 +111,10 @@ def _version(value: bool) -> None:
 )
 def screen_command(
     reads: Annotated[str, typer.Argument(
-        show_default=False,
+        metavar="READS", show_default=False,
         help="Reads: FASTA or FASTQ, plain or compressed (gz, bz2, xz, zst); '-' reads stdin.")],
     patterns: Annotated[str, typer.Argument(
-        show_default=False,
+        metavar="PATTERNS", show_default=False,
         help="Patterns (adapters, primers, ...): FASTA or FASTQ, one or many records; IUPAC codes allowed.")],
     threshold: Annotated[int, typer.Option(
         "--threshold", "-t", help="Report instances whose local alignment score is at least this.")] = DEFAULT_THRESHOLD,
