@@ -302,26 +302,24 @@ def write_fastq_gz(path, n, length, rng, plant=None):
                               for k, row in enumerate(letters)))
 
 
+def _timed(function, stages, stage):
+    """``function``, adding the seconds each call takes to ``stages[stage]``."""
+    def call(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            stages[stage] += time.perf_counter() - start
+    return call
+
+
 class _TimedEngine:
     """Wraps an engine to add up the time of its prepare and scores calls."""
 
     def __init__(self, engine, stages):
-        self._engine, self._stages = engine, stages
         self.name, self.word_bits = engine.name, engine.word_bits
-
-    def prepare(self, *args):
-        start = time.perf_counter()
-        try:
-            return self._engine.prepare(*args)
-        finally:
-            self._stages["prepare_transpose_s"] += time.perf_counter() - start
-
-    def scores(self, *args):
-        start = time.perf_counter()
-        try:
-            return self._engine.scores(*args)
-        finally:
-            self._stages["engine_scores_s"] += time.perf_counter() - start
+        self.prepare = _timed(engine.prepare, stages, "prepare_transpose_s")
+        self.scores = _timed(engine.scores, stages, "engine_scores_s")
 
 
 def end_to_end_row(label, n, length, patterns, device, threads=None):
@@ -346,15 +344,6 @@ def end_to_end_row(label, n, length, patterns, device, threads=None):
                (pipeline, "paf_line", "paf_format_s")]
     originals = [getattr(module, name) for module, name, _ in wrapped]
 
-    def timed(function, stage):
-        def call(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return function(*args, **kwargs)
-            finally:
-                stages[stage] += time.perf_counter() - start
-        return call
-
     def timed_make_engine(settings):
         return _TimedEngine(make_engine(settings), stages)
 
@@ -371,7 +360,7 @@ def end_to_end_row(label, n, length, patterns, device, threads=None):
             raise RuntimeError("bpbc-screen failed on the warm-up reads")
         pipeline.make_engine = timed_make_engine
         for (module, name, stage), function in zip(wrapped, originals):
-            setattr(module, name, timed(function, stage))
+            setattr(module, name, _timed(function, stages, stage))
         try:
             start = time.perf_counter()
             status = main(args)

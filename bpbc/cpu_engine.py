@@ -276,10 +276,8 @@ class PreparedReads:
         self.n = len(lengths)
         self.order = np.argsort(lengths, kind="stable")
         sorted_lengths = lengths[self.order]
-        # reads of one length need no sorting: skip the copy
+        # reads of one length: the stable order is the identity, skip the copy
         sorted_codes = codes if self.n and sorted_lengths[0] == sorted_lengths[-1] else codes[self.order]
-        if sorted_codes is codes:
-            self.order = np.arange(self.n)
         planes = pack_codes(sorted_codes, word_bits=WORD_BITS)  # (G, L, 3)
         groups, width = planes.shape[0], planes.shape[1]
         blocks = -(-groups // WORDS)
