@@ -5,10 +5,13 @@ innermost loop of the kernel runs over those words, so LLVM turns every
 bit-plane operation into AVX-512 (or AVX2) instructions over all of them and
 fuses 3-input logic into ``vpternlogq``, the CPU's LOP3.
 
-The kernel is generated per plane count b (straight-line code per bit plane
-keeps every plane in a register) and cached by numba on disk. Scoring
-constants stay run-time values: they enter as all-ones/all-zero masks, so one
-compiled kernel serves every scoring.
+The kernel is generated per plane count b and scoring: straight-line code per
+bit plane keeps every plane in a register, and the scoring constants are
+folded into the logic at generation time (a constant bit turns an adder or
+subtractor stage into a cheaper one; with the constants as run-time masks the
+kernel needs about 1.5x the time). Every statement has at most three inputs,
+so each becomes one ``vpternlogq``. Kernels are serial and release the GIL;
+a thread pool runs them over slices of superblocks. numba caches them on disk.
 
 The cell update, in saturation-free form (see README, "Exactness of the
 screen"):
@@ -29,7 +32,8 @@ import importlib.util
 import os
 import sys
 import tempfile
-from functools import lru_cache
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 
 import numpy as np
 from numba import njit, prange
@@ -39,23 +43,28 @@ from .scoring import Scoring
 WORD_BITS = 64
 WORDS = 16  #: words per superblock: two 512-bit vectors
 LANES = WORD_BITS * WORDS
-ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+#: IUPAC base sets are 4-bit masks (bpbc.alphabet); a column's match words are
+#: tabulated for all 16 so a pattern row finds its own with one load
+MASK_CODES = 16
 
 
-def _cell_statements(planes: int, parity: int) -> list[str]:
-    """Straight-line code of one cell (row r, word w), every plane unrolled.
+def _cell_statements(planes: int, scoring: Scoring, parity: int) -> list[str]:
+    """Straight-line code of one cell (row r, word w), every plane unrolled,
+    the scoring constants folded in.
 
     State lives in one flat array ``st``, read through the view ``rows`` of
     rows r-1 and r, so every access is ``rows[CONSTANT + w]``: LLVM then
     proves the words independent and vectorises the ``w`` loop with no
-    run-time alias checks (which a trip count this short would forbid). Row r (row 0 is a
-    zero row above the pattern) holds 4b slots of WORDS words: H of even
-    columns, H of odd columns, E of this column, F of this column. ``parity``
-    is the column's parity: H[r][j-1] sits in the other H slot and H[r][j]
-    overwrites it, so the diagonal H[r-1][j-1] is still there one row up.
+    run-time alias checks (which a trip count this short would forbid). Row r
+    (row 0 is a zero row above the pattern) holds 4b slots of WORDS words: H
+    of even columns, H of odd columns, E of this column, F of this column.
+    ``parity`` is the column's parity: H[r][j-1] sits in the other H slot and
+    H[r][j] overwrites it, so the diagonal H[r-1][j-1] is still there one row
+    up.
     """
     b = planes
     ks = range(b)
+    limit = 1 << b
     lines = []
     emit = lines.append
     slots = {"h": parity * b, "h_left": (1 - parity) * b, "e": 2 * b, "f": 3 * b}
@@ -65,103 +74,147 @@ def _cell_statements(planes: int, parity: int) -> list[str]:
         offset = (slots[kind] + k) * WORDS + (0 if row_above else 4 * b * WORDS)
         return f"rows[{offset} + w]"
 
-    def chain_gt(x, y, out):
-        # out = all-ones in lanes where x > y: the borrow out of y - x
-        emit(f"{out} = ~{y}0 & {x}0")
+    def greater(x, y, out):
+        # out = all-ones in lanes where x > y, from the lowest plane up
+        emit(f"{out} = {x}0 & ~{y}0")
         for k in range(1, b):
-            emit(f"{out} = (~{y}{k} & ({x}{k} | {out})) | ({x}{k} & {out})")
+            emit(f"{out} = ({x}{k} & ~{y}{k}) | (~({x}{k} ^ {y}{k}) & {out})")
 
     def select(dst, x, y, mask):
         # dst = mask ? x : y
         for k in ks:
             emit(f"{dst}{k} = {y}{k} ^ (({x}{k} ^ {y}{k}) & {mask})")
 
-    def sub_const(dst, x, const, borrow):
-        # dst = x - const (mod 2**b); borrow = all-ones where x < const
-        emit(f"{borrow} = z")
+    def subtract(dst, x, const, borrow) -> bool:
+        """dst = x - const (mod 2**b), 0 < const < 2**b; ``borrow`` becomes
+        all-ones where x < const. Known-zero borrows emit no code."""
+        live = False
         for k in ks:
-            emit(f"{dst}{k} = {x}{k} ^ {const}{k} ^ {borrow}")
-            emit(f"{borrow} = (~{x}{k} & ({const}{k} | {borrow})) | ({const}{k} & {borrow})")
+            bit = (const >> k) & 1
+            if not live:
+                emit(f"{dst}{k} = ~{x}{k}" if bit else f"{dst}{k} = {x}{k}")
+                if bit:
+                    emit(f"{borrow} = ~{x}{k}")
+                    live = True
+            elif bit:
+                emit(f"{dst}{k} = ~({x}{k} ^ {borrow})")
+                emit(f"{borrow} = ~{x}{k} | {borrow}")
+            else:
+                emit(f"{dst}{k} = {x}{k} ^ {borrow}")
+                emit(f"{borrow} = ~{x}{k} & {borrow}")
+        return live
 
-    emit("m = (eq[w] & pa) | (eq[WORDS + w] & pc) | (eq[2 * WORDS + w] & pg) | (eq[3 * WORDS + w] & pt)")
-    emit("nm = ~m")
+    emit("m = row_match[w]")
     for k in ks:
         emit(f"hd{k} = {slot('h_left', k, row_above=True)}")
         emit(f"e{k} = {slot('e', k)}")
         emit(f"f{k} = {slot('f', k, row_above=True)}")
-    # diag = hd + s, s = m ? ma : 2**b - mi: one b-bit two's complement adder
-    emit("c = z")
+    # diag = hd + s, s = m ? ma : 2**b - mi (mod 2**b): per plane the addend
+    # is a constant or m or ~m, so each stage is at most two 3-input gates
+    add_match, add_mismatch = scoring.match % limit, (limit - scoring.mismatch) % limit
+    carry = None  # None: known zero
     for k in ks:
-        emit(f"ad = (m & sa{k}) | (nm & sb{k})")
-        emit(f"d{k} = hd{k} ^ ad ^ c")
-        emit(f"c = (hd{k} & ad) | (c & (hd{k} ^ ad))")
-    emit("flag[w] |= m & (c | ma_big)")  # a match carried out: true score >= 2**b
-    emit("dok = m | (c & mi_ok)")  # a mismatch that went below 0 is dropped
-    chain_gt("d", "e", "g")
+        addend = {(1, 1): "ones", (1, 0): "m", (0, 1): "~m", (0, 0): None}[
+            ((add_match >> k) & 1, (add_mismatch >> k) & 1)]
+        if addend is None:
+            emit(f"d{k} = hd{k}" if carry is None else f"d{k} = hd{k} ^ c")
+            if carry is not None:
+                emit(f"c = hd{k} & c")
+        elif carry is None:
+            emit(f"d{k} = ~hd{k}" if addend == "ones" else f"d{k} = hd{k} ^ {addend}")
+            emit(f"c = hd{k}" if addend == "ones" else f"c = hd{k} & {addend}")
+            carry = "c"
+        elif addend == "ones":
+            emit(f"d{k} = ~(hd{k} ^ c)")
+            emit(f"c = hd{k} | c")
+        else:
+            emit(f"d{k} = hd{k} ^ {addend} ^ c")
+            emit(f"c = (hd{k} & {addend}) | (c & (hd{k} ^ {addend}))")
+    carry_out = carry or "z"
+    # a match that carries out: true score >= 2**b, the lane passes
+    emit("flag[w] |= m" if scoring.match >= limit else f"flag[w] |= m & {carry_out}")
+    # a mismatch that went below 0 is dropped
+    emit(f"dok = m | {carry_out}" if scoring.mismatch < limit else "dok = m")
+    greater("d", "e", "g")
     emit("g &= dok")
     select("t", "d", "e", "g")
-    chain_gt("t", "f", "g")
+    greater("t", "f", "g")
     select("h", "t", "f", "g")
     for k in ks:
         emit(f"{slot('h', k)} = h{k}")
         emit(f"bs{k} = best[{k * WORDS} + w]")
-    chain_gt("h", "bs", "g")
+    greater("h", "bs", "g")
     select("bs", "h", "bs", "g")
     for k in ks:
         emit(f"best[{k * WORDS} + w] = bs{k}")
-    sub_const("ho", "h", "oe", "bo")  # H - (open + ext), floored at 0
-    emit("bo = ~(bo | oe_big)")
-    for k in ks:
-        emit(f"ho{k} &= bo")
+    # Hoe = H - (open + ext), floored at 0 (always 0 when open + ext >= 2**b)
+    if scoring.first_gap >= limit:
+        for k in ks:
+            emit(f"ho{k} = z")
+    elif subtract("ho", "h", scoring.first_gap, "bo"):
+        for k in ks:
+            emit(f"ho{k} &= ~bo")
     for gap in ("e", "f"):  # E' = max(E - ext, Hoe), F' likewise
-        sub_const("y", gap, "ex", "bo")
-        chain_gt("y", "ho", "g")
-        emit("g &= ~(bo | ex_big)")
+        if scoring.gap_extend >= limit:  # E - ext < 0 always
+            for k in ks:
+                emit(f"{slot(gap, k)} = ho{k}")
+            continue
+        borrowed = subtract("y", gap, scoring.gap_extend, "by")
+        greater("y", "ho", "g")
+        if borrowed:
+            emit("g &= ~by")
         select("n", "y", "ho", "g")
         for k in ks:
             emit(f"{slot(gap, k)} = n{k}")
     return lines
 
 
+def _match_table_statements() -> list[str]:
+    """Per column and word: the match word of each of the 16 base-set masks."""
+    lines = [
+        "lo = cols[s, j, 0, w]",
+        "hi = cols[s, j, 1, w]",
+        "va = cols[s, j, 2, w]",
+        "base0 = va & ~hi & ~lo",
+        "base1 = va & ~hi & lo",
+        "base2 = va & hi & ~lo",
+        "base3 = va & hi & lo",
+    ]
+    for mask in range(MASK_CODES):
+        terms = " | ".join(f"base{base}" for base in range(4) if mask >> base & 1) or "z"
+        lines.append(f"match_table[{mask * WORDS} + w] = {terms}")
+    return lines
+
+
 _KERNEL_TEMPLATE = """\
-# generated by bpbc.cpu_engine for {planes} bit planes; do not edit
+# generated by bpbc.cpu_engine for {planes} bit planes and {scoring}; do not edit
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 WORDS = {words}
 ROW = {row}
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def sw_kernel(cols, block_length, pmask, consts, flags, out_best, out_flag):
+@njit(cache=True, nogil=True)
+def sw_kernel(cols, block_length, pattern_codes, out_best, out_flag, start, stop):
     z = np.uint64(0)
-    ma_big = flags[0]
-    mi_ok = flags[1]
-    oe_big = flags[2]
-    ex_big = flags[3]
-{constants}
-    m_rows = pmask.shape[0]
-    for s in prange(cols.shape[0]):
-        st = np.zeros((m_rows + 1) * ROW, np.uint64)
-        best = np.zeros({planes} * WORDS, np.uint64)
-        flag = np.zeros(WORDS, np.uint64)
-        eq = np.zeros(4 * WORDS, np.uint64)
+    m_rows = pattern_codes.shape[0]
+    st = np.empty((m_rows + 1) * ROW, np.uint64)
+    best = np.empty({planes} * WORDS, np.uint64)
+    flag = np.empty(WORDS, np.uint64)
+    match_table = np.empty({mask_codes} * WORDS, np.uint64)
+    for s in range(start, stop):
+        st[:] = 0
+        best[:] = 0
+        flag[:] = 0
         for j in range(block_length[s]):
             for w in range(WORDS):
-                lo = cols[s, j, 0, w]
-                hi = cols[s, j, 1, w]
-                va = cols[s, j, 2, w]
-                eq[w] = va & ~hi & ~lo
-                eq[WORDS + w] = va & ~hi & lo
-                eq[2 * WORDS + w] = va & hi & ~lo
-                eq[3 * WORDS + w] = va & hi & lo
+{match_table}
             even = j % 2 == 0
             for r in range(1, m_rows + 1):
                 rows = st[(r - 1) * ROW:(r + 1) * ROW]
-                pa = pmask[r - 1, 0]
-                pc = pmask[r - 1, 1]
-                pg = pmask[r - 1, 2]
-                pt = pmask[r - 1, 3]
+                offset = pattern_codes[r - 1] * WORDS
+                row_match = match_table[offset:offset + WORDS]
                 if even:
                     for w in range(WORDS):
 {even_cell}
@@ -176,17 +229,17 @@ def sw_kernel(cols, block_length, pmask, consts, flags, out_best, out_flag):
 """
 
 
-def _generate_kernel_source(planes: int) -> str:
-    """Python source of the numba kernel for ``planes`` bit planes."""
-    indent = " " * 24
-    cells = ["\n".join(indent + line for line in _cell_statements(planes, parity)) for parity in (0, 1)]
-    constants = "\n".join(
-        f"    sa{k} = consts[0, {k}]\n    sb{k} = consts[1, {k}]\n"
-        f"    oe{k} = consts[2, {k}]\n    ex{k} = consts[3, {k}]"
-        for k in range(planes)
+def _generate_kernel_source(planes: int, scoring: Scoring) -> str:
+    """Python source of the numba kernel for ``planes`` bit planes and ``scoring``."""
+    def indented(lines, depth):
+        return "\n".join(" " * depth + line for line in lines)
+
+    return _KERNEL_TEMPLATE.format(
+        planes=planes, scoring=scoring, words=WORDS, row=4 * planes * WORDS, mask_codes=MASK_CODES,
+        match_table=indented(_match_table_statements(), 16),
+        even_cell=indented(_cell_statements(planes, scoring, 0), 24),
+        odd_cell=indented(_cell_statements(planes, scoring, 1), 24),
     )
-    return _KERNEL_TEMPLATE.format(planes=planes, words=WORDS, row=4 * planes * WORDS,
-                                   constants=constants, even_cell=cells[0], odd_cell=cells[1])
 
 
 def _cache_dir() -> str:
@@ -204,10 +257,10 @@ def _cache_dir() -> str:
         return fallback
 
 
-@lru_cache(maxsize=None)
-def kernel(planes: int):
-    """The compiled kernel for ``planes`` bit planes (generated on first use)."""
-    source = _generate_kernel_source(planes)
+@cache
+def kernel(planes: int, scoring: Scoring):
+    """The compiled kernel for ``planes`` bit planes and ``scoring`` (generated on first use)."""
+    source = _generate_kernel_source(planes, scoring)
     digest = hashlib.sha1(source.encode()).hexdigest()[:12]
     name = f"bpbc_sw_cpu_b{planes}_{digest}"
     path = os.path.join(_cache_dir(), name + ".py")
@@ -221,34 +274,6 @@ def kernel(planes: int):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module.sw_kernel
-
-
-def _bit_masks(value: int, planes: int) -> np.ndarray:
-    return np.array([ALL_ONES if (value >> k) & 1 else 0 for k in range(planes)], dtype=np.uint64)
-
-
-def scoring_constants(scoring: Scoring, planes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-plane all-ones masks of the constants, and the out-of-range flags."""
-    limit = 1 << planes
-    consts = np.stack([
-        _bit_masks(scoring.match % limit, planes),
-        _bit_masks((limit - scoring.mismatch) % limit, planes),
-        _bit_masks(scoring.first_gap % limit, planes),
-        _bit_masks(scoring.gap_extend % limit, planes),
-    ])
-    flags = np.array([
-        ALL_ONES if scoring.match >= limit else 0,  # any match overflows
-        ALL_ONES if scoring.mismatch < limit else 0,  # a mismatch can stay >= 0
-        ALL_ONES if scoring.first_gap >= limit else 0,
-        ALL_ONES if scoring.gap_extend >= limit else 0,
-    ], dtype=np.uint64)
-    return consts, flags
-
-
-def pattern_row_masks(pattern_masks: np.ndarray) -> np.ndarray:
-    """(m, 4) all-ones/zero words: does pattern row i accept base A, C, G, T."""
-    bits = (pattern_masks[:, None].astype(np.uint8) >> np.arange(4, dtype=np.uint8)) & 1
-    return np.where(bits.astype(bool), ALL_ONES, np.uint64(0))
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -288,10 +313,14 @@ class PreparedReads:
 
 
 class CpuEngine:
-    """The numba bit-sliced engine. ``threads`` limits numba's thread pool."""
+    """The numba bit-sliced engine. ``threads`` caps the threads it runs on
+    (default: numba's thread count, every core)."""
 
     name = "cpu"
     word_bits = WORD_BITS
+    #: slices of superblocks per thread: blocks are sorted by read length, so
+    #: several slices each even out the threads' work
+    SLICES_PER_THREAD = 4
 
     def __init__(self, threads: int | None = None):
         self.threads = threads
@@ -303,23 +332,27 @@ class CpuEngine:
                planes: int) -> tuple[np.ndarray, np.ndarray]:
         """Screen scores (int64, input order) and overflow flags (bool) of every
         read against one oriented pattern, with ``planes`` bit planes."""
-        from numba import get_num_threads, set_num_threads
+        from numba import get_num_threads
         from transpose import unpack_flags, unpack_planes
 
         blocks = prepared.cols.shape[0]
         best = np.zeros((blocks, planes, WORDS), dtype=np.uint64)
         flag = np.zeros((blocks, WORDS), dtype=np.uint64)
         if prepared.n:
-            consts, flags = scoring_constants(scoring, planes)
-            run = kernel(planes)
-            previous = get_num_threads()
-            if self.threads:
-                set_num_threads(min(self.threads, previous))
-            try:
-                run(prepared.cols, prepared.block_length, pattern_row_masks(pattern_masks),
-                    consts, flags, best, flag)
-            finally:
-                set_num_threads(previous)
+            run = kernel(planes, scoring)
+            codes = np.asarray(pattern_masks, dtype=np.int64)
+            threads = min(self.threads or get_num_threads(), get_num_threads(), blocks)
+            bounds = np.linspace(0, blocks, min(blocks, threads * self.SLICES_PER_THREAD) + 1).astype(np.int64)
+
+            def run_slice(k: int) -> None:
+                run(prepared.cols, prepared.block_length, codes, best, flag, bounds[k], bounds[k + 1])
+
+            if threads == 1:
+                for k in range(len(bounds) - 1):
+                    run_slice(k)
+            else:
+                with ThreadPoolExecutor(threads, thread_name_prefix="bpbc-cpu") as pool:
+                    list(pool.map(run_slice, range(len(bounds) - 1)))
         # (S, b, WORDS) -> (S*WORDS, b): word groups in lane order
         groups = -(-prepared.n // WORD_BITS)
         word_planes = best.transpose(0, 2, 1).reshape(-1, planes)[:groups]
