@@ -4,10 +4,11 @@
 """
 
 __version__ = "0.1.0"
-__all__ = ["screen", "ScreenResult", "Alignment", "Scoring", "SequenceError"]
+__all__ = ["screen", "ReadBatch", "ScreenResult", "Alignment", "Scoring", "SequenceError"]
 
 _LAZY = {
     "screen": "bpbc.screening",
+    "ReadBatch": "bpbc.screening",
     "ScreenResult": "bpbc.result",
     "Alignment": "bpbc.result",
     "Scoring": "bpbc.scoring",

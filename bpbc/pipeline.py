@@ -168,27 +168,34 @@ def prefetched(items: Iterator, stop_timeout_s: float = 1.0) -> Iterator:
         worker.join(stop_timeout_s)
 
 
-def _screen_chunk(chunk, patterns, settings: ScreenSettings, engine, reads_name: str):
+def _prepared_chunks(source: SequenceSource, size: int, engine) -> Iterator:
+    """(records, ReadBatch) per chunk of ``source``: encoding and transposing
+    run here, in the reader thread, while the previous chunk is screened."""
+    from bpbc.alphabet import SequenceError
+    from bpbc.screening import ReadBatch
+
+    for chunk in source.chunks(size):
+        try:
+            yield chunk, ReadBatch.from_reads(chunk, engine)
+        except SequenceError as error:
+            raise InputError(f"{source.name}: {error}") from None
+
+
+def _screen_chunk(batch, patterns, settings: ScreenSettings):
     import bpbc
 
-    try:
-        return bpbc.screen(
-            chunk,
-            patterns,
-            threshold=settings.threshold,
-            match=settings.match,
-            mismatch=settings.mismatch,
-            gap_open=settings.gap_open,
-            gap_extend=settings.gap_extend,
-            strand=settings.strand,
-            device=settings.device,
-            exact_scores=settings.exact_scores,
-            eqx=settings.eqx,
-            threads=settings.threads,
-            engine=engine,
-        )
-    except bpbc.SequenceError as error:
-        raise InputError(f"{reads_name}: {error}") from None
+    return bpbc.screen(
+        batch,
+        patterns,
+        threshold=settings.threshold,
+        match=settings.match,
+        mismatch=settings.mismatch,
+        gap_open=settings.gap_open,
+        gap_extend=settings.gap_extend,
+        strand=settings.strand,
+        exact_scores=settings.exact_scores,
+        eqx=settings.eqx,
+    )
 
 
 def check_settings(settings: ScreenSettings, patterns) -> Scoring:
@@ -280,9 +287,10 @@ def screen_files(
 
         matched_writer = unmatched_writer = None
         # closed (reader thread stopped) before the source is closed
-        chunks = stack.enter_context(closing(prefetched(source.chunks(chunk_size_for(settings, len(patterns))))))
-        for chunk in chunks:
-            result = _screen_chunk(chunk, patterns, settings, engine, source.name)
+        chunks = stack.enter_context(closing(prefetched(
+            _prepared_chunks(source, chunk_size_for(settings, len(patterns)), engine))))
+        for chunk, batch in chunks:
+            result = _screen_chunk(batch, patterns, settings)
             lines = []
             for a in result.alignments:
                 read = chunk[a.read_index]

@@ -108,6 +108,25 @@ def test_capped_scores_are_marked_and_lower_bounds(reads):
         assert sw_score(reads[i], ADAPTER) >= 8
 
 
+@pytest.mark.parametrize("threshold", [8, 30, 40, 64])
+def test_two_pass_scores_equal_one_pass(reads, threshold):
+    """The screen's first pass runs one plane short and recomputes the lanes
+    it flags: the outcome is the one-pass outcome, lane for lane, including
+    batches where most or no lanes are flagged."""
+    from bpbc.scoring import Scoring, score_planes
+    from bpbc.screening import _two_pass_scores
+
+    engine = select_engine("cpu")
+    codes, lengths = encode_reads(reads)
+    prepared = engine.prepare(codes, lengths)
+    planes = score_planes(threshold)
+    for pattern in (ADAPTER, PRIMER, "ACGT" * 8):
+        for masks in (encode_pattern(pattern), reverse_complement_masks(encode_pattern(pattern))):
+            one = engine.scores(prepared, masks, Scoring(), planes)
+            two = _two_pass_scores(engine, prepared, codes, lengths, masks, Scoring(), planes, False)
+            assert np.array_equal(one[0], two[0]) and np.array_equal(one[1], two[1])
+
+
 def test_forward_strand_only_and_inputs_of_every_kind(reads):
     import dnaio
 
