@@ -189,16 +189,23 @@ class SequenceSource:
             self._last_id = record.id
             yield record
 
-    def chunks(self, size: int) -> Iterator[list]:
-        """Yield lists of at most ``size`` records, in file order."""
-        if size < 1:
-            raise ValueError(f"chunk size must be positive, got {size}")
+    def chunks(self, size: int, ramp: int = 1) -> Iterator[list]:
+        """Yield lists of at most ``size`` records, in file order.
+
+        With ``ramp`` k > 1 the first chunk holds size/k records and each next
+        one twice as many, up to ``size``: a consumer working on chunk i while
+        chunk i+1 is read starts sooner.
+        """
+        if size < 1 or ramp < 1:
+            raise ValueError(f"chunk size and ramp must be positive, got {size} and {ramp}")
+        target = max(1, size // ramp)
         chunk: list = []
         for record in self.records():
             chunk.append(record)
-            if len(chunk) == size:
+            if len(chunk) == target:
                 yield chunk
                 chunk = []
+                target = min(size, 2 * target)
         if chunk:
             yield chunk
 

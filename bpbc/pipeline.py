@@ -8,13 +8,14 @@ one chunk's results) are held at a time. Output follows input order.
 
 from __future__ import annotations
 
+import gc
 import json
 import queue
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, closing
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, dataclass, field
 
 from bpbc.io import STDIN, AtomicOutput, InputError, SequenceSource, display_name, read_patterns
@@ -27,6 +28,8 @@ DEFAULT_CHUNK_SIZE = 100_000
 #: chunk's score table (int32 + bool per instance) stays under about 80 MB
 MAX_CHUNK_INSTANCES = 1 << 24
 MIN_AUTO_CHUNK_SIZE = 1_000
+#: the first chunk is this many times smaller (then doubling): the engine starts sooner
+CHUNK_RAMP = 8
 STRAND_CHOICES = ("both", "forward")
 
 
@@ -114,6 +117,24 @@ class Summary:
         return "\n".join(lines)
 
 
+@contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector (restored on exit).
+
+    dnaio records are GC-tracked, so with two chunks of them alive every
+    collection walks hundreds of thousands of objects: measured, about a
+    third of the run time. The screening loop creates no reference cycles;
+    reference counting frees everything it allocates.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class _Raised:
     """Carries an exception from the reader thread to the main thread."""
 
@@ -174,7 +195,7 @@ def _prepared_chunks(source: SequenceSource, size: int, engine) -> Iterator:
     from bpbc.alphabet import SequenceError
     from bpbc.screening import ReadBatch
 
-    for chunk in source.chunks(size):
+    for chunk in source.chunks(size, ramp=CHUNK_RAMP):
         try:
             yield chunk, ReadBatch.from_reads(chunk, engine)
         except SequenceError as error:
@@ -244,6 +265,7 @@ def screen_files(
     if reads_path == STDIN and patterns_path == STDIN:
         raise InputError("reads and patterns cannot both be read from stdin ('-')")
     with ExitStack() as stack:
+        stack.enter_context(cyclic_gc_paused())
         # the reads file first: a missing or unreadable file is the most basic problem
         source = stack.enter_context(SequenceSource(reads_path, kind="reads"))
         patterns = read_patterns(patterns_path)

@@ -48,6 +48,31 @@ def test_chunks_keep_file_order_and_size(tmp_path):
     assert source.fileformat == "fastq" and source.records_read == 10
 
 
+def test_chunks_ramp_up_from_a_small_first_chunk(tmp_path):
+    path = tmp_path / "r.fa"
+    write(path, b"".join(b">r%d\nACGT\n" % i for i in range(100)))
+    with SequenceSource(path) as source:
+        sizes = [len(chunk) for chunk in source.chunks(40, ramp=8)]
+    assert sizes == [5, 10, 20, 40, 25]
+
+
+def test_cyclic_gc_is_paused_and_restored():
+    import gc
+
+    from bpbc.pipeline import cyclic_gc_paused
+
+    assert gc.isenabled()
+    with cyclic_gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with cyclic_gc_paused():
+            pass
+        assert not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()
+
 @pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
 def test_reads_every_compression(tmp_path, suffix):
     data = COMPRESSORS[suffix](FASTQ)
