@@ -127,6 +127,17 @@ def test_two_pass_scores_equal_one_pass(reads, threshold):
             assert np.array_equal(one[0], two[0]) and np.array_equal(one[1], two[1])
 
 
+def test_prepared_batch_gives_the_same_result(reads, result):
+    engine = select_engine("cpu")
+    batch = bpbc.ReadBatch.from_reads(reads, engine)
+    assert len(batch) == len(reads)
+    again = bpbc.screen(batch, [ADAPTER, PRIMER], threshold=30)
+    assert np.array_equal(again.scores, result.scores) and np.array_equal(again.indices, result.indices)
+    assert again.alignments == result.alignments
+    with pytest.raises(ValueError, match="ReadBatch"):
+        bpbc.screen(batch, [ADAPTER], threshold=30, engine=select_engine("cpu"))
+
+
 def test_forward_strand_only_and_inputs_of_every_kind(reads):
     import dnaio
 
