@@ -1,7 +1,7 @@
 """Screen sequence files chunk by chunk: read -> bpbc.screen -> PAF, matched/unmatched reads, summary.
 
-Memory stays bounded whatever the input size: a background thread reads the
-next chunk while the current one is screened, and it waits for the current
+Memory stays bounded whatever the input size: a background thread reads,
+encodes and transposes the next chunk while the current one is screened, and it waits for the current
 one to be taken before it reads another, so at most two chunks of reads (and
 one chunk's results) are held at a time. Output follows input order.
 """

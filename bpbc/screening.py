@@ -108,7 +108,7 @@ def screen(
         batch = reads
     else:
         batch = ReadBatch.from_reads(reads, engine or select_engine(device, threads))
-    engine, codes, lengths, prepared = batch.engine, batch.codes, batch.lengths, batch.prepared
+    codes, lengths = batch.codes, batch.lengths
 
     n_reads = len(lengths)
     shape = (n_reads, len(pattern_masks), len(strands))
@@ -121,8 +121,7 @@ def screen(
         for p, forward in enumerate(pattern_masks):
             for s, sign in enumerate(strands):
                 oriented = forward if sign == "+" else reverse_complement_masks(forward)
-                values, overflow = _two_pass_scores(engine, prepared, codes, lengths, oriented,
-                                                    scoring, planes, exact_scores)
+                values, overflow = _two_pass_scores(batch, oriented, scoring, planes, exact_scores)
                 # an overflowed lane's true score is >= 2**planes: report the cap
                 values[overflow] = (1 << planes) - 1
                 scores[:, p, s] = values
@@ -150,7 +149,7 @@ def screen(
 MIN_TWO_PASS_PLANES = 4
 
 
-def _two_pass_scores(engine, prepared, codes, lengths, oriented, scoring, planes, exact_scores):
+def _two_pass_scores(batch: ReadBatch, oriented, scoring, planes, exact_scores):
     """Scores with ``planes`` planes, computed in two passes: all instances
     with one plane fewer, then only the lanes that overflowed it again with
     ``planes``.
@@ -161,12 +160,13 @@ def _two_pass_scores(engine, prepared, codes, lengths, oriented, scoring, planes
     exactly: below 2**(planes-1) the first pass is exact, and every lane it
     flags is computed again in full.
     """
+    engine = batch.engine
     if exact_scores or planes < MIN_TWO_PASS_PLANES:
-        return engine.scores(prepared, oriented, scoring, planes)
-    values, overflow = engine.scores(prepared, oriented, scoring, planes - 1)
+        return engine.scores(batch.prepared, oriented, scoring, planes)
+    values, overflow = engine.scores(batch.prepared, oriented, scoring, planes - 1)
     again = np.flatnonzero(overflow)
     if again.size:
-        redo = engine.prepare(codes[again], lengths[again])
+        redo = engine.prepare(batch.codes[again], batch.lengths[again])
         values[again], overflow[again] = engine.scores(redo, oriented, scoring, planes)
     return values, overflow
 

@@ -117,13 +117,12 @@ def test_two_pass_scores_equal_one_pass(reads, threshold):
     from bpbc.screening import _two_pass_scores
 
     engine = select_engine("cpu")
-    codes, lengths = encode_reads(reads)
-    prepared = engine.prepare(codes, lengths)
+    batch = bpbc.ReadBatch.from_reads(reads, engine)
     planes = score_planes(threshold)
     for pattern in (ADAPTER, PRIMER, "ACGT" * 8):
         for masks in (encode_pattern(pattern), reverse_complement_masks(encode_pattern(pattern))):
-            one = engine.scores(prepared, masks, Scoring(), planes)
-            two = _two_pass_scores(engine, prepared, codes, lengths, masks, Scoring(), planes, False)
+            one = engine.scores(batch.prepared, masks, Scoring(), planes)
+            two = _two_pass_scores(batch, masks, Scoring(), planes, False)
             assert np.array_equal(one[0], two[0]) and np.array_equal(one[1], two[1])
 
 
