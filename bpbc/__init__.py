@@ -4,11 +4,12 @@
 """
 
 __version__ = "0.1.0"
-__all__ = ["screen", "ReadBatch", "ScreenResult", "Alignment", "Scoring", "SequenceError"]
+__all__ = ["screen", "Screener", "ReadBatch", "ScreenResult", "Alignment", "Scoring", "SequenceError"]
 
 _LAZY = {
     "screen": "bpbc.screening",
-    "ReadBatch": "bpbc.screening",
+    "Screener": "bpbc.screener",
+    "ReadBatch": "bpbc.screener",
     "ScreenResult": "bpbc.result",
     "Alignment": "bpbc.result",
     "Scoring": "bpbc.scoring",

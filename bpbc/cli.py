@@ -18,6 +18,7 @@ import typer
 
 from bpbc.io import InputError
 from bpbc.pipeline import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD, ScreenSettings, screen_files
+from bpbc.scoring import Scoring
 
 PROG = "bpbc-screen"
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
@@ -154,12 +155,14 @@ def screen_command(
     version: Annotated[Optional[bool], typer.Option(
         "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
 ) -> None:
+    try:
+        scoring = Scoring(match, mismatch, gap_open, gap_extend)
+    except ValueError as error:
+        _error(str(error))
+        raise typer.Exit(EXIT_ERROR) from None
     settings = ScreenSettings(
         threshold=threshold,
-        match=match,
-        mismatch=mismatch,
-        gap_open=gap_open,
-        gap_extend=gap_extend,
+        scoring=scoring,
         strand=strand.value,
         device=device.value,
         exact_scores=exact_scores,

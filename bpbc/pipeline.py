@@ -18,9 +18,12 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 from bpbc.io import STDIN, AtomicOutput, InputError, SequenceSource, display_name, read_patterns
 from bpbc.paf import paf_line
-from bpbc.scoring import Scoring, check_threshold
+from bpbc.patterns import STRANDS, strands_of
+from bpbc.scoring import Scoring
 
 DEFAULT_THRESHOLD = 40
 DEFAULT_CHUNK_SIZE = 100_000
@@ -30,7 +33,6 @@ MAX_CHUNK_INSTANCES = 1 << 24
 MIN_AUTO_CHUNK_SIZE = 1_000
 #: the first chunk is this many times smaller (then doubling): the engine starts sooner
 CHUNK_RAMP = 8
-STRAND_CHOICES = ("both", "forward")
 
 
 @dataclass(frozen=True)
@@ -38,10 +40,7 @@ class ScreenSettings:
     """Everything that decides which instances pass and how they are reported."""
 
     threshold: int = DEFAULT_THRESHOLD
-    match: int = 2
-    mismatch: int = 3
-    gap_open: int = 5
-    gap_extend: int = 2
+    scoring: Scoring = Scoring()
     strand: str = "both"
     device: str = "auto"
     exact_scores: bool = False
@@ -51,7 +50,7 @@ class ScreenSettings:
 
     @property
     def strands(self) -> tuple[str, ...]:
-        return ("+", "-") if self.strand == "both" else ("+",)
+        return strands_of(self.strand)
 
 
 def chunk_size_for(settings: ScreenSettings, n_patterns: int) -> int:
@@ -89,6 +88,8 @@ class Summary:
     alignments: int = 0
     patterns: list[PatternSummary] = field(default_factory=list)
     wall_time_s: float = 0.0
+    #: seconds per stage (see StageTimes)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def reads_per_s(self) -> float:
@@ -99,6 +100,11 @@ class Summary:
         figures["reads_not_passing"] = self.reads - self.reads_passing
         figures["wall_time_s"] = round(self.wall_time_s, 6)
         figures["reads_per_s"] = round(self.reads_per_s, 3)
+        figures["stage_seconds"] = {stage: round(value, 6) for stage, value in self.stage_seconds.items()}
+        figures["stage_shares"] = {
+            stage: round(value / self.wall_time_s, 4) if self.wall_time_s > 0 else 0.0
+            for stage, value in self.stage_seconds.items()
+        }
         return figures
 
     def format(self) -> str:
@@ -189,56 +195,61 @@ def prefetched(items: Iterator, stop_timeout_s: float = 1.0) -> Iterator:
         worker.join(stop_timeout_s)
 
 
-def _prepared_chunks(source: SequenceSource, size: int, engine) -> Iterator:
+class StageTimes:
+    """Seconds spent per stage of the run. The reader thread's stages (read:
+    decompress and parse; encode: encode and transpose) overlap the main
+    thread's (device: the screen; traceback; write: PAF formatting and all
+    output), so the shares of wall time may add up to more than 1."""
+
+    STAGES = ("read", "encode", "device", "traceback", "write")
+
+    def __init__(self):
+        self.seconds = dict.fromkeys(self.STAGES, 0.0)
+
+    @contextmanager
+    def timing(self, stage: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] += time.perf_counter() - start
+
+    def timed(self, iterator: Iterator, stage: str) -> Iterator:
+        """``iterator``, the time spent producing each item counted for ``stage``."""
+        while True:
+            with self.timing(stage):
+                item = next(iterator, _END)
+            if item is _END:
+                return
+            yield item
+
+
+def _prepared_chunks(source: SequenceSource, size: int, screener, stages: StageTimes) -> Iterator:
     """(records, ReadBatch) per chunk of ``source``: encoding and transposing
     run here, in the reader thread, while the previous chunk is screened."""
     from bpbc.alphabet import SequenceError
-    from bpbc.screening import ReadBatch
 
-    for chunk in source.chunks(size, ramp=CHUNK_RAMP):
+    for chunk in stages.timed(source.chunks(size, ramp=CHUNK_RAMP), "read"):
         try:
-            yield chunk, ReadBatch.from_reads(chunk, engine)
+            with stages.timing("encode"):
+                batch = screener.prepare(chunk)
         except SequenceError as error:
             raise InputError(f"{source.name}: {error}") from None
+        yield chunk, batch
 
 
-def _screen_chunk(batch, patterns, settings: ScreenSettings):
-    import bpbc
+def make_screener(settings: ScreenSettings, patterns):
+    """The Screener every chunk goes through (patterns encoded, engine
+    compiled and allocated once); bad settings raise InputError."""
+    from bpbc.screener import Screener
 
-    return bpbc.screen(
-        batch,
-        patterns,
-        threshold=settings.threshold,
-        match=settings.match,
-        mismatch=settings.mismatch,
-        gap_open=settings.gap_open,
-        gap_extend=settings.gap_extend,
-        strand=settings.strand,
-        exact_scores=settings.exact_scores,
-        eqx=settings.eqx,
-    )
-
-
-def check_settings(settings: ScreenSettings, patterns) -> Scoring:
-    """Validate scoring and threshold against the patterns before any work."""
-    if settings.strand not in STRAND_CHOICES:
-        raise InputError(f"strand must be one of {', '.join(STRAND_CHOICES)}, got {settings.strand!r}")
+    if settings.strand not in STRANDS:
+        raise InputError(f"strand must be one of {', '.join(STRANDS)}, got {settings.strand!r}")
     try:
-        scoring = Scoring(settings.match, settings.mismatch, settings.gap_open, settings.gap_extend)
-        longest = max(len(p.sequence) for p in patterns)
-        check_threshold(settings.threshold, scoring.max_score(longest))
-    except ValueError as error:
-        raise InputError(str(error)) from None
-    return scoring
-
-
-def make_engine(settings: ScreenSettings):
-    """The engine every chunk reuses (compiled and allocated once)."""
-    from bpbc.engines import select_engine
-
-    try:
-        return select_engine(settings.device, settings.threads)
-    except (ValueError, RuntimeError) as error:  # unknown device, bad threads, no usable GPU
+        # the Screener checks the settings before it selects the engine
+        return Screener(patterns, settings.threshold, settings.scoring, settings.strand, settings.exact_scores,
+                        settings.eqx, device=settings.device, threads=settings.threads)
+    except (ValueError, RuntimeError) as error:  # bad threshold, unknown device, bad threads, no usable GPU
         raise InputError(str(error)) from None
 
 
@@ -269,21 +280,20 @@ def screen_files(
         # the reads file first: a missing or unreadable file is the most basic problem
         source = stack.enter_context(SequenceSource(reads_path, kind="reads"))
         patterns = read_patterns(patterns_path)
-        scoring = check_settings(settings, patterns)
-        engine = make_engine(settings)
-        pattern_ids = [p.id for p in patterns]
-        pattern_lengths = [len(p.sequence) for p in patterns]
-        strands = settings.strands
+        screener = make_screener(settings, patterns)
+        pattern_ids = screener.pattern_names
+        pattern_lengths = screener.pattern_lengths.tolist()
+        strands = screener.strands
         summary = Summary(
             reads_file=display_name(reads_path),
             patterns_file=display_name(patterns_path),
             threshold=settings.threshold,
-            scoring=asdict(scoring),
+            scoring=asdict(settings.scoring),
             strands=list(strands),
-            device=engine.name,
+            device=screener.engine.name,
         )
-        counts = [[0] * len(strands) for _ in patterns]
-        strand_column = {strand: k for k, strand in enumerate(strands)}
+        counts = np.zeros((len(pattern_ids), len(strands)), dtype=np.int64)
+        stages = StageTimes()
 
         outputs: list[AtomicOutput] = []
 
@@ -310,35 +320,38 @@ def screen_files(
         matched_writer = unmatched_writer = None
         # closed (reader thread stopped) before the source is closed
         chunks = stack.enter_context(closing(prefetched(
-            _prepared_chunks(source, chunk_size_for(settings, len(patterns)), engine))))
+            _prepared_chunks(source, chunk_size_for(settings, len(patterns)), screener, stages))))
         for chunk, batch in chunks:
-            result = _screen_chunk(batch, patterns, settings)
-            lines = []
-            for a in result.alignments:
-                read = chunk[a.read_index]
-                lines.append(
-                    paf_line(a, read.id, len(read.sequence), pattern_ids[a.pattern_index], pattern_lengths[a.pattern_index])
-                )
-                counts[a.pattern_index][strand_column[a.strand]] += 1
-            if lines:
-                write_paf("".join(lines))
-            passing = result.indices.tolist()
-            # writers are created late: FASTQ two_headers is known after the first record
-            if matched_file is not None:
-                if matched_writer is None:
-                    matched_writer = matched_file.open_records(source.fileformat, source.two_headers)
-                for index in passing:
-                    matched_writer.write(chunk[index])
-            if unmatched_file is not None:
-                if unmatched_writer is None:
-                    unmatched_writer = unmatched_file.open_records(source.fileformat, source.two_headers)
-                passing_set = set(passing)
-                for index, record in enumerate(chunk):
-                    if index not in passing_set:
-                        unmatched_writer.write(record)
+            with stages.timing("device"):
+                hits = screener.hits(batch)
+            with stages.timing("traceback"):
+                alignments = screener.align(batch, hits)
+            with stages.timing("write"):
+                lines = []
+                for a in alignments:
+                    read = chunk[a.read_index]
+                    lines.append(paf_line(a, read.id, len(read.sequence), pattern_ids[a.pattern_index],
+                                          pattern_lengths[a.pattern_index]))
+                if lines:
+                    write_paf("".join(lines))
+                np.add.at(counts, (hits.pattern, hits.strand), 1)
+                passing = np.unique(hits.read).tolist()
+                # writers are created late: FASTQ two_headers is known after the first record
+                if matched_file is not None:
+                    if matched_writer is None:
+                        matched_writer = matched_file.open_records(source.fileformat, source.two_headers)
+                    for index in passing:
+                        matched_writer.write(chunk[index])
+                if unmatched_file is not None:
+                    if unmatched_writer is None:
+                        unmatched_writer = unmatched_file.open_records(source.fileformat, source.two_headers)
+                    passing_set = set(passing)
+                    for index, record in enumerate(chunk):
+                        if index not in passing_set:
+                            unmatched_writer.write(record)
             summary.reads += len(chunk)
             summary.reads_passing += len(passing)
-            summary.alignments += len(result.alignments)
+            summary.alignments += len(alignments)
             if progress is not None:
                 progress(summary.reads)
         for out, writer in ((matched_file, matched_writer), (unmatched_file, unmatched_writer)):
@@ -348,10 +361,11 @@ def screen_files(
             sys.stdout.flush()
 
         summary.patterns = [
-            PatternSummary(pid, length, {strand: counts[p][k] for k, strand in enumerate(strands)})
+            PatternSummary(pid, length, {strand: int(counts[p, k]) for k, strand in enumerate(strands)})
             for p, (pid, length) in enumerate(zip(pattern_ids, pattern_lengths))
         ]
         summary.wall_time_s = time.perf_counter() - started
+        summary.stage_seconds = dict(stages.seconds)
         if json_file is not None:
             json_file.open_binary().write((json.dumps(summary.as_dict(), indent=2) + "\n").encode())
         for out in outputs:

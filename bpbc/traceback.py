@@ -49,7 +49,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from bpbc.alphabet import INVALID, reverse_complement_masks
+from bpbc.alphabet import INVALID
 from bpbc.result import Alignment
 from bpbc.scoring import Scoring
 
@@ -191,18 +191,23 @@ def _walk(read, pattern, pointers, best_i, best_j, ops):
     return i, j, n_ops
 
 
-def _align_batch_body(codes, lengths, rows, pattern, match, mismatch, gap_open, gap_extend, ops):
-    """Align reads ``codes[rows[t], :lengths[rows[t]]]`` against one pattern,
-    LANES at a time (in parallel over blocks; pass rows sorted by length to
+def _align_batch_body(codes, lengths, rows, pattern_codes, pattern_start, block_first, block_pattern,
+                      match, mismatch, gap_open, gap_extend, ops):
+    """Align reads ``codes[rows[t], :lengths[rows[t]]]``, block b (rows
+    block_first[b] to block_first[b + 1], at most LANES) against oriented
+    pattern block_pattern[b] of the flat table (pattern_codes, pattern_start),
+    in parallel over blocks (pass rows sorted by length within a pattern to
     waste little on padding). Fills ``ops[t]`` and returns an int64 (k, 8)
     table (see the _SCORE.. column names). Padding rows hold INVALID codes:
     their cells stay below the real maximum, so they change no alignment."""
     k = rows.shape[0]
-    m = pattern.shape[0]
     out = np.zeros((k, 8), dtype=np.int64)
-    for b in prange((k + LANES - 1) // LANES):
-        first = b * LANES
-        count = min(LANES, k - first)
+    for b in prange(block_first.shape[0] - 1):
+        first = block_first[b]
+        count = block_first[b + 1] - first
+        p = block_pattern[b]
+        pattern = pattern_codes[pattern_start[p]:pattern_start[p + 1]]
+        m = pattern.shape[0]
         n = 0
         for q in range(count):
             n = max(n, lengths[rows[first + q]])
@@ -263,17 +268,18 @@ def _cigar_text(ops, n_ops, letters, reverse, buf):
 
 
 def _cigars_body(ops, n_ops, letters, reverse):
-    """All CIGARs of a batch in one byte buffer; returns (buf, offsets)."""
+    """All CIGARs of a batch in one byte buffer (CIGAR t read backwards where
+    ``reverse[t]``); returns (buf, offsets)."""
     k = n_ops.shape[0]
     empty = np.empty(0, dtype=np.uint8)
     sizes = np.zeros(k, dtype=np.int64)
     for t in prange(k):
-        sizes[t] = _cigar_text(ops[t], n_ops[t], letters, reverse, empty)
+        sizes[t] = _cigar_text(ops[t], n_ops[t], letters, reverse[t], empty)
     offsets = np.zeros(k + 1, dtype=np.int64)
     offsets[1:] = np.cumsum(sizes)
     buf = np.empty(offsets[k], dtype=np.uint8)
     for t in prange(k):
-        _cigar_text(ops[t], n_ops[t], letters, reverse, buf[offsets[t] : offsets[t + 1]])
+        _cigar_text(ops[t], n_ops[t], letters, reverse[t], buf[offsets[t] : offsets[t + 1]])
     return buf, offsets
 
 
@@ -287,33 +293,72 @@ _cigars_serial = njit(cache=True, nogil=True)(_cigars_body)
 _PARALLEL_FROM = 32  #: instances from which the parallel kernels are used
 
 
-def _run_batch(codes, lengths, rows, pattern_masks, scoring, eqx, reverse_cigar):
+def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar):
+    """Align (rows[t], oriented pattern ks[t] of ``table``) for every t:
+    the (t, 8) result table and the CIGARs (read backwards where
+    ``reverse_cigar[t]``)."""
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     rows = np.ascontiguousarray(rows, dtype=np.int64)
-    pattern = np.ascontiguousarray(pattern_masks, dtype=np.uint8)
-    if codes.ndim != 2 or pattern.ndim != 1:
-        raise ValueError("codes must be 2-D (reads x positions) and pattern_masks 1-D")
+    ks = np.ascontiguousarray(ks, dtype=np.int64)
+    if codes.ndim != 2:
+        raise ValueError("codes must be 2-D (reads x positions)")
     if rows.size and (lengths[rows] > codes.shape[1]).any():
         raise ValueError("a read length exceeds the width of the code matrix")
-    max_ops = codes.shape[1] + pattern.shape[0]
-    ops = np.empty((rows.shape[0], max(max_ops, 1)), dtype=np.uint8)
-    parallel = rows.shape[0] >= _PARALLEL_FROM
+    count = rows.shape[0]
+    longest = int(table.lengths.max()) if len(table) else 0
+    ops = np.empty((count, max(codes.shape[1] + longest, 1)), dtype=np.uint8)
+    parallel = count >= _PARALLEL_FROM
     align_batch = _align_batch_parallel if parallel else _align_batch_serial
     cigars_of = _cigars_parallel if parallel else _cigars_serial
-    # reads of similar length share a block of LANES: little padding
-    by_length = np.argsort(lengths[rows], kind="stable")
-    table = np.empty((rows.shape[0], 8), dtype=np.int64)
-    table[by_length] = align_batch(
-        codes, lengths, rows[by_length], pattern,
+    # instances of one pattern, by read length, share blocks of LANES: little padding
+    by_pattern = np.lexsort((lengths[rows], ks))
+    sorted_ks = ks[by_pattern]
+    _, first, sizes = np.unique(sorted_ks, return_index=True, return_counts=True)
+    block_first = np.concatenate(
+        [np.arange(f, f + size, LANES) for f, size in zip(first, sizes)] + [np.array([count])]).astype(np.int64)
+    table_rows = np.empty((count, 8), dtype=np.int64)
+    table_rows[by_pattern] = align_batch(
+        codes, lengths, rows[by_pattern], table.masks, table.starts, block_first, sorted_ks[block_first[:-1]],
         scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops,
     )
-    ops[by_length] = ops.copy()
+    ops[by_pattern] = ops.copy()
     letters = _EQX_LETTERS if eqx else _M_LETTERS
-    buf, offsets = cigars_of(ops, np.ascontiguousarray(table[:, _N_OPS]), letters, reverse_cigar)
+    reverse = np.ascontiguousarray(np.broadcast_to(reverse_cigar, (count,)), dtype=np.bool_)
+    buf, offsets = cigars_of(ops, np.ascontiguousarray(table_rows[:, _N_OPS]), letters, reverse)
     text = buf.tobytes().decode("ascii")
-    cigars = [text[offsets[t] : offsets[t + 1]] for t in range(rows.shape[0])]
-    return table, cigars
+    cigars = [text[offsets[t] : offsets[t + 1]] for t in range(count)]
+    return table_rows, cigars
+
+
+def align_hits(codes, lengths, reads, ks, table, strands: tuple[str, ...], scoring: Scoring = Scoring(),
+               eqx: bool = False) -> list[Alignment]:
+    """Align every instance (reads[t], oriented pattern ks[t] of ``table``, a
+    :class:`bpbc.patterns.PatternTable` whose strand indices refer to
+    ``strands``), in parallel. Rows index ``codes``/``lengths`` as from
+    :func:`bpbc.alphabet.encode_reads`.
+
+    On strand '-' the read is aligned against the pattern's reverse
+    complement, as the table holds it; pattern coordinates are then reported on
+    the forward pattern and the CIGAR is reversed so that it reads along the
+    forward pattern (PAF/SAM convention). Read coordinates are always on the
+    read's forward strand.
+    """
+    ks = np.asarray(ks, dtype=np.int64)
+    minus = np.array([sign == "-" for sign in strands], dtype=bool)[table.strand[ks]] if ks.size else np.zeros(0, bool)
+    rows_table, cigars = _run_batch(codes, lengths, reads, table, ks, scoring, eqx, minus)
+    m = table.lengths[ks]
+    alignments = []
+    for t in range(len(ks)):
+        score, rs, re_, ps, pe, n_ops, nm, n_match = (int(v) for v in rows_table[t])
+        if minus[t] and score > 0:
+            ps, pe = int(m[t]) - pe, int(m[t]) - ps
+        k = ks[t]
+        alignments.append(
+            Alignment(int(reads[t]), int(table.pattern[k]), strands[table.strand[k]], score, rs, re_, ps, pe,
+                      cigars[t], nm, n_match, n_ops)
+        )
+    return alignments
 
 
 class LocalAlignment(NamedTuple):
@@ -333,10 +378,13 @@ class LocalAlignment(NamedTuple):
 def align_codes(read_codes, pattern_masks, scoring: Scoring = Scoring(), eqx: bool = False) -> LocalAlignment:
     """Align one encoded read (codes 0..3, INVALID) against encoded pattern
     masks (already oriented for the strand). Follows the module's tie rule."""
+    from bpbc.patterns import PatternTable
+
     read = np.asarray(read_codes, dtype=np.uint8).reshape(1, -1)
+    zero = np.zeros(1, dtype=np.int64)
     table, cigars = _run_batch(
-        read, np.array([read.shape[1]], dtype=np.int64), np.zeros(1, dtype=np.int64),
-        pattern_masks, scoring, eqx, False,
+        read, np.array([read.shape[1]], dtype=np.int64), zero,
+        PatternTable.of([np.asarray(pattern_masks, np.uint8)]), zero, scoring, eqx, False,
     )
     row = table[0]
     return LocalAlignment(
@@ -350,33 +398,16 @@ def align_instances(
     codes, lengths, read_indices, pattern_masks, pattern_index: int, strand: str,
     scoring: Scoring = Scoring(), eqx: bool = False,
 ) -> list[Alignment]:
-    """Align reads ``read_indices`` (rows of ``codes``/``lengths`` as from
-    :func:`bpbc.alphabet.encode_reads`) against one pattern on one strand,
-    in parallel.
+    """Align reads ``read_indices`` against one FORWARD pattern on one strand
+    (see :func:`align_hits`); the alignments carry ``pattern_index``."""
+    from bpbc.patterns import PatternTable
 
-    ``pattern_masks`` is the FORWARD pattern. On strand '-' the read is
-    aligned against its reverse complement; pattern coordinates are then
-    reported on the forward pattern and the CIGAR is reversed so that it reads
-    along the forward pattern (PAF/SAM convention). Read coordinates are always
-    on the read's forward strand.
-    """
     if strand not in ("+", "-"):
         raise ValueError(f"strand must be '+' or '-', got {strand!r}")
-    forward = np.asarray(pattern_masks, dtype=np.uint8)
-    m = forward.shape[0]
-    oriented = forward if strand == "+" else reverse_complement_masks(forward)
+    table = PatternTable.build([pattern_masks], (strand,))
+    table.pattern[:] = pattern_index
     rows = np.asarray(read_indices, dtype=np.int64)
-    table, cigars = _run_batch(codes, lengths, rows, oriented, scoring, eqx, strand == "-")
-    alignments = []
-    for t in range(rows.shape[0]):
-        score, rs, re_, ps, pe, n_ops, nm, n_match = (int(v) for v in table[t])
-        if strand == "-" and score > 0:
-            ps, pe = m - pe, m - ps
-        alignments.append(
-            Alignment(int(rows[t]), pattern_index, strand, score, rs, re_, ps, pe,
-                      cigars[t], nm, n_match, n_ops)
-        )
-    return alignments
+    return align_hits(codes, lengths, rows, np.zeros(len(rows), np.int64), table, (strand,), scoring, eqx)
 
 
 _CIGAR_RUN = re.compile(r"(\d+)([MIDNSHP=X])")

@@ -376,9 +376,20 @@ def test_help_and_version(capsys):
     assert (status, out) == (0, f"bpbc-screen {bpbc.__version__}\n")
 
 
-def test_ctrl_c_exits_130_and_leaves_no_files(capsys, tmp_path, monkeypatch):
+@pytest.mark.parametrize("stage", ["read", "encode", "device", "traceback", "write"])
+def test_ctrl_c_in_any_stage_exits_130_and_leaves_no_files(capsys, tmp_path, monkeypatch, stage):
+    import bpbc.io
     import bpbc.pipeline
+    import bpbc.screener
 
+    owner, name = {
+        "read": (bpbc.io.SequenceSource, "records"),
+        "encode": (bpbc.screener.Screener, "prepare"),
+        "device": (bpbc.screener.Screener, "hits"),
+        "traceback": (bpbc.screener.Screener, "align"),
+        "write": (bpbc.pipeline, "paf_line"),
+    }[stage]
+    real = getattr(owner, name)
     calls = []
 
     def interrupted(*args, **kwargs):
@@ -387,8 +398,7 @@ def test_ctrl_c_exits_130_and_leaves_no_files(capsys, tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    real = bpbc.pipeline._screen_chunk
-    monkeypatch.setattr(bpbc.pipeline, "_screen_chunk", interrupted)
+    monkeypatch.setattr(owner, name, interrupted)
     status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5",
                              "-o", tmp_path / "o.paf", "--matched", tmp_path / "m.fq")
     assert status == 130 and len(calls) == 2

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpbc.alphabet import encode_pattern, encode_reads, reverse_complement_masks
+from bpbc.patterns import PatternTable
 from bpbc.reference import sw_score_codes
 from bpbc.scoring import Scoring, score_planes
 from tests.bpbc.conftest import (
@@ -51,8 +52,8 @@ class EngineParity:
     def run(self, engine, reads, pattern_masks, scoring, planes):
         codes, lengths = encode_reads(reads)
         prepared = engine.prepare(codes, lengths)
-        scores, overflow = engine.scores(prepared, pattern_masks, scoring, planes)
-        return codes, lengths, scores, overflow
+        scores, overflow = engine.scores(prepared, PatternTable.of([pattern_masks]), scoring, planes)
+        return codes, lengths, scores[:, 0], overflow[:, 0]
 
     @settings(max_examples=60, deadline=None)
     @given(
@@ -132,8 +133,8 @@ class EngineParity:
     def test_empty_batch(self, engine):
         codes, lengths = encode_reads([])
         prepared = engine.prepare(codes, lengths)
-        scores, overflow = engine.scores(prepared, encode_pattern("ACGT"), Scoring(), 6)
-        assert scores.shape == (0,) and overflow.shape == (0,)
+        scores, overflow = engine.scores(prepared, PatternTable.of([encode_pattern("ACGT")]), Scoring(), 6)
+        assert scores.shape == (0, 1) and overflow.shape == (0, 1)
 
     def test_instance_order_is_input_order(self, engine):
         """Reads of very different lengths are sorted inside the engine; the
@@ -150,6 +151,62 @@ class EngineParity:
         codes, lengths, scores, overflow = self.run(engine, reads, masks, Scoring(), 6)
         truth = [parasail_sw_codes(codes[i, : lengths[i]], masks, Scoring()) for i in range(len(reads))]
         check_exactness(scores, overflow, truth, 6)
+
+    def _panel(self, engine, planes):
+        """Reads of mixed lengths with planted pieces of a panel of patterns
+        of mixed lengths, both strands, in one table."""
+        rng = np.random.default_rng(planes)
+        patterns = [random_pattern(rng, int(n), iupac_rate=0.05) for n in (12, 24, 24, 33, 70)]
+        concrete = [p.translate(str.maketrans("RYSWKMBDHVNU", "ACGTGACAAAGT")) for p in patterns]
+        reads = []
+        for i in range(1500):
+            read = random_read(rng, int(rng.integers(0, 180)), n_rate=0.01)
+            if i % 4 == 0:
+                piece = concrete[i % len(concrete)]
+                start = int(rng.integers(0, len(read) + 1))
+                read = read[:start] + piece[int(rng.integers(0, 4)):] + read[start:]
+            reads.append(read)
+        table = PatternTable.build([encode_pattern(p) for p in patterns], ("+", "-"))
+        codes, lengths = encode_reads(reads)
+        return codes, lengths, engine.prepare(codes, lengths), table
+
+    @pytest.mark.parametrize("planes", [4, 6])
+    def test_pattern_table_equals_one_pattern_at_a_time(self, engine, planes):
+        codes, lengths, prepared, table = self._panel(engine, planes)
+        scores, overflow = engine.scores(prepared, table, Scoring(), planes)
+        assert scores.shape == (len(lengths), len(table))
+        for k in range(len(table)):
+            one, one_flag = engine.scores(prepared, PatternTable.of([table.oriented(k)]), Scoring(), planes)
+            assert np.array_equal(scores[:, k], one[:, 0]) and np.array_equal(overflow[:, k], one_flag[:, 0])
+        truth = np.array([[sw_score_codes(codes[i, : lengths[i]], table.oriented(k), Scoring())
+                           for k in range(len(table))] for i in range(0, len(lengths), 7)])
+        check_exactness(scores[::7], overflow[::7], truth, planes)
+        assert (scores >= 1 << (planes - 1)).any() and overflow.any()
+
+    def test_hits_are_the_dense_scores_that_pass(self, engine):
+        codes, lengths, prepared, table = self._panel(engine, 6)
+        thresholds = np.array([20, 40, 33, 36, 45, 60, 50, 50, 63, 40])
+        scores, overflow = engine.scores(prepared, table, Scoring(), 6)
+        reads, ks, values, flags = engine.hits(prepared, table, Scoring(), 6, thresholds)
+        expect_reads, expect_ks = np.nonzero((scores >= thresholds) | overflow)
+        assert np.array_equal(reads, expect_reads) and np.array_equal(ks, expect_ks)
+        assert np.array_equal(values, scores[reads, ks]) and np.array_equal(flags, overflow[reads, ks])
+        assert len(reads) > 100
+
+    def test_flagged_pass_and_pair_scores(self, engine):
+        """The two-pass screen's engine calls: the flagged instances of a
+        short pass, then exact scores of just those instances."""
+        if not engine.two_pass:
+            pytest.skip("this engine screens in one pass")
+        codes, lengths, prepared, table = self._panel(engine, 5)
+        scores, overflow = engine.scores(prepared, table, Scoring(), 5)
+        reads, ks = engine.flagged(prepared, table, Scoring(), 5)
+        expect_reads, expect_ks = np.nonzero(overflow)
+        assert np.array_equal(reads, expect_reads) and np.array_equal(ks, expect_ks)
+        full, full_flag = engine.scores(prepared, table, Scoring(), 8)
+        values, flags = engine.pair_scores(codes, lengths, reads, ks, table, Scoring(), 8)
+        assert np.array_equal(values, full[reads, ks]) and np.array_equal(flags, full_flag[reads, ks])
+        assert len(reads) > 50
 
 
 class TestCpuEngine(EngineParity):

@@ -113,17 +113,23 @@ def test_two_pass_scores_equal_one_pass(reads, threshold):
     """The screen's first pass runs one plane short and recomputes the lanes
     it flags: the outcome is the one-pass outcome, lane for lane, including
     batches where most or no lanes are flagged."""
+    from bpbc.patterns import PatternTable
     from bpbc.scoring import Scoring, score_planes
-    from bpbc.screening import _two_pass_scores
 
     engine = select_engine("cpu")
-    batch = bpbc.ReadBatch.from_reads(reads, engine)
+    screener = bpbc.Screener([ADAPTER, PRIMER, "ACGT" * 8], threshold, engine=engine)
+    batch = screener.prepare(reads)
+    scores, capped = screener.scores(batch)
     planes = score_planes(threshold)
-    for pattern in (ADAPTER, PRIMER, "ACGT" * 8):
-        for masks in (encode_pattern(pattern), reverse_complement_masks(encode_pattern(pattern))):
-            one = engine.scores(batch.prepared, masks, Scoring(), planes)
-            two = _two_pass_scores(batch, masks, Scoring(), planes, False)
-            assert np.array_equal(one[0], two[0]) and np.array_equal(one[1], two[1])
+    table = PatternTable.build([encode_pattern(p) for p in (ADAPTER, PRIMER, "ACGT" * 8)], ("+", "-"))
+    one, overflow = engine.scores(batch.prepared, table, Scoring(), planes)
+    one[overflow] = (1 << planes) - 1
+    assert np.array_equal(scores.reshape(len(reads), -1), one)
+    assert np.array_equal(capped.reshape(len(reads), -1), overflow)
+    hits = screener.hits(batch)
+    read, k = np.nonzero((one >= threshold) | overflow)
+    assert np.array_equal(hits.read, read) and np.array_equal(hits.pattern * 2 + hits.strand, k)
+    assert np.array_equal(hits.score, one[read, k]) and np.array_equal(hits.capped, overflow[read, k])
 
 
 def test_prepared_batch_gives_the_same_result(reads, result):

@@ -1,0 +1,270 @@
+"""The Screener: a screen's fixed part, set up once per run, then applied to chunk after chunk of reads.
+
+It validates the settings, encodes and orients every pattern once (a
+:class:`~bpbc.patterns.PatternTable`), picks each pattern's plane count, owns
+the two-pass screen and the cap, and hands the oriented patterns to the
+traceback. Per chunk, one engine call covers every pattern and strand, and
+only the instances that pass come back (:class:`Hits`) unless the caller asks
+for the dense score table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from .alphabet import as_bytes, encode_pattern, encode_reads
+from .engines import select_engine
+from .patterns import PatternTable, strands_of
+from .result import Alignment
+from .scoring import Scoring, check_threshold, score_planes
+
+#: the first pass runs one plane short from this many planes on
+MIN_TWO_PASS_PLANES = 4
+
+
+def _record_name(item, index: int, kind: str) -> str:
+    """A record's name (first word of its header), or kind + 1-based index."""
+    name = getattr(item, "name", None)
+    return name.split(maxsplit=1)[0] if name else f"{kind}{index + 1}"
+
+
+def names_and_sequences(items, kind: str) -> tuple[list[str], list[bytes]]:
+    """Names and sequences of patterns given as records, strings or a mapping."""
+    if isinstance(items, Mapping):
+        return [str(name) for name in items], [as_bytes(seq) for seq in items.values()]
+    items = list(items)
+    return [_record_name(item, i, kind) for i, item in enumerate(items)], [as_bytes(item) for item in items]
+
+
+@dataclass(frozen=True)
+class ReadBatch:
+    """Reads encoded and bit-transposed for one engine: the part of a screen
+    that depends on the reads only."""
+
+    codes: np.ndarray
+    lengths: np.ndarray
+    #: the engine's prepared form (None for no reads)
+    prepared: object
+    engine: object
+
+    @classmethod
+    def from_reads(cls, reads, engine) -> ReadBatch:
+        """Encode ``reads`` (str, bytes or records with ``.sequence``) and prepare them for ``engine``."""
+        reads = reads if isinstance(reads, list) else list(reads)
+        # names are looked up only for an error message: most reads never need one
+        codes, lengths = encode_reads(reads, lambda index: _record_name(reads[index], index, "read"))
+        return cls.from_codes(codes, lengths, engine)
+
+    @classmethod
+    def from_codes(cls, codes: np.ndarray, lengths: np.ndarray, engine) -> ReadBatch:
+        prepared = engine.prepare(codes, lengths) if len(lengths) else None
+        return cls(codes, lengths, prepared, engine)
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+
+@dataclass(frozen=True)
+class Hits:
+    """The instances that pass, sorted by read, then pattern, then strand."""
+
+    read: np.ndarray  #: int64 read index in the batch
+    pattern: np.ndarray  #: int64 pattern index
+    strand: np.ndarray  #: int64 index into the screen's strands
+    score: np.ndarray  #: int32 screen score: exact, or a lower bound where capped
+    capped: np.ndarray  #: bool
+
+    def __len__(self) -> int:
+        return len(self.read)
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """What one batch of reads gives."""
+
+    hits: Hits
+    alignments: list[Alignment]
+    #: (n_reads, n_patterns, n_strands) int32, only when asked for (else None)
+    scores: np.ndarray | None = None
+    capped: np.ndarray | None = None
+
+    @property
+    def passing_reads(self) -> np.ndarray:
+        """Sorted indices of the reads that pass for some pattern and strand."""
+        return np.unique(self.hits.read)
+
+
+class Screener:
+    """Screen reads against ``patterns`` (records, strings, or a mapping name
+    -> sequence) by Smith-Waterman local alignment with affine gaps.
+
+    ``threshold`` is one score for every pattern or a sequence of one score per
+    pattern. ``engine`` reuses an engine from :func:`bpbc.engines.select_engine`;
+    else ``device`` ('auto', 'cpu', 'gpu') and ``threads`` choose one.
+    Problems with the settings raise ValueError (or SequenceError, a
+    ValueError, for a pattern outside the IUPAC alphabet).
+    """
+
+    def __init__(self, patterns, threshold=40, scoring: Scoring | None = None, strand: str = "both",
+                 exact_scores: bool = False, eqx: bool = False, engine=None, device: str = "auto",
+                 threads: int | None = None):
+        self.scoring = scoring or Scoring()
+        self.strands = strands_of(strand)
+        self.exact_scores = exact_scores
+        self.eqx = eqx
+        self.pattern_names, sequences = names_and_sequences(patterns, "pattern")
+        if not sequences:
+            raise ValueError("no patterns given")
+        forward = [encode_pattern(seq, name) for name, seq in zip(self.pattern_names, sequences)]
+        self.pattern_lengths = np.array([len(masks) for masks in forward], dtype=np.int64)
+        self.thresholds = self._checked_thresholds(threshold)
+        self.table = PatternTable.build(forward, self.strands)
+        #: per oriented pattern k of the table
+        self.table_thresholds = self.thresholds[self.table.pattern]
+        self.engine = engine or select_engine(device, threads)
+        self._subtables: dict[tuple[int, ...], PatternTable] = {}
+
+    def _checked_thresholds(self, threshold) -> np.ndarray:
+        if np.ndim(threshold) == 0:
+            # one threshold: reachable by the longest pattern (shorter ones may never pass)
+            check_threshold(threshold, self.scoring.max_score(int(self.pattern_lengths.max())))
+            return np.full(len(self.pattern_lengths), threshold, dtype=np.int64)
+        thresholds = list(threshold)
+        if len(thresholds) != len(self.pattern_lengths):
+            raise ValueError(f"{len(thresholds)} thresholds given for {len(self.pattern_lengths)} patterns")
+        for name, value, length in zip(self.pattern_names, thresholds, self.pattern_lengths):
+            try:
+                check_threshold(value, self.scoring.max_score(int(length)))
+            except ValueError as error:
+                raise ValueError(f"pattern {name}: {error}") from None
+        return np.array(thresholds, dtype=np.int64)
+
+    @property
+    def threshold(self) -> int | None:
+        """The threshold when every pattern has the same one, else None."""
+        first = int(self.thresholds[0])
+        return first if (self.thresholds == first).all() else None
+
+    def prepare(self, reads) -> ReadBatch:
+        """Encode and transpose reads for this screener's engine."""
+        return ReadBatch.from_reads(reads, self.engine)
+
+    def _batch(self, reads) -> ReadBatch:
+        if isinstance(reads, ReadBatch):
+            if reads.engine is not self.engine:
+                raise ValueError("a ReadBatch is screened by the engine it was prepared for")
+            return reads
+        return self.prepare(reads)
+
+    # ------------------------------------------------------------ planes
+
+    def _plane_groups(self, batch: ReadBatch) -> list[tuple[int, np.ndarray, PatternTable]]:
+        """(planes, oriented pattern indices, their table) per plane count."""
+        planes = np.array([score_planes(t) for t in self.table_thresholds], dtype=np.int64)
+        if self.exact_scores:
+            longest_read = int(batch.lengths.max())
+            reachable = np.minimum(self.table.lengths, longest_read) * self.scoring.match
+            planes = np.maximum(planes, [int(r).bit_length() for r in reachable])
+        groups = []
+        for b in np.unique(planes):
+            ks = np.flatnonzero(planes == b)
+            key = tuple(ks.tolist())
+            if key not in self._subtables:
+                self._subtables[key] = self.table if len(ks) == len(self.table) else self.table.subset(ks)
+            groups.append((int(b), ks, self._subtables[key]))
+        return groups
+
+    def _two_pass(self, planes: int) -> bool:
+        """Whether a pass one plane short comes first: the flagged lanes of it
+        are recomputed in full, so the result is the one-pass result, lane for
+        lane (README, "Two passes"). Only for engines where the pass is the
+        cost (the CPU), and not for exact scores."""
+        return self.engine.two_pass and not self.exact_scores and planes >= MIN_TWO_PASS_PLANES
+
+    # ------------------------------------------------------------ scores
+
+    def hits(self, reads) -> Hits:
+        """The passing instances of a batch (or of reads, encoded here)."""
+        batch = self._batch(reads)
+        engine, scoring = self.engine, self.scoring
+        parts = []
+        if len(batch):
+            for planes, ks, table in self._plane_groups(batch):
+                thresholds = self.table_thresholds[ks]
+                if self._two_pass(planes):
+                    reads_, local = engine.flagged(batch.prepared, table, scoring, planes - 1)
+                    values, overflow = engine.pair_scores(batch.codes, batch.lengths, reads_, local, table,
+                                                          scoring, planes)
+                else:
+                    reads_, local, values, overflow = engine.hits(batch.prepared, table, scoring, planes, thresholds)
+                keep = overflow | (values >= thresholds[local])
+                # an overflowed lane's true score is >= 2**planes: report the cap
+                values = np.where(overflow, (1 << planes) - 1, values).astype(np.int32)
+                parts.append((reads_[keep], ks[local[keep]], values[keep], overflow[keep]))
+        if parts:
+            read, k, score, capped = (np.concatenate(column) for column in zip(*parts))
+        else:
+            read, k = np.zeros(0, np.int64), np.zeros(0, np.int64)
+            score, capped = np.zeros(0, np.int32), np.zeros(0, bool)
+        order = np.lexsort((k, read))  # k runs over (pattern, strand) in order
+        read, k = read[order].astype(np.int64), k[order]
+        return Hits(read, self.table.pattern[k], self.table.strand[k], score[order], capped[order])
+
+    def scores(self, reads) -> tuple[np.ndarray, np.ndarray]:
+        """Dense (n_reads, n_patterns, n_strands) int32 scores and capped flags
+        of every instance: exact where not capped, else a lower bound that is
+        at least the threshold."""
+        batch = self._batch(reads)
+        n, count = len(batch), len(self.table)
+        scores = np.zeros((n, count), dtype=np.int32)
+        capped = np.zeros((n, count), dtype=bool)
+        if n:
+            engine, scoring = self.engine, self.scoring
+            for planes, ks, table in self._plane_groups(batch):
+                if self._two_pass(planes):
+                    values, overflow = engine.scores(batch.prepared, table, scoring, planes - 1)
+                    again, local = np.nonzero(overflow)
+                    values[again, local], overflow[again, local] = engine.pair_scores(
+                        batch.codes, batch.lengths, again, local, table, scoring, planes)
+                else:
+                    values, overflow = engine.scores(batch.prepared, table, scoring, planes)
+                values[overflow] = (1 << planes) - 1
+                scores[:, ks] = values
+                capped[:, ks] = overflow
+        shape = (n, len(self.pattern_names), len(self.strands))
+        return scores.reshape(shape), capped.reshape(shape)
+
+    # ------------------------------------------------------------ alignments
+
+    def align(self, batch: ReadBatch, hits: Hits) -> list[Alignment]:
+        """One optimal alignment per hit, cross-checked against its screen score."""
+        from .traceback import align_hits
+
+        k = hits.pattern * len(self.strands) + hits.strand
+        found = align_hits(batch.codes, batch.lengths, hits.read, k, self.table, self.strands, self.scoring, self.eqx)
+        for alignment, screen_score, capped in zip(found, hits.score.tolist(), hits.capped.tolist()):
+            if (not capped and alignment.score != screen_score) or alignment.score < screen_score:
+                raise RuntimeError(
+                    f"internal error: traceback score {alignment.score} disagrees with screen score "
+                    f"{screen_score} (read {alignment.read_index}, pattern {alignment.pattern_index}, "
+                    f"strand {alignment.strand})"
+                )
+        return found
+
+    def run(self, reads, dense: bool = False) -> ChunkResult:
+        """Screen a batch (or reads): the hits and their alignments, and with
+        ``dense`` the score table of every instance."""
+        batch = self._batch(reads)
+        scores = capped = None
+        if dense:
+            scores, capped = self.scores(batch)
+            flat_scores = scores.reshape(len(batch), len(self.table))
+            read, k = np.nonzero(flat_scores >= self.table_thresholds)
+            hits = Hits(read.astype(np.int64), self.table.pattern[k], self.table.strand[k],
+                        flat_scores[read, k], capped.reshape(len(batch), len(self.table))[read, k])
+        else:
+            hits = self.hits(batch)
+        return ChunkResult(hits, self.align(batch, hits), scores, capped)
