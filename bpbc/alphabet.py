@@ -61,11 +61,17 @@ def as_bytes(seq) -> bytes:
     raise TypeError(f"expected a sequence (str, bytes or a record with .sequence), got {type(seq).__name__}")
 
 
-def _describe_bad_byte(data: bytes, position: int) -> str:
+def describe_bad_byte(data: bytes, position: int) -> str:
     byte = data[position]
     if byte >= 128:
         return f"non-ASCII byte 0x{byte:02x} at position {position + 1}"
     return f"character {chr(byte)!r} at position {position + 1} is not an IUPAC nucleotide code"
+
+
+def record_name(item, index: int, kind: str) -> str:
+    """A record's name (first word of its header), or kind + 1-based index."""
+    name = getattr(item, "name", None)
+    return name.split(maxsplit=1)[0] if name else f"{kind}{index + 1}"
 
 
 def _joined_bytes(seqs) -> tuple[bytes, np.ndarray, list | None]:
@@ -126,7 +132,7 @@ def encode_reads(seqs, names=None) -> tuple[np.ndarray, np.ndarray]:
             name = f"#{index + 1}"
         else:
             name = names(index) if callable(names) else names[index]
-        raise SequenceError(f"read {name}: {_describe_bad_byte(data[index], bad - start)}")
+        raise SequenceError(f"read {name}: {describe_bad_byte(data[index], bad - start)}")
     if n and lengths.min() == width:  # all reads of one length: no padding
         return flat_codes.reshape(n, width), lengths
     codes = np.full((n, width), INVALID, dtype=np.uint8)
@@ -148,7 +154,7 @@ def encode_pattern(seq, name=None) -> np.ndarray:
     masks = PATTERN_MASK[np.frombuffer(data, dtype=np.uint8)]
     if masks.min() == 0:
         bad = int(np.flatnonzero(masks == 0)[0])
-        raise SequenceError(f"pattern {label}: {_describe_bad_byte(data, bad)}")
+        raise SequenceError(f"pattern {label}: {describe_bad_byte(data, bad)}")
     return masks
 
 

@@ -13,6 +13,7 @@ or interrupted run never leaves a file that looks complete.
 
 from __future__ import annotations
 
+import io
 import lzma
 import os
 import re
@@ -23,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import dnaio
+import numpy as np
 from dnaio.exceptions import FileFormatError, UnknownFileFormat
 from xopen import xopen
 
@@ -98,52 +100,95 @@ def _describe_os_error(error: OSError) -> str:
     return error.strerror or str(error) or type(error).__name__
 
 
+class _Replay(io.RawIOBase):
+    """A binary stream that serves ``head`` first, then the rest of ``stream``."""
+
+    def __init__(self, head: bytes, stream):
+        self._head = memoryview(head)
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if len(self._head):
+            size = min(len(buffer), len(self._head))
+            buffer[:size] = self._head[:size]
+            self._head = self._head[size:]
+            return size
+        data = self._stream.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+
+#: bytes read from the input at a time on the raw FASTQ route
+READ_BLOCK = 4 << 20
+
+
 class SequenceSource:
     """Records of one FASTA/FASTQ file, read sequentially.
 
     ``fileformat`` is ``"fasta"`` or ``"fastq"`` (the format in which the
-    records can be written back unchanged). Use as a context manager.
+    records can be written back unchanged). Use as a context manager. With
+    ``raw_fastq``, :meth:`chunks` hands out plain FASTQ as raw bytes
+    (:class:`bpbc.chunks.RawFastqChunk`) and everything else as dnaio records;
+    without it, records only.
     """
 
-    def __init__(self, path, kind: str = "reads"):
+    def __init__(self, path, kind: str = "reads", raw_fastq: bool = False):
         self.path = path
         self.name = display_name(path)
         self.kind = kind
         self.records_read = 0
         self._last_id: str | None = None
+        self._line_offset = 0  # lines read on the raw route before dnaio took over
+        self._stream = None
+        self._reader = None
+        self._pending = b""  # raw route: bytes read but not yet handed out
         try:
             if path == STDIN:
                 # xopen detects compression from the stream's first bytes;
                 # sys.stdin.buffer works where the fd is replaced (tests)
-                stream = xopen(sys.stdin.buffer, "rb")
-                self._reader = dnaio.open(stream)
+                self._stream = xopen(sys.stdin.buffer, "rb")
             else:
                 if os.path.isdir(path):
                     raise InputError(f"{self.name}: is a directory, not a {kind} file")
+                self._stream = xopen(path, "rb")
+            head = self._stream.read(READ_BLOCK) if raw_fastq else b""
+            if head[:1] == b"@":
+                self.fileformat = "fastq"
+                self._pending = head
+            else:
                 # dnaio reads the first FASTQ record here already
-                self._reader = dnaio.open(path)
+                self._reader = dnaio.open(io.BufferedReader(_Replay(head, self._stream)) if head else self._stream)
+                reader_class = type(self._reader).__name__
+                self.fileformat = "fasta" if reader_class == "FastaReader" else "fastq"
         except InputError:
+            self.close()
             raise
         except UnknownFileFormat:
+            self.close()
             raise InputError(
                 f"{self.name}: not a FASTA or FASTQ file (the first character is neither '>' nor '@')"
             ) from None
         except OSError as error:
+            self.close()
             if error.errno is None:  # a decompressor's error, not a file system one
                 raise self._translate(error) from None
             raise InputError(f"{self.name}: cannot open {kind} file: {_describe_os_error(error)}") from None
         except Exception as error:
+            self.close()
             if isinstance(error, _format_errors()):
                 raise self._translate(error) from None
             raise
-        reader_class = type(self._reader).__name__
-        self.fileformat = "fasta" if reader_class == "FastaReader" else "fastq"
-        self._iterator = iter(self._reader)
+        self._iterator = None if self._reader is None else iter(self._reader)
 
     @property
     def two_headers(self) -> bool:
         """Whether the FASTQ input repeats the name on its '+' lines (known
-        once the first record has been read)."""
+        once the first record has been read; the first record decides)."""
+        if self._reader is None or self._line_offset:
+            return False  # plain FASTQ came first
         return bool(getattr(self._reader, "two_headers", False))
 
     def _where(self) -> str:
@@ -156,7 +201,7 @@ class SequenceSource:
 
     def _translate(self, error: BaseException) -> InputError:
         if isinstance(error, FileFormatError) and error.line is not None:
-            return InputError(f"{self.name}: line {error.line + 1}: {error.message}")
+            return InputError(f"{self.name}: line {error.line + 1 + self._line_offset}: {error.message}")
         non_ascii = isinstance(error, UnicodeDecodeError) or (
             isinstance(error, FileFormatError) and "ASCII" in error.message
         )
@@ -174,8 +219,23 @@ class SequenceSource:
             return InputError(f"{self.name}: read error: {_describe_os_error(error)} ({self._where()})")
         return InputError(f"{self.name}: corrupt compressed data: {error} ({self._where()})")
 
+    def _take_over_with_dnaio(self) -> None:
+        """Read the rest (from the pending bytes on) with dnaio, records only."""
+        self._line_offset = 4 * self.records_read
+        stream = io.BufferedReader(_Replay(self._pending, self._stream))
+        self._pending = b""
+        try:
+            self._reader = dnaio.open(stream, fileformat="fastq")
+        except Exception as error:
+            if isinstance(error, _format_errors()):
+                raise self._translate(error) from None
+            raise
+        self._iterator = iter(self._reader)
+
     def records(self) -> Iterator[Any]:
         """Yield dnaio SequenceRecords; format problems raise InputError."""
+        if self._reader is None:
+            self._take_over_with_dnaio()
         while True:
             try:
                 record = next(self._iterator)
@@ -189,31 +249,80 @@ class SequenceSource:
             self._last_id = record.id
             yield record
 
-    def chunks(self, size: int, ramp: int = 1) -> Iterator[list]:
-        """Yield lists of at most ``size`` records, in file order.
+    def _raw_chunk(self, size: int):
+        """Up to ``size`` plain FASTQ records as a RawFastqChunk, or None when
+        the raw route ends here (end of input, or a record dnaio must read)."""
+        from bpbc.chunks import RawFastqChunk, scan_fastq
+
+        rec_start = np.empty(size, np.int64)
+        seq_start = np.empty(size, np.int64)
+        seq_len = np.empty(size, np.int64)
+        data = bytearray(self._pending)
+        count = position = 0
+        while count < size:
+            buf = np.frombuffer(data, np.uint8)
+            found, position, irregular = scan_fastq(buf, position, len(data), size - count, rec_start[count:],
+                                                    seq_start[count:], seq_len[count:])
+            del buf  # the bytearray may grow only without views
+            count += found
+            if irregular or count == size:
+                break
+            try:
+                block = self._stream.read(READ_BLOCK)
+            except Exception as error:
+                if isinstance(error, _format_errors()):
+                    raise self._translate(error) from None
+                raise
+            if not block:
+                break
+            data += block
+        self._pending = bytes(data[position:])
+        if count == 0:
+            return None
+        chunk = RawFastqChunk(bytes(data[:position]), rec_start[:count], seq_start[:count], seq_len[:count], position)
+        self.records_read += count
+        self._last_id = chunk.read_id(count - 1)
+        return chunk
+
+    def chunks(self, size: int, ramp: int = 1) -> Iterator:
+        """Yield chunks of at most ``size`` records (see :mod:`bpbc.chunks`),
+        in file order.
 
         With ``ramp`` k > 1 the first chunk holds size/k records and each next
         one twice as many, up to ``size``: a consumer working on chunk i while
         chunk i+1 is read starts sooner.
         """
+        from bpbc.chunks import RecordChunk
+
         if size < 1 or ramp < 1:
             raise ValueError(f"chunk size and ramp must be positive, got {size} and {ramp}")
         target = max(1, size // ramp)
-        chunk: list = []
-        for record in self.records():
-            chunk.append(record)
-            if len(chunk) == target:
-                yield chunk
-                chunk = []
-                target = min(size, 2 * target)
-        if chunk:
+        while self._reader is None:
+            chunk = self._raw_chunk(target)
+            if chunk is None:
+                if not self._pending:
+                    return  # the whole input was plain FASTQ
+                break
             yield chunk
+            target = min(size, 2 * target)
+        records: list = []
+        for record in self.records():
+            records.append(record)
+            if len(records) == target:
+                yield RecordChunk(records)
+                records = []
+                target = min(size, 2 * target)
+        if records:
+            yield RecordChunk(records)
 
     def close(self) -> None:
-        try:
-            self._reader.close()
-        except _decompression_errors():
-            pass  # closing a reader of a corrupt stream: the error was reported
+        for closable in (self._reader, self._stream):
+            if closable is None:
+                continue
+            try:
+                closable.close()
+            except _decompression_errors():
+                pass  # closing a reader of a corrupt stream: the error was reported
 
     def __enter__(self) -> SequenceSource:
         return self
@@ -285,22 +394,24 @@ class AtomicOutput:
         self.done = False
 
     def open_binary(self):
-        """A binary file on the temporary path, compressed as the final name says."""
-        handle = xopen(self.temp_path, "wb", compresslevel=1, threads=0, format=compression_for(self.path))
+        """A binary file on the temporary path, compressed as the final name
+        says (by a background thread of xopen's, so compressing overlaps the run)."""
+        compression = compression_for(self.path)
+        handle = xopen(self.temp_path, "wb", compresslevel=1, threads=1 if compression else 0, format=compression)
         self._handles.append(handle)
         return handle
 
-    def open_records(self, fileformat: str, two_headers: bool = False):
-        """A dnaio writer on the temporary path in ``fileformat`` ('fasta' or
-        'fastq'), compressed as the final name says."""
-        handle = self.open_binary()
+    def open_records(self, fileformat: str, two_headers: bool = False, handle=None):
+        """A dnaio writer in ``fileformat`` ('fasta' or 'fastq') on ``handle``
+        (by default a new :meth:`open_binary` file)."""
+        handle = handle or self.open_binary()
         if fileformat == "fastq":
             writer = dnaio.FastqWriter(handle, two_headers=two_headers)
         elif fileformat == "fasta":
             writer = dnaio.FastaWriter(handle)
         else:
             raise ValueError(f"unknown sequence format {fileformat!r}")
-        self._handles.insert(len(self._handles) - 1, writer)  # close the writer before its file
+        self._handles.insert(self._handles.index(handle), writer)  # close the writer before its file
         return writer
 
     def _close_handles(self) -> None:
@@ -336,3 +447,34 @@ class AtomicOutput:
     def __exit__(self, exc_type, exc, tb) -> None:
         if not self.done:
             self.discard()
+
+
+class ReadsOutput:
+    """A matched/unmatched reads file: raw bytes of plain FASTQ chunks, and
+    dnaio records in the input's format (see :mod:`bpbc.chunks`)."""
+
+    def __init__(self, output: AtomicOutput, source: SequenceSource):
+        self._output = output
+        self._source = source
+        self._handle = None
+        self._writer = None
+
+    def _file(self):
+        if self._handle is None:
+            self._handle = self._output.open_binary()
+        return self._handle
+
+    def write_bytes(self, data) -> None:
+        self._file().write(data)
+
+    def write_records(self, records) -> None:
+        if self._writer is None:
+            # created late: FASTQ two_headers is known after the first record
+            source = self._source
+            self._writer = self._output.open_records(source.fileformat, source.two_headers, self._file())
+        for record in records:
+            self._writer.write(record)
+
+    def finish(self) -> None:
+        """Make sure the file exists: an empty input gives a valid empty file."""
+        self._file()

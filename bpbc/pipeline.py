@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from bpbc.io import STDIN, AtomicOutput, InputError, SequenceSource, display_name, read_patterns
+from bpbc.io import STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, display_name, read_patterns
 from bpbc.paf import paf_line
 from bpbc.patterns import STRANDS, strands_of
 from bpbc.scoring import Scoring
@@ -229,10 +229,12 @@ def _prepared_chunks(source: SequenceSource, size: int, screener, stages: StageT
     run here, in the reader thread, while the previous chunk is screened."""
     from bpbc.alphabet import SequenceError
 
+    from bpbc.screener import ReadBatch
+
     for chunk in stages.timed(source.chunks(size, ramp=CHUNK_RAMP), "read"):
         try:
             with stages.timing("encode"):
-                batch = screener.prepare(chunk)
+                batch = ReadBatch.from_codes(*chunk.encode(), screener.engine)
         except SequenceError as error:
             raise InputError(f"{source.name}: {error}") from None
         yield chunk, batch
@@ -278,7 +280,7 @@ def screen_files(
     with ExitStack() as stack:
         stack.enter_context(cyclic_gc_paused())
         # the reads file first: a missing or unreadable file is the most basic problem
-        source = stack.enter_context(SequenceSource(reads_path, kind="reads"))
+        source = stack.enter_context(SequenceSource(reads_path, kind="reads", raw_fastq=True))
         patterns = read_patterns(patterns_path)
         screener = make_screener(settings, patterns)
         pattern_ids = screener.pattern_names
@@ -303,8 +305,8 @@ def screen_files(
             return out
 
         paf_file = None if output in (None, STDIN) else create(output, "PAF")
-        matched_file = None if matched is None else create(matched, "matched reads")
-        unmatched_file = None if unmatched is None else create(unmatched, "unmatched reads")
+        reads_outputs = [None if path is None else ReadsOutput(create(path, what), source)
+                         for path, what in ((matched, "matched reads"), (unmatched, "unmatched reads"))]
         json_file = None if json_path is None else create(json_path, "JSON summary")
         if paf_file is not None:
             paf_handle = paf_file.open_binary()
@@ -317,7 +319,6 @@ def screen_files(
             def write_paf(text: str) -> None:
                 stdout.write(text)
 
-        matched_writer = unmatched_writer = None
         # closed (reader thread stopped) before the source is closed
         chunks = stack.enter_context(closing(prefetched(
             _prepared_chunks(source, chunk_size_for(settings, len(patterns)), screener, stages))))
@@ -327,36 +328,22 @@ def screen_files(
             with stages.timing("traceback"):
                 alignments = screener.align(batch, hits)
             with stages.timing("write"):
-                lines = []
-                for a in alignments:
-                    read = chunk[a.read_index]
-                    lines.append(paf_line(a, read.id, len(read.sequence), pattern_ids[a.pattern_index],
-                                          pattern_lengths[a.pattern_index]))
+                lines = [paf_line(a, chunk.read_id(a.read_index), chunk.read_length(a.read_index),
+                                  pattern_ids[a.pattern_index], pattern_lengths[a.pattern_index])
+                         for a in alignments]
                 if lines:
                     write_paf("".join(lines))
                 np.add.at(counts, (hits.pattern, hits.strand), 1)
-                passing = np.unique(hits.read).tolist()
-                # writers are created late: FASTQ two_headers is known after the first record
-                if matched_file is not None:
-                    if matched_writer is None:
-                        matched_writer = matched_file.open_records(source.fileformat, source.two_headers)
-                    for index in passing:
-                        matched_writer.write(chunk[index])
-                if unmatched_file is not None:
-                    if unmatched_writer is None:
-                        unmatched_writer = unmatched_file.open_records(source.fileformat, source.two_headers)
-                    passing_set = set(passing)
-                    for index, record in enumerate(chunk):
-                        if index not in passing_set:
-                            unmatched_writer.write(record)
+                passing = np.zeros(len(chunk), dtype=bool)
+                passing[hits.read] = True
+                for reads_output, selected in zip(reads_outputs, (passing, ~passing)):
+                    if reads_output is not None:
+                        chunk.write(reads_output, selected)
             summary.reads += len(chunk)
-            summary.reads_passing += len(passing)
+            summary.reads_passing += int(passing.sum())
             summary.alignments += len(alignments)
             if progress is not None:
                 progress(summary.reads)
-        for out, writer in ((matched_file, matched_writer), (unmatched_file, unmatched_writer)):
-            if out is not None and writer is None:
-                out.open_records(source.fileformat, source.two_headers)  # a valid empty file
         if paf_file is None:
             sys.stdout.flush()
 
@@ -368,6 +355,9 @@ def screen_files(
         summary.stage_seconds = dict(stages.seconds)
         if json_file is not None:
             json_file.open_binary().write((json.dumps(summary.as_dict(), indent=2) + "\n").encode())
+        for reads_output in reads_outputs:
+            if reads_output is not None:
+                reads_output.finish()
         for out in outputs:
             out.commit()
     return summary

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .alphabet import as_bytes, encode_pattern, encode_reads
+from .alphabet import as_bytes, encode_pattern, encode_reads, record_name
 from .engines import select_engine
 from .patterns import PatternTable, strands_of
 from .result import Alignment
@@ -25,18 +25,12 @@ from .scoring import Scoring, check_threshold, score_planes
 MIN_TWO_PASS_PLANES = 4
 
 
-def _record_name(item, index: int, kind: str) -> str:
-    """A record's name (first word of its header), or kind + 1-based index."""
-    name = getattr(item, "name", None)
-    return name.split(maxsplit=1)[0] if name else f"{kind}{index + 1}"
-
-
 def names_and_sequences(items, kind: str) -> tuple[list[str], list[bytes]]:
     """Names and sequences of patterns given as records, strings or a mapping."""
     if isinstance(items, Mapping):
         return [str(name) for name in items], [as_bytes(seq) for seq in items.values()]
     items = list(items)
-    return [_record_name(item, i, kind) for i, item in enumerate(items)], [as_bytes(item) for item in items]
+    return [record_name(item, i, kind) for i, item in enumerate(items)], [as_bytes(item) for item in items]
 
 
 @dataclass(frozen=True)
@@ -55,7 +49,7 @@ class ReadBatch:
         """Encode ``reads`` (str, bytes or records with ``.sequence``) and prepare them for ``engine``."""
         reads = reads if isinstance(reads, list) else list(reads)
         # names are looked up only for an error message: most reads never need one
-        codes, lengths = encode_reads(reads, lambda index: _record_name(reads[index], index, "read"))
+        codes, lengths = encode_reads(reads, lambda index: record_name(reads[index], index, "read"))
         return cls.from_codes(codes, lengths, engine)
 
     @classmethod

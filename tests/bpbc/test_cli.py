@@ -378,13 +378,13 @@ def test_help_and_version(capsys):
 
 @pytest.mark.parametrize("stage", ["read", "encode", "device", "traceback", "write"])
 def test_ctrl_c_in_any_stage_exits_130_and_leaves_no_files(capsys, tmp_path, monkeypatch, stage):
-    import bpbc.io
+    import bpbc.chunks
     import bpbc.pipeline
     import bpbc.screener
 
     owner, name = {
-        "read": (bpbc.io.SequenceSource, "records"),
-        "encode": (bpbc.screener.Screener, "prepare"),
+        "read": (bpbc.chunks, "scan_fastq"),
+        "encode": (bpbc.chunks.RawFastqChunk, "encode"),
         "device": (bpbc.screener.Screener, "hits"),
         "traceback": (bpbc.screener.Screener, "align"),
         "write": (bpbc.pipeline, "paf_line"),

@@ -43,8 +43,8 @@ def test_chunks_keep_file_order_and_size(tmp_path):
     with source:
         chunks = list(source.chunks(3))
     assert [len(c) for c in chunks] == [3, 3, 3, 1]
-    assert [r.id for c in chunks for r in c] == [f"r{i}" for i in range(10)]
-    assert chunks[0][0].name == "r0 comment 0" and chunks[0][0].qualities == "IIIII#####"
+    assert [r.id for c in chunks for r in c.records] == [f"r{i}" for i in range(10)]
+    assert chunks[0].records[0].name == "r0 comment 0" and chunks[0].records[0].qualities == "IIIII#####"
     assert source.fileformat == "fastq" and source.records_read == 10
 
 

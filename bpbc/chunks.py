@@ -1,0 +1,163 @@
+"""Chunks of reads as the pipeline handles them: raw FASTQ bytes, or dnaio records.
+
+The fast route is :class:`RawFastqChunk`: the decompressed bytes of complete
+four-line FASTQ records, scanned by numba for record and sequence spans,
+encoded straight from the buffer, and written to matched/unmatched outputs as
+the very bytes that were read. No Python object exists per record. Only
+plain, regular FASTQ takes it (see :func:`scan_fastq`); anything else (FASTA,
+Windows line ends, a name repeated on the '+' line, a damaged record, ...)
+goes through dnaio records, :class:`RecordChunk`, exactly as before, so every
+format error keeps dnaio's message.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .alphabet import INVALID, READ_CODE, SequenceError, describe_bad_byte, encode_reads, record_name
+
+_NEWLINE, _AT, _PLUS, _RETURN = 10, 64, 43, 13
+
+
+@njit(cache=True, nogil=True)
+def scan_fastq(buf, pos, end, max_records, rec_start, seq_start, seq_len):
+    """Scan complete records from ``buf[pos:end]``: at most ``max_records``
+    (and the arrays' size), stopping before an incomplete one.
+
+    A record is taken only in its plain form: '@' header line, sequence line,
+    a '+' line holding nothing else, a quality line exactly as long as the
+    sequence, every line ending in '\\n' alone, ASCII only. Returns (records,
+    position after the last one, irregular): irregular is True when the next
+    record is complete enough to see that it is not plain; the caller then
+    reads the rest with dnaio.
+    """
+    n = 0
+    while n < max_records and pos < end:
+        if buf[pos] != _AT:
+            return n, pos, True
+        i = pos
+        while i < end and buf[i] != _NEWLINE:
+            if buf[i] >= 128:
+                return n, pos, True
+            i += 1
+        if i >= end:
+            break
+        if buf[i - 1] == _RETURN:
+            return n, pos, True
+        s = i + 1
+        i = s
+        while i < end and buf[i] != _NEWLINE:
+            if buf[i] >= 128 or buf[i] == _RETURN:
+                return n, pos, True
+            i += 1
+        if i + 2 >= end:
+            break
+        length = i - s
+        if buf[i + 1] != _PLUS or buf[i + 2] != _NEWLINE:
+            return n, pos, True
+        q = i + 3
+        stop = q + length
+        if stop >= end:
+            break
+        for k in range(q, stop):
+            if buf[k] >= 128 or buf[k] == _NEWLINE or buf[k] == _RETURN:
+                return n, pos, True
+        if buf[stop] != _NEWLINE:
+            return n, pos, True
+        rec_start[n] = pos
+        seq_start[n] = s
+        seq_len[n] = length
+        n += 1
+        pos = stop + 1
+    return n, pos, False
+
+
+@njit(cache=True, nogil=True)
+def _encode_spans(buf, seq_start, seq_len, table, codes):
+    """codes[i, :seq_len[i]] = table[sequence i]; returns the flat index
+    i * width + j of the first byte outside the alphabet, or -1."""
+    width = codes.shape[1]
+    for i in range(seq_start.shape[0]):
+        s = seq_start[i]
+        for j in range(seq_len[i]):
+            code = table[buf[s + j]]
+            if code == 255:
+                return i * width + j
+            codes[i, j] = code
+    return -1
+
+
+class RawFastqChunk:
+    """Records ``rec_start[i]`` to ``rec_start[i + 1]`` (the last ending at
+    ``end``) of ``data``, their sequences at ``seq_start``/``seq_len``."""
+
+    def __init__(self, data: bytes, rec_start: np.ndarray, seq_start: np.ndarray, seq_len: np.ndarray, end: int):
+        self.data = data
+        self.rec_start = rec_start
+        self.seq_start = seq_start
+        self.lengths = seq_len
+        self.end = end
+
+    def __len__(self) -> int:
+        return len(self.rec_start)
+
+    def _record_end(self, index: int) -> int:
+        return int(self.rec_start[index + 1]) if index + 1 < len(self.rec_start) else self.end
+
+    def encode(self) -> tuple[np.ndarray, np.ndarray]:
+        """(codes, lengths) as :func:`bpbc.alphabet.encode_reads` gives them."""
+        n = len(self)
+        width = int(self.lengths.max()) if n else 0
+        # reads of one length need no padding
+        codes = np.empty((n, width), np.uint8) if n and self.lengths.min() == width else np.full(
+            (n, width), INVALID, np.uint8)
+        buf = np.frombuffer(self.data, dtype=np.uint8)
+        bad = _encode_spans(buf, self.seq_start, self.lengths, READ_CODE, codes) if n else -1
+        if bad >= 0:
+            index, position = divmod(int(bad), width)
+            start = int(self.seq_start[index])
+            sequence = self.data[start:start + int(self.lengths[index])]
+            name = self.read_id(index) or f"read{index + 1}"
+            raise SequenceError(f"read {name}: {describe_bad_byte(sequence, position)}")
+        return codes, self.lengths.astype(np.int64)
+
+    def read_id(self, index: int) -> str:
+        """The record's name up to the first space or tab, as dnaio's ``id``."""
+        header = self.data[int(self.rec_start[index]) + 1:int(self.seq_start[index]) - 1]
+        return header.split(b" ", 1)[0].split(b"\t", 1)[0].decode("ascii")
+
+    def read_length(self, index: int) -> int:
+        return int(self.lengths[index])
+
+    def write(self, output, selected: np.ndarray) -> None:
+        """Write the records where ``selected`` (bool per record) is True,
+        byte for byte, one write per run of consecutive records."""
+        edges = np.flatnonzero(np.diff(np.concatenate(([False], selected, [False])).astype(np.int8)))
+        bounds = np.append(self.rec_start, self.end)
+        view = memoryview(self.data)
+        for first, stop in zip(edges[::2].tolist(), edges[1::2].tolist()):
+            output.write_bytes(view[bounds[first]:bounds[stop]])
+
+
+class RecordChunk:
+    """dnaio records (FASTA, or FASTQ that is not plain)."""
+
+    def __init__(self, records: list):
+        self.records = records
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def encode(self) -> tuple[np.ndarray, np.ndarray]:
+        records = self.records
+        return encode_reads(records, lambda index: record_name(records[index], index, "read"))
+
+    def read_id(self, index: int) -> str:
+        return self.records[index].id
+
+    def read_length(self, index: int) -> int:
+        return len(self.records[index].sequence)
+
+    def write(self, output, selected: np.ndarray) -> None:
+        output.write_records([self.records[i] for i in np.flatnonzero(selected).tolist()])

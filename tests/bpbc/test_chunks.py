@@ -1,0 +1,111 @@
+"""Raw FASTQ chunks against dnaio records: the same reads, names, codes and
+output bytes, across block and chunk boundaries; anything not plain goes to
+dnaio."""
+
+from __future__ import annotations
+
+import io
+
+import dnaio
+import numpy as np
+import pytest
+
+import bpbc.io
+from bpbc.alphabet import SequenceError, encode_reads
+from bpbc.chunks import RawFastqChunk, RecordChunk
+from bpbc.io import SequenceSource
+
+
+def random_fastq(rng, n, two_headers_at=None) -> bytes:
+    records = []
+    for i in range(n):
+        length = int(rng.integers(0, 60))
+        seq = "".join(rng.choice(list("ACGTNacgtRy"), length))
+        qual = "".join(rng.choice(list("I#@+5"), length))  # '@' and '+' open quality lines too
+        name = f"r{i}" + ("" if i % 3 else f" comment\t{i}") + ("\tx" if i % 5 == 0 else "")
+        plus = f"+{name}" if i == two_headers_at else "+"
+        records.append(f"@{name}\n{seq}\n{plus}\n{qual}\n")
+    return "".join(records).encode()
+
+
+def dnaio_records(data: bytes) -> list:
+    with dnaio.open(io.BytesIO(data)) as reader:
+        return list(reader)
+
+
+class BytesSink:
+    def __init__(self):
+        self.parts = []
+
+    def write_bytes(self, data):
+        self.parts.append(bytes(data))
+
+    def write_records(self, records):
+        self.parts.extend(record.fastq_bytes() for record in records)
+
+
+def read_all(tmp_path, data: bytes, size: int, block: int, monkeypatch):
+    monkeypatch.setattr(bpbc.io, "READ_BLOCK", block)
+    path = tmp_path / "r.fq"
+    path.write_bytes(data)
+    with SequenceSource(path, raw_fastq=True) as source:
+        return list(source.chunks(size)), source
+
+
+@pytest.mark.parametrize("size, block", [(1, 7), (3, 50), (7, 1 << 20), (1000, 64)])
+def test_raw_chunks_are_the_records_dnaio_reads(tmp_path, monkeypatch, size, block):
+    rng = np.random.default_rng(size)
+    data = random_fastq(rng, 40)
+    chunks, source = read_all(tmp_path, data, size, block, monkeypatch)
+    assert all(isinstance(chunk, RawFastqChunk) for chunk in chunks)
+    assert [len(c) for c in chunks][:-1] == [size] * (len(chunks) - 1) and source.records_read == 40
+    records = dnaio_records(data)
+    assert [c.read_id(i) for c in chunks for i in range(len(c))] == [r.id for r in records]
+    assert [c.read_length(i) for c in chunks for i in range(len(c))] == [len(r.sequence) for r in records]
+    start = 0
+    for chunk in chunks:
+        codes, lengths = chunk.encode()
+        expect_codes, expect_lengths = encode_reads(records[start:start + len(chunk)])
+        assert np.array_equal(codes, expect_codes) and np.array_equal(lengths, expect_lengths)
+        start += len(chunk)
+    selected = rng.random(40) < 0.5
+    sink, expected = BytesSink(), BytesSink()
+    offset = 0
+    for chunk in chunks:
+        chunk.write(sink, selected[offset:offset + len(chunk)])
+        offset += len(chunk)
+    expected.write_records([r for r, keep in zip(records, selected) if keep])
+    assert b"".join(sink.parts) == b"".join(expected.parts)
+
+
+@pytest.mark.parametrize("damage", ["crlf", "two_headers", "no_final_newline"])
+def test_fastq_that_is_not_plain_goes_to_dnaio(tmp_path, monkeypatch, damage):
+    rng = np.random.default_rng(1)
+    data = random_fastq(rng, 30, two_headers_at=12 if damage == "two_headers" else None)
+    if damage == "crlf":
+        cut = data.index(b"@r20")
+        data = data[:cut] + data[cut:].replace(b"\n", b"\r\n")
+    elif damage == "no_final_newline":
+        data = data[:-1]
+    chunks, source = read_all(tmp_path, data, 4, 64, monkeypatch)
+    kinds = [type(c) for c in chunks]
+    assert RecordChunk in kinds and kinds[0] is RawFastqChunk
+    assert kinds == sorted(kinds, key=lambda kind: kind is RecordChunk)  # raw first, then records
+    records = dnaio_records(data)
+    assert [c.read_id(i) for c in chunks for i in range(len(c))] == [r.id for r in records]
+    assert not source.two_headers  # the first record decides, as dnaio's writer would
+
+
+def test_bad_base_names_the_read(tmp_path, monkeypatch):
+    data = b"@a\nACGT\n+\nIIII\n@b  x\nACZT\n+\nIIII\n"
+    chunks, _ = read_all(tmp_path, data, 10, 1 << 20, monkeypatch)
+    with pytest.raises(SequenceError, match="read b: character 'Z' at position 3"):
+        chunks[0].encode()
+
+
+def test_fasta_is_read_as_records(tmp_path):
+    path = tmp_path / "r.fa"
+    path.write_bytes(b">a\nAC\nGT\n>b\nTT\n")
+    with SequenceSource(path, raw_fastq=True) as source:
+        (chunk,) = list(source.chunks(10))
+    assert isinstance(chunk, RecordChunk) and [r.sequence for r in chunk.records] == ["ACGT", "TT"]
