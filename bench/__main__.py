@@ -18,6 +18,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="timed repetitions (median)")
     parser.add_argument("--sizes", type=int, nargs="+", default=None, help="transpose: instance counts")
     parser.add_argument("--length", type=int, default=150, help="transpose: read length")
+    parser.add_argument("--e2e-reads", type=int, nargs="+", default=[1 << 20],
+                        help="sw: reads in the end-to-end runs (default 1048576)")
+    parser.add_argument("--only", choices=("table2", "screen", "e2e"), nargs="+", default=None,
+                        help="sw: run only these parts")
     args = parser.parse_args(argv)
 
     gpu = None if args.quick else gpu_info()
@@ -33,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from .sw_bench import run
 
-        rows, _ = run(args.quick, args.repeats or (2 if args.quick else 3))
+        rows, _ = run(args.quick, args.repeats or (2 if args.quick else 3), args.e2e_reads, args.only)
         plot(rows, "read_length", args.out / f"{stem}_table2.png", f"SW, pattern 128 ({kind})",
              where=lambda r: r.get("case") == "table2")
         plot(rows, "instances", args.out / f"{stem}_screening.png", f"screening, 150 bp reads ({kind})",

@@ -22,12 +22,15 @@ def time_sw_kernel(engine, prepared, pattern_masks, scoring, planes: int, repeat
     """Median seconds of one SW kernel launch over ``prepared``."""
     import cupy
 
-    engine.launch(prepared, pattern_masks, scoring, planes)  # compile and warm up
+    from bpbc.patterns import PatternTable
+
+    table = PatternTable.of([pattern_masks])
+    engine.launch(prepared, table, scoring, planes)  # compile and warm up
     times = []
     for _ in range(repeats):
         start, stop = cupy.cuda.Event(), cupy.cuda.Event()
         start.record()
-        engine.launch(prepared, pattern_masks, scoring, planes)
+        engine.launch(prepared, table, scoring, planes)
         stop.record()
         stop.synchronize()
         times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)

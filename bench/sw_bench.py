@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import gzip
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -105,6 +107,7 @@ def verify_baseline(scoring, rng) -> str:
 
     from bpbc.alphabet import encode_pattern
     from bpbc.cpu_engine import CpuEngine
+    from bpbc.patterns import PatternTable
     from bpbc.scoring import score_planes
 
     codes = random_codes(rng, 256, 300)
@@ -119,7 +122,8 @@ def verify_baseline(scoring, rng) -> str:
     masks = encode_pattern(pattern)
     engine = CpuEngine()
     planes = score_planes(2 * len(masks))
-    expected, _ = engine.scores(engine.prepare(codes, np.full(len(codes), codes.shape[1])), masks, scoring, planes)
+    expected = engine.scores(engine.prepare(codes, np.full(len(codes), codes.shape[1])), PatternTable.of([masks]),
+                             scoring, planes)[0][:, 0]
     got = baseline_scores(cupy.asarray(codes), masks, scoring).get()
     if not np.array_equal(got, expected):
         bad = int(np.flatnonzero(got != expected)[0])
@@ -192,11 +196,14 @@ def table2_rows(lengths, n_target, m, repeats, use_gpu, budgets, advance, cores)
 
 def _time_method(method, n, length, masks, pattern, scoring, planes, repeats, rng, cpu, cores, warm):
     """Median seconds of one SW pass of ``method`` over n random reads."""
+    from bpbc.patterns import PatternTable
+
     warmup = 0 if warm else 1
     if method == "bpbc_cpu":
         codes = random_codes(rng, n, length)
         prepared = cpu.prepare(codes, np.full(n, length))
-        return median_seconds_cpu(lambda: cpu.scores(prepared, masks, scoring, planes), repeats, warmup)
+        table = PatternTable.of([masks])
+        return median_seconds_cpu(lambda: cpu.scores(prepared, table, scoring, planes), repeats, warmup)
     if method == "parasail_sat":
         reads = codes_to_strings(random_codes(rng, n, length))
         return median_seconds_cpu(lambda: parasail_scores(reads, pattern, scoring, cores), repeats, warmup)
@@ -212,7 +219,8 @@ def _time_method(method, n, length, masks, pattern, scoring, planes, repeats, rn
 
         engine = _gpu_engine()
         prepared = random_prepared(n, length, seed=int(rng.integers(1 << 30)))
-        seconds = median_seconds_gpu(lambda: engine.launch(prepared, masks, scoring, planes), repeats, warmup)
+        table = PatternTable.of([masks])
+        seconds = median_seconds_gpu(lambda: engine.launch(prepared, table, scoring, planes), repeats, warmup)
         del prepared
         cupy.get_default_memory_pool().free_all_blocks()
         return seconds
@@ -236,6 +244,7 @@ def _gpu_engine():
 def screening_rows(read_counts, panel_counts, cpu_counts, length, repeats, use_gpu, advance, cores, panel_size):
     from bpbc.alphabet import encode_pattern
     from bpbc.cpu_engine import CpuEngine
+    from bpbc.patterns import PatternTable
     from bpbc.scoring import Scoring, score_planes
 
     scoring = Scoring()
@@ -249,6 +258,7 @@ def screening_rows(read_counts, panel_counts, cpu_counts, length, repeats, use_g
     cpu = CpuEngine()
     for label, patterns, counts in cases:
         masks = [encode_pattern(p) for p in patterns]
+        table = PatternTable.of(masks)  # every pattern in one engine call
         cells_per_read = length * sum(len(m) for m in masks)
         for n in sorted(set(counts) | set(cpu_counts)):
             methods = (["bpbc_cpu"] + (["parasail_sat"] if label.startswith("single") else [])) if n in cpu_counts else []
@@ -267,7 +277,7 @@ def screening_rows(read_counts, panel_counts, cpu_counts, length, repeats, use_g
                         prepared = random_prepared(n, length, seed=n)
                         reps = repeats if n <= 4_000_000 else max(1, repeats // 2)
                         seconds = median_seconds_gpu(
-                            lambda: [engine.launch(prepared, m, scoring, planes) for m in masks], reps)
+                            lambda: engine.launch(prepared, table, scoring, planes), reps)
                         del prepared
                         import cupy
 
@@ -275,7 +285,7 @@ def screening_rows(read_counts, panel_counts, cpu_counts, length, repeats, use_g
                     elif method == "bpbc_cpu":
                         prepared = cpu.prepare(random_codes(rng, n, length), np.full(n, length))
                         seconds = median_seconds_cpu(
-                            lambda: [cpu.scores(prepared, m, scoring, planes) for m in masks], repeats)
+                            lambda: cpu.scores(prepared, table, scoring, planes), repeats)
                     else:
                         reads = codes_to_strings(random_codes(rng, n, length))
                         seconds = median_seconds_cpu(lambda: parasail_scores(reads, single, scoring, cores), 1)
@@ -288,102 +298,80 @@ def screening_rows(read_counts, panel_counts, cpu_counts, length, repeats, use_g
     return rows
 
 
-def write_fastq_gz(path, n, length, rng, plant=None):
-    """Random reads; every 50th carries ``plant`` (so PAF output is not empty)."""
+def write_fastq_gz(path, n, length, rng, plant=(), every=50):
+    """Random reads; every ``every``-th carries one of the ``plant`` sequences
+    (cycling; on either strand, with about one substitution in 30 bases when
+    there are several), so the PAF output is not empty."""
+    complement = np.frombuffer(b"TGCA", np.uint8)
+    index = np.zeros(256, np.uint8)
+    index[np.frombuffer(b"ACGT", np.uint8)] = np.arange(4)
+    pieces = [np.frombuffer(p.encode()[:length], np.uint8) for p in plant]
     with gzip.open(path, "wb", compresslevel=1) as fh:
         for start in range(0, n, 100_000):
             count = min(100_000, n - start)
             letters = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, size=(count, length), dtype=np.uint8)]
-            if plant:
-                piece = np.frombuffer(plant.encode()[:length], np.uint8)
-                letters[::50, : len(piece)] = piece
+            for row in range(-start % every, count, every) if pieces else ():
+                piece = pieces[(start + row) // every % len(pieces)].copy()
+                if len(pieces) > 1:
+                    if rng.random() < 0.5:
+                        piece = complement[index[piece]][::-1]
+                    mutated = rng.random(len(piece)) < 1 / 30
+                    piece[mutated] = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, int(mutated.sum()))]
+                at = int(rng.integers(0, length - len(piece) + 1))
+                letters[row, at:at + len(piece)] = piece
             quality = b"I" * length
             fh.write(b"".join(b"@r%d\n%s\n+\n%s\n" % (start + k, row.tobytes(), quality)
                               for k, row in enumerate(letters)))
 
 
-def _timed(function, stages, stage):
-    """``function``, adding the seconds each call takes to ``stages[stage]``."""
-    def call(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            stages[stage] += time.perf_counter() - start
-    return call
+_BARE_READ_PASS = "import sys, dnaio\nwith dnaio.open(sys.argv[1]) as f:\n    for record in f:\n        pass\n"
 
 
-class _TimedEngine:
-    """Wraps an engine to add up the time of its prepare and scores calls."""
-
-    def __init__(self, engine, stages):
-        self.name, self.word_bits = engine.name, engine.word_bits
-        self.prepare = _timed(engine.prepare, stages, "prepare_transpose_s")
-        self.scores = _timed(engine.scores, stages, "engine_scores_s")
+def _run_timed(args) -> float:
+    start = time.perf_counter()
+    subprocess.run(args, check=True)
+    return time.perf_counter() - start
 
 
-def end_to_end_row(label, n, length, patterns, device, threads=None):
-    """Run the CLI in-process on a FASTQ.gz of n reads; stage times by wrapping
-    read encoding, the engine (prepare = sort, pack, upload, transpose; scores =
-    SW, inverse transpose, download), the traceback and PAF formatting; the rest
-    is reading and writing files (reading overlaps the engine in a prefetch
-    thread, so that share is approximate). A first run
-    on up to 20000 reads compiles the kernels, so compilation is not timed."""
-    import bpbc.pipeline as pipeline
-    import bpbc.screening as screening
-    from bpbc.cli import main
+def end_to_end_row(label, n, length, patterns, threshold, device, threads=None):
+    """``bpbc-screen`` as a user runs it (a new process: FASTQ.gz in, PAF,
+    --matched and --unmatched (gzip) and --json out, both strands) beside a
+    bare dnaio read pass over the same file (the I/O floor), in the same run.
+    Stage seconds are the command's own (``--json``); peak memory is the
+    process's maximum resident set. A first run on up to 20000 reads fills the
+    kernel caches, so compilation is not timed."""
+    import json
+    import resource
 
     rng = np.random.default_rng(4)
     row = {"case": f"end_to_end_{label}", "method": f"bpbc-screen --device {device}", "read_length": length,
-           "instances": n, "threshold": 40, "strands": "both", "pattern_length": f"{len(patterns)} patterns"}
-    stages = {"encode_s": 0.0, "prepare_transpose_s": 0.0, "engine_scores_s": 0.0, "traceback_s": 0.0,
-              "paf_format_s": 0.0}
-    make_engine = pipeline.make_engine
-    # (module, function name, stage): functions timed by wrapping them in this process only
-    wrapped = [(screening, "encode_reads", "encode_s"), (screening, "_align", "traceback_s"),
-               (pipeline, "paf_line", "paf_format_s")]
-    originals = [getattr(module, name) for module, name, _ in wrapped]
-
-    def timed_make_engine(settings):
-        return _TimedEngine(make_engine(settings), stages)
-
+           "instances": n, "threshold": threshold, "strands": "both", "pattern_length": f"{len(patterns)} patterns"}
+    every = 50 if len(patterns) == 1 else 3
     with tempfile.TemporaryDirectory() as work:
-        reads, pats, paf = (os.path.join(work, name) for name in ("reads.fq.gz", "patterns.fa", "out.paf"))
-        write_fastq_gz(reads, n, length, rng, plant=patterns[0])
+        reads, pats, warm_up = (os.path.join(work, name) for name in ("reads.fq.gz", "patterns.fa", "warm_up.fq.gz"))
+        write_fastq_gz(reads, n, length, rng, plant=patterns, every=every)
+        write_fastq_gz(warm_up, min(n, 20000), length, rng, plant=patterns, every=every)
         Path(pats).write_text("".join(f">p{k}\n{p}\n" for k, p in enumerate(patterns)))
-        args = [reads, pats, "--threshold", "40", "--device", device, "-o", paf, "--quiet"]
-        if threads:
-            args += ["--threads", str(threads)]
-        warm_up = os.path.join(work, "warm_up.fq.gz")
-        write_fastq_gz(warm_up, min(n, 20000), length, rng, plant=patterns[0])
-        if main([warm_up, *args[1:]]) != 0:
-            raise RuntimeError("bpbc-screen failed on the warm-up reads")
-        pipeline.make_engine = timed_make_engine
-        for (module, name, stage), function in zip(wrapped, originals):
-            setattr(module, name, _timed(function, stages, stage))
-        try:
-            start = time.perf_counter()
-            status = main(args)
-            wall = time.perf_counter() - start
-        finally:
-            pipeline.make_engine = make_engine
-            for (module, name, _), function in zip(wrapped, originals):
-                setattr(module, name, function)
-        if status != 0:
-            raise RuntimeError(f"bpbc-screen exited with status {status}")
-        with open(paf) as fh:
-            hits = sum(1 for _ in fh)
-    rest = wall - sum(stages.values())
-    row.update(basis="measured", seconds=f"{wall:.6g}", reads_per_s=f"{n / wall:.4g}", paf_lines=hits,
-               **{k: f"{v:.4g}" for k, v in stages.items()}, other_s=f"{rest:.4g}",
-               **{k.replace("_s", "_share"): f"{v / wall:.3f}" for k, v in stages.items()},
-               other_share=f"{rest / wall:.3f}")
+        out = {name: os.path.join(work, name) for name in ("out.paf", "m.fq.gz", "u.fq.gz", "s.json")}
+        command = [sys.executable, "-m", "bpbc", reads, pats, "--threshold", str(threshold), "--device", device,
+                   "-o", out["out.paf"], "--matched", out["m.fq.gz"], "--unmatched", out["u.fq.gz"],
+                   "--json", out["s.json"], "--quiet"] + (["--threads", str(threads)] if threads else [])
+        _run_timed([*command[:3], warm_up, *command[4:]])
+        bare = _run_timed([sys.executable, "-c", _BARE_READ_PASS, reads])
+        wall = _run_timed(command)
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        summary = json.loads(Path(out["s.json"]).read_text())
+    row.update(basis="measured", seconds=f"{wall:.6g}", reads_per_s=f"{n / wall:.4g}",
+               paf_lines=summary["alignments"], reads_passing=summary["reads_passing"],
+               bare_read_s=f"{bare:.4g}", ratio_to_bare_read=f"{wall / bare:.3f}", peak_rss_mb=f"{peak:.0f}",
+               **{f"{stage}_s": f"{value:.4g}" for stage, value in summary["stage_seconds"].items()},
+               **{f"{stage}_share": f"{value:.3f}" for stage, value in summary["stage_shares"].items()})
     return row
 
 
 # ---------------------------------------------------------------- entry
 
-def run(quick: bool = False, repeats: int = 3):
+def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None):
     from bpbc.cpu_engine import LANES
 
     cores = os.cpu_count() or 1
@@ -402,25 +390,30 @@ def run(quick: bool = False, repeats: int = 3):
         budgets = {"bpbc_cpu": 6.0, "parasail_sat": 6.0, "gpu_wordwise": 10.0, "bpbc_gpu": 30.0}
         screen_args = dict(read_counts=[1 << 20, 4 << 20, 16 << 20], panel_counts=[1 << 20, 4 << 20, 16 << 20],
                            cpu_counts=[1 << 20], panel_size=100)
-        e2e = [("single_128", 1 << 20, "gpu" if use_gpu else "cpu"), ("panel_100", 1 << 20, "gpu" if use_gpu else "cpu")]
+        device = "gpu" if use_gpu else "cpu"
+        e2e = [("single_128", n, device) for n in large] + [("panel_96x24", n, device) for n in large]
+    parts = set(only or ("table2", "screen", "e2e"))
     steps = len(lengths) * (4 if use_gpu else 2) + 20 + len(e2e)
     with progress_bar(steps, "sw") as advance:
-        if use_gpu:
+        if use_gpu and "table2" in parts:
             try:
                 say(f"bench sw: {verify_baseline(__import__('bpbc.scoring').scoring.Scoring(), np.random.default_rng(5))}")
             except Exception as error:
                 say(f"bench sw: baseline check FAILED, its rows are not trustworthy: {error_text(error)}")
                 rows.append({"case": "baseline_check", "method": "gpu_wordwise", "basis": "error",
                              "error": error_text(error)})
-        rows += table2_rows(lengths, n_target, 128, repeats, use_gpu, budgets, advance, cores)
-        rows += screening_rows(length=150, repeats=repeats, use_gpu=use_gpu, advance=advance, cores=cores,
-                               **screen_args)
+        if "table2" in parts:
+            rows += table2_rows(lengths, n_target, 128, repeats, use_gpu, budgets, advance, cores)
+        if "screen" in parts:
+            rows += screening_rows(length=150, repeats=repeats, use_gpu=use_gpu, advance=advance, cores=cores,
+                                   **screen_args)
         rng = np.random.default_rng(6)
-        patterns = {"single_128": [random_pattern(rng, 128)], "panel_100": pattern_panel(rng, 100)}
-        for label, n, device in e2e:
+        patterns = {"single_128": ([random_pattern(rng, 128)], 40),
+                    "panel_96x24": ([random_pattern(rng, 24) for _ in range(96)], 36)}
+        for label, n, device in e2e if "e2e" in parts else ():
             advance.start(f"end-to-end {label}")
             try:
-                rows.append(end_to_end_row(label, n, 150, patterns[label], device))
+                rows.append(end_to_end_row(label, n, 150, *patterns[label], device))
             except Exception as error:
                 rows.append({"case": f"end_to_end_{label}", "basis": "error", "error": error_text(error)})
             advance(f"end-to-end {label}")

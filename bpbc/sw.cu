@@ -49,12 +49,13 @@ template <int B, int R, int P, int MA, int MI, int OE, int EX>
 __global__ void __launch_bounds__(128) sw_screen(
     const unsigned* __restrict__ planes,       // (G, L, 3): low bit, high bit, valid
     const int* __restrict__ group_length,      // (G,), >= 1
-    const unsigned char* __restrict__ pattern, // (m,) IUPAC masks, oriented
-    unsigned* __restrict__ stripe_columns,     // (G, L, 2B): H, F below a stripe
+    const unsigned char* __restrict__ patterns, // oriented patterns' IUPAC masks, back to back
+    const long long* __restrict__ pattern_start, // (K + 1,): pattern k = patterns[start[k]:start[k + 1]]
+    unsigned* __restrict__ stripe_columns,     // (G, L, 2B): H, F below a stripe (one pattern per launch)
     unsigned* __restrict__ stripe_best,        // (G, B + 1): best, flag of a stripe
-    unsigned* __restrict__ out_best,           // (G, B)
-    unsigned* __restrict__ out_flag,           // (G,)
-    int m, int groups, int length, int chains, int stripes) {
+    unsigned* __restrict__ out_best,           // (K, G, B)
+    unsigned* __restrict__ out_flag,           // (K, G)
+    int groups, int length, int chains) {
     static_assert(32 % P == 0, "a chain must not span warps");
     constexpr unsigned LIMIT_MASK = (1u << B) - 1u;
     constexpr bool MATCH_BIG = MA >= (1 << B);   // every match overflows
@@ -62,6 +63,12 @@ __global__ void __launch_bounds__(128) sw_screen(
     constexpr unsigned ADD_MATCH = MA & LIMIT_MASK;
     constexpr unsigned ADD_MISMATCH = MISMATCH_OK ? (((1u << B) - MI) & LIMIT_MASK) : ADD_MATCH;
 
+    // one grid row per oriented pattern: every pattern and strand in one launch
+    const unsigned char* pattern = patterns + pattern_start[blockIdx.y];
+    const int m = (int)(pattern_start[blockIdx.y + 1] - pattern_start[blockIdx.y]);
+    const int stripes = (m + P * R - 1) / (P * R);
+    out_best += (size_t)blockIdx.y * groups * B;
+    out_flag += (size_t)blockIdx.y * groups;
     const int thread = blockIdx.x * blockDim.x + threadIdx.x;
     const int chain = thread / P;
     const int lane = thread % P;
@@ -210,5 +217,32 @@ __global__ void __launch_bounds__(128) sw_screen(
                 if (!done) len = group_length[g];
             }
         }
+    }
+}
+
+// Words that hold a passing lane: bit i of mask[k * G + g] is set when lane
+// i of group g scores at least thresholds[k] on pattern k, or overflowed,
+// and is a real instance (i < n - 32 g). Only these words leave the device.
+extern "C" __global__ void hit_words(const unsigned* __restrict__ best,  // (K, G, B)
+                                     const unsigned* __restrict__ flag,  // (K, G)
+                                     const int* __restrict__ thresholds, // (K,), < 2^B
+                                     unsigned* __restrict__ mask,        // (K, G)
+                                     int patterns, int groups, int planes, long long n) {
+    const long long total = (long long)patterns * groups;
+    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < total;
+         index += (long long)gridDim.x * blockDim.x) {
+        const int k = (int)(index / groups);
+        const int g = (int)(index % groups);
+        const int t = thresholds[k];
+        unsigned greater = 0, equal = FULL_MASK;  // best vs t, from the top plane down
+        for (int b = planes - 1; b >= 0; --b) {
+            const unsigned x = best[index * planes + b];
+            const unsigned tb = ((t >> b) & 1) ? FULL_MASK : 0u;
+            greater |= equal & x & ~tb;
+            equal &= ~(x ^ tb);
+        }
+        const long long left = n - 32LL * g;
+        const unsigned valid = left >= 32 ? FULL_MASK : ((1u << left) - 1u);
+        mask[index] = (greater | equal | flag[index]) & valid;
     }
 }

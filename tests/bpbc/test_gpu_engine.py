@@ -22,7 +22,8 @@ INSTANTIATIONS = [(6, 4, 32, 2, 3, 7, 2), (1, 1, 32, 2, 3, 7, 2), (11, 8, 8, 5, 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 def test_sw_kernel_compiles_for_sm90(tmp_path):
-    args = "const unsigned*, const int*, const unsigned char*, unsigned*, unsigned*, unsigned*, unsigned*, int, int, int, int, int"
+    args = ("const unsigned*, const int*, const unsigned char*, const long long*, unsigned*, unsigned*, unsigned*, "
+            "unsigned*, int, int, int")
     source = tmp_path / "instantiate.cu"
     source.write_text(f'#include "{KERNEL_PATH}"\n' + "".join(
         f"template __global__ void sw_screen<{','.join(map(str, t))}>({args});\n" for t in INSTANTIATIONS))
@@ -92,6 +93,7 @@ def test_long_patterns_use_stripes(pattern_length):
 def test_ballot_and_swap_transposes_give_the_same_scores():
     from bpbc.alphabet import encode_pattern, encode_reads
     from bpbc.gpu_engine import GpuEngine
+    from bpbc.patterns import PatternTable
     from bpbc.scoring import Scoring
 
     rng = np.random.default_rng(5)
@@ -100,7 +102,7 @@ def test_ballot_and_swap_transposes_give_the_same_scores():
     results = []
     for method in ("ballot", "swap"):
         engine = GpuEngine(transpose=method)
-        results.append(engine.scores(engine.prepare(codes, lengths), masks, Scoring(), 6))
+        results.append(engine.scores(engine.prepare(codes, lengths), PatternTable.of([masks]), Scoring(), 6))
     assert np.array_equal(results[0][0], results[1][0])
     assert np.array_equal(results[0][1], results[1][1])
 
