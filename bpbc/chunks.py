@@ -20,6 +20,20 @@ from .alphabet import INVALID, READ_CODE, SequenceError, describe_bad_byte, enco
 _NEWLINE, _AT, _PLUS, _RETURN = 10, 64, 43, 13
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _line_end(buf, i, end):
+    """Index of the next '\\n' at or after i (end when there is none) and
+    the OR of the bytes before it (bit 7 set: a non-ASCII byte)."""
+    seen = 0
+    while i < end:
+        byte = buf[i]
+        if byte == _NEWLINE:
+            break
+        seen |= byte
+        i += 1
+    return i, seen
+
+
 @njit(cache=True, nogil=True)
 def scan_fastq(buf, pos, end, max_records, rec_start, seq_start, seq_len):
     """Scan complete records from ``buf[pos:end]``: at most ``max_records``
@@ -36,34 +50,22 @@ def scan_fastq(buf, pos, end, max_records, rec_start, seq_start, seq_len):
     while n < max_records and pos < end:
         if buf[pos] != _AT:
             return n, pos, True
-        i = pos
-        while i < end and buf[i] != _NEWLINE:
-            if buf[i] >= 128:
-                return n, pos, True
-            i += 1
-        if i >= end:
+        header_end, seen = _line_end(buf, pos, end)
+        if header_end >= end:
             break
-        if buf[i - 1] == _RETURN:
-            return n, pos, True
-        s = i + 1
-        i = s
-        while i < end and buf[i] != _NEWLINE:
-            if buf[i] >= 128 or buf[i] == _RETURN:
-                return n, pos, True
-            i += 1
+        s = header_end + 1
+        i, seen_sequence = _line_end(buf, s, end)
         if i + 2 >= end:
             break
         length = i - s
-        if buf[i + 1] != _PLUS or buf[i + 2] != _NEWLINE:
-            return n, pos, True
         q = i + 3
         stop = q + length
         if stop >= end:
             break
-        for k in range(q, stop):
-            if buf[k] >= 128 or buf[k] == _NEWLINE or buf[k] == _RETURN:
-                return n, pos, True
-        if buf[stop] != _NEWLINE:
+        quality_end, seen_quality = _line_end(buf, q, stop + 1)
+        if ((seen | seen_sequence | seen_quality) & 128 or buf[header_end - 1] == _RETURN
+                or (length > 0 and buf[i - 1] == _RETURN) or buf[i + 1] != _PLUS or buf[i + 2] != _NEWLINE
+                or quality_end != stop):
             return n, pos, True
         rec_start[n] = pos
         seq_start[n] = s

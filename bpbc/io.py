@@ -34,6 +34,8 @@ STDIN = "-"
 _NON_ASCII = re.compile(rb"[\x80-\xff]")
 _LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
 
+#: at most this many threads compress one output file (half the cores at most)
+COMPRESSION_THREADS = 4
 #: output compression by file name suffix, as xopen names the formats
 COMPRESSION_SUFFIXES = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".zst": "zst"}
 
@@ -257,18 +259,18 @@ class SequenceSource:
         rec_start = np.empty(size, np.int64)
         seq_start = np.empty(size, np.int64)
         seq_len = np.empty(size, np.int64)
-        data = bytearray(self._pending)
+        data = self._pending
         count = position = 0
         while count < size:
-            buf = np.frombuffer(data, np.uint8)
-            found, position, irregular = scan_fastq(buf, position, len(data), size - count, rec_start[count:],
-                                                    seq_start[count:], seq_len[count:])
-            del buf  # the bytearray may grow only without views
+            found, position, irregular = scan_fastq(np.frombuffer(data, np.uint8), position, len(data), size - count,
+                                                    rec_start[count:], seq_start[count:], seq_len[count:])
             count += found
             if irregular or count == size:
                 break
+            # about what the missing records take, judged by those read so far
+            per_record = position / count if count else 0
             try:
-                block = self._stream.read(READ_BLOCK)
+                block = self._stream.read(max(READ_BLOCK, int(1.05 * per_record * (size - count))))
             except Exception as error:
                 if isinstance(error, _format_errors()):
                     raise self._translate(error) from None
@@ -276,10 +278,11 @@ class SequenceSource:
             if not block:
                 break
             data += block
-        self._pending = bytes(data[position:])
+        self._pending = data[position:]
         if count == 0:
             return None
-        chunk = RawFastqChunk(bytes(data[:position]), rec_start[:count], seq_start[:count], seq_len[:count], position)
+        # the chunk keeps the whole buffer (no copy); its records end at position
+        chunk = RawFastqChunk(data, rec_start[:count], seq_start[:count], seq_len[:count], position)
         self.records_read += count
         self._last_id = chunk.read_id(count - 1)
         return chunk
@@ -397,7 +400,8 @@ class AtomicOutput:
         """A binary file on the temporary path, compressed as the final name
         says (by a background thread of xopen's, so compressing overlaps the run)."""
         compression = compression_for(self.path)
-        handle = xopen(self.temp_path, "wb", compresslevel=1, threads=1 if compression else 0, format=compression)
+        threads = min(COMPRESSION_THREADS, max(1, (os.cpu_count() or 1) // 2)) if compression else 0
+        handle = xopen(self.temp_path, "wb", compresslevel=1, threads=threads, format=compression)
         self._handles.append(handle)
         return handle
 

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from bpbc.io import STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, display_name, read_patterns
-from bpbc.paf import paf_line
+from bpbc.paf import paf_lines
 from bpbc.patterns import STRANDS, strands_of
 from bpbc.scoring import Scoring
 
@@ -328,11 +328,10 @@ def screen_files(
             with stages.timing("traceback"):
                 alignments = screener.align(batch, hits)
             with stages.timing("write"):
-                lines = [paf_line(a, chunk.read_id(a.read_index), chunk.read_length(a.read_index),
-                                  pattern_ids[a.pattern_index], pattern_lengths[a.pattern_index])
-                         for a in alignments]
-                if lines:
-                    write_paf("".join(lines))
+                if len(alignments):
+                    rows = alignments.read_index.tolist()
+                    write_paf(paf_lines(alignments, [chunk.read_id(r) for r in rows],
+                                        [chunk.read_length(r) for r in rows], pattern_ids, pattern_lengths))
                 np.add.at(counts, (hits.pattern, hits.strand), 1)
                 passing = np.zeros(len(chunk), dtype=bool)
                 passing[hits.read] = True

@@ -55,3 +55,39 @@ class ScreenResult:
     def passed(self) -> np.ndarray:
         """Boolean mask of instances at or above the threshold."""
         return self.scores >= self.threshold
+
+
+@dataclass(frozen=True)
+class AlignmentTable:
+    """Alignments of many instances as columns (one entry per instance, the
+    fields of :class:`Alignment`); ``strand`` indexes ``strands``. The
+    pipeline formats PAF straight from the columns."""
+
+    read_index: np.ndarray
+    pattern_index: np.ndarray
+    strand: np.ndarray
+    score: np.ndarray
+    read_start: np.ndarray
+    read_end: np.ndarray
+    pattern_start: np.ndarray
+    pattern_end: np.ndarray
+    nm: np.ndarray
+    matches: np.ndarray
+    length: np.ndarray
+    cigar: list[str]
+    strands: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.cigar)
+
+    def to_list(self) -> list[Alignment]:
+        """One :class:`Alignment` per instance."""
+        columns = [getattr(self, name).tolist() for name in _NUMBER_COLUMNS]
+        signs = [self.strands[s] for s in columns[2]]
+        return [Alignment(read, pattern, sign, *numbers, cigar, nm, matches, length)
+                for read, pattern, _, sign, cigar, (*numbers, nm, matches, length)
+                in zip(columns[0], columns[1], columns[2], signs, self.cigar, zip(*columns[3:]))]
+
+
+_NUMBER_COLUMNS = ("read_index", "pattern_index", "strand", "score", "read_start", "read_end", "pattern_start",
+                   "pattern_end", "nm", "matches", "length")

@@ -18,7 +18,7 @@ import numpy as np
 from .alphabet import as_bytes, encode_pattern, encode_reads, record_name
 from .engines import select_engine
 from .patterns import PatternTable, strands_of
-from .result import Alignment
+from .result import AlignmentTable
 from .scoring import Scoring, check_threshold, score_planes
 
 #: the first pass runs one plane short from this many planes on
@@ -80,7 +80,7 @@ class ChunkResult:
     """What one batch of reads gives."""
 
     hits: Hits
-    alignments: list[Alignment]
+    alignments: AlignmentTable
     #: (n_reads, n_patterns, n_strands) int32, only when asked for (else None)
     scores: np.ndarray | None = None
     capped: np.ndarray | None = None
@@ -233,19 +233,20 @@ class Screener:
 
     # ------------------------------------------------------------ alignments
 
-    def align(self, batch: ReadBatch, hits: Hits) -> list[Alignment]:
+    def align(self, batch: ReadBatch, hits: Hits) -> AlignmentTable:
         """One optimal alignment per hit, cross-checked against its screen score."""
         from .traceback import align_hits
 
         k = hits.pattern * len(self.strands) + hits.strand
         found = align_hits(batch.codes, batch.lengths, hits.read, k, self.table, self.strands, self.scoring, self.eqx)
-        for alignment, screen_score, capped in zip(found, hits.score.tolist(), hits.capped.tolist()):
-            if (not capped and alignment.score != screen_score) or alignment.score < screen_score:
-                raise RuntimeError(
-                    f"internal error: traceback score {alignment.score} disagrees with screen score "
-                    f"{screen_score} (read {alignment.read_index}, pattern {alignment.pattern_index}, "
-                    f"strand {alignment.strand})"
-                )
+        wrong = (~hits.capped & (found.score != hits.score)) | (found.score < hits.score)
+        if wrong.any():
+            t = int(np.flatnonzero(wrong)[0])
+            raise RuntimeError(
+                f"internal error: traceback score {found.score[t]} disagrees with screen score "
+                f"{hits.score[t]} (read {hits.read[t]}, pattern {hits.pattern[t]}, "
+                f"strand {self.strands[hits.strand[t]]})"
+            )
         return found
 
     def run(self, reads, dense: bool = False) -> ChunkResult:

@@ -49,7 +49,7 @@ def screen(
         indices=chunk.passing_reads.astype(np.int64),
         scores=chunk.scores,
         capped=chunk.capped,
-        alignments=chunk.alignments,
+        alignments=chunk.alignments.to_list(),
         threshold=threshold,
         strands=screener.strands,
         pattern_names=screener.pattern_names,

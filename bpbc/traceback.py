@@ -50,7 +50,7 @@ import numpy as np
 from numba import njit, prange
 
 from bpbc.alphabet import INVALID
-from bpbc.result import Alignment
+from bpbc.result import Alignment, AlignmentTable
 from bpbc.scoring import Scoring
 
 # alignment op codes in the kernels
@@ -332,7 +332,7 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar):
 
 
 def align_hits(codes, lengths, reads, ks, table, strands: tuple[str, ...], scoring: Scoring = Scoring(),
-               eqx: bool = False) -> list[Alignment]:
+               eqx: bool = False) -> AlignmentTable:
     """Align every instance (reads[t], oriented pattern ks[t] of ``table``, a
     :class:`bpbc.patterns.PatternTable` whose strand indices refer to
     ``strands``), in parallel. Rows index ``codes``/``lengths`` as from
@@ -344,21 +344,18 @@ def align_hits(codes, lengths, reads, ks, table, strands: tuple[str, ...], scori
     forward pattern (PAF/SAM convention). Read coordinates are always on the
     read's forward strand.
     """
+    reads = np.asarray(reads, dtype=np.int64)
     ks = np.asarray(ks, dtype=np.int64)
-    minus = np.array([sign == "-" for sign in strands], dtype=bool)[table.strand[ks]] if ks.size else np.zeros(0, bool)
-    rows_table, cigars = _run_batch(codes, lengths, reads, table, ks, scoring, eqx, minus)
+    strand = table.strand[ks]
+    minus = np.array([sign == "-" for sign in strands], dtype=bool)[strand]
+    out, cigars = _run_batch(codes, lengths, reads, table, ks, scoring, eqx, minus)
     m = table.lengths[ks]
-    alignments = []
-    for t in range(len(ks)):
-        score, rs, re_, ps, pe, n_ops, nm, n_match = (int(v) for v in rows_table[t])
-        if minus[t] and score > 0:
-            ps, pe = int(m[t]) - pe, int(m[t]) - ps
-        k = ks[t]
-        alignments.append(
-            Alignment(int(reads[t]), int(table.pattern[k]), strands[table.strand[k]], score, rs, re_, ps, pe,
-                      cigars[t], nm, n_match, n_ops)
-        )
-    return alignments
+    flip = minus & (out[:, _SCORE] > 0)
+    pattern_start = np.where(flip, m - out[:, _PAT_END], out[:, _PAT_START])
+    pattern_end = np.where(flip, m - out[:, _PAT_START], out[:, _PAT_END])
+    return AlignmentTable(reads, table.pattern[ks], strand, out[:, _SCORE], out[:, _READ_START], out[:, _READ_END],
+                          pattern_start, pattern_end, out[:, _NM], out[:, _MATCHES], out[:, _N_OPS], cigars,
+                          tuple(strands))
 
 
 class LocalAlignment(NamedTuple):
@@ -407,7 +404,7 @@ def align_instances(
     table = PatternTable.build([pattern_masks], (strand,))
     table.pattern[:] = pattern_index
     rows = np.asarray(read_indices, dtype=np.int64)
-    return align_hits(codes, lengths, rows, np.zeros(len(rows), np.int64), table, (strand,), scoring, eqx)
+    return align_hits(codes, lengths, rows, np.zeros(len(rows), np.int64), table, (strand,), scoring, eqx).to_list()
 
 
 _CIGAR_RUN = re.compile(r"(\d+)([MIDNSHP=X])")

@@ -387,7 +387,7 @@ def test_ctrl_c_in_any_stage_exits_130_and_leaves_no_files(capsys, tmp_path, mon
         "encode": (bpbc.chunks.RawFastqChunk, "encode"),
         "device": (bpbc.screener.Screener, "hits"),
         "traceback": (bpbc.screener.Screener, "align"),
-        "write": (bpbc.pipeline, "paf_line"),
+        "write": (bpbc.pipeline, "paf_lines"),
     }[stage]
     real = getattr(owner, name)
     calls = []

@@ -15,7 +15,7 @@ from pathlib import Path
 import dnaio
 import pytest
 
-from bpbc.paf import MAPQ_UNAVAILABLE, PAF_COLUMNS, paf_line, paf_text
+from bpbc.paf import MAPQ_UNAVAILABLE, PAF_COLUMNS, paf_line, paf_lines
 from bpbc.result import Alignment
 from bpbc.scoring import Scoring
 from tests.bpbc.conftest import IUPAC_BASES, parasail_sw
@@ -82,18 +82,25 @@ def test_paf_line_has_the_12_columns_and_4_tags():
     assert fields[12:] == ["tp:A:P", "AS:i:33", "NM:i:2", "cg:Z:10M1I8M"]
 
 
-def test_paf_text_looks_names_up_by_index_and_keeps_order():
+def test_paf_lines_of_a_table_equal_paf_line_of_each_alignment():
+    import numpy as np
+
+    from bpbc.result import AlignmentTable
+
     alignments = [
         Alignment(2, 0, "+", 40, 0, 20, 0, 20, "20M", 0, 20, 20),
         Alignment(0, 1, "-", 30, 3, 18, 2, 17, "15M", 0, 15, 15),
     ]
-    text = paf_text(alignments, ["r0", "r1", "r2"], [50, 60, 70], ["p0", "p1"], [20, 25])
-    lines = text.splitlines()
-    assert [line.split("\t")[0] for line in lines] == ["r2", "r0"]
-    assert [line.split("\t")[1] for line in lines] == ["70", "50"]
-    assert [line.split("\t")[5] for line in lines] == ["p0", "p1"]
-    assert [line.split("\t")[6] for line in lines] == ["20", "25"]
-    assert paf_text([], [], [], [], []) == ""
+    columns = {name: np.array([getattr(a, name) for a in alignments]) for name in (
+        "read_index", "pattern_index", "score", "read_start", "read_end", "pattern_start", "pattern_end", "nm",
+        "matches", "length")}
+    table = AlignmentTable(**columns, strand=np.array([0, 1]), cigar=["20M", "15M"], strands=("+", "-"))
+    assert table.to_list() == alignments
+    text = paf_lines(table, ["r2", "r0"], [70, 50], ["p0", "p1"], [20, 25])
+    assert text == paf_line(alignments[0], "r2", 70, "p0", 20) + paf_line(alignments[1], "r0", 50, "p1", 25)
+    empty = AlignmentTable(**{k: v[:0] for k, v in columns.items()}, strand=np.zeros(0, int), cigar=[],
+                           strands=("+",))
+    assert paf_lines(empty, [], [], [], []) == ""
 
 
 def _load(path: Path) -> dict[str, str]:
