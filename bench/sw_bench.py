@@ -333,13 +333,39 @@ def _run_timed(args) -> float:
     return time.perf_counter() - start
 
 
-def end_to_end_row(label, n, length, patterns, threshold, device, threads=None):
+#: the end-to-end inputs hold at most this many distinct reads; larger ones repeat them
+DISTINCT_READS = 1 << 20
+
+
+def _write_e2e_reads(path, n, length, rng, patterns, every):
+    """n reads as FASTQ.gz; above DISTINCT_READS the file is that many reads
+    written once and repeated (concatenated gzip members), which keeps
+    writing 10M reads to seconds."""
+    if n <= DISTINCT_READS:
+        write_fastq_gz(path, n, length, rng, plant=patterns, every=every)
+        return
+    unit = f"{path}.unit"
+    write_fastq_gz(unit, DISTINCT_READS, length, rng, plant=patterns, every=every)
+    tail = f"{path}.tail"
+    write_fastq_gz(tail, n % DISTINCT_READS, length, rng, plant=patterns, every=every)
+    with open(path, "wb") as out:
+        for part in [unit] * (n // DISTINCT_READS) + [tail]:
+            with open(part, "rb") as fh:
+                while block := fh.read(1 << 24):
+                    out.write(block)
+    os.unlink(unit)
+    os.unlink(tail)
+
+
+def end_to_end_row(label, n, length, patterns, threshold, device, threads=None, check_cpu=False):
     """``bpbc-screen`` as a user runs it (a new process: FASTQ.gz in, PAF,
     --matched and --unmatched (gzip) and --json out, both strands) beside a
     bare dnaio read pass over the same file (the I/O floor), in the same run.
     Stage seconds are the command's own (``--json``); peak memory is the
     process's maximum resident set. A first run on up to 20000 reads fills the
-    kernel caches, so compilation is not timed."""
+    kernel caches, so compilation is not timed. With ``check_cpu`` the same
+    command runs with ``--device cpu`` too and the PAF outputs are compared."""
+    import hashlib
     import json
     import resource
 
@@ -349,7 +375,7 @@ def end_to_end_row(label, n, length, patterns, threshold, device, threads=None):
     every = 50 if len(patterns) == 1 else 3
     with tempfile.TemporaryDirectory() as work:
         reads, pats, warm_up = (os.path.join(work, name) for name in ("reads.fq.gz", "patterns.fa", "warm_up.fq.gz"))
-        write_fastq_gz(reads, n, length, rng, plant=patterns, every=every)
+        _write_e2e_reads(reads, n, length, rng, patterns, every)
         write_fastq_gz(warm_up, min(n, 20000), length, rng, plant=patterns, every=every)
         Path(pats).write_text("".join(f">p{k}\n{p}\n" for k, p in enumerate(patterns)))
         out = {name: os.path.join(work, name) for name in ("out.paf", "m.fq.gz", "u.fq.gz", "s.json")}
@@ -361,6 +387,13 @@ def end_to_end_row(label, n, length, patterns, threshold, device, threads=None):
         wall = _run_timed(command)
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         summary = json.loads(Path(out["s.json"]).read_text())
+        if check_cpu:
+            paf_digest = hashlib.md5(Path(out["out.paf"]).read_bytes()).hexdigest()
+            cpu_command = [*command]
+            cpu_command[cpu_command.index("--device") + 1] = "cpu"
+            _run_timed([*cpu_command[:3], warm_up, *cpu_command[4:]])
+            row["cpu_seconds"] = f"{_run_timed(cpu_command):.4g}"
+            row["paf_identical_to_cpu"] = hashlib.md5(Path(out["out.paf"]).read_bytes()).hexdigest() == paf_digest
     row.update(basis="measured", seconds=f"{wall:.6g}", reads_per_s=f"{n / wall:.4g}",
                paf_lines=summary["alignments"], reads_passing=summary["reads_passing"],
                bare_read_s=f"{bare:.4g}", ratio_to_bare_read=f"{wall / bare:.3f}", peak_rss_mb=f"{peak:.0f}",
@@ -371,7 +404,7 @@ def end_to_end_row(label, n, length, patterns, threshold, device, threads=None):
 
 # ---------------------------------------------------------------- entry
 
-def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None):
+def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, check_cpu=False):
     from bpbc.cpu_engine import LANES
 
     cores = os.cpu_count() or 1
@@ -413,7 +446,7 @@ def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None):
         for label, n, device in e2e if "e2e" in parts else ():
             advance.start(f"end-to-end {label}")
             try:
-                rows.append(end_to_end_row(label, n, 150, *patterns[label], device))
+                rows.append(end_to_end_row(label, n, 150, *patterns[label], device, check_cpu=check_cpu))
             except Exception as error:
                 rows.append({"case": f"end_to_end_{label}", "basis": "error", "error": error_text(error)})
             advance(f"end-to-end {label}")

@@ -90,6 +90,23 @@ def _encode_spans(buf, seq_start, seq_len, table, codes):
     return -1
 
 
+@njit(cache=True, nogil=True)
+def _gather(buf, bounds, selected):
+    """The bytes of records i (buf[bounds[i]:bounds[i + 1]]) where selected[i], back to back."""
+    size = 0
+    for i in range(selected.shape[0]):
+        if selected[i]:
+            size += bounds[i + 1] - bounds[i]
+    out = np.empty(size, np.uint8)
+    at = 0
+    for i in range(selected.shape[0]):
+        if selected[i]:
+            count = bounds[i + 1] - bounds[i]
+            out[at:at + count] = buf[bounds[i]:bounds[i + 1]]
+            at += count
+    return out
+
+
 class RawFastqChunk:
     """Records ``rec_start[i]`` to ``rec_start[i + 1]`` (the last ending at
     ``end``) of ``data``, their sequences at ``seq_start``/``seq_len``."""
@@ -134,12 +151,12 @@ class RawFastqChunk:
 
     def write(self, output, selected: np.ndarray) -> None:
         """Write the records where ``selected`` (bool per record) is True,
-        byte for byte, one write per run of consecutive records."""
-        edges = np.flatnonzero(np.diff(np.concatenate(([False], selected, [False])).astype(np.int8)))
-        bounds = np.append(self.rec_start, self.end)
-        view = memoryview(self.data)
-        for first, stop in zip(edges[::2].tolist(), edges[1::2].tolist()):
-            output.write_bytes(view[bounds[first]:bounds[stop]])
+        byte for byte, in one write."""
+        if selected.all():
+            output.write_bytes(memoryview(self.data)[self.rec_start[0]:self.end])
+        elif selected.any():
+            bounds = np.append(self.rec_start, self.end)
+            output.write_bytes(_gather(np.frombuffer(self.data, np.uint8), bounds, selected))
 
 
 class RecordChunk:

@@ -46,3 +46,13 @@ def select_engine(device: str = "auto", threads: int | None = None):
     from .cpu_engine import CpuEngine
 
     return CpuEngine(threads=threads)
+
+
+def limit_numba_threads(threads: int | None) -> None:
+    """Cap the threads of numba's parallel kernels run by the calling thread
+    (numba's setting is per thread) at ``threads``; None leaves all cores."""
+    if threads is None:
+        return
+    import numba
+
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from bpbc.engines import limit_numba_threads
 from bpbc.io import STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, display_name, read_patterns
 from bpbc.paf import paf_lines
 from bpbc.patterns import STRANDS, strands_of
@@ -178,6 +179,10 @@ def prefetched(items: Iterator, stop_timeout_s: float = 1.0) -> Iterator:
             hand_over(_END)
         except BaseException as error:  # noqa: BLE001 - re-raised in the caller
             hand_over(_Raised(error))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()  # an inner prefetched() stops its own thread
 
     worker = threading.Thread(target=produce, name="bpbc-reader", daemon=True)
     worker.start()
@@ -225,19 +230,74 @@ class StageTimes:
 
 
 def _prepared_chunks(source: SequenceSource, size: int, screener, stages: StageTimes) -> Iterator:
-    """(records, ReadBatch) per chunk of ``source``: encoding and transposing
-    run here, in the reader thread, while the previous chunk is screened."""
+    """(chunk, ReadBatch) per chunk of ``source``, in two background threads:
+    one reads and parses chunk k+2 while the other encodes and transposes
+    chunk k+1 and the caller screens chunk k."""
     from bpbc.alphabet import SequenceError
-
     from bpbc.screener import ReadBatch
 
-    for chunk in stages.timed(source.chunks(size, ramp=CHUNK_RAMP), "read"):
-        try:
-            with stages.timing("encode"):
-                batch = ReadBatch.from_codes(*chunk.encode(), screener.engine)
-        except SequenceError as error:
-            raise InputError(f"{source.name}: {error}") from None
-        yield chunk, batch
+    def encoded(chunks: Iterator) -> Iterator:
+        limit_numba_threads(screener.threads)
+        with closing(chunks):
+            for chunk in chunks:
+                try:
+                    with stages.timing("encode"):
+                        batch = ReadBatch.from_codes(*chunk.encode(), screener.engine)
+                except SequenceError as error:
+                    raise InputError(f"{source.name}: {error}") from None
+                yield chunk, batch
+
+    return prefetched(encoded(prefetched(stages.timed(source.chunks(size, ramp=CHUNK_RAMP), "read"))))
+
+
+class OrderedWorker:
+    """Runs submitted calls one after another in a background thread, at most
+    ``depth`` waiting (so memory stays bounded). An exception in a call is
+    raised in the submitting thread at its next :meth:`submit` or at
+    :meth:`finish`; leaving a ``with`` block stops the thread."""
+
+    def __init__(self, depth: int = 2):
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="bpbc-writer", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _END:
+                return
+            if self._error is None and not self._stop.is_set():
+                call, args = item
+                try:
+                    call(*args)
+                except BaseException as error:  # noqa: BLE001 - re-raised in the submitter
+                    self._error = error
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def submit(self, call: Callable, *args) -> None:
+        self._raise()
+        self._queue.put((call, args))
+
+    def finish(self) -> None:
+        """Wait for every submitted call; re-raise the first error."""
+        self._queue.put(_END)
+        self._thread.join()
+        self._raise()
+
+    def __enter__(self) -> OrderedWorker:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._thread.is_alive():
+            self._stop.set()  # the calls still queued are skipped
+            self._queue.put(_END)
+            self._thread.join()
 
 
 def make_screener(settings: ScreenSettings, patterns):
@@ -283,6 +343,7 @@ def screen_files(
         source = stack.enter_context(SequenceSource(reads_path, kind="reads", raw_fastq=True))
         patterns = read_patterns(patterns_path)
         screener = make_screener(settings, patterns)
+        limit_numba_threads(settings.threads)  # the traceback's kernels, in this thread
         pattern_ids = screener.pattern_names
         pattern_lengths = screener.pattern_lengths.tolist()
         strands = screener.strands
@@ -319,30 +380,35 @@ def screen_files(
             def write_paf(text: str) -> None:
                 stdout.write(text)
 
-        # closed (reader thread stopped) before the source is closed
-        chunks = stack.enter_context(closing(prefetched(
-            _prepared_chunks(source, chunk_size_for(settings, len(patterns)), screener, stages))))
-        for chunk, batch in chunks:
-            with stages.timing("device"):
-                hits = screener.hits(batch)
-            with stages.timing("traceback"):
-                alignments = screener.align(batch, hits)
+        def write(chunk, alignments, passing) -> None:
             with stages.timing("write"):
                 if len(alignments):
                     rows = alignments.read_index.tolist()
                     write_paf(paf_lines(alignments, [chunk.read_id(r) for r in rows],
                                         [chunk.read_length(r) for r in rows], pattern_ids, pattern_lengths))
-                np.add.at(counts, (hits.pattern, hits.strand), 1)
-                passing = np.zeros(len(chunk), dtype=bool)
-                passing[hits.read] = True
                 for reads_output, selected in zip(reads_outputs, (passing, ~passing)):
                     if reads_output is not None:
                         chunk.write(reads_output, selected)
+
+        # closed (its threads stopped) before the outputs and the source are closed
+        writer = stack.enter_context(OrderedWorker())
+        chunks = stack.enter_context(closing(
+            _prepared_chunks(source, chunk_size_for(settings, len(patterns)), screener, stages)))
+        for chunk, batch in chunks:
+            with stages.timing("device"):
+                hits = screener.hits(batch)
+            with stages.timing("traceback"):
+                alignments = screener.align(batch, hits)
+            passing = np.zeros(len(chunk), dtype=bool)
+            passing[hits.read] = True
+            writer.submit(write, chunk, alignments, passing)
+            np.add.at(counts, (hits.pattern, hits.strand), 1)
             summary.reads += len(chunk)
             summary.reads_passing += int(passing.sum())
             summary.alignments += len(alignments)
             if progress is not None:
                 progress(summary.reads)
+        writer.finish()
         if paf_file is None:
             sys.stdout.flush()
 

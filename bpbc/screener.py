@@ -119,6 +119,8 @@ class Screener:
         #: per oriented pattern k of the table
         self.table_thresholds = self.thresholds[self.table.pattern]
         self.engine = engine or select_engine(device, threads)
+        #: CPU threads the caller allows (None: all cores)
+        self.threads = threads
         self._subtables: dict[tuple[int, ...], PatternTable] = {}
 
     def _checked_thresholds(self, threshold) -> np.ndarray:
