@@ -447,6 +447,7 @@ def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, chec
             advance.start(f"end-to-end {label}")
             try:
                 rows.append(end_to_end_row(label, n, 150, *patterns[label], device, check_cpu=check_cpu))
+                say(f"bench sw: {rows[-1]}")
             except Exception as error:
                 rows.append({"case": f"end_to_end_{label}", "basis": "error", "error": error_text(error)})
             advance(f"end-to-end {label}")
