@@ -56,6 +56,17 @@ def test_chunks_ramp_up_from_a_small_first_chunk(tmp_path):
     assert sizes == [5, 10, 20, 40, 25]
 
 
+def test_thread_switch_interval_is_shortened_and_restored():
+    import sys
+
+    from bpbc.pipeline import SWITCH_INTERVAL_S, quick_gil_handoff
+
+    before = sys.getswitchinterval()
+    with quick_gil_handoff():
+        assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S)
+    assert sys.getswitchinterval() == before
+
+
 def test_cyclic_gc_is_paused_and_restored():
     import gc
 
