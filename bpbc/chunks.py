@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .result import Texts
 from .alphabet import INVALID, READ_CODE, SequenceError, describe_bad_byte, encode_reads, record_name
 
 _NEWLINE, _AT, _PLUS, _RETURN = 10, 64, 43, 13
@@ -91,6 +92,27 @@ def _encode_spans(buf, seq_start, seq_len, table, codes):
 
 
 @njit(cache=True, nogil=True)
+def _names(buf, rec_start, seq_start, rows):
+    """Header text up to the first space or tab of each of ``rows``, as (buffer, offsets)."""
+    offsets = np.zeros(rows.shape[0] + 1, np.int64)
+    out = np.empty(0, np.uint8)
+    for rep in range(2):  # sizes first, then the text
+        at = 0
+        for t in range(rows.shape[0]):
+            i = rec_start[rows[t]] + 1
+            stop = seq_start[rows[t]] - 1
+            while i < stop and buf[i] != 32 and buf[i] != 9:
+                if rep:
+                    out[at] = buf[i]
+                at += 1
+                i += 1
+            offsets[t + 1] = at
+        if rep == 0:
+            out = np.empty(at, np.uint8)
+    return out, offsets
+
+
+@njit(cache=True, nogil=True)
 def _gather(buf, bounds, selected):
     """The bytes of records i (buf[bounds[i]:bounds[i + 1]]) where selected[i], back to back."""
     size = 0
@@ -149,6 +171,10 @@ class RawFastqChunk:
     def read_length(self, index: int) -> int:
         return int(self.lengths[index])
 
+    def read_names(self, rows: np.ndarray) -> Texts:
+        """The ``read_id`` of each of ``rows``."""
+        return Texts(*_names(np.frombuffer(self.data, np.uint8), self.rec_start, self.seq_start, rows))
+
     def write(self, output, selected: np.ndarray) -> None:
         """Write the records where ``selected`` (bool per record) is True,
         byte for byte, in one write."""
@@ -177,6 +203,9 @@ class RecordChunk:
 
     def read_length(self, index: int) -> int:
         return len(self.records[index].sequence)
+
+    def read_names(self, rows: np.ndarray) -> Texts:
+        return Texts.of([self.records[r].id for r in rows.tolist()])
 
     def write(self, output, selected: np.ndarray) -> None:
         output.write_records([self.records[i] for i in np.flatnonzero(selected).tolist()])

@@ -24,6 +24,7 @@ from bpbc.engines import limit_numba_threads
 from bpbc.io import STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, display_name, read_patterns
 from bpbc.paf import paf_lines
 from bpbc.patterns import STRANDS, strands_of
+from bpbc.result import Texts
 from bpbc.scoring import Scoring
 
 DEFAULT_THRESHOLD = 40
@@ -394,20 +395,21 @@ def screen_files(
         if paf_file is not None:
             paf_handle = paf_file.open_binary()
 
-            def write_paf(text: str) -> None:
-                paf_handle.write(text.encode())
+            write_paf = paf_handle.write
         else:
             stdout = sys.stdout
 
-            def write_paf(text: str) -> None:
-                stdout.write(text)
+            def write_paf(text: bytes) -> None:
+                stdout.write(text.decode("ascii"))
 
-        def write(chunk, alignments, passing) -> None:
+        pattern_texts = Texts.of(pattern_ids)
+
+        def write(chunk, batch_lengths, alignments, passing) -> None:
             with stages.timing("write"):
                 if len(alignments):
-                    rows = alignments.read_index.tolist()
-                    write_paf(paf_lines(alignments, [chunk.read_id(r) for r in rows],
-                                        [chunk.read_length(r) for r in rows], pattern_ids, pattern_lengths))
+                    rows = alignments.read_index
+                    write_paf(paf_lines(alignments, chunk.read_names(rows), batch_lengths[rows], pattern_texts,
+                                        pattern_lengths))
                 for reads_output, selected in zip(reads_outputs, (passing, ~passing)):
                     if reads_output is not None:
                         chunk.write(reads_output, selected)
@@ -423,7 +425,7 @@ def screen_files(
                 alignments = screener.align(batch, hits)
             passing = np.zeros(len(chunk), dtype=bool)
             passing[hits.read] = True
-            writer.submit(write, chunk, alignments, passing)
+            writer.submit(write, chunk, batch.lengths, alignments, passing)
             np.add.at(counts, (hits.pattern, hits.strand), 1)
             summary.reads += len(chunk)
             summary.reads_passing += int(passing.sum())

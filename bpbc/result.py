@@ -58,6 +58,29 @@ class ScreenResult:
 
 
 @dataclass(frozen=True)
+class Texts:
+    """Many ASCII strings in one buffer: string i is buffer[offsets[i]:offsets[i + 1]]."""
+
+    buffer: np.ndarray  #: uint8
+    offsets: np.ndarray  #: int64, one more than strings
+
+    @classmethod
+    def of(cls, strings) -> Texts:
+        encoded = [text.encode("ascii") for text in strings]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(item) for item in encoded], out=offsets[1:])
+        return cls(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def strings(self) -> list[str]:
+        text = self.buffer.tobytes().decode("ascii")
+        bounds = self.offsets.tolist()
+        return [text[start:stop] for start, stop in zip(bounds, bounds[1:])]
+
+
+@dataclass(frozen=True)
 class AlignmentTable:
     """Alignments of many instances as columns (one entry per instance, the
     fields of :class:`Alignment`); ``strand`` indexes ``strands``. The
@@ -74,11 +97,11 @@ class AlignmentTable:
     nm: np.ndarray
     matches: np.ndarray
     length: np.ndarray
-    cigar: list[str]
+    cigars: Texts
     strands: tuple[str, ...]
 
     def __len__(self) -> int:
-        return len(self.cigar)
+        return len(self.cigars)
 
     def to_list(self) -> list[Alignment]:
         """One :class:`Alignment` per instance."""
@@ -86,7 +109,7 @@ class AlignmentTable:
         signs = [self.strands[s] for s in columns[2]]
         return [Alignment(read, pattern, sign, *numbers, cigar, nm, matches, length)
                 for read, pattern, _, sign, cigar, (*numbers, nm, matches, length)
-                in zip(columns[0], columns[1], columns[2], signs, self.cigar, zip(*columns[3:]))]
+                in zip(columns[0], columns[1], columns[2], signs, self.cigars.strings(), zip(*columns[3:]))]
 
 
 _NUMBER_COLUMNS = ("read_index", "pattern_index", "strand", "score", "read_start", "read_end", "pattern_start",

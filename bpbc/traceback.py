@@ -50,7 +50,7 @@ import numpy as np
 from numba import njit, prange
 
 from bpbc.alphabet import INVALID
-from bpbc.result import Alignment, AlignmentTable
+from bpbc.result import Alignment, AlignmentTable, Texts
 from bpbc.scoring import Scoring
 
 # alignment op codes in the kernels
@@ -326,9 +326,7 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar):
     letters = _EQX_LETTERS if eqx else _M_LETTERS
     reverse = np.ascontiguousarray(np.broadcast_to(reverse_cigar, (count,)), dtype=np.bool_)
     buf, offsets = cigars_of(ops, np.ascontiguousarray(table_rows[:, _N_OPS]), letters, reverse)
-    text = buf.tobytes().decode("ascii")
-    cigars = [text[offsets[t] : offsets[t + 1]] for t in range(count)]
-    return table_rows, cigars
+    return table_rows, Texts(buf, offsets)
 
 
 def align_hits(codes, lengths, reads, ks, table, strands: tuple[str, ...], scoring: Scoring = Scoring(),
@@ -386,7 +384,7 @@ def align_codes(read_codes, pattern_masks, scoring: Scoring = Scoring(), eqx: bo
     row = table[0]
     return LocalAlignment(
         int(row[_SCORE]), int(row[_READ_START]), int(row[_READ_END]),
-        int(row[_PAT_START]), int(row[_PAT_END]), cigars[0],
+        int(row[_PAT_START]), int(row[_PAT_END]), cigars.strings()[0],
         int(row[_NM]), int(row[_MATCHES]), int(row[_N_OPS]),
     )
 

@@ -85,7 +85,7 @@ def test_paf_line_has_the_12_columns_and_4_tags():
 def test_paf_lines_of_a_table_equal_paf_line_of_each_alignment():
     import numpy as np
 
-    from bpbc.result import AlignmentTable
+    from bpbc.result import AlignmentTable, Texts
 
     alignments = [
         Alignment(2, 0, "+", 40, 0, 20, 0, 20, "20M", 0, 20, 20),
@@ -94,13 +94,13 @@ def test_paf_lines_of_a_table_equal_paf_line_of_each_alignment():
     columns = {name: np.array([getattr(a, name) for a in alignments]) for name in (
         "read_index", "pattern_index", "score", "read_start", "read_end", "pattern_start", "pattern_end", "nm",
         "matches", "length")}
-    table = AlignmentTable(**columns, strand=np.array([0, 1]), cigar=["20M", "15M"], strands=("+", "-"))
+    table = AlignmentTable(**columns, strand=np.array([0, 1]), cigars=Texts.of(["20M", "15M"]), strands=("+", "-"))
     assert table.to_list() == alignments
-    text = paf_lines(table, ["r2", "r0"], [70, 50], ["p0", "p1"], [20, 25])
+    text = paf_lines(table, Texts.of(["r2", "r0"]), [70, 50], Texts.of(["p0", "p1"]), [20, 25]).decode()
     assert text == paf_line(alignments[0], "r2", 70, "p0", 20) + paf_line(alignments[1], "r0", 50, "p1", 25)
-    empty = AlignmentTable(**{k: v[:0] for k, v in columns.items()}, strand=np.zeros(0, int), cigar=[],
+    empty = AlignmentTable(**{k: v[:0] for k, v in columns.items()}, strand=np.zeros(0, int), cigars=Texts.of([]),
                            strands=("+",))
-    assert paf_lines(empty, [], [], [], []) == ""
+    assert paf_lines(empty, Texts.of([]), [], Texts.of(["p"]), [1]) == b""
 
 
 def _load(path: Path) -> dict[str, str]:
