@@ -474,25 +474,18 @@ class ReadsOutput:
     def __init__(self, output: AtomicOutput, source: SequenceSource):
         self._output = output
         self._source = source
-        self._handle = None
+        # opened here, in the thread that will close it: ISA-L's threaded
+        # writer stops its threads once the thread that opened it has ended
+        self._handle = output.open_binary()
         self._writer = None
 
-    def _file(self):
-        if self._handle is None:
-            self._handle = self._output.open_binary()
-        return self._handle
-
     def write_bytes(self, data) -> None:
-        self._file().write(data)
+        self._handle.write(data)
 
     def write_records(self, records) -> None:
         if self._writer is None:
             # created late: FASTQ two_headers is known after the first record
             source = self._source
-            self._writer = self._output.open_records(source.fileformat, source.two_headers, self._file())
+            self._writer = self._output.open_records(source.fileformat, source.two_headers, self._handle)
         for record in records:
             self._writer.write(record)
-
-    def finish(self) -> None:
-        """Make sure the file exists: an empty input gives a valid empty file."""
-        self._file()

@@ -444,9 +444,6 @@ def screen_files(
         summary.stage_seconds = dict(stages.seconds)
         if json_file is not None:
             json_file.open_binary().write((json.dumps(summary.as_dict(), indent=2) + "\n").encode())
-        for reads_output in reads_outputs:
-            if reads_output is not None:
-                reads_output.finish()
         for out in outputs:
             out.commit()
     return summary
