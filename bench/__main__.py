@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="sw: reads in the end-to-end runs (default 1048576)")
     parser.add_argument("--check-cpu", action="store_true",
                         help="sw: end-to-end runs on the GPU are repeated on the CPU and their PAF compared")
-    parser.add_argument("--only", choices=("table2", "screen", "e2e"), nargs="+", default=None,
+    parser.add_argument("--only", choices=("table2", "library", "screen", "e2e"), nargs="+", default=None,
                         help="sw: run only these parts")
     args = parser.parse_args(argv)
 

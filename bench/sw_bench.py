@@ -333,6 +333,38 @@ def _run_timed(args) -> float:
     return time.perf_counter() - start
 
 
+def library_rows(n, length, repeats, cores) -> list[dict]:
+    """The library call ``bpbc.screen`` (encoding, both passes, traceback of
+    the hits, dense scores: all of it) on n reads against one 128 bp pattern,
+    forward strand, T = 40, beside parasail's striped saturating SW on the
+    same reads with the same threads, in the same run."""
+    import bpbc
+    from bpbc.scoring import Scoring
+
+    rng = np.random.default_rng(8)
+    pattern = random_pattern(rng, 128)
+    reads = codes_to_strings(random_codes(rng, n, length))
+    for k in range(0, n, 50):  # some hits, so the traceback is in the time too
+        reads[k] = reads[k][:10] + pattern[:100] + reads[k][110:]
+    screen = median_seconds_cpu(lambda: bpbc.screen(reads, [pattern], threshold=40, strand="forward", device="cpu",
+                                                    threads=cores), repeats)
+    parasail = median_seconds_cpu(lambda: parasail_scores(reads, pattern, Scoring(), cores), repeats)
+    # parasail's own speed without its per-call cost: the same cells as reads 32 times longer
+    long_reads = ["".join(reads[k:k + 32]) for k in range(0, n, 32)]
+    parasail_long = median_seconds_cpu(lambda: parasail_scores(long_reads, pattern, Scoring(), cores), repeats)
+    cells = n * length * 128
+    rows = []
+    for method, seconds in (("bpbc.screen", screen), ("parasail_sat", parasail),
+                            ("parasail_sat reads joined 32 to 1", parasail_long)):
+        rows.append({"case": "library_single_128", "method": method, "pattern_length": 128, "read_length": length,
+                     "instances": n, "threshold": 40, "strands": "forward", "basis": "measured",
+                     "seconds": f"{seconds:.6g}", "gcups": f"{cells / seconds / 1e9:.4g}",
+                     "gcups_per_core": f"{cells / seconds / 1e9 / cores:.4g}", "reference_method": "parasail_sat",
+                     "ratio_to_reference": f"{parasail / seconds:.4f}",
+                     "ratio_to_parasail_joined_reads": f"{parasail_long / seconds:.4f}"})
+    return rows
+
+
 #: the end-to-end inputs hold at most this many distinct reads; larger ones repeat them
 DISTINCT_READS = 1 << 20
 
@@ -425,7 +457,7 @@ def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, chec
                            cpu_counts=[1 << 20], panel_size=100)
         device = "gpu" if use_gpu else "cpu"
         e2e = [("single_128", n, device) for n in large] + [("panel_96x24", n, device) for n in large]
-    parts = set(only or ("table2", "screen", "e2e"))
+    parts = set(only or ("table2", "library", "screen", "e2e"))
     steps = len(lengths) * (4 if use_gpu else 2) + 20 + len(e2e)
     with progress_bar(steps, "sw") as advance:
         if use_gpu and "table2" in parts:
@@ -437,6 +469,8 @@ def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, chec
                              "error": error_text(error)})
         if "table2" in parts:
             rows += table2_rows(lengths, n_target, 128, repeats, use_gpu, budgets, advance, cores)
+        if "library" in parts:
+            rows += library_rows(4096 if quick else 40_000, 150, repeats, cores)
         if "screen" in parts:
             rows += screening_rows(length=150, repeats=repeats, use_gpu=use_gpu, advance=advance, cores=cores,
                                    **screen_args)

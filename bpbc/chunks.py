@@ -168,9 +168,6 @@ class RawFastqChunk:
         header = self.data[int(self.rec_start[index]) + 1:int(self.seq_start[index]) - 1]
         return header.split(b" ", 1)[0].split(b"\t", 1)[0].decode("ascii")
 
-    def read_length(self, index: int) -> int:
-        return int(self.lengths[index])
-
     def read_names(self, rows: np.ndarray) -> Texts:
         """The ``read_id`` of each of ``rows``."""
         return Texts(*_names(np.frombuffer(self.data, np.uint8), self.rec_start, self.seq_start, rows))
@@ -200,9 +197,6 @@ class RecordChunk:
 
     def read_id(self, index: int) -> str:
         return self.records[index].id
-
-    def read_length(self, index: int) -> int:
-        return len(self.records[index].sequence)
 
     def read_names(self, rows: np.ndarray) -> Texts:
         return Texts.of([self.records[r].id for r in rows.tolist()])

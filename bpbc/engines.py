@@ -1,11 +1,20 @@
 """Choosing the engine that computes screen scores: CPU (numba) or GPU (CuPy).
 
-Both engines implement the same two calls, so the screen above them never
-knows which one runs:
+Both engines implement the same calls, so the Screener above them never
+knows which one runs. ``table`` is a :class:`bpbc.patterns.PatternTable` of
+oriented patterns; every call covers all of them:
 
 * ``prepare(codes, lengths)``: sort and bit-transpose a batch of reads once;
-* ``scores(prepared, pattern_masks, scoring, planes)``: screen scores (int64)
-  and overflow flags (bool), in input order, against one oriented pattern.
+* ``scores(prepared, table, scoring, planes)``: dense screen scores (int32)
+  and overflow flags (bool), (n_reads, K), in input order;
+* ``hits(prepared, table, scoring, planes, thresholds)``: only the
+  instances at or above their pattern's threshold or overflowing, as
+  (read, k, score, overflow) sorted by read then k;
+* ``two_pass``: whether the Screener should run a pass one plane short
+  first; an engine that says so also has ``flagged(prepared, table, scoring,
+  planes)``, the (read, k) that overflow (no scores kept), and
+  ``pair_scores(codes, lengths, reads, ks, table, scoring, planes)``, the
+  scores of just those instances.
 """
 
 from __future__ import annotations

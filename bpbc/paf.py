@@ -32,21 +32,15 @@ PAF_COLUMNS = (
 MAPQ_UNAVAILABLE = 255
 
 
-def _line(query_name, query_length, query_start, query_end, strand, target_name, target_length, target_start,
-          target_end, matches, length, score, nm, cigar) -> str:
-    return (
-        f"{query_name}\t{query_length}\t{query_start}\t{query_end}\t{strand}\t"
-        f"{target_name}\t{target_length}\t{target_start}\t{target_end}\t"
-        f"{matches}\t{length}\t{MAPQ_UNAVAILABLE}\t"
-        f"tp:A:P\tAS:i:{score}\tNM:i:{nm}\tcg:Z:{cigar}\n"
-    )
-
-
 def paf_line(alignment: Alignment, query_name: str, query_length: int, target_name: str, target_length: int) -> str:
     """One PAF line (with a trailing newline) for one alignment."""
     a = alignment
-    return _line(query_name, query_length, a.read_start, a.read_end, a.strand, target_name, target_length,
-                 a.pattern_start, a.pattern_end, a.matches, a.length, a.score, a.nm, a.cigar)
+    return (
+        f"{query_name}\t{query_length}\t{a.read_start}\t{a.read_end}\t{a.strand}\t"
+        f"{target_name}\t{target_length}\t{a.pattern_start}\t{a.pattern_end}\t"
+        f"{a.matches}\t{a.length}\t{MAPQ_UNAVAILABLE}\t"
+        f"tp:A:P\tAS:i:{a.score}\tNM:i:{a.nm}\tcg:Z:{a.cigar}\n"
+    )
 
 
 _NM_TAG = np.frombuffer(b"\tNM:i:", dtype=np.uint8)

@@ -1,9 +1,11 @@
-"""Screen sequence files chunk by chunk: read -> bpbc.screen -> PAF, matched/unmatched reads, summary.
+"""Screen sequence files chunk by chunk: read -> encode -> screen + traceback -> PAF, matched/unmatched reads, summary.
 
-Memory stays bounded whatever the input size: a background thread reads,
-encodes and transposes the next chunk while the current one is screened, and it waits for the current
-one to be taken before it reads another, so at most two chunks of reads (and
-one chunk's results) are held at a time. Output follows input order.
+Four stages overlap, each in its own thread: reading and parsing (plain FASTQ
+as raw bytes, see :mod:`bpbc.chunks`), encoding and transposing for the
+engine, the screen and traceback (the calling thread, through one
+:class:`bpbc.screener.Screener`), and formatting and writing. At most two
+chunks wait between stages, so memory stays bounded whatever the input size.
+Output follows input order. ``--json`` reports the seconds of each stage.
 """
 
 from __future__ import annotations

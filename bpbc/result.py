@@ -47,14 +47,9 @@ class ScreenResult:
     scores: np.ndarray
     capped: np.ndarray
     alignments: list[Alignment]
-    threshold: int
+    threshold: int | list[int]
     strands: tuple[str, ...]
     pattern_names: list[str] = field(default_factory=list)
-
-    @property
-    def passed(self) -> np.ndarray:
-        """Boolean mask of instances at or above the threshold."""
-        return self.scores >= self.threshold
 
 
 @dataclass(frozen=True)
