@@ -471,3 +471,39 @@ def test_example_finds_every_exact_plant_and_nothing_unplanted(capsys):
             exact += 1
             assert found[(read, plant["planted"], plant["strand"])] == (start, end), read
     assert exact > 300
+
+
+def test_stages_keep_order_and_a_bounded_number_of_chunks(capsys, tmp_path, monkeypatch):
+    """100 chunks through the overlapping stages: the same outputs as one
+    chunk, in input order, and never more than a few chunks alive at once."""
+    import weakref
+
+    import bpbc.chunks
+    import bpbc.screener
+
+    reads = tmp_path / "r.fq"
+    reads.write_bytes(READS.read_bytes() * 10)  # 200 reads
+    outputs = {}
+    for size in ("1000", "2"):
+        paths = [tmp_path / f"{name}{size}" for name in ("o.paf", "m.fq", "u.fq")]
+        live, most = weakref.WeakSet(), []
+        real_init, real_hits = bpbc.chunks.RawFastqChunk.__init__, bpbc.screener.Screener.hits
+
+        def tracked_init(self, *args):
+            real_init(self, *args)
+            live.add(self)
+
+        def counted_hits(self, batch):
+            most.append(len(live))
+            return real_hits(self, batch)
+
+        monkeypatch.setattr(bpbc.chunks.RawFastqChunk, "__init__", tracked_init)
+        monkeypatch.setattr(bpbc.screener.Screener, "hits", counted_hits)
+        status, _, _ = run_cli(capsys, reads, PATTERNS, "-t", "20", "--chunk-size", size, "-q",
+                               "-o", paths[0], "--matched", paths[1], "--unmatched", paths[2])
+        assert status == 0
+        outputs[size] = [path.read_bytes() for path in paths]
+        if size == "2":
+            assert len(most) == 100 and max(most) <= 8
+    assert outputs["2"] == outputs["1000"]
+    assert outputs["2"][0] == (DATA / "expected.paf").read_bytes() * 10
