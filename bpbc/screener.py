@@ -25,7 +25,7 @@ from .scoring import Scoring, check_threshold, score_planes
 MIN_TWO_PASS_PLANES = 4
 
 
-def names_and_sequences(items, kind: str) -> tuple[list[str], list[bytes]]:
+def _names_and_sequences(items, kind: str) -> tuple[list[str], list[bytes]]:
     """Names and sequences of patterns given as records, strings or a mapping."""
     if isinstance(items, Mapping):
         return [str(name) for name in items], [as_bytes(seq) for seq in items.values()]
@@ -109,7 +109,7 @@ class Screener:
         self.strands = strands_of(strand)
         self.exact_scores = exact_scores
         self.eqx = eqx
-        self.pattern_names, sequences = names_and_sequences(patterns, "pattern")
+        self.pattern_names, sequences = _names_and_sequences(patterns, "pattern")
         if not sequences:
             raise ValueError("no patterns given")
         forward = [encode_pattern(seq, name) for name, seq in zip(self.pattern_names, sequences)]
@@ -137,12 +137,6 @@ class Screener:
             except ValueError as error:
                 raise ValueError(f"pattern {name}: {error}") from None
         return np.array(thresholds, dtype=np.int64)
-
-    @property
-    def threshold(self) -> int | None:
-        """The threshold when every pattern has the same one, else None."""
-        first = int(self.thresholds[0])
-        return first if (self.thresholds == first).all() else None
 
     def prepare(self, reads) -> ReadBatch:
         """Encode and transpose reads for this screener's engine."""
