@@ -210,3 +210,19 @@ def test_import_is_cheap():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
+
+
+def test_thresholds_per_pattern(reads):
+    """Each pattern passes at its own threshold (and its own plane count),
+    against the reference scores."""
+    thresholds = [30, 20]
+    res = bpbc.screen(reads[:120], [ADAPTER, PRIMER], threshold=thresholds, strand="forward", device="cpu")
+    truth = np.array([[sw_score(read, pattern) for pattern in (ADAPTER, PRIMER)] for read in reads[:120]])
+    expected = np.flatnonzero((truth >= np.array(thresholds)).any(axis=1))
+    assert np.array_equal(res.indices, expected) and len(expected) > 5
+    for a in res.alignments:
+        assert a.score >= thresholds[a.pattern_index]
+    with pytest.raises(ValueError, match="3 thresholds given for 2 patterns"):
+        bpbc.screen(reads[:3], [ADAPTER, PRIMER], threshold=[1, 2, 3], device="cpu")
+    with pytest.raises(ValueError, match="pattern primer: threshold 60 is above"):
+        bpbc.screen(reads[:3], {"adapter": ADAPTER, "primer": PRIMER}, threshold=[30, 60], device="cpu")
