@@ -36,3 +36,16 @@ def test_sw_quick(tmp_path):
         assert _positive(row["seconds"]) and _positive(row["ratio_to_reference"]) and _positive(row["gcups"])
     end_to_end = [r for r in rows if r["case"].startswith("end_to_end")]
     assert end_to_end and all(int(r["paf_lines"]) > 0 and _positive(r["seconds"]) for r in end_to_end)
+
+
+def test_csv_header_holds_every_column_of_every_row(tmp_path):
+    """Rows of different kinds carry different columns: the header is their
+    union, and every row parses back with its own values."""
+    from bench.environment import read_csv, write_csv
+
+    rows = [{"case": "table2", "seconds": "1"}, {"case": "end_to_end", "read_s": "2", "write_s": "3"}]
+    path = write_csv(tmp_path / "x.csv", rows, {"gpu": "none", "date": "today"})
+    back = read_csv(path)
+    assert [row["case"] for row in back] == ["table2", "end_to_end"]
+    assert back[1]["read_s"] == "2" and back[1]["write_s"] == "3" and back[0]["read_s"] == ""
+    assert back[0]["gpu"] == "none"
