@@ -225,10 +225,11 @@ def prefetched(items: Iterator, stop_timeout_s: float = 1.0) -> Iterator:
 
 
 class StageTimes:
-    """Seconds spent per stage of the run. The reader thread's stages (read:
-    decompress and parse; encode: encode and transpose) overlap the main
-    thread's (device: the screen; traceback; write: PAF formatting and all
-    output), so the shares of wall time may add up to more than 1."""
+    """Seconds spent per stage of the run: read (decompress and parse),
+    encode (encode and transpose) and write (PAF formatting and all output)
+    each run in a thread of their own, device (the screen) and traceback in
+    the calling thread; they overlap, so the shares of wall time may add up to
+    more than 1."""
 
     STAGES = ("read", "encode", "device", "traceback", "write")
 
