@@ -396,7 +396,7 @@ class CpuEngine:
     def scores(self, prepared: PreparedReads, table, scoring: Scoring, planes: int) -> tuple[np.ndarray, np.ndarray]:
         """Screen scores (int32) and overflow flags (bool), both (n, K) in input
         order, of every read against every oriented pattern of ``table``."""
-        from transpose import unpack_planes
+        from transpose import unpack_flags, unpack_planes
 
         k = len(table)
         best, flag = self._run(prepared, table, scoring, planes, *self._all_tasks(prepared, table))
@@ -404,13 +404,12 @@ class CpuEngine:
         # (S, K, b, W) -> (K, S * W, b): word groups of each pattern in lane order
         word_planes = best.reshape(prepared.blocks, k, planes, WORDS).transpose(1, 0, 3, 2).reshape(-1, planes)
         values = unpack_planes(word_planes, k * lanes).reshape(k, lanes)[:, :prepared.n]
-        flags = np.zeros((k, lanes), dtype=bool)
-        word, bit = _set_lanes(flag.reshape(prepared.blocks, k, WORDS).transpose(1, 0, 2).reshape(-1))
-        flags.reshape(-1)[word * WORD_BITS + bit] = True
+        word_flags = flag.reshape(prepared.blocks, k, WORDS).transpose(1, 0, 2).reshape(-1)
+        flags = unpack_flags(word_flags, k * lanes).reshape(k, lanes)[:, :prepared.n]
         scores = np.empty((prepared.n, k), dtype=np.int32)
         overflow = np.empty((prepared.n, k), dtype=bool)
         scores[prepared.order] = values.T
-        overflow[prepared.order] = flags[:, :prepared.n].T
+        overflow[prepared.order] = flags.T
         return scores, overflow
 
     def flagged(self, prepared: PreparedReads, table, scoring: Scoring, planes: int) -> tuple[np.ndarray, np.ndarray]:

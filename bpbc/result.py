@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -100,11 +100,10 @@ class AlignmentTable:
 
     def to_list(self) -> list[Alignment]:
         """One :class:`Alignment` per instance."""
-        columns = [getattr(self, name).tolist() for name in _NUMBER_COLUMNS]
-        signs = [self.strands[s] for s in columns[2]]
-        return [Alignment(read, pattern, sign, *numbers, cigar, nm, matches, length)
-                for read, pattern, _, sign, cigar, (*numbers, nm, matches, length)
-                in zip(columns[0], columns[1], columns[2], signs, self.cigars.strings(), zip(*columns[3:]))]
+        columns = {name: getattr(self, name).tolist() for name in _NUMBER_COLUMNS}
+        columns["strand"] = [self.strands[s] for s in columns["strand"]]
+        columns["cigar"] = self.cigars.strings()
+        return [Alignment(*values) for values in zip(*(columns[f.name] for f in fields(Alignment)))]
 
 
 _NUMBER_COLUMNS = ("read_index", "pattern_index", "strand", "score", "read_start", "read_end", "pattern_start",
