@@ -165,11 +165,10 @@ class RawFastqChunk:
 
     def read_id(self, index: int) -> str:
         """The record's name up to the first space or tab, as dnaio's ``id``."""
-        header = self.data[int(self.rec_start[index]) + 1:int(self.seq_start[index]) - 1]
-        return header.split(b" ", 1)[0].split(b"\t", 1)[0].decode("ascii")
+        return self.read_names(np.array([index])).strings()[0]
 
     def read_names(self, rows: np.ndarray) -> Texts:
-        """The ``read_id`` of each of ``rows``."""
+        """The names (up to the first space or tab) of ``rows``."""
         return Texts(*_names(np.frombuffer(self.data, np.uint8), self.rec_start, self.seq_start, rows))
 
     def write(self, output, selected: np.ndarray) -> None:
