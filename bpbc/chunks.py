@@ -113,38 +113,41 @@ def _names(buf, rec_start, seq_start, rows):
 
 
 @njit(cache=True, nogil=True)
-def _gather(buf, bounds, selected):
-    """The bytes of records i (buf[bounds[i]:bounds[i + 1]]) where selected[i], back to back."""
+def _gather(buf, rec_start, rec_end, rows):
+    """The bytes of records ``rows`` (buf[rec_start[i]:rec_end[i]]), back to back."""
     size = 0
-    for i in range(selected.shape[0]):
-        if selected[i]:
-            size += bounds[i + 1] - bounds[i]
+    for t in range(rows.shape[0]):
+        size += rec_end[rows[t]] - rec_start[rows[t]]
     out = np.empty(size, np.uint8)
     at = 0
-    for i in range(selected.shape[0]):
-        if selected[i]:
-            count = bounds[i + 1] - bounds[i]
-            out[at:at + count] = buf[bounds[i]:bounds[i + 1]]
-            at += count
+    for t in range(rows.shape[0]):
+        i = rows[t]
+        count = rec_end[i] - rec_start[i]
+        out[at:at + count] = buf[rec_start[i]:rec_end[i]]
+        at += count
     return out
 
 
 class RawFastqChunk:
-    """Records ``rec_start[i]`` to ``rec_start[i + 1]`` (the last ending at
-    ``end``) of ``data``, their sequences at ``seq_start``/``seq_len``."""
+    """Records ``data[rec_start[i]:rec_end[i]]``, their sequences at
+    ``seq_start``/``seq_len``. Fresh from the reader they lie back to back;
+    :meth:`subset` may pick any of them."""
 
-    def __init__(self, data: bytes, rec_start: np.ndarray, seq_start: np.ndarray, seq_len: np.ndarray, end: int):
+    def __init__(self, data: bytes, rec_start: np.ndarray, rec_end: np.ndarray, seq_start: np.ndarray,
+                 seq_len: np.ndarray):
         self.data = data
         self.rec_start = rec_start
+        self.rec_end = rec_end
         self.seq_start = seq_start
         self.lengths = seq_len
-        self.end = end
 
     def __len__(self) -> int:
         return len(self.rec_start)
 
-    def _record_end(self, index: int) -> int:
-        return int(self.rec_start[index + 1]) if index + 1 < len(self.rec_start) else self.end
+    def subset(self, rows: np.ndarray) -> RawFastqChunk:
+        """The records ``rows`` (indices), in that order, sharing this chunk's buffer."""
+        return RawFastqChunk(self.data, self.rec_start[rows], self.rec_end[rows], self.seq_start[rows],
+                             self.lengths[rows])
 
     def encode(self) -> tuple[np.ndarray, np.ndarray]:
         """(codes, lengths) as :func:`bpbc.alphabet.encode_reads` gives them."""
@@ -171,14 +174,16 @@ class RawFastqChunk:
         """The names (up to the first space or tab) of ``rows``."""
         return Texts(*_names(np.frombuffer(self.data, np.uint8), self.rec_start, self.seq_start, rows))
 
-    def write(self, output, selected: np.ndarray) -> None:
-        """Write the records where ``selected`` (bool per record) is True,
-        byte for byte, in one write."""
-        if selected.all():
-            output.write_bytes(memoryview(self.data)[self.rec_start[0]:self.end])
-        elif selected.any():
-            bounds = np.append(self.rec_start, self.end)
-            output.write_bytes(_gather(np.frombuffer(self.data, np.uint8), bounds, selected))
+    def write(self, output, rows: np.ndarray) -> None:
+        """Write the records ``rows`` (increasing indices), byte for byte, in one write."""
+        if not len(rows):
+            return
+        first, last = int(self.rec_start[rows[0]]), int(self.rec_end[rows[-1]])
+        if len(rows) == len(self) and np.array_equal(self.rec_end[:-1], self.rec_start[1:]):
+            output.write_bytes(memoryview(self.data)[first:last])  # every record, back to back
+        else:
+            output.write_bytes(_gather(np.frombuffer(self.data, np.uint8), self.rec_start, self.rec_end,
+                                       np.asarray(rows, np.int64)))
 
 
 class RecordChunk:
@@ -200,5 +205,8 @@ class RecordChunk:
     def read_names(self, rows: np.ndarray) -> Texts:
         return Texts.of([self.records[r].id for r in rows.tolist()])
 
-    def write(self, output, selected: np.ndarray) -> None:
-        output.write_records([self.records[i] for i in np.flatnonzero(selected).tolist()])
+    def subset(self, rows: np.ndarray) -> RecordChunk:
+        return RecordChunk([self.records[r] for r in rows.tolist()])
+
+    def write(self, output, rows: np.ndarray) -> None:
+        output.write_records([self.records[r] for r in rows.tolist()])

@@ -29,6 +29,11 @@ class Strand(str, Enum):
     forward = "forward"
 
 
+class PairFilter(str, Enum):
+    any = "any"
+    both = "both"
+
+
 class Device(str, Enum):
     auto = "auto"
     cpu = "cpu"
@@ -117,17 +122,37 @@ def screen_command(
     patterns: Annotated[str, typer.Argument(
         metavar="PATTERNS", show_default=False,
         help="Patterns (adapters, primers, ...): FASTA or FASTQ, one or many records; IUPAC codes allowed.")],
-    threshold: Annotated[int, typer.Option(
-        "--threshold", "-t", help="Report instances whose local alignment score is at least this.")] = DEFAULT_THRESHOLD,
+    threshold: Annotated[Optional[int], typer.Option(
+        "--threshold", "-t", show_default=False,
+        help=f"Report instances whose local alignment score is at least this [default: {DEFAULT_THRESHOLD}].")] = None,
+    min_score_fraction: Annotated[Optional[float], typer.Option(
+        "--min-score-fraction", metavar="F", show_default=False,
+        help="Instead of --threshold: each pattern's threshold is ceil(F x match x its length), 0 < F <= 1. "
+        "'threshold=N' in a pattern's header overrides both.")] = None,
+    reads2: Annotated[Optional[str], typer.Option(
+        "--reads2", "-2", metavar="FILE", show_default=False,
+        help="Second mates of paired reads (same formats as READS); READS holds the first mates.")] = None,
+    interleaved: Annotated[bool, typer.Option(
+        "--interleaved", help="READS holds pairs: mate 1, mate 2, mate 1, ...")] = False,
+    pair_filter: Annotated[PairFilter, typer.Option(
+        "--pair-filter", help="Paired reads: a pair passes when any mate passes, or only when both do.")
+    ] = PairFilter.any,
     output: Annotated[Optional[str], typer.Option(
         "--output", "-o", metavar="FILE", show_default=False,
         help="Write PAF here instead of stdout (compressed by name: .gz, .bz2, .xz, .zst).")] = None,
     matched: Annotated[Optional[str], typer.Option(
         "--matched", metavar="FILE", show_default=False,
-        help="Write the reads that pass for some pattern here, unchanged (same format as the input).")] = None,
+        help="Write the reads that pass for some pattern here, unchanged (same format as the input); "
+        "with {name} in the path, one file per pattern (the best hit's).")] = None,
     unmatched: Annotated[Optional[str], typer.Option(
         "--unmatched", metavar="FILE", show_default=False,
         help="Write the reads that pass for no pattern here, unchanged.")] = None,
+    matched2: Annotated[Optional[str], typer.Option(
+        "--matched2", metavar="FILE", show_default=False,
+        help="Paired reads: the second mates of the passing pairs (--matched takes the first).")] = None,
+    unmatched2: Annotated[Optional[str], typer.Option(
+        "--unmatched2", metavar="FILE", show_default=False,
+        help="Paired reads: the second mates of the other pairs.")] = None,
     json_path: Annotated[Optional[str], typer.Option(
         "--json", metavar="FILE", show_default=False, help="Write the summary as JSON here.")] = None,
     match: Annotated[int, typer.Option("--match", help="Score of a matching base.")] = 2,
@@ -160,8 +185,13 @@ def screen_command(
     except ValueError as error:
         _error(str(error))
         raise typer.Exit(EXIT_ERROR) from None
+    if threshold is not None and min_score_fraction is not None:
+        _error("give --threshold or --min-score-fraction, not both")
+        raise typer.Exit(EXIT_ERROR)
     settings = ScreenSettings(
-        threshold=threshold,
+        threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
+        min_score_fraction=min_score_fraction,
+        pair_filter=pair_filter.value,
         scoring=scoring,
         strand=strand.value,
         device=device.value,
@@ -176,9 +206,13 @@ def screen_command(
                 reads,
                 patterns,
                 settings,
+                reads2=reads2,
+                interleaved=interleaved,
                 output=output,
                 matched=matched,
                 unmatched=unmatched,
+                matched2=matched2,
+                unmatched2=unmatched2,
                 json_path=json_path,
                 progress=progress,
             )

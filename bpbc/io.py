@@ -260,9 +260,10 @@ class SequenceSource:
             self._last_id = record.id
             yield record
 
-    def _raw_chunk(self, size: int):
+    def _raw_chunk(self, size: int, multiple: int):
         """Up to ``size`` plain FASTQ records as a RawFastqChunk, or None when
-        the raw route ends here (end of input, or a record dnaio must read)."""
+        the raw route ends here (end of input, or a record dnaio must read).
+        Unless the input ends, the count is a multiple of ``multiple``."""
         from bpbc.chunks import RawFastqChunk, scan_fastq
 
         rec_start = np.empty(size, np.int64)
@@ -274,7 +275,12 @@ class SequenceSource:
             found, position, irregular = scan_fastq(np.frombuffer(data, np.uint8), position, len(data), size - count,
                                                     rec_start[count:], seq_start[count:], seq_len[count:])
             count += found
-            if irregular or count == size:
+            if irregular:
+                if count % multiple:  # dnaio goes on from the records that make up a whole group
+                    count -= count % multiple
+                    position = int(rec_start[count]) if count else 0
+                break
+            if count == size:
                 break
             # about what the missing records take, judged by those read so far
             per_record = position / count if count else 0
@@ -291,26 +297,33 @@ class SequenceSource:
         if count == 0:
             return None
         # the chunk keeps the whole buffer (no copy); its records end at position
-        chunk = RawFastqChunk(data, rec_start[:count], seq_start[:count], seq_len[:count], position)
+        rec_end = np.append(rec_start[1:count], position)
+        chunk = RawFastqChunk(data, rec_start[:count], rec_end, seq_start[:count], seq_len[:count])
         self.records_read += count
         self._last_id = chunk.read_id(count - 1)
         return chunk
 
-    def chunks(self, size: int, ramp: int = 1) -> Iterator:
+    def chunks(self, size: int, ramp: int = 1, multiple: int = 1) -> Iterator:
         """Yield chunks of at most ``size`` records (see :mod:`bpbc.chunks`),
         in file order.
 
         With ``ramp`` k > 1 the first chunk holds size/k records and each next
         one twice as many, up to ``size``: a consumer working on chunk i while
-        chunk i+1 is read starts sooner.
+        chunk i+1 is read starts sooner. Every chunk but the last holds a
+        multiple of ``multiple`` records (2: interleaved pairs stay whole).
         """
         from bpbc.chunks import RecordChunk
 
-        if size < 1 or ramp < 1:
-            raise ValueError(f"chunk size and ramp must be positive, got {size} and {ramp}")
-        target = max(1, size // ramp)
+        if size < 1 or ramp < 1 or multiple < 1:
+            raise ValueError(f"chunk size, ramp and multiple must be positive, got {size}, {ramp} and {multiple}")
+
+        def rounded(count: int) -> int:
+            return max(multiple, count - count % multiple)
+
+        size = rounded(size)
+        target = rounded(size // ramp)
         while self._reader is None:
-            chunk = self._raw_chunk(target)
+            chunk = self._raw_chunk(target, multiple)
             if chunk is None:
                 if not self._pending:
                     return  # the whole input was plain FASTQ
@@ -405,17 +418,22 @@ class AtomicOutput:
         self._handles: list = []
         self.done = False
 
-    def open_binary(self):
+    def open_binary(self, append: bool = False, threads: int | None = None):
         """A binary file on the temporary path, compressed as the final name
-        says (by a background thread of xopen's, so compressing overlaps the run)."""
+        says (by default by background threads, so compressing overlaps the
+        run; ``threads=0`` compresses in the calling thread). ``append`` adds
+        to what earlier handles wrote (compressed files get a further member
+        or frame, which every reader reads on)."""
         compression = compression_for(self.path)
-        threads = min(COMPRESSION_THREADS, max(1, (os.cpu_count() or 1) // 2)) if compression else 0
+        if threads is None:
+            threads = min(COMPRESSION_THREADS, max(1, (os.cpu_count() or 1) // 2)) if compression else 0
+        mode = "ab" if append else "wb"
         if compression == "gz" and threads > 1 and _igzip_threaded() is not None:
             # xopen runs ISA-L's threaded gzip writer with one thread at level
             # 1; the same writer with several compresses several times faster
-            handle = _igzip_threaded().open(self.temp_path, "wb", compresslevel=1, threads=threads)
+            handle = _igzip_threaded().open(self.temp_path, mode, compresslevel=1, threads=threads)
         else:
-            handle = xopen(self.temp_path, "wb", compresslevel=1, threads=threads, format=compression)
+            handle = xopen(self.temp_path, mode, compresslevel=1, threads=threads, format=compression)
         self._handles.append(handle)
         return handle
 
@@ -432,7 +450,8 @@ class AtomicOutput:
         self._handles.insert(self._handles.index(handle), writer)  # close the writer before its file
         return writer
 
-    def _close_handles(self) -> None:
+    def close_handles(self) -> None:
+        """Close every writer and file opened so far (more may be opened later)."""
         handles, self._handles = self._handles, []
         for handle in handles:
             handle.close()
@@ -440,7 +459,7 @@ class AtomicOutput:
     def commit(self) -> None:
         """Finish writing and move the file to its final name."""
         try:
-            self._close_handles()
+            self.close_handles()
             os.replace(self.temp_path, self.path)
         except OSError as error:
             self.discard()
@@ -450,7 +469,7 @@ class AtomicOutput:
     def discard(self) -> None:
         """Drop what was written; the destination is left untouched."""
         try:
-            self._close_handles()
+            self.close_handles()
         except Exception:  # noqa: BLE001 - the file is being thrown away anyway
             pass
         try:
@@ -469,23 +488,48 @@ class AtomicOutput:
 
 class ReadsOutput:
     """A matched/unmatched reads file: raw bytes of plain FASTQ chunks, and
-    dnaio records in the input's format (see :mod:`bpbc.chunks`)."""
+    dnaio records in the input's format (see :mod:`bpbc.chunks`).
 
-    def __init__(self, output: AtomicOutput, source: SequenceSource):
+    With ``lazy`` the file is opened at the first write, by the thread that
+    writes, compressing in that thread; :meth:`suspend` closes it until the
+    next write, which appends (many such files can exist, few open at once).
+    """
+
+    def __init__(self, output: AtomicOutput, source: SequenceSource, lazy: bool = False):
         self._output = output
         self._source = source
+        self._lazy = lazy
+        self._opened = False
         # opened here, in the thread that will close it: ISA-L's threaded
         # writer stops its threads once the thread that opened it has ended
-        self._handle = output.open_binary()
+        self._handle = None if lazy else self._open()
         self._writer = None
 
+    def _open(self):
+        handle = self._output.open_binary(append=self._opened, threads=0 if self._lazy else None)
+        self._opened = True
+        return handle
+
+    @property
+    def is_open(self) -> bool:
+        return self._handle is not None
+
     def write_bytes(self, data) -> None:
+        if self._handle is None:
+            self._handle = self._open()
         self._handle.write(data)
 
     def write_records(self, records) -> None:
+        if self._handle is None:
+            self._handle = self._open()
         if self._writer is None:
             # created late: FASTQ two_headers is known after the first record
             source = self._source
             self._writer = self._output.open_records(source.fileformat, source.two_headers, self._handle)
         for record in records:
             self._writer.write(record)
+
+    def suspend(self) -> None:
+        """Close the file until the next write (lazy outputs only)."""
+        self._output.close_handles()
+        self._handle = self._writer = None

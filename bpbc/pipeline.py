@@ -24,10 +24,13 @@ import numpy as np
 
 from bpbc.engines import limit_numba_threads
 from bpbc.io import STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, display_name, read_patterns
+from bpbc.pairs import interleaved_pairs, two_file_pairs
 from bpbc.paf import paf_lines
 from bpbc.patterns import STRANDS, strands_of
 from bpbc.result import Texts
 from bpbc.scoring import Scoring
+from bpbc.sinks import NAME_FIELD, DemuxSink, FileSink, best_patterns, is_template
+from bpbc.thresholds import pattern_thresholds
 
 DEFAULT_THRESHOLD = 40
 DEFAULT_CHUNK_SIZE = 100_000
@@ -51,27 +54,38 @@ class ScreenSettings:
     eqx: bool = False
     threads: int | None = None
     chunk_size: int | None = None  # None: automatic, see chunk_size_for
+    #: per pattern threshold ceil(F x match x length), instead of ``threshold``
+    min_score_fraction: float | None = None
+    #: paired reads: a pair passes when 'any' mate passes, or only when 'both' do
+    pair_filter: str = "any"
 
     @property
     def strands(self) -> tuple[str, ...]:
         return strands_of(self.strand)
 
 
-def chunk_size_for(settings: ScreenSettings, n_patterns: int) -> int:
-    """Reads per chunk: the user's choice, else DEFAULT_CHUNK_SIZE reduced so
-    a chunk holds at most MAX_CHUNK_INSTANCES (read, pattern, strand) instances."""
+PAIR_FILTERS = ("any", "both")
+
+
+def chunk_size_for(settings: ScreenSettings, n_patterns: int, mates: int = 1) -> int:
+    """Reads (pairs, with ``mates`` = 2) per chunk: the user's choice, else
+    DEFAULT_CHUNK_SIZE reduced so a chunk holds at most MAX_CHUNK_INSTANCES
+    (read, pattern, strand) instances."""
     if settings.chunk_size is not None:
         return settings.chunk_size
     per_read = max(1, n_patterns * len(settings.strands))
-    return max(MIN_AUTO_CHUNK_SIZE, min(DEFAULT_CHUNK_SIZE, MAX_CHUNK_INSTANCES // per_read))
+    return max(MIN_AUTO_CHUNK_SIZE, min(DEFAULT_CHUNK_SIZE, MAX_CHUNK_INSTANCES // per_read)) // mates
 
 
 @dataclass
 class PatternSummary:
     name: str
     length: int
+    threshold: int
     #: strand ('+' or '-') -> number of reads that pass for this pattern on it
     reads_passing: dict[str, int]
+    #: paired reads only: mate ('1' or '2') -> strand -> reads passing
+    mates: dict[str, dict[str, int]] | None = None
 
 
 @dataclass
@@ -80,14 +94,23 @@ class Summary:
 
     reads_file: str
     patterns_file: str
-    threshold: int
+    #: the threshold of every pattern, or None when they differ (see patterns)
+    threshold: int | None
     scoring: dict[str, int]
     strands: list[str]
     #: where the scores were computed: 'cpu' or 'gpu'
     device: str
+    min_score_fraction: float | None = None
+    #: paired reads: the mate 2 file (the reads file itself when interleaved)
+    reads2_file: str | None = None
+    paired: bool = False
+    pair_filter: str | None = None
     reads: int = 0
     #: reads passing for at least one (pattern, strand)
     reads_passing: int = 0
+    pairs: int = 0
+    #: pairs passing under the pair filter
+    pairs_passing: int = 0
     #: passing (read, pattern, strand) instances = PAF lines
     alignments: int = 0
     patterns: list[PatternSummary] = field(default_factory=list)
@@ -102,6 +125,13 @@ class Summary:
     def as_dict(self) -> dict:
         figures = asdict(self)
         figures["reads_not_passing"] = self.reads - self.reads_passing
+        if self.paired:
+            figures["pairs_not_passing"] = self.pairs - self.pairs_passing
+        else:
+            for key in ("reads2_file", "pair_filter", "pairs", "pairs_passing"):
+                del figures[key]
+            for pattern in figures["patterns"]:
+                del pattern["mates"]
         figures["wall_time_s"] = round(self.wall_time_s, 6)
         figures["reads_per_s"] = round(self.reads_per_s, 3)
         figures["stage_seconds"] = {stage: round(value, 6) for stage, value in self.stage_seconds.items()}
@@ -114,16 +144,25 @@ class Summary:
     def format(self) -> str:
         """Human-readable summary (several lines, no trailing newline)."""
         strands = "both strands" if len(self.strands) == 2 else "forward strand only"
-        lines = [
-            f"bpbc-screen: {self.reads} reads screened in {self.wall_time_s:.2f} s "
-            f"({self.reads_per_s:,.0f} reads/s); {self.reads_passing} passed "
-            f"(threshold {self.threshold}, {strands})"
-        ]
+        threshold = "per-pattern thresholds" if self.threshold is None else f"threshold {self.threshold}"
+        done = f"{self.reads} reads"
+        passed = f"{self.reads_passing} passed ({threshold}, {strands})"
+        if self.paired:
+            done = f"{self.pairs} pairs ({self.reads} reads)"
+            passed = (f"{self.pairs_passing} pairs passed, pair filter {self.pair_filter} "
+                      f"({self.reads_passing} reads passed; {threshold}, {strands})")
+        lines = [f"bpbc-screen: {done} screened in {self.wall_time_s:.2f} s ({self.reads_per_s:,.0f} reads/s); {passed}"]
         width = max([len("pattern")] + [len(p.name) for p in self.patterns])
-        lines.append(f"  {'pattern':<{width}}  length  strand  reads passing")
+        counts = "  mate 1  mate 2" if self.paired else "  reads passing"
+        lines.append(f"  {'pattern':<{width}}  length  threshold  strand{counts}")
         for pattern in self.patterns:
             for strand, count in pattern.reads_passing.items():
-                lines.append(f"  {pattern.name:<{width}}  {pattern.length:>6}  {strand:>6}  {count:>13}")
+                line = f"  {pattern.name:<{width}}  {pattern.length:>6}  {pattern.threshold:>9}  {strand:>6}"
+                if self.paired:
+                    line += "".join(f"  {pattern.mates[mate][strand]:>6}" for mate in ("1", "2"))
+                else:
+                    line += f"  {count:>13}"
+                lines.append(line)
         return "\n".join(lines)
 
 
@@ -254,8 +293,8 @@ class StageTimes:
             yield item
 
 
-def _prepared_chunks(source: SequenceSource, size: int, screener, stages: StageTimes) -> Iterator:
-    """(chunk, ReadBatch) per chunk of ``source``, in two background threads:
+def _prepared_chunks(chunks: Iterator, source_name: str, screener, stages: StageTimes) -> Iterator:
+    """(chunk, ReadBatch) per chunk of ``chunks``, in two background threads:
     one reads and parses chunk k+2 while the other encodes and transposes
     chunk k+1 and the caller screens chunk k."""
     from bpbc.alphabet import SequenceError
@@ -269,10 +308,10 @@ def _prepared_chunks(source: SequenceSource, size: int, screener, stages: StageT
                     with stages.timing("encode"):
                         batch = ReadBatch.from_codes(*chunk.encode(), screener.engine)
                 except SequenceError as error:
-                    raise InputError(f"{source.name}: {error}") from None
+                    raise InputError(f"{source_name}: {error}") from None
                 yield chunk, batch
 
-    return prefetched(encoded(prefetched(stages.timed(source.chunks(size, ramp=CHUNK_RAMP), "read"))))
+    return prefetched(encoded(prefetched(stages.timed(chunks, "read"))))
 
 
 class OrderedWorker:
@@ -325,19 +364,43 @@ class OrderedWorker:
             self._thread.join()
 
 
-def make_screener(settings: ScreenSettings, patterns):
+def make_screener(settings: ScreenSettings, patterns, patterns_file: str = "patterns"):
     """The Screener every chunk goes through (patterns encoded, engine
-    compiled and allocated once); bad settings raise InputError."""
+    compiled and allocated once, each pattern's threshold resolved, see
+    :mod:`bpbc.thresholds`); bad settings raise InputError."""
     from bpbc.screener import Screener
 
     if settings.strand not in STRANDS:
         raise InputError(f"strand must be one of {', '.join(STRANDS)}, got {settings.strand!r}")
+    if settings.pair_filter not in PAIR_FILTERS:
+        raise InputError(f"pair filter must be one of {', '.join(PAIR_FILTERS)}, got {settings.pair_filter!r}")
+    threshold = pattern_thresholds(patterns, patterns_file, settings.scoring, settings.threshold,
+                                   settings.min_score_fraction)
     try:
         # the Screener checks the settings before it selects the engine
-        return Screener(patterns, settings.threshold, settings.scoring, settings.strand, settings.exact_scores,
+        return Screener(patterns, threshold, settings.scoring, settings.strand, settings.exact_scores,
                         settings.eqx, device=settings.device, threads=settings.threads)
     except (ValueError, RuntimeError) as error:  # bad threshold, unknown device, bad threads, no usable GPU
         raise InputError(str(error)) from None
+
+
+def _check_read_options(reads2, interleaved: bool, paths: dict) -> None:
+    """Reject combinations of inputs and outputs that do not make sense (InputError)."""
+    paired = reads2 is not None or interleaved
+    if reads2 is not None and interleaved:
+        raise InputError("give --reads2 or --interleaved, not both")
+    for kind in ("matched", "unmatched"):
+        first, second = paths[kind], paths[kind + "2"]
+        if second is not None and not paired:
+            raise InputError(f"--{kind}2 needs paired reads (--reads2 or --interleaved)")
+        if reads2 is not None and (first is None) != (second is None):
+            raise InputError(f"with --reads2, give --{kind} and --{kind}2 together (mate 1 and mate 2 files)")
+        if second is not None and first is None:
+            raise InputError(f"--{kind}2 needs --{kind} (mate 1 file)")
+        if kind == "unmatched" and (is_template(first) or is_template(second)):
+            raise InputError(f"{NAME_FIELD} can only be used in --matched and --matched2")
+        if second is not None and is_template(first) != is_template(second):
+            raise InputError(f"use {NAME_FIELD} in both --matched and --matched2, or in neither")
 
 
 def screen_files(
@@ -345,43 +408,61 @@ def screen_files(
     patterns_path,
     settings: ScreenSettings = ScreenSettings(),
     *,
+    reads2=None,
+    interleaved: bool = False,
     output=None,
     matched=None,
     unmatched=None,
+    matched2=None,
+    unmatched2=None,
     json_path=None,
     progress: Callable[[int], None] | None = None,
 ) -> Summary:
     """Screen every read of ``reads_path`` against every pattern of ``patterns_path``.
 
-    Writes PAF to ``output`` (a path; None or '-' for stdout), passing reads
-    to ``matched`` and the others to ``unmatched`` (paths or None), the
-    summary as JSON to ``json_path``. ``progress(reads_done)`` is called after
-    each chunk. Files appear only when the whole run succeeds. Expected
-    problems raise :class:`bpbc.io.InputError`.
+    Paired reads: mate 2 of each pair in ``reads2``, or ``interleaved``
+    (mates alternate in ``reads_path``); a pair passes as
+    ``settings.pair_filter`` says. Writes PAF to ``output`` (a path; None or
+    '-' for stdout), passing reads (pairs) to ``matched`` (mate 2:
+    ``matched2``) and the others to ``unmatched`` (``unmatched2``), with
+    ``{name}`` in ``matched`` one file per pattern, the summary as JSON to
+    ``json_path``. ``progress(reads_done)`` is called after each chunk.
+    Files appear only when the whole run succeeds. Expected problems raise
+    :class:`bpbc.io.InputError`.
     """
     started = time.perf_counter()
-    if reads_path == STDIN and patterns_path == STDIN:
-        raise InputError("reads and patterns cannot both be read from stdin ('-')")
+    if STDIN in (reads_path, reads2) and patterns_path == STDIN or reads_path == reads2 == STDIN:
+        raise InputError("only one input can be read from stdin ('-')")
+    paths = {"matched": matched, "unmatched": unmatched, "matched2": matched2, "unmatched2": unmatched2}
+    _check_read_options(reads2, interleaved, paths)
+    mates = 2 if reads2 is not None or interleaved else 1
     with ExitStack() as stack:
         stack.enter_context(cyclic_gc_paused())
         stack.enter_context(quick_gil_handoff())
-        # the reads file first: a missing or unreadable file is the most basic problem
+        # the reads files first: a missing or unreadable file is the most basic problem
         source = stack.enter_context(SequenceSource(reads_path, kind="reads", raw_fastq=True))
+        source2 = None if reads2 is None else stack.enter_context(
+            SequenceSource(reads2, kind="reads", raw_fastq=True))
         patterns = read_patterns(patterns_path)
-        screener = make_screener(settings, patterns)
+        screener = make_screener(settings, patterns, display_name(patterns_path))
         limit_numba_threads(settings.threads)  # the traceback's kernels, in this thread
         pattern_ids = screener.pattern_names
         pattern_lengths = screener.pattern_lengths.tolist()
+        thresholds = screener.thresholds.tolist()
         strands = screener.strands
         summary = Summary(
             reads_file=display_name(reads_path),
             patterns_file=display_name(patterns_path),
-            threshold=settings.threshold,
+            threshold=thresholds[0] if len(set(thresholds)) == 1 else None,
             scoring=asdict(settings.scoring),
             strands=list(strands),
             device=screener.engine.name,
+            min_score_fraction=settings.min_score_fraction,
+            reads2_file=None if mates == 1 else display_name(reads_path if interleaved else reads2),
+            paired=mates == 2,
+            pair_filter=None if mates == 1 else settings.pair_filter,
         )
-        counts = np.zeros((len(pattern_ids), len(strands)), dtype=np.int64)
+        counts = np.zeros((len(pattern_ids), len(strands), mates), dtype=np.int64)
         stages = StageTimes()
 
         outputs: list[AtomicOutput] = []
@@ -392,8 +473,21 @@ def screen_files(
             return out
 
         paf_file = None if output in (None, STDIN) else create(output, "PAF")
-        reads_outputs = [None if path is None else ReadsOutput(create(path, what), source)
-                         for path, what in ((matched, "matched reads"), (unmatched, "unmatched reads"))]
+        sources = (source, source if source2 is None else source2)
+
+        def sink(kind: str):
+            """Where the matched (or unmatched) reads go, or None."""
+            given = tuple(path for path in (paths[kind], paths[kind + "2"]) if path is not None)
+            if not given:
+                return None
+            # interleaved input, one file: the pairs go there interleaved
+            tail = (None,) if interleaved and len(given) == 1 else ()
+            if is_template(given[0]):
+                return DemuxSink(given, pattern_ids, sources, create, interleaved_output=bool(tail))
+            return FileSink(tuple(ReadsOutput(create(path, f"{kind} reads"), source_)
+                                  for path, source_ in zip(given, sources)) + tail)
+
+        matched_sink, unmatched_sink = sink("matched"), sink("unmatched")
         json_file = None if json_path is None else create(json_path, "JSON summary")
         if paf_file is not None:
             paf_handle = paf_file.open_binary()
@@ -407,31 +501,44 @@ def screen_files(
 
         pattern_texts = Texts.of(pattern_ids)
 
-        def write(chunk, batch_lengths, alignments, passing) -> None:
+        def write(chunk, batch_lengths, alignments, passing, best) -> None:
             with stages.timing("write"):
                 if len(alignments):
                     rows = alignments.read_index
                     write_paf(paf_lines(alignments, chunk.read_names(rows), batch_lengths[rows], pattern_texts,
                                         pattern_lengths))
-                for reads_output, selected in zip(reads_outputs, (passing, ~passing)):
-                    if reads_output is not None:
-                        chunk.write(reads_output, selected)
+                if matched_sink is not None:
+                    matched_sink.write(chunk, np.flatnonzero(passing), best)
+                if unmatched_sink is not None:
+                    unmatched_sink.write(chunk, np.flatnonzero(~passing), best)
 
-        # closed (its threads stopped) before the outputs and the source are closed
+        if mates == 1:
+            chunks = source.chunks(chunk_size_for(settings, len(patterns)), ramp=CHUNK_RAMP)
+        elif interleaved:
+            chunks = interleaved_pairs(source, chunk_size_for(settings, len(patterns), mates), CHUNK_RAMP)
+        else:
+            chunks = two_file_pairs(source, source2, chunk_size_for(settings, len(patterns), mates), CHUNK_RAMP)
+        demultiplexing = isinstance(matched_sink, DemuxSink)
+        # closed (its threads stopped) before the outputs and the sources are closed
         writer = stack.enter_context(OrderedWorker())
-        chunks = stack.enter_context(closing(
-            _prepared_chunks(source, chunk_size_for(settings, len(patterns)), screener, stages)))
-        for chunk, batch in chunks:
+        prepared = stack.enter_context(closing(_prepared_chunks(chunks, source.name, screener, stages)))
+        for chunk, batch in prepared:
             with stages.timing("device"):
                 hits = screener.hits(batch)
             with stages.timing("traceback"):
                 alignments = screener.align(batch, hits)
-            passing = np.zeros(len(chunk), dtype=bool)
-            passing[hits.read] = True
-            writer.submit(write, chunk, batch.lengths, alignments, passing)
-            np.add.at(counts, (hits.pattern, hits.strand), 1)
-            summary.reads += len(chunk)
-            summary.reads_passing += int(passing.sum())
+            passing_reads = np.zeros(len(batch), dtype=bool)
+            passing_reads[hits.read] = True
+            by_unit = passing_reads.reshape(len(chunk), mates)
+            passing = by_unit.all(axis=1) if settings.pair_filter == "both" else by_unit.any(axis=1)
+            best = best_patterns(alignments, len(chunk), mates) if demultiplexing else None
+            writer.submit(write, chunk, batch.lengths, alignments, passing, best)
+            np.add.at(counts, (hits.pattern, hits.strand, hits.read % mates), 1)
+            summary.reads += len(batch)
+            summary.reads_passing += int(passing_reads.sum())
+            if mates == 2:
+                summary.pairs += len(chunk)
+                summary.pairs_passing += int(passing.sum())
             summary.alignments += len(alignments)
             if progress is not None:
                 progress(summary.reads)
@@ -440,8 +547,12 @@ def screen_files(
             sys.stdout.flush()
 
         summary.patterns = [
-            PatternSummary(pid, length, {strand: int(counts[p, k]) for k, strand in enumerate(strands)})
-            for p, (pid, length) in enumerate(zip(pattern_ids, pattern_lengths))
+            PatternSummary(
+                pid, length, threshold,
+                {strand: int(counts[p, k].sum()) for k, strand in enumerate(strands)},
+                None if mates == 1 else {str(m + 1): {strand: int(counts[p, k, m]) for k, strand in enumerate(strands)}
+                                         for m in range(mates)})
+            for p, (pid, length, threshold) in enumerate(zip(pattern_ids, pattern_lengths, thresholds))
         ]
         summary.wall_time_s = time.perf_counter() - started
         summary.stage_seconds = dict(stages.seconds)

@@ -102,8 +102,10 @@ def test_summary_on_stderr_lists_every_pattern_and_strand(capsys):
     lines = err.splitlines()
     assert lines[0].startswith("bpbc-screen: 20 reads screened in ")
     assert "reads/s); 16 passed (threshold 20, both strands)" in lines[0]
+    assert lines[1].split() == ["pattern", "length", "threshold", "strand", "reads", "passing"]
     rows = [line.split() for line in lines[2:]]
-    assert [(r[0], r[2], int(r[3])) for r in rows] == [
+    assert {r[2] for r in rows} == {"20"}
+    assert [(r[0], r[3], int(r[4])) for r in rows] == [
         ("adapter_A", "+", 8), ("adapter_A", "-", 3),
         ("primer_iupac", "+", 2), ("primer_iupac", "-", 2),
         ("rna_lower", "+", 1), ("rna_lower", "-", 1),
