@@ -22,7 +22,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="sw: reads in the end-to-end runs (default 1048576)")
     parser.add_argument("--check-cpu", action="store_true",
                         help="sw: end-to-end runs on the GPU are repeated on the CPU and their PAF compared")
-    parser.add_argument("--only", choices=("table2", "library", "screen", "e2e"), nargs="+", default=None,
+    parser.add_argument("--pairs-reads", type=int, default=1 << 20,
+                        help="sw: pairs (and reads) in the paired-end and demultiplexing runs (default 1048576)")
+    parser.add_argument("--only", choices=("table2", "library", "screen", "e2e", "pairs"), nargs="+", default=None,
                         help="sw: run only these parts")
     args = parser.parse_args(argv)
 
@@ -39,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from .sw_bench import run
 
-        rows, _ = run(args.quick, args.repeats or (2 if args.quick else 3), args.e2e_reads, args.only, args.check_cpu)
+        rows, _ = run(args.quick, args.repeats or (2 if args.quick else 3), args.e2e_reads, args.only, args.check_cpu,
+                       args.pairs_reads)
         plot(rows, "read_length", args.out / f"{stem}_table2.png", f"SW, pattern 128 ({kind})",
              where=lambda r: r.get("case") == "table2")
         plot(rows, "instances", args.out / f"{stem}_screening.png", f"screening, 150 bp reads ({kind})",

@@ -12,6 +12,7 @@ their time for the full instance count is extrapolated linearly; the
 
 from __future__ import annotations
 
+import functools
 import gzip
 import os
 import subprocess
@@ -434,9 +435,62 @@ def end_to_end_row(label, n, length, patterns, threshold, device, threads=None, 
     return row
 
 
+def pairs_rows(n, length, single, panel, device, repeats) -> list[dict]:
+    """The users' features against the runs they extend, in the same run:
+    paired reads (n pairs, two FASTQ.gz files, all four read outputs) against
+    the single-end run of the first file (one 128 bp pattern, T = 40), and
+    demultiplexing (``--matched '{name}.fq.gz'``, 96 files) against one
+    matched file (96 x 24 bp panel, T = 36). Each command runs ``repeats``
+    times, the pair alternating, after a warm-up; medians are reported."""
+    rng = np.random.default_rng(9)
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        path = functools.partial(os.path.join, work)
+        for name, patterns, every in (("r1", single[0], 50), ("r2", single[0], 50), ("panel", panel[0], 3)):
+            _write_e2e_reads(path(f"{name}.fq.gz"), n, length, rng, patterns, every)
+        for name, patterns in (("single.fa", single[0]), ("panel.fa", panel[0])):
+            Path(path(name)).write_text("".join(f">p{k}\n{p}\n" for k, p in enumerate(patterns)))
+        os.mkdir(path("demux"))
+        base = [sys.executable, "-m", "bpbc", "--device", device, "--quiet", "-o", path("out.paf")]
+        comparisons = {
+            "paired_128": (
+                [path("r1.fq.gz"), path("single.fa"), "-t", str(single[1]), "--matched", path("m.fq.gz"),
+                 "--unmatched", path("u.fq.gz")],
+                [path("r1.fq.gz"), "-2", path("r2.fq.gz"), path("single.fa"), "-t", str(single[1]),
+                 "--matched", path("m1.fq.gz"), "--matched2", path("m2.fq.gz"), "--unmatched", path("u1.fq.gz"),
+                 "--unmatched2", path("u2.fq.gz")],
+                "single-end, first file", "paired-end, both files", 2.1),
+            "demux_96x24": (
+                [path("panel.fq.gz"), path("panel.fa"), "-t", str(panel[1]), "--matched", path("m.fq.gz"),
+                 "--unmatched", path("u.fq.gz")],
+                [path("panel.fq.gz"), path("panel.fa"), "-t", str(panel[1]), "--matched",
+                 path("demux", "{name}.fq.gz"), "--unmatched", path("u.fq.gz")],
+                "one --matched file", "--matched {name}.fq.gz (one file per pattern)", 1.1),
+        }
+        for label, (reference, feature, reference_name, feature_name, target) in comparisons.items():
+            times = {reference_name: [], feature_name: []}
+            for args in (reference, feature):
+                _run_timed(base + args)  # warm-up: kernel caches, page cache
+            for _ in range(repeats):
+                times[reference_name].append(_run_timed(base + reference))
+                times[feature_name].append(_run_timed(base + feature))
+            reference_s = float(np.median(times[reference_name]))
+            for method, values in times.items():
+                seconds = float(np.median(values))
+                rows.append({"case": label, "method": f"bpbc-screen --device {device}: {method}",
+                             "read_length": length, "instances": n, "strands": "both", "basis": "measured",
+                             "seconds": f"{seconds:.6g}", "reads_per_s": f"{n / seconds:.4g}",
+                             "reference_method": reference_name, "ratio_to_reference": f"{seconds / reference_s:.3f}",
+                             "target_ratio": target if method == feature_name else "",
+                             "repeats": " ".join(f"{value:.3f}" for value in values)})
+            if label == "demux_96x24":
+                rows[-1]["files_written"] = len(os.listdir(path("demux")))
+    return rows
+
+
 # ---------------------------------------------------------------- entry
 
-def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, check_cpu=False):
+def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, check_cpu=False, pairs_reads=1 << 20):
     from bpbc.cpu_engine import LANES
 
     cores = os.cpu_count() or 1
@@ -457,7 +511,7 @@ def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, chec
                            cpu_counts=[1 << 20], panel_size=100)
         device = "gpu" if use_gpu else "cpu"
         e2e = [("single_128", n, device) for n in large] + [("panel_96x24", n, device) for n in large]
-    parts = set(only or ("table2", "library", "screen", "e2e"))
+    parts = set(only or ("table2", "library", "screen", "e2e", "pairs"))
     steps = len(lengths) * (4 if use_gpu else 2) + 20 + len(e2e)
     with progress_bar(steps, "sw") as advance:
         if use_gpu and "table2" in parts:
@@ -485,6 +539,12 @@ def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, chec
             except Exception as error:
                 rows.append({"case": f"end_to_end_{label}", "basis": "error", "error": error_text(error)})
             advance(f"end-to-end {label}")
+        if "pairs" in parts:
+            advance.start("paired and demultiplexed runs")
+            rows += pairs_rows(2000 if quick else pairs_reads, 150, patterns["single_128"], patterns["panel_96x24"],
+                               "gpu" if use_gpu else "cpu", 1 if quick else repeats)
+            say(f"bench sw: {rows[-4:]}")
+            advance("paired and demultiplexed runs")
     _screening_ratios(rows, "bpbc_gpu" if use_gpu else "bpbc_cpu")
     return rows, use_gpu
 

@@ -17,9 +17,21 @@ import numpy as np
 from .io import AtomicOutput, InputError, ReadsOutput
 
 NAME_FIELD = "{name}"
-#: demultiplexed files open at once (each pair of mates counts two); the
-#: others are closed and reopened for appending when their next unit comes
-MAX_OPEN_FILES = 64
+#: demultiplexed files open at once at most (each pair of mates counts two),
+#: and at most half the process's limit on open files; the others are closed
+#: and reopened for appending when their next unit comes
+MAX_OPEN_FILES = 512
+
+
+def open_file_budget() -> int:
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return 64
+    soft_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft_limit == resource.RLIM_INFINITY:
+        return MAX_OPEN_FILES
+    return max(2, min(MAX_OPEN_FILES, soft_limit // 2))
 
 
 def is_template(path) -> bool:
@@ -49,7 +61,7 @@ class FileSink:
 class DemuxSink:
     """One file (or two, for pairs) per pattern, from path templates holding
     ``{name}``, created when its pattern gets its first unit. At most
-    :data:`MAX_OPEN_FILES` are open at once. ``create(path, what)`` makes the
+    :func:`open_file_budget` are open at once. ``create(path, what)`` makes the
     :class:`~bpbc.io.AtomicOutput` (the caller commits or discards it).
     """
 
@@ -67,6 +79,7 @@ class DemuxSink:
         self._files: dict[int, tuple] = {}
         self._open: OrderedDict[int, None] = OrderedDict()  # patterns with open files, least recent first
         self._files_per_pattern = len(templates)
+        self._budget = open_file_budget()
         for template in templates:
             if NAME_FIELD in os.path.dirname(template):
                 raise InputError(f"{template}: {NAME_FIELD} may only be part of the file name, not of a directory")
@@ -83,7 +96,7 @@ class DemuxSink:
         files = self._files[pattern]
         self._open[pattern] = None
         self._open.move_to_end(pattern)
-        while len(self._open) * self._files_per_pattern > MAX_OPEN_FILES:
+        while len(self._open) > 1 and len(self._open) * self._files_per_pattern > self._budget:
             evicted, _ = self._open.popitem(last=False)
             for output in self._files[evicted]:
                 output.suspend()

@@ -71,7 +71,7 @@ def test_paired_demultiplexing_matches_golden_files(capsys, tmp_path):
         assert (tmp_path / name).read_bytes() == (DATA / "expected_demux" / name).read_bytes(), name
 
 
-@pytest.mark.parametrize("open_files", [1, 2, 64])
+@pytest.mark.parametrize("open_files", [2, 3, 512])
 def test_reads_go_to_their_best_patterns_file_with_few_files_open(capsys, tmp_path, monkeypatch, open_files):
     """Against the PAF: every passing read in the file of its best-scoring
     pattern (ties: listed first), in input order, across chunks and reopened
