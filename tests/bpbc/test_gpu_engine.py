@@ -127,3 +127,24 @@ def test_cli_end_to_end_on_gpu_matches_cpu(tmp_path):
         outputs[device] = out.read_text()
     assert outputs["cpu"] == outputs["gpu"]
     assert outputs["gpu"].count("\n") > 0
+
+
+@pytest.mark.gpu
+def test_paired_per_pattern_thresholds_and_demultiplexing_on_gpu_match_cpu(tmp_path):
+    """Paired reads, header and fraction thresholds, {name} files: GPU = CPU, file for file."""
+    from bpbc.cli import main
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    patterns = tmp_path / "p.fa"
+    patterns.write_text((data / "patterns.fa").read_text().replace(">primer_iupac", ">primer_iupac threshold=25"))
+    outputs = {}
+    for device in ("cpu", "gpu"):
+        out = tmp_path / device
+        out.mkdir()
+        assert main([str(data / "reads_1.fq"), "-2", str(data / "reads_2.fq"), str(patterns), "--device", device,
+                     "--min-score-fraction", "0.7", "--pair-filter", "both", "-o", str(out / "hits.paf"), "--quiet",
+                     "--matched", str(out / "{name}_1.fq"), "--matched2", str(out / "{name}_2.fq"),
+                     "--unmatched", str(out / "u_1.fq"), "--unmatched2", str(out / "u_2.fq")]) == 0
+        outputs[device] = {path.name: path.read_bytes() for path in out.iterdir()}
+    assert outputs["cpu"] == outputs["gpu"]
+    assert outputs["gpu"]["hits.paf"].count(b"\n") > 0 and len(outputs["gpu"]) > 5
