@@ -51,6 +51,14 @@ class InputError(Exception):
         super().__init__(_LINE_BREAKS.sub(" ", str(message)))
 
 
+def compression_threads(threads: int | None) -> int:
+    """Threads that compress one output file in the background: up to
+    COMPRESSION_THREADS and half the cores (half of ``threads`` when the run
+    is limited to that many); 0, compressing in the writing thread, for one."""
+    budget = (os.cpu_count() or 1) if threads is None else threads
+    return min(COMPRESSION_THREADS, budget // 2)
+
+
 def _igzip_threaded():
     """python-isal's threaded gzip module (xopen's own choice), or None where it is missing."""
     try:
@@ -146,7 +154,7 @@ class SequenceSource:
     without it, records only.
     """
 
-    def __init__(self, path, kind: str = "reads", raw_fastq: bool = False):
+    def __init__(self, path, kind: str = "reads", raw_fastq: bool = False, threads: int | None = None):
         self.path = path
         self.name = display_name(path)
         self.kind = kind
@@ -157,14 +165,16 @@ class SequenceSource:
         self._reader = None
         self._pending = b""  # raw route: bytes read but not yet handed out
         try:
+            # one thread in all: decompress in the reading thread, not in one of xopen's
+            decompression_threads = 0 if threads == 1 else None
             if path == STDIN:
                 # xopen detects compression from the stream's first bytes;
                 # sys.stdin.buffer works where the fd is replaced (tests)
-                self._stream = xopen(sys.stdin.buffer, "rb")
+                self._stream = xopen(sys.stdin.buffer, "rb", threads=decompression_threads)
             else:
                 if os.path.isdir(path):
                     raise InputError(f"{self.name}: is a directory, not a {kind} file")
-                self._stream = xopen(path, "rb")
+                self._stream = xopen(path, "rb", threads=decompression_threads)
             head = self._stream.read(READ_BLOCK) if raw_fastq else b""
             if head[:1] == b"@":
                 self.fileformat = "fastq"
@@ -403,9 +413,11 @@ class AtomicOutput:
     destination is reported before any work is done.
     """
 
-    def __init__(self, path, what: str = "output"):
+    def __init__(self, path, what: str = "output", compression_threads: int | None = None):
         self.path = os.fspath(path)
         self.what = what
+        #: see :func:`compression_threads`; None: as many as the cores allow
+        self.compression_threads = compression_threads
         if os.path.isdir(self.path):
             raise InputError(f"{self.path}: is a directory; cannot write the {what} file there")
         directory, base = os.path.split(os.path.abspath(self.path))
@@ -425,8 +437,10 @@ class AtomicOutput:
         to what earlier handles wrote (compressed files get a further member
         or frame, which every reader reads on)."""
         compression = compression_for(self.path)
-        if threads is None:
-            threads = min(COMPRESSION_THREADS, max(1, (os.cpu_count() or 1) // 2)) if compression else 0
+        if not compression:
+            threads = 0
+        elif threads is None:
+            threads = compression_threads(None) if self.compression_threads is None else self.compression_threads
         mode = "ab" if append else "wb"
         if compression == "gz" and threads > 1 and _igzip_threaded() is not None:
             # xopen runs ISA-L's threaded gzip writer with one thread at level

@@ -5,7 +5,8 @@ as raw bytes, see :mod:`bpbc.chunks`), encoding and transposing for the
 engine, the screen and traceback (the calling thread, through one
 :class:`bpbc.screener.Screener`), and formatting and writing. At most two
 chunks wait between stages, so memory stays bounded whatever the input size.
-Output follows input order. ``--json`` reports the seconds of each stage.
+Output follows input order. ``--json`` reports the seconds of each stage. With
+one thread (``--threads 1``) the stages take turns in the calling thread.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from bpbc.engines import limit_numba_threads
-from bpbc.io import STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, display_name, read_patterns
+from bpbc.io import (STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, compression_threads, display_name,
+                     read_patterns)
 from bpbc.pairs import interleaved_pairs, two_file_pairs
 from bpbc.paf import paf_lines
 from bpbc.patterns import STRANDS, strands_of
@@ -293,10 +295,12 @@ class StageTimes:
             yield item
 
 
-def _prepared_chunks(chunks: Iterator, source_name: str, screener, stages: StageTimes) -> Iterator:
+def _prepared_chunks(chunks: Iterator, source_name: str, screener, stages: StageTimes,
+                     overlap: bool = True) -> Iterator:
     """(chunk, ReadBatch) per chunk of ``chunks``, in two background threads:
     one reads and parses chunk k+2 while the other encodes and transposes
-    chunk k+1 and the caller screens chunk k."""
+    chunk k+1 and the caller screens chunk k (without ``overlap``: all in
+    the caller's thread, one step after the other)."""
     from bpbc.alphabet import SequenceError
     from bpbc.screener import ReadBatch
 
@@ -311,6 +315,8 @@ def _prepared_chunks(chunks: Iterator, source_name: str, screener, stages: Stage
                     raise InputError(f"{source_name}: {error}") from None
                 yield chunk, batch
 
+    if not overlap:
+        return encoded(stages.timed(chunks, "read"))
     return prefetched(encoded(prefetched(stages.timed(chunks, "read"))))
 
 
@@ -318,14 +324,17 @@ class OrderedWorker:
     """Runs submitted calls one after another in a background thread, at most
     ``depth`` waiting (so memory stays bounded). An exception in a call is
     raised in the submitting thread at its next :meth:`submit` or at
-    :meth:`finish`; leaving a ``with`` block stops the thread."""
+    :meth:`finish`; leaving a ``with`` block stops the thread. With
+    ``inline`` there is no thread: :meth:`submit` makes the call."""
 
-    def __init__(self, depth: int = 2):
+    def __init__(self, depth: int = 2, inline: bool = False):
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
         self._stop = threading.Event()
+        self._inline = inline
         self._thread = threading.Thread(target=self._work, name="bpbc-writer", daemon=True)
-        self._thread.start()
+        if not inline:
+            self._thread.start()
 
     def _work(self) -> None:
         while True:
@@ -345,11 +354,16 @@ class OrderedWorker:
             raise error
 
     def submit(self, call: Callable, *args) -> None:
+        if self._inline:
+            call(*args)
+            return
         self._raise()
         self._queue.put((call, args))
 
     def finish(self) -> None:
         """Wait for every submitted call; re-raise the first error."""
+        if self._inline:
+            return
         self._queue.put(_END)
         self._thread.join()
         self._raise()
@@ -440,9 +454,10 @@ def screen_files(
         stack.enter_context(cyclic_gc_paused())
         stack.enter_context(quick_gil_handoff())
         # the reads files first: a missing or unreadable file is the most basic problem
-        source = stack.enter_context(SequenceSource(reads_path, kind="reads", raw_fastq=True))
+        threads = settings.threads
+        source = stack.enter_context(SequenceSource(reads_path, kind="reads", raw_fastq=True, threads=threads))
         source2 = None if reads2 is None else stack.enter_context(
-            SequenceSource(reads2, kind="reads", raw_fastq=True))
+            SequenceSource(reads2, kind="reads", raw_fastq=True, threads=threads))
         patterns = read_patterns(patterns_path)
         screener = make_screener(settings, patterns, display_name(patterns_path))
         limit_numba_threads(settings.threads)  # the traceback's kernels, in this thread
@@ -468,7 +483,7 @@ def screen_files(
         outputs: list[AtomicOutput] = []
 
         def create(path, what) -> AtomicOutput:
-            out = stack.enter_context(AtomicOutput(path, what))
+            out = stack.enter_context(AtomicOutput(path, what, compression_threads(threads)))
             outputs.append(out)
             return out
 
@@ -519,9 +534,11 @@ def screen_files(
         else:
             chunks = two_file_pairs(source, source2, chunk_size_for(settings, len(patterns), mates), CHUNK_RAMP)
         demultiplexing = isinstance(matched_sink, DemuxSink)
+        # one thread: the stages take turns in this one instead of overlapping
+        overlap = threads != 1
         # closed (its threads stopped) before the outputs and the sources are closed
-        writer = stack.enter_context(OrderedWorker())
-        prepared = stack.enter_context(closing(_prepared_chunks(chunks, source.name, screener, stages)))
+        writer = stack.enter_context(OrderedWorker(inline=not overlap))
+        prepared = stack.enter_context(closing(_prepared_chunks(chunks, source.name, screener, stages, overlap)))
         for chunk, batch in prepared:
             with stages.timing("device"):
                 hits = screener.hits(batch)

@@ -1,0 +1,63 @@
+"""The streaming pipeline's use of threads: ``--threads N`` bounds every parallel part."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import bpbc
+from bpbc.pipeline import OrderedWorker, ScreenSettings, screen_files
+from tests.bpbc.conftest import random_read
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+PACKAGE_ROOT = str(Path(bpbc.__file__).resolve().parents[1])
+
+
+def test_inline_worker_calls_at_once_in_the_caller():
+    seen = []
+    with OrderedWorker(inline=True) as worker:
+        worker.submit(lambda: seen.append(threading.current_thread()))
+        assert seen == [threading.current_thread()]
+        worker.finish()
+
+
+def test_one_thread_runs_every_stage_in_the_calling_thread(tmp_path, monkeypatch):
+    started = []
+    real_start = threading.Thread.start
+
+    def recording_start(thread):
+        started.append(thread.name)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", recording_start)
+    summary = screen_files(DATA / "reads.fq", DATA / "patterns.fa", ScreenSettings(threshold=20, threads=1,
+                                                                                  device="cpu", chunk_size=3),
+                           output=tmp_path / "o.paf", matched=tmp_path / "m.fq.gz")
+    assert started == [] and summary.reads == 20
+    assert (tmp_path / "o.paf").read_text() == (DATA / "expected.paf").read_text()
+
+
+def test_one_thread_uses_one_core(tmp_path):
+    """A run of its own (a subprocess) with --threads 1, compressed input and
+    outputs: user + system time of the process within 1.2 x its wall time."""
+    rng = np.random.default_rng(2)
+    reads = "".join(f"@r{k}\n{random_read(rng, 150)}\n+\n{'I' * 150}\n" for k in range(30000))
+    with gzip.open(tmp_path / "r.fq.gz", "wt", compresslevel=1) as fh:
+        fh.write(reads)
+    (tmp_path / "p.fa").write_text(f">p\n{random_read(rng, 64)}\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
+    command = [sys.executable, "-c", "import sys, time; from bpbc.cli import main;"
+               "start, cpu = time.perf_counter(), time.process_time(); status = main(sys.argv[1:]);"
+               "print(time.process_time() - cpu, time.perf_counter() - start); sys.exit(status)",
+               "r.fq.gz", "p.fa", "-t", "30", "--device", "cpu", "--threads", "1", "-q",
+               "-o", "o.paf.gz", "--matched", "m.fq.gz", "--unmatched", "u.fq.gz"]
+    subprocess.run(command, cwd=tmp_path, env=env, check=True, capture_output=True, timeout=600)  # compile first
+    done = subprocess.run(command, cwd=tmp_path, env=env, check=True, capture_output=True, timeout=600)
+    cpu, wall = map(float, done.stdout.split())
+    assert cpu <= 1.2 * wall, (cpu, wall)
