@@ -1,7 +1,7 @@
 """Engine parity: every engine against the scalar reference and parasail.
 
 :class:`EngineParity` holds the tests; each engine runs them once through a
-subclass (the GPU one only with ``pytest -m gpu``).
+subclass (the GPU one skipped where no GPU is usable).
 """
 
 from __future__ import annotations
