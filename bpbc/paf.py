@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from bpbc.result import Alignment, AlignmentTable, Texts
+from bpbc.result import AlignmentTable, Texts
 
 #: the 12 standard columns, in order
 PAF_COLUMNS = (
@@ -30,17 +30,6 @@ PAF_COLUMNS = (
 )
 #: mapping quality: 255 means "not available", as in SAM
 MAPQ_UNAVAILABLE = 255
-
-
-def paf_line(alignment: Alignment, query_name: str, query_length: int, target_name: str, target_length: int) -> str:
-    """One PAF line (with a trailing newline) for one alignment."""
-    a = alignment
-    return (
-        f"{query_name}\t{query_length}\t{a.read_start}\t{a.read_end}\t{a.strand}\t"
-        f"{target_name}\t{target_length}\t{a.pattern_start}\t{a.pattern_end}\t"
-        f"{a.matches}\t{a.length}\t{MAPQ_UNAVAILABLE}\t"
-        f"tp:A:P\tAS:i:{a.score}\tNM:i:{a.nm}\tcg:Z:{a.cigar}\n"
-    )
 
 
 _NM_TAG = np.frombuffer(b"\tNM:i:", dtype=np.uint8)
@@ -117,7 +106,7 @@ _TAGS = np.frombuffer(f"\t{MAPQ_UNAVAILABLE}\ttp:A:P\tAS:i:".encode(), dtype=np.
 
 def paf_lines(alignments: AlignmentTable, query_names: Texts, query_lengths, target_names: Texts,
               target_lengths) -> bytes:
-    """PAF lines (the same text as :func:`paf_line` gives line by line) for a
+    """PAF lines for a
     table of alignments, in its order: ``query_names`` and ``query_lengths``
     hold one entry per alignment, the targets are looked up by pattern index."""
     a = alignments

@@ -43,14 +43,11 @@ the read base counts as a match), ``matches`` the number of matching columns,
 
 from __future__ import annotations
 
-import re
-from typing import NamedTuple
-
 import numpy as np
 from numba import njit, prange
 
 from bpbc.alphabet import INVALID
-from bpbc.result import Alignment, AlignmentTable, Texts
+from bpbc.result import AlignmentTable, Texts
 from bpbc.scoring import Scoring
 
 # alignment op codes in the kernels
@@ -354,97 +351,3 @@ def align_hits(codes, lengths, reads, ks, table, strands: tuple[str, ...], scori
     return AlignmentTable(reads, table.pattern[ks], strand, out[:, _SCORE], out[:, _READ_START], out[:, _READ_END],
                           pattern_start, pattern_end, out[:, _NM], out[:, _MATCHES], out[:, _N_OPS], cigars,
                           tuple(strands))
-
-
-class LocalAlignment(NamedTuple):
-    """One alignment in the coordinates of the arrays that were aligned."""
-
-    score: int
-    read_start: int
-    read_end: int
-    pattern_start: int
-    pattern_end: int
-    cigar: str
-    nm: int
-    matches: int
-    length: int
-
-
-def align_codes(read_codes, pattern_masks, scoring: Scoring = Scoring(), eqx: bool = False) -> LocalAlignment:
-    """Align one encoded read (codes 0..3, INVALID) against encoded pattern
-    masks (already oriented for the strand). Follows the module's tie rule."""
-    from bpbc.patterns import PatternTable
-
-    read = np.asarray(read_codes, dtype=np.uint8).reshape(1, -1)
-    zero = np.zeros(1, dtype=np.int64)
-    table, cigars = _run_batch(
-        read, np.array([read.shape[1]], dtype=np.int64), zero,
-        PatternTable.of([np.asarray(pattern_masks, np.uint8)]), zero, scoring, eqx, False,
-    )
-    row = table[0]
-    return LocalAlignment(
-        int(row[_SCORE]), int(row[_READ_START]), int(row[_READ_END]),
-        int(row[_PAT_START]), int(row[_PAT_END]), cigars.strings()[0],
-        int(row[_NM]), int(row[_MATCHES]), int(row[_N_OPS]),
-    )
-
-
-def align_instances(
-    codes, lengths, read_indices, pattern_masks, pattern_index: int, strand: str,
-    scoring: Scoring = Scoring(), eqx: bool = False,
-) -> list[Alignment]:
-    """Align reads ``read_indices`` against one FORWARD pattern on one strand
-    (see :func:`align_hits`); the alignments carry ``pattern_index``."""
-    from bpbc.patterns import PatternTable
-
-    if strand not in ("+", "-"):
-        raise ValueError(f"strand must be '+' or '-', got {strand!r}")
-    table = PatternTable.build([pattern_masks], (strand,))
-    table.pattern[:] = pattern_index
-    rows = np.asarray(read_indices, dtype=np.int64)
-    return align_hits(codes, lengths, rows, np.zeros(len(rows), np.int64), table, (strand,), scoring, eqx).to_list()
-
-
-_CIGAR_RUN = re.compile(r"(\d+)([MIDNSHP=X])")
-
-
-def parse_cigar(cigar: str) -> list[tuple[int, str]]:
-    """CIGAR text as a list of (length, op)."""
-    runs = [(int(length), op) for length, op in _CIGAR_RUN.findall(cigar)]
-    if "".join(f"{length}{op}" for length, op in runs) != cigar:
-        raise ValueError(f"malformed CIGAR {cigar!r}")
-    return runs
-
-
-def cigar_score(cigar: str, read_codes, pattern_masks, scoring: Scoring = Scoring()) -> int:
-    """Score of a CIGAR over the aligned segments: ``read_codes`` and
-    ``pattern_masks`` are exactly the aligned read and pattern slices, in the
-    order the CIGAR reads them. Each I or D run is one gap (open + k*extend);
-    '=' and 'X' are checked against the bases."""
-    read = [int(c) for c in read_codes]
-    pattern = [int(p) for p in pattern_masks]
-    i = j = 0
-    score = 0
-    for length, op in parse_cigar(cigar):
-        if op in "M=X":
-            for _ in range(length):
-                is_match = read[i] != INVALID and (pattern[j] >> read[i]) & 1 == 1
-                if (op == "=" and not is_match) or (op == "X" and is_match):
-                    raise ValueError(f"CIGAR op {op} at read {i}, pattern {j} disagrees with the bases")
-                score += scoring.match if is_match else -scoring.mismatch
-                i += 1
-                j += 1
-        elif op == "I":
-            score -= scoring.gap_open + length * scoring.gap_extend
-            i += length
-        elif op == "D":
-            score -= scoring.gap_open + length * scoring.gap_extend
-            j += length
-        else:
-            raise ValueError(f"CIGAR op {op} is not used in local alignments")
-    if i != len(read) or j != len(pattern):
-        raise ValueError(
-            f"CIGAR {cigar!r} covers {i} read and {j} pattern bases, "
-            f"segments have {len(read)} and {len(pattern)}"
-        )
-    return score

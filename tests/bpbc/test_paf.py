@@ -15,7 +15,8 @@ from pathlib import Path
 import dnaio
 import pytest
 
-from bpbc.paf import MAPQ_UNAVAILABLE, PAF_COLUMNS, paf_line, paf_lines
+from bpbc.paf import MAPQ_UNAVAILABLE, PAF_COLUMNS, paf_lines
+from tests.bpbc.alignments import paf_line
 from bpbc.result import Alignment
 from bpbc.scoring import Scoring
 from tests.bpbc.conftest import IUPAC_BASES, parasail_sw

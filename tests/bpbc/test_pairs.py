@@ -225,7 +225,7 @@ def test_paired_summary_and_json_count_pairs_and_mates(capsys, tmp_path):
                 count = sum(1 for line in lines if line.split("\t")[0].endswith(f"/{mate}")
                             and line.split("\t")[5] == pattern["name"] and line.split("\t")[4] == strand)
                 assert pattern["mates"][mate][strand] == count
-    assert err.startswith(f"bpbc-screen: 20 pairs (40 reads) screened in ")
+    assert err.startswith("bpbc-screen: 20 pairs (40 reads) screened in ")
     assert f"; {len(both)} pairs passed, pair filter both ({len(names)} reads passed; threshold 20" in err
 
 

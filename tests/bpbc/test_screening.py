@@ -11,7 +11,7 @@ import pytest
 import bpbc
 from bpbc.engines import gpu_unavailable_reason, select_engine
 from bpbc.reference import sw_score
-from bpbc.traceback import cigar_score
+from tests.bpbc.alignments import cigar_score
 from bpbc.alphabet import encode_pattern, encode_reads, reverse_complement_masks
 from tests.bpbc.conftest import random_read
 

@@ -11,7 +11,7 @@ from bpbc.alphabet import INVALID, encode_pattern, encode_reads, reverse_complem
 from bpbc.reference import sw_matrices, sw_score_codes
 from bpbc.result import Alignment
 from bpbc.scoring import Scoring
-from bpbc.traceback import LocalAlignment, align_codes, align_instances, cigar_score, parse_cigar
+from tests.bpbc.alignments import LocalAlignment, align_codes, align_instances, cigar_score, parse_cigar
 from tests.bpbc.conftest import (
     IUPAC_BASES,
     SCORINGS,
