@@ -6,6 +6,7 @@ test_engines.py; these add bulk bit-identity with the CPU engine.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,10 +15,15 @@ import numpy as np
 import pytest
 
 import bpbc
-from bpbc.gpu_engine import KERNEL_PATH, chain_shape
+from bpbc.gpu_engine import KERNEL_PATH, THREADS_PER_BLOCK, chain_shape
 from tests.bpbc.conftest import random_pattern, random_read, related_pair
 
 INSTANTIATIONS = [(6, 4, 32, 2, 3, 7, 2), (1, 1, 32, 2, 3, 7, 2), (11, 8, 8, 5, 4, 11, 3), (3, 5, 4, 1, 9, 20, 9)]
+
+
+def test_block_size_is_the_kernels_launch_bound():
+    """The engine launches sw_screen with the block size sw.cu promises the compiler."""
+    assert re.findall(r"__launch_bounds__\((\w+)\)", Path(KERNEL_PATH).read_text()) == [str(THREADS_PER_BLOCK)]
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
