@@ -24,7 +24,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="sw: end-to-end runs on the GPU are repeated on the CPU and their PAF compared")
     parser.add_argument("--pairs-reads", type=int, default=1 << 20,
                         help="sw: pairs (and reads) in the paired-end and demultiplexing runs (default 1048576)")
-    parser.add_argument("--only", choices=("table2", "library", "screen", "e2e", "pairs"), nargs="+", default=None,
+    parser.add_argument("--stream-reads", type=int, nargs="+", default=[],
+                        help="sw: reads piped to bpbc-screen's stdin in the stream rows (none by default)")
+    parser.add_argument("--stream-device", choices=("cpu", "gpu"), default="cpu", help="sw: engine of the stream rows")
+    parser.add_argument("--only", choices=("table2", "library", "screen", "e2e", "pairs", "stream"), nargs="+",
+                        default=None,
                         help="sw: run only these parts")
     args = parser.parse_args(argv)
 
@@ -42,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         from .sw_bench import run
 
         rows, _ = run(args.quick, args.repeats or (2 if args.quick else 3), args.e2e_reads, args.only, args.check_cpu,
-                       args.pairs_reads)
+                       args.pairs_reads, args.stream_reads, args.stream_device)
         plot(rows, "read_length", args.out / f"{stem}_table2.png", f"SW, pattern 128 ({kind})",
              where=lambda r: r.get("case") == "table2")
         plot(rows, "instances", args.out / f"{stem}_screening.png", f"screening, 150 bp reads ({kind})",

@@ -488,9 +488,47 @@ def pairs_rows(n, length, single, panel, device, repeats) -> list[dict]:
     return rows
 
 
+_RUN_REPORTING_PEAK = ("import resource, sys, time\nfrom bpbc.cli import main\nstatus = main(sys.argv[1:])\n"
+                       "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\nsys.exit(status)\n")
+
+
+def stream_row(n, length, patterns, threshold, device) -> dict:
+    """``bpbc-screen -`` reading n reads of plain FASTQ from a pipe (a feeder
+    repeating a file of DISTINCT_READS reads), PAF to a file: throughput and
+    the screening process's own peak resident set, which must not grow with n."""
+    import json
+
+    rng = np.random.default_rng(10)
+    with tempfile.TemporaryDirectory() as work:
+        path = functools.partial(os.path.join, work)
+        unit_reads = min(n, DISTINCT_READS)
+        write_fastq_gz(path("unit.fq.gz"), unit_reads, length, rng, plant=patterns, every=50)
+        with gzip.open(path("unit.fq.gz"), "rb") as packed, open(path("unit.fq"), "wb") as plain:
+            while block := packed.read(1 << 24):
+                plain.write(block)
+        Path(path("p.fa")).write_text("".join(f">p{k}\n{p}\n" for k, p in enumerate(patterns)))
+        repeats = -(-n // unit_reads)
+        command = [sys.executable, "-c", _RUN_REPORTING_PEAK, "-", path("p.fa"), "-t", str(threshold), "--device",
+                   device, "-q", "-o", path("out.paf"), "--json", path("s.json")]
+        start = time.perf_counter()
+        feeder = subprocess.Popen(["sh", "-c", f'for i in $(seq {repeats}); do cat "{path("unit.fq")}"; done'],
+                                  stdout=subprocess.PIPE)
+        done = subprocess.run(command, stdin=feeder.stdout, capture_output=True, check=True)
+        feeder.stdout.close()
+        feeder.wait()
+        wall = time.perf_counter() - start
+        summary = json.loads(Path(path("s.json")).read_text())
+    peak_mb = int(done.stderr.split()[-1]) / 1024
+    return {"case": "stream_stdin_single_128", "method": f"bpbc-screen - --device {device}", "read_length": length,
+            "instances": summary["reads"], "threshold": threshold, "strands": "both", "basis": "measured",
+            "seconds": f"{wall:.6g}", "reads_per_s": f"{summary['reads'] / wall:.4g}",
+            "paf_lines": summary["alignments"], "peak_rss_mb": f"{peak_mb:.0f}"}
+
+
 # ---------------------------------------------------------------- entry
 
-def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, check_cpu=False, pairs_reads=1 << 20):
+def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, check_cpu=False, pairs_reads=1 << 20,
+        stream_reads=(), stream_device="cpu"):
     from bpbc.cpu_engine import LANES
 
     cores = os.cpu_count() or 1
@@ -511,7 +549,7 @@ def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, chec
                            cpu_counts=[1 << 20], panel_size=100)
         device = "gpu" if use_gpu else "cpu"
         e2e = [("single_128", n, device) for n in large] + [("panel_96x24", n, device) for n in large]
-    parts = set(only or ("table2", "library", "screen", "e2e", "pairs"))
+    parts = set(only or ("table2", "library", "screen", "e2e", "pairs", "stream"))
     steps = len(lengths) * (4 if use_gpu else 2) + 20 + len(e2e)
     with progress_bar(steps, "sw") as advance:
         if use_gpu and "table2" in parts:
@@ -545,6 +583,11 @@ def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, chec
                                "gpu" if use_gpu else "cpu", 1 if quick else repeats)
             say(f"bench sw: {rows[-4:]}")
             advance("paired and demultiplexed runs")
+        for n in [3000] if quick else stream_reads if "stream" in parts else ():
+            advance.start(f"stream of {n} reads")
+            rows.append(stream_row(n, 150, *patterns["single_128"], "cpu" if quick else stream_device))
+            say(f"bench sw: {rows[-1]}")
+            advance(f"stream of {n} reads")
     _screening_ratios(rows, "bpbc_gpu" if use_gpu else "bpbc_cpu")
     return rows, use_gpu
 
