@@ -353,9 +353,14 @@ class CpuEngine:
     #: slices of tasks per thread: blocks are sorted by read length, so
     #: several slices each even out the threads' work
     SLICES_PER_THREAD = 4
+    #: what running out of memory raises (the Screener then splits the batch)
+    out_of_memory = (MemoryError,)
 
     def __init__(self, threads: int | None = None):
         self.threads = threads
+
+    def release_memory(self) -> None:
+        """Nothing to hand back: numpy frees arrays as they die."""
 
     def prepare(self, codes: np.ndarray, lengths: np.ndarray) -> PreparedReads:
         return PreparedReads(codes, lengths)

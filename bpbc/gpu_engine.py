@@ -160,6 +160,16 @@ class GpuEngine:
             raise ValueError(f"transpose must be 'ballot' or 'swap', got {transpose!r}")
         self.transpose = transpose
         self.multiprocessors = cupy.cuda.Device().attributes["MultiProcessorCount"]
+        #: what running out of device (or pinned host) memory raises; the
+        #: Screener then frees the pools and splits the batch
+        self.out_of_memory = (cupy.cuda.memory.OutOfMemoryError, MemoryError)
+
+    def release_memory(self) -> None:
+        """Hand CuPy's cached blocks back to the driver (after running out of memory)."""
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
 
     def prepare(self, codes: np.ndarray, lengths: np.ndarray) -> PreparedReads:
         return PreparedReads.from_codes(codes, lengths, self.transpose)

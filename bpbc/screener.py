@@ -54,8 +54,18 @@ class ReadBatch:
 
     @classmethod
     def from_codes(cls, codes: np.ndarray, lengths: np.ndarray, engine) -> ReadBatch:
-        prepared = engine.prepare(codes, lengths) if len(lengths) else None
+        """The batch prepared for ``engine``; when that runs out of memory,
+        unprepared (the Screener then screens it in parts)."""
+        try:
+            prepared = engine.prepare(codes, lengths) if len(lengths) else None
+        except engine.out_of_memory:
+            engine.release_memory()
+            prepared = None
         return cls(codes, lengths, prepared, engine)
+
+    def part(self, start: int, stop: int) -> ReadBatch:
+        """Reads start to stop, prepared anew."""
+        return ReadBatch.from_codes(self.codes[start:stop], self.lengths[start:stop], self.engine)
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -176,9 +186,30 @@ class Screener:
 
     # ------------------------------------------------------------ scores
 
+    def _in_parts(self, batch: ReadBatch, compute, start: int = 0) -> list[tuple[int, object]]:
+        """[(0, compute(batch))], or, when the engine runs out of memory on the
+        batch (or could not prepare it), the results of its two halves, each
+        handled the same way, with the index of each part's first read."""
+        if batch.prepared is not None or not len(batch):
+            try:
+                return [(start, compute(batch))]
+            except self.engine.out_of_memory:
+                self.engine.release_memory()
+        if len(batch) == 1:
+            raise MemoryError(f"the {self.engine.name} engine ran out of memory screening a single read")
+        half = len(batch) // 2
+        return (self._in_parts(batch.part(0, half), compute, start)
+                + self._in_parts(batch.part(half, len(batch)), compute, start + half))
+
     def hits(self, reads) -> Hits:
         """The passing instances of a batch (or of reads, encoded here)."""
-        batch = self._batch(reads)
+        parts = self._in_parts(self._batch(reads), self._hits)
+        if len(parts) == 1:
+            return parts[0][1]
+        return Hits(*(np.concatenate(column) for column in zip(*(
+            (hits.read + start, hits.pattern, hits.strand, hits.score, hits.capped) for start, hits in parts))))
+
+    def _hits(self, batch: ReadBatch) -> Hits:
         engine, scoring = self.engine, self.scoring
         parts = []
         if len(batch):
@@ -207,7 +238,10 @@ class Screener:
         """Dense (n_reads, n_patterns, n_strands) int32 scores and capped flags
         of every instance: exact where not capped, else a lower bound that is
         at least the threshold."""
-        batch = self._batch(reads)
+        parts = [part for _, part in self._in_parts(self._batch(reads), self._scores)]
+        return tuple(np.concatenate(column) for column in zip(*parts))
+
+    def _scores(self, batch: ReadBatch) -> tuple[np.ndarray, np.ndarray]:
         n, count = len(batch), len(self.table)
         scores = np.zeros((n, count), dtype=np.int32)
         capped = np.zeros((n, count), dtype=bool)

@@ -154,3 +154,57 @@ def test_paired_per_pattern_thresholds_and_demultiplexing_on_gpu_match_cpu(tmp_p
         outputs[device] = {path.name: path.read_bytes() for path in out.iterdir()}
     assert outputs["cpu"] == outputs["gpu"]
     assert outputs["gpu"]["hits.paf"].count(b"\n") > 0 and len(outputs["gpu"]) > 5
+
+
+@pytest.mark.gpu
+def test_batch_over_the_memory_pool_limit_is_screened_in_parts():
+    """With CuPy's pool capped below what the batch needs, the Screener
+    splits it; the hits are those of the uncapped run."""
+    import cupy
+
+    from bpbc.screener import Screener
+
+    rng = np.random.default_rng(4)
+    adapter = random_pattern(rng, 33)
+    reads = [random_read(rng, 150) for _ in range(40000)]
+    for i in range(0, len(reads), 37):
+        reads[i] = reads[i][:20] + adapter + reads[i][53:]
+    expected = Screener([adapter], 40, device="gpu").hits(reads)
+    pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()
+    limit = pool.get_limit()
+    pool.set_limit(size=2 << 20)
+    try:
+        screener = Screener([adapter], 40, device="gpu")
+        batch = screener.prepare(reads)
+        got = screener.hits(batch)
+    finally:
+        pool.set_limit(size=limit)
+    assert batch.prepared is None  # 40000 reads do not fit in 2 MiB
+    for field in ("read", "pattern", "strand", "score", "capped"):
+        assert np.array_equal(getattr(got, field), getattr(expected, field))
+    assert len(expected) > 1000
+
+
+@pytest.mark.gpu
+def test_cli_finishes_while_another_process_holds_most_gpu_memory(tmp_path):
+    import sys
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import cupy, sys\nfree, _ = cupy.cuda.runtime.memGetInfo()\n"
+         "held = cupy.empty(free - (1 << 30), cupy.uint8)\nprint('held', flush=True)\nsys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        from bpbc.cli import main
+
+        root = Path(__file__).resolve().parents[2]
+        out = {}
+        for device in ("gpu", "cpu"):
+            out[device] = tmp_path / f"{device}.paf"
+            assert main([str(root / "examples" / "reads.fq.gz"), str(root / "examples" / "adapters.fa"), "-t", "30",
+                         "--device", device, "-q", "-o", str(out[device])]) == 0
+        assert out["gpu"].read_bytes() == out["cpu"].read_bytes()
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)

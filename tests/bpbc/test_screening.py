@@ -10,9 +10,11 @@ import pytest
 
 import bpbc
 from bpbc.engines import gpu_unavailable_reason, select_engine
-from bpbc.reference import sw_score
-from tests.bpbc.alignments import cigar_score
 from bpbc.alphabet import encode_pattern, encode_reads, reverse_complement_masks
+from bpbc.cpu_engine import CpuEngine
+from bpbc.reference import sw_score
+from bpbc.screener import Screener
+from tests.bpbc.alignments import cigar_score
 from tests.bpbc.conftest import random_read
 
 ADAPTER = "AGATCGGAAGAGCACACGTCTGAACTCCAGTCA"
@@ -226,3 +228,45 @@ def test_thresholds_per_pattern(reads):
         bpbc.screen(reads[:3], [ADAPTER, PRIMER], threshold=[1, 2, 3], device="cpu")
     with pytest.raises(ValueError, match="pattern primer: threshold 60 is above"):
         bpbc.screen(reads[:3], {"adapter": ADAPTER, "primer": PRIMER}, threshold=[30, 60], device="cpu")
+
+
+class ScarceMemoryEngine(CpuEngine):
+    """The CPU engine running out of memory above a batch size, as a GPU with
+    little free memory does (preparing above 40 reads, screening above 20)."""
+
+    def prepare(self, codes, lengths):
+        if len(lengths) > 40:
+            raise MemoryError
+        return super().prepare(codes, lengths)
+
+    def flagged(self, prepared, *args):
+        if prepared.n > 20:
+            raise MemoryError
+        return super().flagged(prepared, *args)
+
+    def scores(self, prepared, *args):
+        if prepared.n > 20:
+            raise MemoryError
+        return super().scores(prepared, *args)
+
+
+def test_batches_that_run_out_of_memory_are_screened_in_parts(reads):
+    patterns = [ADAPTER, PRIMER]
+    plain, scarce = Screener(patterns, 30, engine=CpuEngine()), Screener(patterns, 30, engine=ScarceMemoryEngine())
+    batch = scarce.prepare(reads[:150])
+    assert batch.prepared is None  # the encoder's preparation ran out of memory
+    expected, got = plain.run(reads[:150], dense=True), scarce.run(batch, dense=True)
+    for field in ("read", "pattern", "strand", "score", "capped"):
+        assert np.array_equal(getattr(got.hits, field), getattr(expected.hits, field))
+    assert np.array_equal(got.scores, expected.scores) and np.array_equal(got.capped, expected.capped)
+    assert len(expected.hits) > 10
+    assert got.alignments.to_list() == expected.alignments.to_list()
+
+
+def test_out_of_memory_on_one_read_is_an_error():
+    class NoMemoryEngine(CpuEngine):
+        def flagged(self, prepared, *args):
+            raise MemoryError
+
+    with pytest.raises(MemoryError, match="the cpu engine ran out of memory screening a single read"):
+        Screener([ADAPTER], 30, engine=NoMemoryEngine()).hits(["ACGT" * 20, "A" * 50])
