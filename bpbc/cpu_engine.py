@@ -38,6 +38,7 @@ from functools import cache
 import numpy as np
 from numba import njit, prange
 
+from .engines import in_input_order, length_order
 from .scoring import Scoring
 
 WORD_BITS = 64
@@ -309,7 +310,7 @@ class PreparedReads:
     def __init__(self, codes: np.ndarray, lengths: np.ndarray, order: np.ndarray | None = None):
         from transpose import pack_codes
 
-        self.order = np.argsort(lengths, kind="stable") if order is None else order
+        self.order = length_order(lengths) if order is None else order
         self.n = len(self.order)
         ordered_lengths = lengths[self.order]
         # reads of one length: the stable order is the identity, skip the copy
@@ -411,11 +412,7 @@ class CpuEngine:
         values = unpack_planes(word_planes, k * lanes).reshape(k, lanes)[:, :prepared.n]
         word_flags = flag.reshape(prepared.blocks, k, WORDS).transpose(1, 0, 2).reshape(-1)
         flags = unpack_flags(word_flags, k * lanes).reshape(k, lanes)[:, :prepared.n]
-        scores = np.empty((prepared.n, k), dtype=np.int32)
-        overflow = np.empty((prepared.n, k), dtype=bool)
-        scores[prepared.order] = values.T
-        overflow[prepared.order] = flags.T
-        return scores, overflow
+        return in_input_order(prepared.order, values, flags)
 
     def flagged(self, prepared: PreparedReads, table, scoring: Scoring, planes: int) -> tuple[np.ndarray, np.ndarray]:
         """(read, oriented pattern) of every instance whose score reaches

@@ -19,7 +19,56 @@ oriented patterns; every call covers all of them:
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
+import numpy as np
+
 DEVICES = ("auto", "cpu", "gpu")
+
+
+class Engine(Protocol):
+    """What the Screener needs of an engine (see the module docstring)."""
+
+    name: str
+    #: instances per machine word
+    word_bits: int
+    two_pass: bool
+    #: exception types that mean the engine ran out of memory on a batch
+    out_of_memory: tuple[type[BaseException], ...]
+
+    def prepare(self, codes: np.ndarray, lengths: np.ndarray) -> Any: ...
+
+    def scores(self, prepared: Any, table: Any, scoring: Any, planes: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def hits(self, prepared: Any, table: Any, scoring: Any, planes: int,
+             thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
+
+    def release_memory(self) -> None: ...
+
+
+class TwoPassEngine(Engine, Protocol):
+    """An engine whose ``two_pass`` is True."""
+
+    def flagged(self, prepared: Any, table: Any, scoring: Any, planes: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def pair_scores(self, codes: np.ndarray, lengths: np.ndarray, reads: np.ndarray, ks: np.ndarray, table: Any,
+                    scoring: Any, planes: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def length_order(lengths: np.ndarray) -> np.ndarray:
+    """The order engines lay a batch out in: by read length, stable, so that
+    the reads sharing a word are of similar length."""
+    return np.argsort(lengths, kind="stable")
+
+
+def in_input_order(order: np.ndarray, values: np.ndarray, flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(n, K) int32 scores and bool flags in input order from (K, n) arrays in
+    ``order`` (lane i holds read order[i])."""
+    scores = np.empty(values.shape[::-1], dtype=np.int32)
+    overflow = np.empty(flags.shape[::-1], dtype=bool)
+    scores[order] = values.T
+    overflow[order] = flags.T
+    return scores, overflow
 
 
 def gpu_unavailable_reason() -> str | None:
@@ -37,7 +86,7 @@ def gpu_unavailable_reason() -> str | None:
     return None
 
 
-def select_engine(device: str = "auto", threads: int | None = None):
+def select_engine(device: str = "auto", threads: int | None = None) -> Engine:
     """The engine for ``device``: 'cpu', 'gpu', or 'auto' (the GPU when one
     is usable, else the CPU, quietly)."""
     if device not in DEVICES:

@@ -10,11 +10,12 @@ compiled (NVRTC, then cached by CuPy on disk) on first use only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 
+from .engines import in_input_order, length_order
 from .scoring import Scoring
 
 WORD_BITS = 32
@@ -38,7 +39,7 @@ def chain_shape(pattern_length: int) -> tuple[int, int, int]:
     return best[1:]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _module_source() -> str:
     return KERNEL_PATH.read_text()
 
@@ -54,13 +55,13 @@ def _compiled(name: str):
         raise RuntimeError(f"NVRTC failed to compile {KERNEL_PATH} ({name}):\n{error}") from error
 
 
-@lru_cache(maxsize=None)
+@cache
 def _kernel(planes: int, rows: int, lanes: int, scoring: Scoring):
     return _compiled(f"sw_screen<{planes},{rows},{lanes},{scoring.match},{scoring.mismatch},"
                      f"{scoring.first_gap},{scoring.gap_extend}>")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hit_words_kernel():
     return _compiled("hit_words")
 
@@ -129,7 +130,7 @@ class PreparedReads:
         from transpose import codes_to_streams, planes_ballot, planes_swap
 
         n = len(lengths)
-        order = np.argsort(lengths, kind="stable")
+        order = length_order(lengths)
         sorted_lengths = lengths[order]
         sorted_codes = codes[order]
         if sorted_codes.shape[1] == 0:  # only empty reads: one invalid column
@@ -227,11 +228,7 @@ class GpuEngine:
         flags = unpack_planes_gpu(flag.reshape(-1, 1), count * lanes, self.transpose)
         values = values.reshape(count, lanes)[:, :prepared.n].get()
         flags = flags.reshape(count, lanes)[:, :prepared.n].get().astype(bool)
-        scores = np.empty((prepared.n, count), dtype=np.int32)
-        overflow = np.empty((prepared.n, count), dtype=bool)
-        scores[prepared.order] = values.T
-        overflow[prepared.order] = flags.T
-        return scores, overflow
+        return in_input_order(prepared.order, values, flags)
 
     def hits(self, prepared: PreparedReads, table, scoring: Scoring, planes: int,
              thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
