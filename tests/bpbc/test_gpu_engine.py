@@ -208,3 +208,4 @@ def test_cli_finishes_while_another_process_holds_most_gpu_memory(tmp_path):
     finally:
         holder.stdin.close()
         holder.wait(timeout=60)
+        holder.stdout.close()
