@@ -1,8 +1,12 @@
-"""``python -m bench transpose|sw [--quick] [--out DIR]``: run a benchmark, write CSV and PNG."""
+"""``python -m bench transpose|sw [--quick] [--out DIR]``: run a benchmark, write CSV and PNG.
+
+``python -m bench sass [...]``: instructions per 32-cell word of the SW kernel (bench/sass_count.py);
+``python -m bench dpx [...]``: the DPX word-wise peer beside bpbc (bench/dpx_peer.py)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from . import say
@@ -11,8 +15,17 @@ from .plots import plot
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "sass":
+        from .sass_count import main as sass_main
+
+        return sass_main(argv[1:])
+    if argv and argv[0] == "dpx":
+        from .dpx_peer import main as dpx_main
+
+        return dpx_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("command", choices=("transpose", "sw"))
+    parser.add_argument("command", choices=("transpose", "sw"), help="(also: sass, dpx; see their --help)")
     parser.add_argument("--quick", action="store_true", help="CPU only, small sizes, seconds (CI)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (default bench/results)")
     parser.add_argument("--repeats", type=int, default=None, help="timed repetitions (median)")
