@@ -151,13 +151,13 @@ def body(function: Function, span: tuple[int, int]) -> list[Instruction]:
     return [ins for ins in function.instructions if span[0] <= ins.addr <= span[1]]
 
 
-def inner_loop(function: Function) -> tuple[int, int]:
-    """The innermost loop (no other loop inside) with the most LOP3."""
+def inner_loop(function: Function, key: str = "lop3") -> tuple[int, int]:
+    """The innermost loop (no other loop inside) with the most instructions of class ``key``."""
     spans = loops(function)
     if not spans:
         raise ValueError(f"{function.name}: no backward branch, no loop")
     innermost = [s for s in spans if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
-    return max(innermost, key=lambda s: (sum(classify(i) == "lop3" for i in body(function, s)), s[1] - s[0]))
+    return max(innermost, key=lambda s: (sum(classify(i) == key for i in body(function, s)), s[1] - s[0]))
 
 
 def basic_blocks(instructions: list[Instruction]) -> list[list[Instruction]]:
@@ -201,8 +201,8 @@ class LoopReport:
     loop_opcodes: Counter
 
 
-def analyse(function: Function) -> LoopReport:
-    span = inner_loop(function)
+def analyse(function: Function, key: str = "lop3") -> LoopReport:
+    span = inner_loop(function, key)
     instructions = body(function, span)
     blocks = basic_blocks(instructions)
     biggest = max(blocks, key=len)
