@@ -14,7 +14,7 @@ import numpy as np
 WORD_BITS = 32
 PLANES = 3
 KERNELS_PATH = Path(__file__).with_name("kernels.cu")
-WARPS_PER_BLOCK = 8  #: must match kernels.cu
+WARPS_PER_BLOCK = 4  #: must match kernels.cu
 THREADS_PER_BLOCK = WARPS_PER_BLOCK * WORD_BITS
 MAX_BLOCKS = 1 << 16  #: warps loop over further word groups (grid stride)
 
@@ -48,7 +48,10 @@ def _require_uint32(array, name: str):
         raise TypeError(f"{name} must be a cupy array on the device, got {type(array).__name__}")
     if array.dtype != cupy.uint32:
         raise TypeError(f"{name} must be uint32, got dtype {array.dtype}")
-    return cupy.ascontiguousarray(array)
+    array = cupy.ascontiguousarray(array)
+    if array.data.ptr % 16:  # the kernels read and write 16 bytes at a time
+        array = array.copy()
+    return array
 
 
 def _streams_to_planes(kernel_name: str, streams_gpu, length: int):
