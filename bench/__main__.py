@@ -31,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="timed repetitions (median)")
     parser.add_argument("--sizes", type=int, nargs="+", default=None, help="transpose: instance counts")
     parser.add_argument("--length", type=int, default=150, help="transpose: read length")
+    parser.add_argument("--cpu-max", type=int, default=None,
+                        help="transpose: CPU transposes only up to this many instances (0: none)")
+    parser.add_argument("--legacy", action="store_true",
+                        help="transpose: also time the previous kernels (bench/legacy, v1) in the same run")
     parser.add_argument("--e2e-reads", type=int, nargs="+", default=[1 << 20],
                         help="sw: reads in the end-to-end runs (default 1048576)")
     parser.add_argument("--check-cpu", action="store_true",
@@ -46,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "transpose":
         from .transpose_bench import run
 
-        rows, _ = run(args.sizes, args.length, args.repeats or (3 if args.quick else 5), args.quick)
+        rows, _ = run(args.sizes, args.length, args.repeats or (3 if args.quick else 5), args.quick,
+                      legacy=args.legacy, **({} if args.cpu_max is None else {"cpu_max": args.cpu_max}))
         plot(rows, "instances", args.out / f"{stem}.png", f"bit transposes, L={args.length} ({kind})",
              series=("direction", "method"))
     else:

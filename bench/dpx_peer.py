@@ -330,6 +330,31 @@ def run(check_path: Path, repeats: int = 7, tune_repeats: int = 3, settings=None
     return rows_out
 
 
+def _compile_one(name: str) -> str:
+    """Worker of precompile: compile one variant into CuPy's on-disk cache."""
+    try:
+        _function(name)
+        return ""
+    except Exception as error:
+        return f"{name}: {str(error)[:300]}"
+
+
+def precompile(workers: int = 8, settings=None) -> list[str]:
+    """Compile every candidate of the settings in parallel processes (NVRTC is
+    single-threaded; CuPy caches the cubins on disk, so the timing run then
+    only loads them). Returns the errors."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from bpbc.scoring import Scoring
+
+    scoring = Scoring()
+    names = sorted({expression(r, p, scoring, mode, u) for _, _, _, m, _ in settings or SETTINGS
+                    for r, p in candidate_shapes(m) for mode in (0, 1) for u in (1, 2)})
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return [e for e in pool.map(_compile_one, names) if e]
+
+
 def main(argv: list[str] | None = None) -> int:
     from .environment import RESULTS_DIR, device_kind, environment, gpu_info, write_csv
 
@@ -340,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--only", nargs="+", default=None, help="setting names (default: all)")
+    parser.add_argument("--workers", type=int, default=8, help="processes compiling the variants first")
     args = parser.parse_args(argv)
     if args.make_check:
         make_check(args.make_check)
@@ -350,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
         print("bench dpx: needs a CUDA GPU (cupy)", file=sys.stderr)
         return 1
     settings = [s for s in SETTINGS if args.only is None or s[0] in args.only]
+    if args.workers > 1:
+        errors = precompile(args.workers, settings)
+        print(f"precompiled ({len(errors)} errors){''.join(chr(10) + e for e in errors)}", flush=True)
     rows = run(args.check, args.repeats, settings=settings, log=lambda s: print(s, flush=True))
     path = write_csv(args.out / f"dpx_peer_{device_kind(gpu)}.csv", rows, environment(gpu))
     print(f"-> {path}")

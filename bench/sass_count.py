@@ -381,6 +381,28 @@ def run(planes_list, pattern_length: int, scoring, compiler: str = "auto", arch:
     return rows
 
 
+def launch_for_profiler(planes_list, pattern_length: int, scoring, reads: int, read_length: int = 150) -> None:
+    """One GpuEngine.launch per plane count on random reads, for Nsight Compute
+    (ncu --kernel-name regex:sw_screen ...): prints the cells of each launch."""
+    import cupy
+
+    from bpbc.alphabet import encode_pattern
+    from bpbc.gpu_engine import GpuEngine
+    from bpbc.patterns import PatternTable
+
+    from .gpu_kernel import random_prepared
+
+    engine = GpuEngine()
+    prepared = random_prepared(reads, read_length, seed=1)
+    rng = __import__("numpy").random.default_rng(1)
+    table = PatternTable.of([encode_pattern("".join(rng.choice(list("ACGT"), pattern_length)))])
+    for planes in planes_list:
+        engine.launch(prepared, table, scoring, planes)
+        cupy.cuda.Device().synchronize()
+        print(f"launch planes={planes} reads={reads} read_length={read_length} pattern_length={pattern_length} "
+              f"cells={reads * read_length * pattern_length}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     from bpbc.scoring import Scoring
 
@@ -395,8 +417,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arch", default=None, help="e.g. 90 (default: the device's, or 90 with nvcc)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     parser.add_argument("--sass-dir", type=Path, default=None, help="also write each kernel's SASS here")
+    parser.add_argument("--launch", type=int, default=None, metavar="READS",
+                        help="instead: launch the kernel once per plane count on READS random reads (for ncu)")
     args = parser.parse_args(argv)
     scoring = Scoring(*(int(x) for x in args.scoring.split(",")))
+    if args.launch:
+        launch_for_profiler(args.planes, args.pattern_length, scoring, args.launch)
+        return 0
     rows = run(args.planes, args.pattern_length, scoring, args.compiler, args.arch, args.sass_dir)
     gpu = gpu_info()
     env = environment(gpu)
