@@ -12,9 +12,11 @@ mkdir -p "$R"
 PARTS=${*:-tests transpose sass ncu dpx}
 export PYTHONUNBUFFERED=1
 WHEELS=${WHEELS:-.whl}
-if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+# .whl-extra: wheels of this worktree (e.g. nvidia-cuda-cuobjdump newer than the toolkit's, for NVRTC's cubins)
+WHEEL_FILES=$(ls "$WHEELS"/*.whl .whl-extra/*.whl 2>/dev/null)
+if [ -n "$WHEEL_FILES" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        "$WHEELS"/*.whl >"$R/pip.log" 2>&1
+        $WHEEL_FILES >"$R/pip.log" 2>&1
 fi
 export PYTHONPATH=/tmp/site:$PWD
 {

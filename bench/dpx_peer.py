@@ -377,8 +377,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     settings = [s for s in SETTINGS if args.only is None or s[0] in args.only]
     if args.workers > 1:
-        errors = precompile(args.workers, settings)
-        print(f"precompiled ({len(errors)} errors){''.join(chr(10) + e for e in errors)}", flush=True)
+        try:
+            errors = precompile(args.workers, settings)
+            print(f"precompiled ({len(errors)} errors){''.join(chr(10) + e for e in errors)}", flush=True)
+        except Exception as error:  # compile one by one in the run instead
+            print(f"precompile failed ({type(error).__name__}: {error}); compiling in the run", flush=True)
     rows = run(args.check, args.repeats, settings=settings, log=lambda s: print(s, flush=True))
     path = write_csv(args.out / f"dpx_peer_{device_kind(gpu)}.csv", rows, environment(gpu))
     print(f"-> {path}")

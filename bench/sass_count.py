@@ -261,35 +261,53 @@ def compile_nvcc(source: str, expression: str, arch: str = "90") -> tuple[bytes,
         return cubin.read_bytes(), "", f"nvcc ({version}) {' '.join(options)}"
 
 
-def _tool(name: str) -> str | None:
-    found = shutil.which(name)
-    if found:
-        return found
-    candidates = [Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / name]
+def _tools(name: str) -> list[str]:
+    """Every copy of a CUDA tool found: the pip packages' (nvidia-cuda-cuobjdump,
+    -nvdisasm: often newer than the toolkit, and NVRTC may be newer than the
+    toolkit's cuobjdump too), then PATH and $CUDA_HOME/bin."""
+    candidates = []
     try:
-        import nvidia  # pip packages nvidia-cuda-cuobjdump / -nvdisasm
+        import nvidia
 
-        candidates += [Path(p) / sub / "bin" / name for p in nvidia.__path__ for sub in ("cu13", "cu12", "cuda_cuobjdump")]
+        candidates += [Path(p) / sub / "bin" / name for p in nvidia.__path__ for sub in ("cu13", "cu12")]
     except ImportError:
         pass
-    return next((str(c) for c in candidates if c.exists()), None)
+    found = shutil.which(name)
+    if found:
+        candidates.append(Path(found))
+    candidates.append(Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / name)
+    unique = []
+    for candidate in candidates:
+        if candidate.exists() and str(candidate) not in unique:
+            unique.append(str(candidate))
+    return unique
+
+
+def _tool(name: str) -> str | None:
+    tools = _tools(name)
+    return tools[0] if tools else None
 
 
 def disassemble(cubin: bytes) -> tuple[str, str]:
-    """(SASS text, registers line) of a cubin."""
-    cuobjdump = _tool("cuobjdump")
+    """(SASS text, resource usage text) of a cubin: the first cuobjdump (or
+    nvdisasm) that reads it."""
+    errors = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
-        if cuobjdump:
-            sass = subprocess.run([cuobjdump, "-sass", str(path)], check=True, capture_output=True, text=True).stdout
-            usage = subprocess.run([cuobjdump, "-res-usage", str(path)], capture_output=True, text=True).stdout
-            return sass, usage
-        nvdisasm = _tool("nvdisasm")
-        if nvdisasm is None:
-            raise RuntimeError("cuobjdump or nvdisasm is needed (CUDA toolkit, or pip nvidia-cuda-cuobjdump)")
-        sass = subprocess.run([nvdisasm, "-c", str(path)], check=True, capture_output=True, text=True).stdout
-        return sass, ""
+        for cuobjdump in _tools("cuobjdump"):
+            result = subprocess.run([cuobjdump, "-sass", str(path)], capture_output=True, text=True)
+            if result.returncode == 0 and "Function" in result.stdout:
+                usage = subprocess.run([cuobjdump, "-res-usage", str(path)], capture_output=True, text=True).stdout
+                return result.stdout, usage
+            errors.append(f"{cuobjdump}: rc {result.returncode} {result.stderr.strip()[:200]}")
+        for nvdisasm in _tools("nvdisasm"):
+            result = subprocess.run([nvdisasm, "-c", str(path)], capture_output=True, text=True)
+            if result.returncode == 0:
+                return result.stdout, ""
+            errors.append(f"{nvdisasm}: rc {result.returncode} {result.stderr.strip()[:200]}")
+    raise RuntimeError("no cuobjdump or nvdisasm could read the cubin (CUDA toolkit, or pip "
+                       "nvidia-cuda-cuobjdump): " + "; ".join(errors))
 
 
 def registers(usage: str, mangled: str) -> str:

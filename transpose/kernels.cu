@@ -86,6 +86,24 @@ __device__ __forceinline__ word_t ballot_bit(word_t x, int bit)
     return word;
 }
 
+// Ballot delivery: every lane receives each ballot word and the lane it
+// belongs to keeps it. As `keep ? word : old` this costs a select on the
+// integer pipe beside the bit test and the vote; as word * flag + old (flag
+// = 1 in the keeping lane, 0 elsewhere) it is one IMAD on the FMA pipe. The
+// flags go through an opaque move so that the compiler, which would see that
+// they are 0 or 1, cannot turn the multiply back into a select.
+__device__ __forceinline__ void lane_flags(word_t (&lane_is)[WARP], int lane)
+{
+#pragma unroll
+    for (int i = 0; i < WARP; ++i)
+        asm("mov.b32 %0, %1;" : "=r"(lane_is[i]) : "r"(lane == i ? 1u : 0u));
+}
+
+__device__ __forceinline__ word_t keep_if_mine(word_t word, word_t flag, word_t old)
+{
+    return word * flag + old;  // old is 0 in the keeping lane: each slot is kept once
+}
+
 // Copy words [0, n) of a shared image placed at offset `lead` (= base mod 4)
 // to global words [base, base + n): 16-byte stores for the aligned middle.
 __device__ __forceinline__ void store_run(word_t* __restrict__ global, long long base, const word_t* image,
@@ -117,6 +135,9 @@ __device__ __forceinline__ void streams_to_planes(const word_t* __restrict__ str
     word_t* stage = stage_all[warp];
     word_t* out = out_all[warp];
     const SwapLanes swap_lanes(lane);
+    word_t lane_is[kSwap ? 1 : WARP];  // ballot: lane_is[i] = (lane == i), a 0/1 factor
+    if constexpr (!kSwap)
+        lane_flags(lane_is, lane);
 
     for (long long g = (long long)blockIdx.x * WARPS_PER_BLOCK + warp; g < groups;
          g += (long long)gridDim.x * WARPS_PER_BLOCK) {
@@ -161,16 +182,22 @@ __device__ __forceinline__ void streams_to_planes(const word_t* __restrict__ str
                         block_out[PLANES * lane + k] = warp_transpose(w[k], swap_lanes);
                 } else {
                     // The ballot over the lanes of bit p of plane k is the plane word
-                    // of position 32 (c0 + cc) + p; lane 0 writes it to the image.
+                    // of position 32 (c0 + cc) + p, output word q = 3p + k of the
+                    // block: lane q % 32 keeps it, in its slot q / 32.
+                    // (plane outer, bit inner: 32 tests of one word in a row, which
+                    // the compiler turns into a few R2P that set 7 predicates each)
+                    word_t slot[PLANES] = {0u, 0u, 0u};
 #pragma unroll
-                    for (int p = 0; p < WARP; ++p) {
+                    for (int k = 0; k < PLANES; ++k) {
 #pragma unroll
-                        for (int k = 0; k < PLANES; ++k) {
-                            const word_t word = ballot_bit(w[k], p);
-                            if (lane == 0)
-                                block_out[PLANES * p + k] = word;
+                        for (int p = 0; p < WARP; ++p) {
+                            const int q = PLANES * p + k;
+                            slot[q / WARP] = keep_if_mine(ballot_bit(w[k], p), lane_is[q % WARP], slot[q / WARP]);
                         }
                     }
+#pragma unroll
+                    for (int s = 0; s < PLANES; ++s)
+                        block_out[s * WARP + lane] = slot[s];
                 }
             }
             __syncwarp();
@@ -184,7 +211,10 @@ __device__ __forceinline__ void streams_to_planes(const word_t* __restrict__ str
 // takes two groups at once: lanes 0..15 load the planes of group 2h, lanes
 // 16..31 those of group 2h + 1 (one contiguous 128-byte load when bits = 16);
 // after the transpose lane r holds the value of instance r of the first group
-// in its low half and of the second in its high half.
+// in its low half and of the second in its high half. A warp loads INFLIGHT
+// such units before it transposes any, so that enough bytes are in flight.
+constexpr int INFLIGHT = 4;
+
 template <bool kSwap>
 __device__ __forceinline__ void planes_to_values(const word_t* __restrict__ planes,
                                                  int* __restrict__ values, long long n, int bits,
@@ -193,34 +223,43 @@ __device__ __forceinline__ void planes_to_values(const word_t* __restrict__ plan
     const int warp = threadIdx.x / WARP;
     const int lane = threadIdx.x % WARP;
     const SwapLanes swap_lanes(lane);
+    word_t lane_is[kSwap ? 1 : WARP];
+    if constexpr (!kSwap)
+        lane_flags(lane_is, lane);
     const bool two = bits <= 16;
-    const int per_warp = two ? 2 : 1;
-    const int half = two ? lane >> 4 : 0;        // which group of the pair this lane loads
+    const int per_unit = two ? 2 : 1;             // groups per warp unit
+    const int half = two ? lane >> 4 : 0;        // which group of the unit this lane loads
     const int plane = two ? lane & 15 : lane;    // which of its planes
-    const long long pairs = (groups + per_warp - 1) / per_warp;
-    for (long long h = (long long)blockIdx.x * WARPS_PER_BLOCK + warp; h < pairs;
-         h += (long long)gridDim.x * WARPS_PER_BLOCK) {
-        const long long g = h * per_warp + half;
-        const word_t row = (plane < bits && g < groups) ? planes[g * bits + plane] : 0u;
-        word_t value = 0;
-        if constexpr (kSwap) {
-            value = warp_transpose(row, swap_lanes);
-        } else {
-            // Ballot of bit r over the lanes = the bits of instance r's value(s).
+    const long long units = (groups + per_unit - 1) / per_unit;
+    const long long stride = (long long)gridDim.x * WARPS_PER_BLOCK;
+    for (long long h0 = (long long)blockIdx.x * WARPS_PER_BLOCK + warp; h0 < units; h0 += stride * INFLIGHT) {
+        word_t row[INFLIGHT];
 #pragma unroll
-            for (int r = 0; r < WARP; ++r) {
-                const word_t word = ballot_bit(row, r);
-                value = lane == r ? word : value;
-            }
+        for (int u = 0; u < INFLIGHT; ++u) {
+            const long long g = (h0 + u * stride) * per_unit + half;
+            row[u] = (plane < bits && g < groups) ? planes[g * bits + plane] : 0u;
         }
-        const long long first = h * per_warp * WARP;
-        if (two) {
-            const long long i = first + lane, k = first + WARP + lane;
-            if (i < n) values[i] = (int)(value & 0xffffu);
-            if (k < n) values[k] = (int)(value >> 16);
-        } else {
-            const long long i = first + lane;
-            if (i < n) values[i] = (int)value;
+#pragma unroll
+        for (int u = 0; u < INFLIGHT; ++u) {
+            const long long h = h0 + u * stride;
+            word_t value = 0;
+            if constexpr (kSwap) {
+                value = warp_transpose(row[u], swap_lanes);
+            } else {
+                // Ballot of bit r over the lanes = the bits of instance r's value(s).
+#pragma unroll
+                for (int r = 0; r < WARP; ++r)
+                    value = keep_if_mine(ballot_bit(row[u], r), lane_is[r], value);
+            }
+            const long long first = h * per_unit * WARP;
+            if (two) {
+                const long long i = first + lane, k = first + WARP + lane;
+                if (i < n) values[i] = (int)(value & 0xffffu);
+                if (k < n) values[k] = (int)(value >> 16);
+            } else {
+                const long long i = first + lane;
+                if (i < n) values[i] = (int)value;
+            }
         }
     }
 }
