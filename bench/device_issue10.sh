@@ -3,7 +3,7 @@
 # GPU transpose tests, transposes before/after, SASS counts (+ Nsight Compute
 # executed counts), the DPX peer beside bpbc. Everything lands in $OUT/r and is
 # packed into $OUT/results.tgz (the device tool returns at most 8 files).
-#   bash bench/device_issue10.sh [parts...]   parts: tests transpose sass ncu dpx (default: all)
+#   bash bench/device_issue10.sh [parts...]   parts: tests transpose variants sass ncu dpx (default: all but variants)
 # Wheels for packages the machine lacks are taken from $WHEELS (default .whl).
 set -u
 OUT=${OUT:-/tmp/out}
@@ -43,6 +43,8 @@ for part in $PARTS; do
         step pytest_transpose 150 python3 -m pytest -m gpu tests/transpose -q -p no:cacheprovider ;;
     transpose)
         step transpose 150 python3 -m bench transpose --legacy --cpu-max 0 --out "$R" ;;
+    variants)
+        step transpose_variants 240 python3 -m bench.transpose_variants --out "$R" ;;
     sass)
         step sass 120 python3 -m bench sass --planes 5 6 7 --out "$R" --sass-dir "$R/sass" ;;
     ncu)

@@ -231,19 +231,65 @@ def cupy_arch() -> str | None:
         return None
 
 
+def _nvrtc_library() -> str:
+    """Path of the libnvrtc that CuPy loaded (after a first NVRTC call)."""
+    from cupy.cuda import nvrtc
+
+    nvrtc.getVersion()
+    with open("/proc/self/maps") as fh:
+        for line in fh:
+            if "libnvrtc.so" in line and "builtins" not in line:
+                return line.split()[-1]
+    raise RuntimeError("CuPy's libnvrtc not found in /proc/self/maps")
+
+
+def nvrtc_options(arch: str) -> list[str]:
+    """The options CuPy's RawModule passes to NVRTC for the engine's kernels
+    (cupy/cuda/compiler.py: the engine's, then -ftz=true, -arch=sm_XX,
+    --device-as-default-execution-space; --pch only speeds compiling up)."""
+    return list(ENGINE_OPTIONS + CUPY_OPTIONS) + [f"-arch=sm_{arch}", "--device-as-default-execution-space"]
+
+
+def compile_nvrtc_library(source: str, expression: str, arch: str, library: str) -> tuple[bytes, str]:
+    """(cubin, mangled name) from NVRTC called directly (ctypes)."""
+    import ctypes
+
+    nv = ctypes.CDLL(library)
+    program = ctypes.c_void_p()
+
+    def check(code, what):
+        if code != 0:
+            log_size = ctypes.c_size_t()
+            nv.nvrtcGetProgramLogSize(program, ctypes.byref(log_size))
+            log = ctypes.create_string_buffer(log_size.value)
+            nv.nvrtcGetProgramLog(program, log)
+            raise RuntimeError(f"NVRTC {what} failed ({code}): {log.value.decode(errors='replace')[:2000]}")
+
+    check(nv.nvrtcCreateProgram(ctypes.byref(program), source.encode(), b"kern.cu", 0, None, None), "create")
+    check(nv.nvrtcAddNameExpression(program, expression.encode()), "add name")
+    options = [o.encode() for o in nvrtc_options(arch)]
+    check(nv.nvrtcCompileProgram(program, len(options), (ctypes.c_char_p * len(options))(*options)), "compile")
+    size = ctypes.c_size_t()
+    check(nv.nvrtcGetCUBINSize(program, ctypes.byref(size)), "cubin size")
+    buffer = ctypes.create_string_buffer(size.value)
+    check(nv.nvrtcGetCUBIN(program, buffer), "cubin")
+    lowered = ctypes.c_char_p()
+    check(nv.nvrtcGetLoweredName(program, expression.encode(), ctypes.byref(lowered)), "lowered name")
+    mangled = lowered.value.decode()
+    nv.nvrtcDestroyProgram(ctypes.byref(program))
+    return buffer.raw, mangled
+
+
 def compile_nvrtc(source: str, expression: str, arch: str | None = None) -> tuple[bytes, str, str]:
-    """(cubin, mangled name, description) through CuPy's NVRTC path, as
-    cupy.RawModule(code=source, options=ENGINE_OPTIONS, name_expressions=...) compiles."""
+    """(cubin, mangled name, description): the libnvrtc CuPy uses, with the
+    options CuPy's RawModule passes, for the current device's architecture."""
     from cupy.cuda import compiler
 
-    arch = arch or compiler._get_arch()
-    options = ENGINE_OPTIONS + CUPY_OPTIONS
-    binary, mapping = compiler.compile_using_nvrtc(source, options, arch, name_expressions=(expression,))
-    arch_option, method = compiler._get_arch_for_options_for_nvrtc(arch)
-    if method != "cubin":
-        raise RuntimeError(f"NVRTC produced {method}, not a cubin, for arch {arch}")
+    arch = str(arch or compiler._get_arch())
+    library = _nvrtc_library()
+    cubin, mangled = compile_nvrtc_library(source, expression, arch, library)
     major, minor = compiler._get_nvrtc_version()
-    return binary, mapping[expression], f"nvrtc {major}.{minor} {' '.join(options)} {arch_option}"
+    return cubin, mangled, f"nvrtc {major}.{minor} ({Path(library).name}) {' '.join(nvrtc_options(arch))}"
 
 
 def compile_nvcc(source: str, expression: str, arch: str = "90") -> tuple[bytes, str, str]:
@@ -307,7 +353,7 @@ def disassemble(cubin: bytes) -> tuple[str, str]:
                 return result.stdout, ""
             errors.append(f"{nvdisasm}: rc {result.returncode} {result.stderr.strip()[:200]}")
     raise RuntimeError("no cuobjdump or nvdisasm could read the cubin (CUDA toolkit, or pip "
-                       "nvidia-cuda-cuobjdump): " + "; ".join(errors))
+                       f"nvidia-cuda-cuobjdump); it starts {cubin[:24]!r}, {len(cubin)} bytes: " + "; ".join(errors))
 
 
 def registers(usage: str, mangled: str) -> str:

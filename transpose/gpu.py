@@ -17,6 +17,7 @@ KERNELS_PATH = Path(__file__).with_name("kernels.cu")
 WARPS_PER_BLOCK = 4  #: must match kernels.cu
 THREADS_PER_BLOCK = WARPS_PER_BLOCK * WORD_BITS
 MAX_BLOCKS = 1 << 16  #: warps loop over further word groups (grid stride)
+INFLIGHT = 4  #: must match kernels.cu: units of (one or two) groups a warp of the unpack kernels loads at once
 
 _module = None
 
@@ -116,5 +117,7 @@ def unpack_planes_gpu(planes_gpu, n: int, method: str = "ballot"):
     values = cupy.empty(n, cupy.int32)
     if n:
         kernel = _kernels().get_function(kernel_name)
-        kernel(_grid(groups), (THREADS_PER_BLOCK,), (planes, values, np.int64(n), np.int32(bits), np.int64(groups)))
+        units = -(-groups // (2 if bits <= 16 else 1))  # a warp unit: two groups when bits <= 16
+        kernel(_grid(-(-units // INFLIGHT)), (THREADS_PER_BLOCK,),
+               (planes, values, np.int64(n), np.int32(bits), np.int64(groups)))
     return values

@@ -37,6 +37,13 @@ constexpr int WARPS_PER_BLOCK = 4;
 constexpr int CHUNK = 8;
 constexpr int STAGE_WORDS = WARP * PLANES * CHUNK;   // one chunk of streams
 constexpr int OUT_WORDS = WARP * PLANES * CHUNK + 4; // one chunk of planes, + alignment slack
+// How a ballot word reaches the lane that stores it (see keep_if_mine):
+// 0: word * flag + slot, one IMAD (FMA pipe); 1: lane 0 writes it to the
+// shared image (one STS per word); 2: a select, slot = mine ? word : slot.
+constexpr int BALLOT_DELIVERY = 0;
+// Minimum resident blocks per multiprocessor asked of the compiler
+// (__launch_bounds__): 1 leaves the registers free.
+constexpr int MIN_BLOCKS_PER_SM = 1;
 
 // Lane constants of the swap network: round j = 16, 8, 4, 2, 1 exchanges
 // with lane ^ j; a lane keeps the columns on its side of bit j and takes the
@@ -92,10 +99,11 @@ __device__ __forceinline__ word_t ballot_bit(word_t x, int bit)
 // = 1 in the keeping lane, 0 elsewhere) it is one IMAD on the FMA pipe. The
 // flags go through an opaque move so that the compiler, which would see that
 // they are 0 or 1, cannot turn the multiply back into a select.
-__device__ __forceinline__ void lane_flags(word_t (&lane_is)[WARP], int lane)
+template <int N>
+__device__ __forceinline__ void lane_flags(word_t (&lane_is)[N], int lane)
 {
 #pragma unroll
-    for (int i = 0; i < WARP; ++i)
+    for (int i = 0; i < N; ++i)
         asm("mov.b32 %0, %1;" : "=r"(lane_is[i]) : "r"(lane == i ? 1u : 0u));
 }
 
@@ -135,8 +143,8 @@ __device__ __forceinline__ void streams_to_planes(const word_t* __restrict__ str
     word_t* stage = stage_all[warp];
     word_t* out = out_all[warp];
     const SwapLanes swap_lanes(lane);
-    word_t lane_is[kSwap ? 1 : WARP];  // ballot: lane_is[i] = (lane == i), a 0/1 factor
-    if constexpr (!kSwap)
+    word_t lane_is[kSwap || BALLOT_DELIVERY != 0 ? 1 : WARP];  // ballot: lane_is[i] = (lane == i), 0 or 1
+    if constexpr (!kSwap && BALLOT_DELIVERY == 0)
         lane_flags(lane_is, lane);
 
     for (long long g = (long long)blockIdx.x * WARPS_PER_BLOCK + warp; g < groups;
@@ -192,12 +200,21 @@ __device__ __forceinline__ void streams_to_planes(const word_t* __restrict__ str
 #pragma unroll
                         for (int p = 0; p < WARP; ++p) {
                             const int q = PLANES * p + k;
-                            slot[q / WARP] = keep_if_mine(ballot_bit(w[k], p), lane_is[q % WARP], slot[q / WARP]);
+                            const word_t word = ballot_bit(w[k], p);
+                            if constexpr (BALLOT_DELIVERY == 0)
+                                slot[q / WARP] = keep_if_mine(word, lane_is[q % WARP], slot[q / WARP]);
+                            else if constexpr (BALLOT_DELIVERY == 1) {
+                                if (lane == 0)
+                                    block_out[q] = word;
+                            } else
+                                slot[q / WARP] = lane == q % WARP ? word : slot[q / WARP];
                         }
                     }
+                    if constexpr (BALLOT_DELIVERY != 1) {
 #pragma unroll
-                    for (int s = 0; s < PLANES; ++s)
-                        block_out[s * WARP + lane] = slot[s];
+                        for (int s = 0; s < PLANES; ++s)
+                            block_out[s * WARP + lane] = slot[s];
+                    }
                 }
             }
             __syncwarp();
@@ -264,28 +281,28 @@ __device__ __forceinline__ void planes_to_values(const word_t* __restrict__ plan
     }
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP)
+extern "C" __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP, MIN_BLOCKS_PER_SM)
 planes_ballot_kernel(const word_t* __restrict__ streams, word_t* __restrict__ planes, long long n,
                      int length, int blocks, long long groups)
 {
     streams_to_planes<false>(streams, planes, n, length, blocks, groups);
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP)
+extern "C" __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP, MIN_BLOCKS_PER_SM)
 planes_swap_kernel(const word_t* __restrict__ streams, word_t* __restrict__ planes, long long n,
                    int length, int blocks, long long groups)
 {
     streams_to_planes<true>(streams, planes, n, length, blocks, groups);
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP)
+extern "C" __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP, MIN_BLOCKS_PER_SM)
 unpack_ballot_kernel(const word_t* __restrict__ planes, int* __restrict__ values, long long n,
                      int bits, long long groups)
 {
     planes_to_values<false>(planes, values, n, bits, groups);
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP)
+extern "C" __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP, MIN_BLOCKS_PER_SM)
 unpack_swap_kernel(const word_t* __restrict__ planes, int* __restrict__ values, long long n,
                    int bits, long long groups)
 {

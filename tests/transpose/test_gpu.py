@@ -52,6 +52,7 @@ def test_launch_configuration_matches_kernels():
     assert kernel_constant("WARPS_PER_BLOCK") == gpu.WARPS_PER_BLOCK
     assert kernel_constant("WARP") == gpu.WORD_BITS == WARP
     assert kernel_constant("PLANES") == gpu.PLANES
+    assert kernel_constant("INFLIGHT") == gpu.INFLIGHT
 
 
 # ---------------------------------------------------------------------------
