@@ -367,24 +367,49 @@ def registers(usage: str, mangled: str) -> str:
 
 # ---------------------------------------------------------------- executed counts
 
-def read_executed(path: Path) -> dict[int, float]:
-    """Address -> warp-level executions from Nsight Compute's source page CSV
-    (``ncu -i REPORT --page source --csv --print-source sass``): columns
-    ``Address`` (or ``# Address``) and ``Instructions Executed``."""
+def read_ncu_source(path: Path) -> dict[str, list[tuple[int, str, float]]]:
+    """Kernel name -> [(address, SASS text, warp-level executions)] from Nsight
+    Compute's source page (``ncu -i REPORT --page source --csv --print-source
+    sass``): one section per profiled kernel, each a ``"Kernel Name",...``
+    line, a header with ``Address``, ``Source`` and ``Instructions Executed``,
+    then one row per instruction."""
+    sections: dict[str, list[tuple[int, str, float]]] = {}
+    name, header = None, None
     with open(path, newline="") as fh:
-        lines = [line for line in fh if line.strip() and not line.startswith("==")]
-    reader = csv.DictReader(lines)
-    weights: dict[int, float] = {}
-    for row in reader:
-        address = next((row[k] for k in row if k and k.strip().lstrip("#").strip().lower() == "address"), None)
-        executed = next((row[k] for k in row if k and k.strip().lower() == "instructions executed"), None)
-        if address is None or executed in (None, ""):
-            continue
-        try:
-            weights[int(address, 16)] = float(executed.replace(",", ""))
-        except ValueError:
-            continue
-    return weights
+        for row in csv.reader(fh):
+            if not row or row[0].startswith("=="):
+                continue
+            if row[0] == "Kernel Name":
+                name, header = row[1], None
+                sections.setdefault(name, [])
+                continue
+            if header is None:
+                header = {k.strip().lstrip("#").strip().lower(): i for i, k in enumerate(row)}
+                continue
+            try:
+                address = int(row[header["address"]], 16)
+                executed = float(row[header["instructions executed"]].replace(",", "") or 0)
+            except (KeyError, ValueError, IndexError):
+                continue
+            sections[name].append((address, row[header["source"]], executed))
+    return sections
+
+
+def read_executed(path: Path) -> dict[int, float]:
+    """Address -> warp-level executions of the first kernel of a source page CSV."""
+    sections = read_ncu_source(path)
+    first = next(iter(sections.values()), [])
+    return {address: executed for address, _, executed in first}
+
+
+def executed_counts(rows: list[tuple[int, str, float]]) -> Counter:
+    """Warp-level executions by class, each instruction classified from its SASS text."""
+    counts: Counter = Counter({name: 0 for name in CLASSES})
+    for _, text, executed in rows:
+        match = _INSTRUCTION.match(f"/*0000*/ {text.strip()};") if text else None
+        if match:
+            counts[classify(Instruction(0, match["op"], match["args"]))] += executed
+    return counts
 
 
 # ---------------------------------------------------------------- rows
@@ -401,16 +426,35 @@ def report_rows(report: LoopReport, rows_per_lane: int, base: dict) -> list[dict
     return out
 
 
-def executed_row(function: Function, weights: dict[int, float], cells: float, base: dict) -> dict:
+def executed_row(counts: Counter, cells: float, base: dict) -> dict:
     """Executed warp instructions per 32-cell word over a whole launch:
-    warp instructions x 32 threads / (cells / 32)."""
-    counts = class_counts(function.instructions, weights)
+    warp instructions x 32 lanes / (cells / 32)."""
     words = cells / 32
     total = sum(counts.values())
     row = dict(base, scope="executed", instructions=f"{total:.6g}", words_per_iteration="",
                per_word_total=f"{total * 32 / words:.2f}")
     row.update({f"per_word_{name}": f"{counts[name] * 32 / words:.2f}" for name in CLASSES})
     return row
+
+
+def add_executed(rows: list[dict], source_csv: Path, cells: float) -> list[dict]:
+    """The rows plus one ``executed`` row per kernel profiled in ``source_csv``
+    (matched to the rows by plane count: ``sw_screen<(int)B, ...``)."""
+    sections = read_ncu_source(source_csv)
+    out = list(rows)
+    for name, instructions in sections.items():
+        found = re.search(r"sw_screen<\(int\)(\d+)", name) or re.search(r"sw_screen<(\d+)", name)
+        if not found:
+            continue
+        planes = int(found.group(1))
+        base = next((r for r in rows if int(r["planes"]) == planes and r["scope"] == "loop"), None)
+        if base is None:
+            continue
+        keep = {k: base[k] for k in ("kernel", "planes", "pattern_length", "rows_per_lane", "lanes_per_chain",
+                                    "stripes", "scoring", "arch", "compiler", "registers")}
+        keep["span"] = f"whole kernel, {cells:.6g} cells (ncu Instructions Executed)"
+        out.append(executed_row(executed_counts(instructions), cells, keep))
+    return out
 
 
 def run(planes_list, pattern_length: int, scoring, compiler: str = "auto", arch: str | None = None,
@@ -481,6 +525,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arch", default=None, help="e.g. 90 (default: the device's, or 90 with nvcc)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     parser.add_argument("--sass-dir", type=Path, default=None, help="also write each kernel's SASS here")
+    parser.add_argument("--executed", type=Path, default=None, metavar="CSV",
+                        help="add 'executed' rows from an ncu source page CSV of the --launch run")
+    parser.add_argument("--cells", type=float, default=1048576 * 150 * 128,
+                        help="cells of each profiled launch (default: --launch 1048576 at 150 x 128)")
     parser.add_argument("--launch", type=int, default=None, metavar="READS",
                         help="instead: launch the kernel once per plane count on READS random reads (for ncu)")
     args = parser.parse_args(argv)
@@ -489,6 +537,8 @@ def main(argv: list[str] | None = None) -> int:
         launch_for_profiler(args.planes, args.pattern_length, scoring, args.launch)
         return 0
     rows = run(args.planes, args.pattern_length, scoring, args.compiler, args.arch, args.sass_dir)
+    if args.executed:
+        rows = add_executed(rows, args.executed, args.cells)
     gpu = gpu_info()
     env = environment(gpu)
     path = write_csv(args.out / f"sass_{device_kind(gpu) if gpu else 'sm' + (args.arch or '90')}.csv", rows, env)

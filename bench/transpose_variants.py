@@ -97,10 +97,8 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9) -> list[d
     warps = constant(base, "WARPS_PER_BLOCK")
     copy_rate = _gpu_copy_rate(1 << 30)
     rows = []
-    forward_variants = [dict(BALLOT_DELIVERY=d, MIN_BLOCKS_PER_SM=mb) for d in (0, 1, 2) for mb in (0, 6, 8)]
-    forward_variants += [dict(BALLOT_DELIVERY=constant(base, "BALLOT_DELIVERY"), MIN_BLOCKS_PER_SM=mb)
-                         for mb in (0, 6, 8)]
-    inverse_variants = [dict(INFLIGHT=k) for k in (1, 2, 4, 8)]
+    forward_variants = [dict(BALLOT_DELIVERY=d, MIN_BLOCKS_PER_SM=mb) for d in (0, 1) for mb in (0, 6, 8)]
+    inverse_variants = [dict(INFLIGHT=k) for k in (2, 4, 8, 16)]
     rng = cupy.random.default_rng(0)
     blocks = -(-length // 32)
     for n in sizes:

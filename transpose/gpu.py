@@ -17,7 +17,7 @@ KERNELS_PATH = Path(__file__).with_name("kernels.cu")
 WARPS_PER_BLOCK = 4  #: must match kernels.cu
 THREADS_PER_BLOCK = WARPS_PER_BLOCK * WORD_BITS
 MAX_BLOCKS = 1 << 16  #: warps loop over further word groups (grid stride)
-INFLIGHT = 4  #: must match kernels.cu: units of (one or two) groups a warp of the unpack kernels loads at once
+INFLIGHT = 8  #: must match kernels.cu: units of (one or two) groups a warp of the unpack kernels loads at once
 
 _module = None
 

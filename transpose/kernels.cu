@@ -17,7 +17,8 @@
 // on a chunk of up to CHUNK stream words per (instance, plane):
 //   1. load: a group's streams are one contiguous run of 96 C words; when the
 //      chunk is the whole run (C <= CHUNK, reads up to 32 CHUNK bases) it is
-//      read with 16-byte loads straight into shared memory, else word by word;
+//      copied with 16-byte asynchronous copies (cp.async) into shared memory,
+//      one group ahead of the transposes (double buffered), else word by word;
 //   2. transpose every 32 x 32 bit block (per position block c and plane k)
 //      by the swap network (5 shuffle rounds of 3 instructions) or by 32
 //      ballots, into a shared-memory image of the output run;
@@ -42,8 +43,8 @@ constexpr int OUT_WORDS = WARP * PLANES * CHUNK + 4; // one chunk of planes, + a
 // shared image (one STS per word); 2: a select, slot = mine ? word : slot.
 constexpr int BALLOT_DELIVERY = 0;
 // Minimum resident blocks per multiprocessor asked of the compiler
-// (__launch_bounds__): 1 leaves the registers free.
-constexpr int MIN_BLOCKS_PER_SM = 1;
+// (__launch_bounds__): 0 leaves it to the compiler (64 and 96 registers).
+constexpr int MIN_BLOCKS_PER_SM = 0;
 
 // Lane constants of the swap network: round j = 16, 8, 4, 2, 1 exchanges
 // with lane ^ j; a lane keeps the columns on its side of bit j and takes the
@@ -131,40 +132,75 @@ __device__ __forceinline__ void store_run(word_t* __restrict__ global, long long
 }
 
 // Instance streams -> bit planes.
+// 16-byte global -> shared copies that complete in the background (cp.async,
+// sm_80+): a warp fetches its next group while it transposes the current one.
+__device__ __forceinline__ void copy16_async(word_t* shared, const word_t* global)
+{
+    const unsigned address = (unsigned)__cvta_generic_to_shared(shared);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global) : "memory");
+}
+
+template <int kPending>
+__device__ __forceinline__ void async_wait()  // until at most kPending fetches are in flight
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Start fetching group g's streams (one contiguous run of 96 C words, 16-byte
+// aligned) into stage; instances past n read as 0.
+__device__ __forceinline__ void fetch_group(word_t* stage, const word_t* __restrict__ streams, long long g,
+                                            long long n, int blocks, int lane)
+{
+    const long long first = g * WARP;
+    const word_t* group_streams = streams + first * PLANES * blocks;
+    const int words = (int)min((long long)WARP, n - first) * PLANES * blocks;
+    const int vectors = words >> 2;
+#pragma unroll 1
+    for (int v = lane; v < vectors; v += WARP)
+        copy16_async(stage + 4 * v, group_streams + 4 * v);
+    for (int q = 4 * vectors + lane; q < WARP * PLANES * blocks; q += WARP)
+        stage[q] = q < words ? group_streams[q] : 0u;
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
 template <bool kSwap>
 __device__ __forceinline__ void streams_to_planes(const word_t* __restrict__ streams,
                                                   word_t* __restrict__ planes, long long n,
                                                   int length, int blocks, long long groups)
 {
-    __shared__ __align__(16) word_t stage_all[WARPS_PER_BLOCK][STAGE_WORDS];
+    __shared__ __align__(16) word_t stage_all[WARPS_PER_BLOCK][2][STAGE_WORDS];  // two: fetch ahead
     __shared__ __align__(16) word_t out_all[WARPS_PER_BLOCK][OUT_WORDS];
     const int warp = threadIdx.x / WARP;
     const int lane = threadIdx.x % WARP;
-    word_t* stage = stage_all[warp];
     word_t* out = out_all[warp];
     const SwapLanes swap_lanes(lane);
     word_t lane_is[kSwap || BALLOT_DELIVERY != 0 ? 1 : WARP];  // ballot: lane_is[i] = (lane == i), 0 or 1
     if constexpr (!kSwap && BALLOT_DELIVERY == 0)
         lane_flags(lane_is, lane);
 
-    for (long long g = (long long)blockIdx.x * WARPS_PER_BLOCK + warp; g < groups;
-         g += (long long)gridDim.x * WARPS_PER_BLOCK) {
+    // Reads up to 32 CHUNK bases: a group is one chunk, fetched asynchronously one
+    // group ahead (stage buffer `buffer` holds group g, the other one g + stride).
+    const bool whole = blocks <= CHUNK;
+    const long long stride = (long long)gridDim.x * WARPS_PER_BLOCK;
+    long long g = (long long)blockIdx.x * WARPS_PER_BLOCK + warp;
+    if (whole && g < groups)
+        fetch_group(stage_all[warp][0], streams, g, n, blocks, lane);
+    for (int buffer = 0; g < groups; g += stride, buffer ^= 1) {
         const long long first = g * WARP;
         const word_t* group_streams = streams + first * PLANES * blocks;
         const int present = (int)min((long long)WARP, n - first);  // instances of this group
+        word_t* stage = stage_all[warp][whole ? buffer : 0];
         for (int c0 = 0; c0 < blocks; c0 += CHUNK) {
             const int count = min(CHUNK, blocks - c0);
             const int per_instance = PLANES * count;  // stage[inst * per_instance + k * count + cc]
             __syncwarp();  // the previous chunk's stage and image are consumed
-            if (count == blocks) {
-                // The group's whole run, contiguous and 16-byte aligned (96 C words per group).
-                const int vectors = (present * per_instance) >> 2;
-                const uint4* source = reinterpret_cast<const uint4*>(group_streams);
-                uint4* target = reinterpret_cast<uint4*>(stage);
-                for (int v = lane; v < vectors; v += WARP)
-                    target[v] = source[v];
-                for (int q = 4 * vectors + lane; q < WARP * per_instance; q += WARP)
-                    stage[q] = q < present * per_instance ? group_streams[q] : 0u;
+            if (whole) {
+                if (g + stride < groups) {
+                    fetch_group(stage_all[warp][buffer ^ 1], streams, g + stride, n, blocks, lane);
+                    async_wait<1>();  // this group's fetch is done, the next one's may run on
+                } else {
+                    async_wait<0>();
+                }
             } else {
                 for (int q = lane; q < WARP * per_instance; q += WARP) {
                     const int inst = q / per_instance;
@@ -230,7 +266,7 @@ __device__ __forceinline__ void streams_to_planes(const word_t* __restrict__ str
 // after the transpose lane r holds the value of instance r of the first group
 // in its low half and of the second in its high half. A warp loads INFLIGHT
 // such units before it transposes any, so that enough bytes are in flight.
-constexpr int INFLIGHT = 4;
+constexpr int INFLIGHT = 8;
 
 template <bool kSwap>
 __device__ __forceinline__ void planes_to_values(const word_t* __restrict__ planes,
