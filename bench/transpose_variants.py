@@ -97,8 +97,8 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9) -> list[d
     warps = constant(base, "WARPS_PER_BLOCK")
     copy_rate = _gpu_copy_rate(1 << 30)
     rows = []
-    forward_variants = [dict(BALLOT_DELIVERY=d, MIN_BLOCKS_PER_SM=mb) for d in (0, 1) for mb in (0, 6, 8)]
-    inverse_variants = [dict(INFLIGHT=k) for k in (2, 4, 8, 16)]
+    forward_variants = [dict(BALLOT_DELIVERY=d, MIN_BLOCKS_PER_SM=mb) for d in (3, 0, 1) for mb in (0, 6)]
+    inverse_variants = [dict(INFLIGHT=k, BALLOT_DELIVERY=d) for k in (4, 8, 16) for d in (3, 0)]
     rng = cupy.random.default_rng(0)
     blocks = -(-length // 32)
     for n in sizes:
@@ -141,7 +141,7 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9) -> list[d
         moved = planes.nbytes + 4 * n
         for variant in inverse_variants:
             module = cupy.RawModule(code=patched(base, **variant), options=("-std=c++17",))
-            for method in ("ballot", "swap"):
+            for method in ("ballot", "swap") if variant["BALLOT_DELIVERY"] == 3 else ("ballot",):
                 kernel = module.get_function(f"unpack_{method}_kernel")
                 out = cupy.empty(n, cupy.int32)
                 units = -(-groups // 2)  # bits = 16: two groups a warp unit
@@ -155,7 +155,9 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9) -> list[d
                 same = bool((out == expected).all())
                 seconds = median_seconds_gpu(call, repeats)
                 rows.append({"direction": "inverse", "method": f"gpu_{method}", "instances": n, "read_length": "",
-                             "variant": f"INFLIGHT={variant['INFLIGHT']}", "registers": kernel.num_regs,
+                             "variant": f"INFLIGHT={variant['INFLIGHT']}" + (
+                                 f" BALLOT_DELIVERY={variant['BALLOT_DELIVERY']}" if method == "ballot" else ""),
+                             "registers": kernel.num_regs,
                              "local_bytes": kernel.local_size_bytes, "identical_to_shipped": same,
                              "seconds": f"{seconds:.6g}", "bytes_per_s": f"{moved / seconds:.4g}",
                              "copy_bytes_per_s": f"{copy_rate:.4g}",

@@ -41,7 +41,8 @@ constexpr int OUT_WORDS = WARP * PLANES * CHUNK + 4; // one chunk of planes, + a
 // How a ballot word reaches the lane that stores it (see keep_if_mine):
 // 0: word * flag + slot, one IMAD (FMA pipe); 1: lane 0 writes it to the
 // shared image (one STS per word); 2: a select, slot = mine ? word : slot.
-constexpr int BALLOT_DELIVERY = 0;
+// 3: lane 0 writes four words at a time to a shared row, every lane reads its own.
+constexpr int BALLOT_DELIVERY = 3;
 // Minimum resident blocks per multiprocessor asked of the compiler
 // (__launch_bounds__): 0 leaves it to the compiler (64 and 96 registers).
 constexpr int MIN_BLOCKS_PER_SM = 0;
@@ -170,6 +171,8 @@ __device__ __forceinline__ void streams_to_planes(const word_t* __restrict__ str
 {
     __shared__ __align__(16) word_t stage_all[WARPS_PER_BLOCK][2][STAGE_WORDS];  // two: fetch ahead
     __shared__ __align__(16) word_t out_all[WARPS_PER_BLOCK][OUT_WORDS];
+    __shared__ __align__(16) word_t row_all[WARPS_PER_BLOCK][kSwap ? 4 : PLANES * WARP];  // ballot words
+    word_t* row = row_all[threadIdx.x / WARP];
     const int warp = threadIdx.x / WARP;
     const int lane = threadIdx.x % WARP;
     word_t* out = out_all[warp];
@@ -230,26 +233,47 @@ __device__ __forceinline__ void streams_to_planes(const word_t* __restrict__ str
                     // block: lane q % 32 keeps it, in its slot q / 32.
                     // (plane outer, bit inner: 32 tests of one word in a row, which
                     // the compiler turns into a few R2P that set 7 predicates each)
-                    word_t slot[PLANES] = {0u, 0u, 0u};
+                    if constexpr (BALLOT_DELIVERY == 3) {
+                        // Every lane holds every ballot word; lane 0 writes them four at
+                        // a time (16-byte stores) to a plane-major row, then lane p
+                        // takes position p's three words from it.
 #pragma unroll
-                    for (int k = 0; k < PLANES; ++k) {
+                        for (int k = 0; k < PLANES; ++k) {
 #pragma unroll
-                        for (int p = 0; p < WARP; ++p) {
-                            const int q = PLANES * p + k;
-                            const word_t word = ballot_bit(w[k], p);
-                            if constexpr (BALLOT_DELIVERY == 0)
-                                slot[q / WARP] = keep_if_mine(word, lane_is[q % WARP], slot[q / WARP]);
-                            else if constexpr (BALLOT_DELIVERY == 1) {
+                            for (int p = 0; p < WARP; p += 4) {
+                                const uint4 four = make_uint4(ballot_bit(w[k], p), ballot_bit(w[k], p + 1),
+                                                              ballot_bit(w[k], p + 2), ballot_bit(w[k], p + 3));
                                 if (lane == 0)
-                                    block_out[q] = word;
-                            } else
-                                slot[q / WARP] = lane == q % WARP ? word : slot[q / WARP];
+                                    *reinterpret_cast<uint4*>(row + k * WARP + p) = four;
+                            }
                         }
-                    }
-                    if constexpr (BALLOT_DELIVERY != 1) {
+                        __syncwarp();
 #pragma unroll
-                        for (int s = 0; s < PLANES; ++s)
-                            block_out[s * WARP + lane] = slot[s];
+                        for (int k = 0; k < PLANES; ++k)
+                            block_out[PLANES * lane + k] = row[k * WARP + lane];
+                        __syncwarp();  // the row is rewritten by the next block
+                    } else {
+                        word_t slot[PLANES] = {0u, 0u, 0u};
+#pragma unroll
+                        for (int k = 0; k < PLANES; ++k) {
+#pragma unroll
+                            for (int p = 0; p < WARP; ++p) {
+                                const int q = PLANES * p + k;
+                                const word_t word = ballot_bit(w[k], p);
+                                if constexpr (BALLOT_DELIVERY == 0)
+                                    slot[q / WARP] = keep_if_mine(word, lane_is[q % WARP], slot[q / WARP]);
+                                else if constexpr (BALLOT_DELIVERY == 1) {
+                                    if (lane == 0)
+                                        block_out[q] = word;
+                                } else
+                                    slot[q / WARP] = lane == q % WARP ? word : slot[q / WARP];
+                            }
+                        }
+                        if constexpr (BALLOT_DELIVERY != 1) {
+#pragma unroll
+                            for (int s = 0; s < PLANES; ++s)
+                                block_out[s * WARP + lane] = slot[s];
+                        }
                     }
                 }
             }
@@ -276,9 +300,11 @@ __device__ __forceinline__ void planes_to_values(const word_t* __restrict__ plan
     const int warp = threadIdx.x / WARP;
     const int lane = threadIdx.x % WARP;
     const SwapLanes swap_lanes(lane);
-    word_t lane_is[kSwap ? 1 : WARP];
-    if constexpr (!kSwap)
+    word_t lane_is[kSwap || BALLOT_DELIVERY != 0 ? 1 : WARP];
+    if constexpr (!kSwap && BALLOT_DELIVERY == 0)
         lane_flags(lane_is, lane);
+    __shared__ __align__(16) word_t words_all[WARPS_PER_BLOCK][kSwap ? 4 : WARP];
+    word_t* words = words_all[warp];
     const bool two = bits <= 16;
     const int per_unit = two ? 2 : 1;             // groups per warp unit
     const int half = two ? lane >> 4 : 0;        // which group of the unit this lane loads
@@ -298,8 +324,20 @@ __device__ __forceinline__ void planes_to_values(const word_t* __restrict__ plan
             word_t value = 0;
             if constexpr (kSwap) {
                 value = warp_transpose(row[u], swap_lanes);
+            } else if constexpr (BALLOT_DELIVERY == 3) {
+                // Ballot of bit r over the lanes = the bits of instance r's value(s),
+                // through the shared row (lane 0, four words a store).
+#pragma unroll
+                for (int r = 0; r < WARP; r += 4) {
+                    const uint4 four = make_uint4(ballot_bit(row[u], r), ballot_bit(row[u], r + 1),
+                                                  ballot_bit(row[u], r + 2), ballot_bit(row[u], r + 3));
+                    if (lane == 0)
+                        *reinterpret_cast<uint4*>(words + r) = four;
+                }
+                __syncwarp();
+                value = words[lane];
+                __syncwarp();
             } else {
-                // Ballot of bit r over the lanes = the bits of instance r's value(s).
 #pragma unroll
                 for (int r = 0; r < WARP; ++r)
                     value = keep_if_mine(ballot_bit(row[u], r), lane_is[r], value);
