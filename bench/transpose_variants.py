@@ -1,8 +1,8 @@
 """Variants of transpose/kernels.cu timed side by side on a GPU (issue 10, item 5).
 
 ``python -m bench.transpose_variants [--out DIR]`` compiles kernels.cu with
-some of its tuning constants changed (BALLOT_DELIVERY, MIN_BLOCKS_PER_SM,
-INFLIGHT), checks that every variant's output is bit-identical to the
+some of its tuning constants changed (BALLOT_DELIVERY, UNPACK_BALLOT_DELIVERY,
+MIN_BLOCKS_PER_SM, CC_UNROLL, INFLIGHT), checks that every variant's output is bit-identical to the
 shipped kernels', and times them (CUDA events, median) at 4M and 16M
 instances of 150 bp; plus a vote-rate probe: warp votes per clock per SM on
 this GPU (a kernel of nothing but independent __ballot_sync, whose bit tests
@@ -97,8 +97,9 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9) -> list[d
     warps = constant(base, "WARPS_PER_BLOCK")
     copy_rate = _gpu_copy_rate(1 << 30)
     rows = []
-    forward_variants = [dict(BALLOT_DELIVERY=d, MIN_BLOCKS_PER_SM=mb) for d in (3, 0, 1) for mb in (0, 6)]
-    inverse_variants = [dict(INFLIGHT=k, BALLOT_DELIVERY=d) for k in (4, 8, 16) for d in (3, 0)]
+    forward_variants = [dict(BALLOT_DELIVERY=d, MIN_BLOCKS_PER_SM=mb, CC_UNROLL=u) for d in (0, 3)
+                        for mb in (0, 6) for u in (1, 2)]
+    inverse_variants = [dict(INFLIGHT=k, UNPACK_BALLOT_DELIVERY=d) for k in (4, 8, 16) for d in (3, 0)]
     rng = cupy.random.default_rng(0)
     blocks = -(-length // 32)
     for n in sizes:
@@ -112,7 +113,8 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9) -> list[d
         seen = set()
         for variant in forward_variants:
             for method in ("ballot", "swap"):
-                key = (method, variant["MIN_BLOCKS_PER_SM"], variant["BALLOT_DELIVERY"] if method == "ballot" else -1)
+                key = (method, variant["MIN_BLOCKS_PER_SM"], variant["CC_UNROLL"],
+                       variant["BALLOT_DELIVERY"] if method == "ballot" else -1)
                 if key in seen:
                     continue
                 seen.add(key)
@@ -141,7 +143,7 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9) -> list[d
         moved = planes.nbytes + 4 * n
         for variant in inverse_variants:
             module = cupy.RawModule(code=patched(base, **variant), options=("-std=c++17",))
-            for method in ("ballot", "swap") if variant["BALLOT_DELIVERY"] == 3 else ("ballot",):
+            for method in ("ballot", "swap") if variant["UNPACK_BALLOT_DELIVERY"] == 3 else ("ballot",):
                 kernel = module.get_function(f"unpack_{method}_kernel")
                 out = cupy.empty(n, cupy.int32)
                 units = -(-groups // 2)  # bits = 16: two groups a warp unit
@@ -156,7 +158,7 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9) -> list[d
                 seconds = median_seconds_gpu(call, repeats)
                 rows.append({"direction": "inverse", "method": f"gpu_{method}", "instances": n, "read_length": "",
                              "variant": f"INFLIGHT={variant['INFLIGHT']}" + (
-                                 f" BALLOT_DELIVERY={variant['BALLOT_DELIVERY']}" if method == "ballot" else ""),
+                                 f" UNPACK_BALLOT_DELIVERY={variant['UNPACK_BALLOT_DELIVERY']}" if method == "ballot" else ""),
                              "registers": kernel.num_regs,
                              "local_bytes": kernel.local_size_bytes, "identical_to_shipped": same,
                              "seconds": f"{seconds:.6g}", "bytes_per_s": f"{moved / seconds:.4g}",

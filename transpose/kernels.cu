@@ -42,7 +42,12 @@ constexpr int OUT_WORDS = WARP * PLANES * CHUNK + 4; // one chunk of planes, + a
 // 0: word * flag + slot, one IMAD (FMA pipe); 1: lane 0 writes it to the
 // shared image (one STS per word); 2: a select, slot = mine ? word : slot.
 // 3: lane 0 writes four words at a time to a shared row, every lane reads its own.
-constexpr int BALLOT_DELIVERY = 3;
+// Measured on an H100 (bench/results/transpose_variants_h100.csv): 0 is the
+// fastest for streams -> planes, 3 for the unpack (UNPACK_BALLOT_DELIVERY).
+constexpr int BALLOT_DELIVERY = 0;
+constexpr int UNPACK_BALLOT_DELIVERY = 3;
+// Position blocks transposed per pass of the block loop (unrolled).
+constexpr int CC_UNROLL = 1;
 // Minimum resident blocks per multiprocessor asked of the compiler
 // (__launch_bounds__): 0 leaves it to the compiler (64 and 96 registers).
 constexpr int MIN_BLOCKS_PER_SM = 0;
@@ -216,6 +221,7 @@ __device__ __forceinline__ void streams_to_planes(const word_t* __restrict__ str
             __syncwarp();
             const long long base = (g * length + (long long)c0 * WARP) * PLANES;  // first output word
             const int lead = (int)(base & 3);
+#pragma unroll CC_UNROLL
             for (int cc = 0; cc < count; ++cc) {
                 word_t w[PLANES];
 #pragma unroll
@@ -300,8 +306,8 @@ __device__ __forceinline__ void planes_to_values(const word_t* __restrict__ plan
     const int warp = threadIdx.x / WARP;
     const int lane = threadIdx.x % WARP;
     const SwapLanes swap_lanes(lane);
-    word_t lane_is[kSwap || BALLOT_DELIVERY != 0 ? 1 : WARP];
-    if constexpr (!kSwap && BALLOT_DELIVERY == 0)
+    word_t lane_is[kSwap || UNPACK_BALLOT_DELIVERY != 0 ? 1 : WARP];
+    if constexpr (!kSwap && UNPACK_BALLOT_DELIVERY == 0)
         lane_flags(lane_is, lane);
     __shared__ __align__(16) word_t words_all[WARPS_PER_BLOCK][kSwap ? 4 : WARP];
     word_t* words = words_all[warp];
@@ -324,7 +330,7 @@ __device__ __forceinline__ void planes_to_values(const word_t* __restrict__ plan
             word_t value = 0;
             if constexpr (kSwap) {
                 value = warp_transpose(row[u], swap_lanes);
-            } else if constexpr (BALLOT_DELIVERY == 3) {
+            } else if constexpr (UNPACK_BALLOT_DELIVERY == 3) {
                 // Ballot of bit r over the lanes = the bits of instance r's value(s),
                 // through the shared row (lane 0, four words a store).
 #pragma unroll
