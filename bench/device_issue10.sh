@@ -45,6 +45,9 @@ for part in $PARTS; do
         step transpose 150 python3 -m bench transpose --legacy --cpu-max 0 --out "$R" ;;
     variants)
         step transpose_variants 240 python3 -m bench.transpose_variants --out "$R" ;;
+    probes)
+        step probes 60 python3 -m bench.transpose_variants --probes-only --out "$R"
+        step transpose_sass 60 python3 -m bench.transpose_variants --sass --out "$R" ;;
     sass)
         step sass 120 python3 -m bench sass --planes 5 6 7 --out "$R" --sass-dir "$R/sass" ;;
     ncu)

@@ -53,6 +53,21 @@ extern "C" __global__ void vote_bit_probe(unsigned* out, int rounds) {
     }
     out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 }
+// shuffles: 32 independent butterfly shuffles a round, accumulated by IMAD
+extern "C" __global__ void shfl_probe(unsigned* out, int rounds) {
+    unsigned x = threadIdx.x * 2654435761u + blockIdx.x, acc = 0;
+    for (int i = 0; i < rounds; ++i) {
+        unsigned mix = 0;
+#pragma unroll
+        for (int b = 0; b < 32; ++b) {  // inputs and sums alternate between the FMA and integer pipes
+            const unsigned v = __shfl_xor_sync(0xffffffffu, (b & 1) ? x * (2u * b + 1u) : x ^ (0x9e3779b9u * b),
+                                               1 + (b & 15));
+            if (b & 1) acc = acc * 3u + v; else mix ^= v;
+        }
+        x = x * 1664525u + 1013904223u + mix;
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
 __device__ __forceinline__ unsigned lop3(unsigned a, unsigned b, unsigned c) {
     unsigned d;
     asm volatile("lop3.b32 %0, %1, %2, %3, 0x96;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -85,7 +100,7 @@ def constant(source: str, name: str) -> int:
     return int(re.search(rf"constexpr int {name} = (\d+);", source).group(1))
 
 
-def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9) -> list[dict]:
+def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9, probes_only: bool = False) -> list[dict]:
     import cupy
 
     from transpose import planes_ballot, planes_swap, unpack_planes_gpu
@@ -102,7 +117,7 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9) -> list[d
     inverse_variants = [dict(INFLIGHT=k, UNPACK_BALLOT_DELIVERY=d) for k in (4, 8, 16) for d in (3, 0)]
     rng = cupy.random.default_rng(0)
     blocks = -(-length // 32)
-    for n in sizes:
+    for n in () if probes_only else sizes:
         groups = -(-n // 32)
         streams = rng.integers(0, 1 << 32, size=(n, PLANES, blocks), dtype=cupy.uint64).astype(cupy.uint32)
         streams[:, :, -1] &= cupy.uint32((1 << (length % 32)) - 1) if length % 32 else cupy.uint32(0xFFFFFFFF)
@@ -173,7 +188,7 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9) -> list[d
     clock_hz = device.attributes["ClockRate"] * 1e3
     out = cupy.empty(sms * 8 * 256, cupy.uint32)
     rounds = 2000
-    for name, per_round in (("vote_probe", 32), ("vote_bit_probe", 32), ("lop3_probe", 96)):
+    for name, per_round in (("vote_probe", 32), ("vote_bit_probe", 32), ("shfl_probe", 32), ("lop3_probe", 96)):
         kernel = module.get_function(name)
         seconds = median_seconds_gpu(lambda: kernel((sms * 8,), (256,), (out, np.int32(rounds))), 5)
         warp_instructions = sms * 8 * 256 / 32 * rounds * per_round
@@ -184,17 +199,65 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9) -> list[d
     return rows
 
 
+def sass_rows(compiler: str = "auto") -> list[dict]:
+    """Instructions per output word of the transpose kernels' block loops, v1
+    (bench/legacy) and current, read off their SASS (bench/sass_count.py):
+    the innermost loop holding the kernel's shuffles or votes transposes one
+    32-position block of 3 planes (96 output words) per pass, or two when the
+    compiler unrolled it (unpack: 32 or 64 values)."""
+    from . import sass_count as sc
+
+    legacy = Path(__file__).with_name("legacy") / "transpose_kernels_v1.cu"
+    use_nvrtc = compiler == "nvrtc" or (compiler == "auto" and sc.cupy_arch() is not None)
+    rows = []
+    for version, path in (("v1 (before)", legacy), ("current", KERNELS)):
+        source = path.read_text()
+        for kernel in ("planes_swap_kernel", "planes_ballot_kernel"):
+            cubin, mangled, how = (sc.compile_nvrtc(source, kernel) if use_nvrtc else sc.compile_nvcc(source, kernel))
+            function = sc.find_function(sc.parse_sass(sc.disassemble(cubin)[0]), kernel)
+            spans = [sp for sp in sc.loops(function)
+                     if any(i.base in ("SHFL", "VOTE") for i in sc.body(function, sp))]
+            innermost = [sp for sp in spans if not any(o != sp and sp[0] <= o[0] and o[1] <= sp[1] for o in spans)]
+            span = max(innermost, key=lambda sp: sum(i.base in ("SHFL", "VOTE") for i in sc.body(function, sp)))
+            body = sc.body(function, span)
+            ops = sc.opcode_counts(body)
+            transposes = sum(n for op, n in ops.items() if op.startswith("SHFL")) / 15 if "swap" in kernel else \
+                sum(n for op, n in ops.items() if op.startswith("VOTE")) / 96
+            words = 96 * transposes  # 15 shuffles or 96 votes per block of 96 words
+            counts = sc.class_counts(body)
+            row = {"kernel": kernel, "version": version, "compiler": how, "loop": f"0x{span[0]:x}-0x{span[1]:x}",
+                   "blocks_per_pass": f"{transposes:g}", "instructions_per_output_word": f"{len(body) / words:.3f}",
+                   "votes_per_word": f"{sum(n for op, n in ops.items() if op.startswith('VOTE')) / words:.3f}",
+                   "shuffles_per_word": f"{sum(n for op, n in ops.items() if op.startswith('SHFL')) / words:.3f}"}
+            row.update({f"{c}_per_word": f"{counts[c] / words:.3f}" for c in sc.CLASSES})
+            rows.append(row)
+    return rows
+
+
 def main(argv=None) -> int:
     from .environment import RESULTS_DIR, device_kind, environment, gpu_info, write_csv
 
     parser = argparse.ArgumentParser(prog="python -m bench.transpose_variants", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--probes-only", action="store_true", help="only the instruction-rate probes")
+    parser.add_argument("--sass", action="store_true",
+                        help="instead: instructions per output word of the kernels' SASS (v1 and current)")
     args = parser.parse_args(argv)
     gpu = gpu_info()
-    rows = run()
-    path = write_csv(args.out / f"transpose_variants_{device_kind(gpu)}.csv", rows, environment(gpu))
+    if args.sass:
+        rows = sass_rows()
+        arch = device_kind(gpu) if gpu else "sm90"
+        path = write_csv(args.out / f"transpose_sass_{arch}.csv", rows, environment(gpu))
+        for r in rows:
+            print(r["version"], r["kernel"], r["instructions_per_output_word"], r["votes_per_word"],
+                  r["shuffles_per_word"], r["lop3_per_word"], r["other_per_word"])
+        print(f"-> {path}")
+        return 0
+    rows = run(probes_only=args.probes_only)
+    name = "instruction_rates" if args.probes_only else "transpose_variants"
+    path = write_csv(args.out / f"{name}_{device_kind(gpu)}.csv", rows, environment(gpu))
     for r in rows:
-        print(f"{r['direction']:<8} {r['method']:<13} {str(r['instances']):>9} {r['variant']:<40} "
+        print(f"{r['direction']:<8} {r['method']:<14} {str(r['instances']):>9} {r['variant']:<40} "
               f"{r.get('registers', '')!s:>4} {r.get('fraction_of_copy', r.get('per_clock_per_sm', ''))} "
               f"{r.get('identical_to_shipped', '')}")
     print(f"-> {path}")
