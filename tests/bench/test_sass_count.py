@@ -79,11 +79,42 @@ def test_report_rows_divide_by_words():
     assert rows[1]["scope"] == "cell_block" and rows[1]["per_word_lop3"] == "1.00"
 
 
-def test_read_executed(tmp_path):
+NCU_SOURCE = (
+    '"Kernel Name","void sw_screen<(int)6, (int)8, (int)16, (int)2, (int)3, (int)7, (int)2>(const unsigned int *)",\n'
+    '"Address","Source","Warp Stall Sampling (All Samples)","# Samples","Instructions Executed"\n'
+    '"00000190","LOP3.LUT R1, R2, R3, R4, 0xb8, !PT","0","0","1,024"\n'
+    '"000001a0","@!P0 SEL R5, R5, RZ, P1","0","0","1024"\n'
+    '"000001b0","SHFL.UP PT, R86, R155, 0x1, 0x1000","0","0","64"\n'
+    '"000001c0","BRA 0x190","0","0","10"\n'
+    '"Kernel Name","void other(int)",\n'
+    '"Address","Source","Instructions Executed"\n'
+    '"00000000","EXIT","1"\n')
+
+
+def test_read_ncu_source_sections(tmp_path):
+    """The layout of ``ncu -i R --page source --csv --print-source sass`` (seen on the H100, ncu 2025.3)."""
     path = tmp_path / "source.csv"
-    path.write_text('==PROF== note\n"# Address","Source","Instructions Executed"\n'
-                    '"00000190","LOP3.LUT R1, R2, R3, R4, 0xb8, !PT","1,024"\n"00000200","BRA 0x190","10"\n')
-    assert sc.read_executed(path) == {0x190: 1024.0, 0x200: 10.0}
+    path.write_text(NCU_SOURCE)
+    sections = sc.read_ncu_source(path)
+    assert list(sections) == ["void sw_screen<(int)6, (int)8, (int)16, (int)2, (int)3, (int)7, (int)2>(const unsigned int *)",
+                              "void other(int)"]
+    first = next(iter(sections.values()))
+    assert first[0] == (0x190, "LOP3.LUT R1, R2, R3, R4, 0xb8, !PT", 1024.0)
+    assert sc.read_executed(path) == {0x190: 1024.0, 0x1A0: 1024.0, 0x1B0: 64.0, 0x1C0: 10.0}
+    counts = sc.executed_counts(first)
+    assert counts["lop3"] == 1024 and counts["other"] == 1024 and counts["shfl"] == 64 and counts["branch"] == 10
+
+
+def test_add_executed_rows(tmp_path):
+    path = tmp_path / "source.csv"
+    path.write_text(NCU_SOURCE)
+    base = {"kernel": "k", "planes": "6", "pattern_length": 128, "rows_per_lane": 8, "lanes_per_chain": 16,
+            "stripes": 1, "scoring": "2/3/5/2", "arch": "sm_90", "compiler": "c", "registers": "186", "scope": "loop"}
+    rows = sc.add_executed([base], path, cells=32 * 1024)  # 1024 words
+    executed = rows[-1]
+    assert executed["scope"] == "executed" and executed["planes"] == "6"
+    # 1024 LOP3 warp instructions x 32 lanes over 1024 words
+    assert executed["per_word_lop3"] == "32.00" and executed["per_word_shfl"] == "2.00"
 
 
 def test_kernel_expression_matches_gpu_engine(monkeypatch):
