@@ -30,7 +30,6 @@ pattern length x instances / seconds / 1e12.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -242,7 +241,7 @@ def run(check_path: Path, repeats: int = 7, tune_repeats: int = 3, settings=None
     from bpbc.scoring import Scoring
 
     from .gpu_kernel import random_prepared, time_sw_kernel
-    from .sass_count import analyse, class_counts, compile_nvrtc, disassemble, find_function, parse_sass
+    from .sass_count import analyse, compile_nvrtc, disassemble, find_function, parse_sass
 
     scoring = Scoring()
     data = np.load(check_path)
@@ -302,7 +301,7 @@ def run(check_path: Path, repeats: int = 7, tune_repeats: int = 3, settings=None
             sass_total = f"{sum(report.loop.values()) * per_cells:.1f}"
         except Exception as error:
             sass_note, sass_total = f"error: {error}"[:120], ""
-        del pairs
+        pairs = None  # free the device memory before bpbc's reads
         cupy.get_default_memory_pool().free_all_blocks()
         prepared = random_prepared(n, length, seed=int(rng.integers(1 << 30)))
         rows_, lanes_, stripes_ = chain_shape(m)
@@ -376,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
         print("bench dpx: needs a CUDA GPU (cupy)", file=sys.stderr)
         return 1
     settings = [s for s in SETTINGS if args.only is None or s[0] in args.only]
+    if not args.check.exists():
+        print(f"bench dpx: writing the check data to {args.check} (CPU engine, once)", flush=True)
+        make_check(args.check)
     if args.workers > 1:
         try:
             errors = precompile(args.workers, settings)
