@@ -1,8 +1,12 @@
-"""``python -m bench transpose|sw [--quick] [--out DIR]``: run a benchmark, write CSV and PNG."""
+"""``python -m bench transpose|sw [--quick] [--out DIR]``: run a benchmark, write CSV and PNG.
+
+``python -m bench sass [...]``: instructions per 32-cell word of the SW kernel (bench/sass_count.py);
+``python -m bench dpx [...]``: the DPX word-wise peer beside bpbc (bench/dpx_peer.py)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from . import say
@@ -11,13 +15,26 @@ from .plots import plot
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "sass":
+        from .sass_count import main as sass_main
+
+        return sass_main(argv[1:])
+    if argv and argv[0] == "dpx":
+        from .dpx_peer import main as dpx_main
+
+        return dpx_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("command", choices=("transpose", "sw"))
+    parser.add_argument("command", choices=("transpose", "sw"), help="(also: sass, dpx; see their --help)")
     parser.add_argument("--quick", action="store_true", help="CPU only, small sizes, seconds (CI)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (default bench/results)")
     parser.add_argument("--repeats", type=int, default=None, help="timed repetitions (median)")
     parser.add_argument("--sizes", type=int, nargs="+", default=None, help="transpose: instance counts")
     parser.add_argument("--length", type=int, default=150, help="transpose: read length")
+    parser.add_argument("--cpu-max", type=int, default=None,
+                        help="transpose: CPU transposes only up to this many instances (0: none)")
+    parser.add_argument("--legacy", action="store_true",
+                        help="transpose: also time the previous kernels (bench/legacy, v1) in the same run")
     parser.add_argument("--e2e-reads", type=int, nargs="+", default=[1 << 20],
                         help="sw: reads in the end-to-end runs (default 1048576)")
     parser.add_argument("--check-cpu", action="store_true",
@@ -39,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "transpose":
         from .transpose_bench import run
 
-        rows, _ = run(args.sizes, args.length, args.repeats or (3 if args.quick else 5), args.quick)
+        rows, _ = run(args.sizes, args.length, args.repeats or (3 if args.quick else 5), args.quick,
+                      legacy=args.legacy, **({} if args.cpu_max is None else {"cpu_max": args.cpu_max}))
         plot(rows, "instances", args.out / f"{stem}.png", f"bit transposes, L={args.length} ({kind})",
              series=("direction", "method"))
     else:

@@ -8,6 +8,8 @@ copy rate of the same run (read + write of a large buffer) is the yardstick.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from . import error_text, gpu_unavailable, median_seconds_cpu, median_seconds_gpu, progress_bar, say
@@ -92,7 +94,45 @@ def cpu_rows(sizes, length, repeats, advance) -> list[dict]:
     return rows
 
 
-def gpu_rows(sizes, length, repeats, advance) -> list[dict]:
+LEGACY_PATH = Path(__file__).with_name("legacy") / "transpose_kernels_v1.cu"
+LEGACY_WARPS_PER_BLOCK = 8  #: the block shape the v1 kernels were written for
+_legacy_module = None
+
+
+def _legacy(name):
+    """A kernel of the previous transpose/kernels.cu (v1: word loads, 5-instruction swap rounds)."""
+    global _legacy_module
+    import cupy
+
+    if _legacy_module is None:
+        _legacy_module = cupy.RawModule(code=LEGACY_PATH.read_text(), options=("-std=c++17",))
+    return _legacy_module.get_function(name)
+
+
+def _legacy_planes(kernel_name, streams, length):
+    import cupy
+
+    n, _, blocks = streams.shape
+    groups = -(-n // 32)
+    planes = cupy.empty((groups, length, PLANES), cupy.uint32)
+    grid = (max(1, min(-(-groups // LEGACY_WARPS_PER_BLOCK), 1 << 16)),)
+    _legacy(kernel_name)(grid, (LEGACY_WARPS_PER_BLOCK * 32,), (streams, planes, np.int64(n), np.int32(length),
+                                                                 np.int32(blocks), np.int64(groups)))
+    return planes
+
+
+def _legacy_unpack(kernel_name, planes, n):
+    import cupy
+
+    groups, bits = planes.shape
+    values = cupy.empty(n, cupy.int32)
+    grid = (max(1, min(-(-groups // LEGACY_WARPS_PER_BLOCK), 1 << 16)),)
+    _legacy(kernel_name)(grid, (LEGACY_WARPS_PER_BLOCK * 32,), (planes, values, np.int64(n), np.int32(bits),
+                                                                 np.int64(groups)))
+    return values
+
+
+def gpu_rows(sizes, length, repeats, advance, legacy: bool = False) -> list[dict]:
     import cupy
 
     from transpose import planes_ballot, planes_swap, unpack_planes_gpu
@@ -109,19 +149,33 @@ def gpu_rows(sizes, length, repeats, advance) -> list[dict]:
             streams = rng.integers(0, 1 << 32, size=(n, PLANES, blocks), dtype=cupy.uint64).astype(cupy.uint32)
             if tail:  # positions past L are 0 in a real stream
                 streams[:, :, -1] &= cupy.uint32((1 << tail) - 1)
-            agree = bool((planes_ballot(streams, length) == planes_swap(streams, length)).all())
+            reference = planes_ballot(streams, length)
+            agree = bool((reference == planes_swap(streams, length)).all())
             moved = _stream_bytes(n, length, 32) + _plane_bytes(n, length, 32)
-            for method, call in (("gpu_ballot", planes_ballot), ("gpu_swap", planes_swap)):
+            calls = [("gpu_ballot", planes_ballot), ("gpu_swap", planes_swap)]
+            if legacy:
+                calls += [("gpu_ballot_v1", lambda s, L: _legacy_planes("planes_ballot_kernel", s, L)),
+                          ("gpu_swap_v1", lambda s, L: _legacy_planes("planes_swap_kernel", s, L))]
+            for method, call in calls:
+                same = agree if not method.endswith("_v1") else bool((call(streams, length) == reference).all())
                 seconds = median_seconds_gpu(lambda: call(streams, length), repeats)
-                times[("forward", method)] = (seconds, moved, agree)
+                times[("forward", method)] = (seconds, moved, same)
+            reference = None
             streams = None  # free the device memory before the next size
             groups = -(-n // 32)
             planes = rng.integers(0, 1 << 32, size=(groups, SCORE_BITS), dtype=cupy.uint64).astype(cupy.uint32)
-            agree = bool((unpack_planes_gpu(planes, n, "ballot") == unpack_planes_gpu(planes, n, "swap")).all())
+            reference = unpack_planes_gpu(planes, n, "ballot")
+            agree = bool((reference == unpack_planes_gpu(planes, n, "swap")).all())
             moved = planes.nbytes + 4 * n
-            for method in ("ballot", "swap"):
-                seconds = median_seconds_gpu(lambda: unpack_planes_gpu(planes, n, method), repeats)
-                times[("inverse", f"gpu_{method}")] = (seconds, moved, agree)
+            calls = [(f"gpu_{m}", lambda m=m: unpack_planes_gpu(planes, n, m)) for m in ("ballot", "swap")]
+            if legacy:
+                calls += [(f"gpu_{m}_v1", lambda m=m: _legacy_unpack(f"unpack_{m}_kernel", planes, n))
+                          for m in ("ballot", "swap")]
+            for method, call in calls:
+                same = agree if not method.endswith("_v1") else bool((call() == reference).all())
+                seconds = median_seconds_gpu(call, repeats)
+                times[("inverse", method)] = (seconds, moved, same)
+            reference = None
             planes = None
         except Exception as error:
             rows.append(_row("forward", "gpu", "gpu", n, length, 32, None, 0, copy_rate, error=error_text(error)))
@@ -131,13 +185,14 @@ def gpu_rows(sizes, length, repeats, advance) -> list[dict]:
                              reference_method="gpu_ballot",
                              ratio_to_reference=f"{seconds / ballot[0]:.4f}" if ballot else "",
                              paper_ratio=PAPER_SWAP_OVER_BALLOT if method == "gpu_swap" else "",
-                             ballot_equals_swap=agree))
+                             ballot_equals_swap=agree, kernels="v1 (before)" if method.endswith("_v1") else "current"))
         cupy.get_default_memory_pool().free_all_blocks()
         advance(f"gpu N={n}")
     return rows
 
 
-def run(sizes=None, length: int = 150, repeats: int = 5, quick: bool = False, cpu_max: int = CPU_MAX_DEFAULT):
+def run(sizes=None, length: int = 150, repeats: int = 5, quick: bool = False, cpu_max: int = CPU_MAX_DEFAULT,
+        legacy: bool = False):
     """Rows of the transpose table; GPU rows when a GPU is usable and not quick."""
     sizes = sorted(sizes or (QUICK_SIZES if quick else DEFAULT_SIZES))
     cpu_sizes = [n for n in sizes if n <= cpu_max]
@@ -150,7 +205,7 @@ def run(sizes=None, length: int = 150, repeats: int = 5, quick: bool = False, cp
         rows += cpu_rows(cpu_sizes, length, repeats, advance)
         if gpu_sizes:
             try:
-                rows += gpu_rows(gpu_sizes, length, repeats, advance)
+                rows += gpu_rows(gpu_sizes, length, repeats, advance, legacy)
             except Exception as error:  # e.g. NVRTC failure: keep the CPU table
                 rows.append({"direction": "forward", "method": "gpu", "error": error_text(error)})
     return rows, (not reason)

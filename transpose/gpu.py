@@ -14,9 +14,10 @@ import numpy as np
 WORD_BITS = 32
 PLANES = 3
 KERNELS_PATH = Path(__file__).with_name("kernels.cu")
-WARPS_PER_BLOCK = 8  #: must match kernels.cu
+WARPS_PER_BLOCK = 4  #: must match kernels.cu
 THREADS_PER_BLOCK = WARPS_PER_BLOCK * WORD_BITS
 MAX_BLOCKS = 1 << 16  #: warps loop over further word groups (grid stride)
+INFLIGHT = 8  #: must match kernels.cu: units of (one or two) groups a warp of the unpack kernels loads at once
 
 _module = None
 
@@ -48,7 +49,10 @@ def _require_uint32(array, name: str):
         raise TypeError(f"{name} must be a cupy array on the device, got {type(array).__name__}")
     if array.dtype != cupy.uint32:
         raise TypeError(f"{name} must be uint32, got dtype {array.dtype}")
-    return cupy.ascontiguousarray(array)
+    array = cupy.ascontiguousarray(array)
+    if array.data.ptr % 16:  # the kernels read and write 16 bytes at a time
+        array = array.copy()
+    return array
 
 
 def _streams_to_planes(kernel_name: str, streams_gpu, length: int):
@@ -113,5 +117,7 @@ def unpack_planes_gpu(planes_gpu, n: int, method: str = "ballot"):
     values = cupy.empty(n, cupy.int32)
     if n:
         kernel = _kernels().get_function(kernel_name)
-        kernel(_grid(groups), (THREADS_PER_BLOCK,), (planes, values, np.int64(n), np.int32(bits), np.int64(groups)))
+        units = -(-groups // (2 if bits <= 16 else 1))  # a warp unit: two groups when bits <= 16
+        kernel(_grid(-(-units // INFLIGHT)), (THREADS_PER_BLOCK,),
+               (planes, values, np.int64(n), np.int32(bits), np.int64(groups)))
     return values

@@ -17,7 +17,7 @@ from transpose.reference import reference_pack_codes, reference_unpack_planes
 INVALID = 4
 WARP = 32
 SIZES_N = [1, 31, 32, 33, 1000, 100003]
-SIZES_L = [1, 31, 32, 33, 150, 300]
+SIZES_L = [1, 31, 32, 33, 150, 256, 257, 300, 1000]
 
 
 def random_codes(rng, n, length):
@@ -52,6 +52,7 @@ def test_launch_configuration_matches_kernels():
     assert kernel_constant("WARPS_PER_BLOCK") == gpu.WARPS_PER_BLOCK
     assert kernel_constant("WARP") == gpu.WORD_BITS == WARP
     assert kernel_constant("PLANES") == gpu.PLANES
+    assert kernel_constant("INFLIGHT") == gpu.INFLIGHT
 
 
 # ---------------------------------------------------------------------------
@@ -75,89 +76,121 @@ def ballot(predicates):
     return u32(sum(1 << int(j) for j in LANES[np.asarray(predicates) != 0]))
 
 
+def swap_lanes():
+    """kernels.cu SwapLanes for every lane: (keep, rotate) per round."""
+    rounds = []
+    mask, j = 0x0000FFFF, 16
+    while j > 0:
+        high = (LANES & j) != 0
+        keep = np.where(high, ~np.uint32(mask), np.uint32(mask)).astype(np.uint32)
+        rotate = np.where(high, 32 - j, j).astype(np.uint32)
+        rounds.append((j, keep, rotate))
+        j >>= 1
+        mask ^= (mask << j) & 0xFFFFFFFF
+    return rounds
+
+
+def rotl(values, amounts):
+    """__funnelshift_l(x, x, s): rotate left by s (0 < s < 32) per lane."""
+    values = values.astype(np.uint64)
+    amounts = amounts.astype(np.uint64)
+    return (((values << amounts) | (values >> (np.uint64(32) - amounts))) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
 def warp_transpose(rows):
     """kernels.cu warp_transpose: lane r holds row r on entry."""
     rows = rows.astype(np.uint32)
-    mask = np.uint32(0x0000FFFF)
-    j = 16
-    while j > 0:
+    for j, keep, rotate in swap_lanes():
         other = shfl_xor(rows, j)
-        shift = np.uint32(j)
-        rows = np.where(
-            (LANES & j) != 0,
-            (rows & ~mask) | ((other >> shift) & mask),
-            (rows & mask) | ((other & mask) << shift),
-        ).astype(np.uint32)
-        j >>= 1
-        mask ^= u32(int(mask) << j)
+        moved = rotl(other, rotate)
+        rows = ((rows & keep) | (moved & ~keep)).astype(np.uint32)  # lop3 0xE4
     return rows
+
+
+def store_run(memory, base, image, lead, n):
+    """kernels.cu store_run, lane by lane: scalar head, 16-byte body, scalar tail."""
+    head = min((4 - lead) & 3, n)
+    for lane in range(head):
+        memory[base + lane] = image[lead + lane]
+    vectors = (n - head) >> 2
+    assert (base + head) % 4 == 0 and (lead + head) % 4 == 0  # both sides 16-byte aligned
+    for v in range(vectors):
+        memory[base + head + 4 * v: base + head + 4 * v + 4] = image[lead + head + 4 * v: lead + head + 4 * v + 4]
+    done = head + 4 * vectors
+    for lane in range(n - done):
+        memory[base + done + lane] = image[lead + done + lane]
 
 
 def emulate_streams_to_planes(streams, length, swap):
     """kernels.cu streams_to_planes for every warp, on flat memory."""
     chunk = kernel_constant("CHUNK")
-    stage_row = kernel_constant("STAGE_ROW")
     planes_per_base = kernel_constant("PLANES")
     n, _, blocks = streams.shape
     groups = -(-n // WARP)
     source = streams.reshape(-1)
     planes = np.full(groups * length * planes_per_base, POISON, np.uint32)
+    stage = np.full(kernel_constant("STAGE_WORDS"), POISON, np.uint32)
+    image = np.full(kernel_constant("OUT_WORDS"), POISON, np.uint32)
     for g in range(groups):
         first = g * WARP
-        group_planes = g * length * planes_per_base
+        group_streams = first * planes_per_base * blocks
+        present = min(WARP, n - first)
         for c0 in range(0, blocks, chunk):
             count = min(chunk, blocks - c0)
-            stage = np.full(WARP * stage_row, POISON, np.uint32)
             per_instance = planes_per_base * count
-            for lane in LANES:
-                for q in range(lane, WARP * per_instance, WARP):
-                    inst = q // per_instance
-                    rest = q - inst * per_instance
-                    k = rest // count
-                    cc = rest - k * count
-                    i = first + inst
-                    stage[inst * stage_row + k * chunk + cc] = (
-                        source[(i * planes_per_base + k) * blocks + c0 + cc] if i < n else 0
-                    )
+            if count == blocks:  # the group's contiguous run: 16-byte loads, then the rest word by word
+                vectors = (present * per_instance) >> 2
+                assert group_streams % 4 == 0
+                stage[: 4 * vectors] = source[group_streams: group_streams + 4 * vectors]
+                for q in range(4 * vectors, WARP * per_instance):
+                    stage[q] = source[group_streams + q] if q < present * per_instance else 0
+            else:
+                for q in range(WARP * per_instance):
+                    inst, rest = divmod(q, per_instance)
+                    k, cc = divmod(rest, count)
+                    stage[q] = source[group_streams + (inst * planes_per_base + k) * blocks + c0 + cc] \
+                        if inst < present else 0
+            base = (g * length + c0 * WARP) * planes_per_base
+            lead = base & 3
             for cc in range(count):
-                c = c0 + cc
-                w = [stage[LANES * stage_row + k * chunk + cc] for k in range(planes_per_base)]
-                if swap:
-                    out_stage = np.full(planes_per_base * WARP, POISON, np.uint32)
-                    for k in range(planes_per_base):
-                        out_stage[planes_per_base * LANES + k] = warp_transpose(w[k])
-                    out = [out_stage[LANES + s * WARP] for s in range(planes_per_base)]
-                else:
-                    out = [np.zeros(WARP, np.uint32) for _ in range(planes_per_base)]
-                    for p in range(WARP):
-                        for k in range(planes_per_base):
-                            word = ballot((w[k] >> np.uint32(p)) & 1)
-                            q = planes_per_base * p + k
-                            out[q // WARP][q % WARP] = word  # only lane q % 32 keeps it
-                words = planes_per_base * min(WARP, length - c * WARP)
-                block_planes = group_planes + c * WARP * planes_per_base
-                for s in range(planes_per_base):
-                    q = LANES + s * WARP
-                    written = q < words
-                    planes[block_planes + q[written]] = out[s][written]
+                w = [stage[LANES * per_instance + k * count + cc] for k in range(planes_per_base)]
+                block_out = lead + cc * WARP * planes_per_base
+                for k in range(planes_per_base):
+                    if swap:
+                        image[block_out + planes_per_base * LANES + k] = warp_transpose(w[k])
+                    else:
+                        for p in range(WARP):
+                            image[block_out + planes_per_base * p + k] = ballot((w[k] >> np.uint32(p)) & 1)
+            words = planes_per_base * min(WARP * count, length - c0 * WARP)
+            store_run(planes, base, image, lead, words)
     return planes.reshape(groups, length, planes_per_base)
 
 
 def emulate_unpack(planes, n, swap):
-    """kernels.cu planes_to_values for every warp."""
+    """kernels.cu planes_to_values for every warp (two groups a warp when bits <= 16)."""
     groups, bits = planes.shape
     source = planes.reshape(-1)
     values = np.full(n, POISON.view(np.int32), np.int32)
-    for g in range(groups):
-        row = np.array([source[g * bits + lane] if lane < bits else 0 for lane in LANES], np.uint32)
+    two = bits <= 16
+    per_warp = 2 if two else 1
+    half = LANES >> 4 if two else np.zeros(WARP, np.int64)
+    plane = LANES & 15 if two else LANES
+    for h in range(-(-groups // per_warp)):
+        g = h * per_warp + half
+        row = np.array([source[g[l] * bits + plane[l]] if plane[l] < bits and g[l] < groups else 0
+                        for l in LANES], np.uint32)
         if swap:
             value = warp_transpose(row)
         else:
-            value = np.zeros(WARP, np.uint32)
-            for r in range(WARP):
-                value[r] = ballot((row >> np.uint32(r)) & 1)  # lane r keeps it
-        i = g * WARP + LANES
-        values[i[i < n]] = value[i < n].view(np.int32)
+            value = np.array([ballot((row >> np.uint32(r)) & 1) for r in range(WARP)], np.uint32)  # lane r keeps it
+        first = h * per_warp * WARP
+        if two:
+            for offset, part in ((0, value & np.uint32(0xFFFF)), (WARP, value >> np.uint32(16))):
+                i = first + offset + LANES
+                values[i[i < n]] = part[i < n].astype(np.int32)
+        else:
+            i = first + LANES
+            values[i[i < n]] = value[i < n].view(np.int32)
     return values
 
 
@@ -174,8 +207,8 @@ def test_emulated_warp_transpose_is_a_transpose(seed):
 @pytest.mark.parametrize("n", [1, 31, 32, 33, 70])
 def test_emulated_planes_kernels_match_reference(n, swap):
     rng = np.random.default_rng(n)
-    # 300 positions span 10 stream words, more than one staging chunk.
-    for length in [1, 31, 32, 33, 150, 300]:
+    # 300 positions span 10 stream words, more than one staging chunk (word by word loads).
+    for length in [1, 31, 32, 33, 150, 256, 300]:
         codes = random_codes(rng, n, length)
         streams = codes_to_streams(codes, 32)
         np.testing.assert_array_equal(
@@ -185,10 +218,10 @@ def test_emulated_planes_kernels_match_reference(n, swap):
 
 
 @pytest.mark.parametrize("swap", [False, True], ids=["ballot", "swap"])
-@pytest.mark.parametrize("n_bits", [1, 5, 16, 31])
+@pytest.mark.parametrize("n_bits", [1, 5, 16, 17, 31])
 def test_emulated_unpack_kernels_match_reference(n_bits, swap):
     rng = np.random.default_rng(n_bits)
-    for n in (1, 31, 32, 33, 100):
+    for n in (1, 31, 32, 33, 64, 65, 100, 130):
         planes = rng.integers(0, 2**32, size=(-(-n // WARP), n_bits), dtype=np.uint32)
         np.testing.assert_array_equal(emulate_unpack(planes, n, swap), reference_unpack_planes(planes, n))
 
