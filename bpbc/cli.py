@@ -287,7 +287,7 @@ def _screen_on_dask(address, scheduler_file, reads_files, patterns, settings, qu
 
     started = time.perf_counter()
     with ExitStack() as stack:
-        workers = None if address is None else dd.parse_local(address)
+        workers = False if address is None else dd.parse_local(address)
         if workers is not False:  # local[:N]
             device = settings.device
             if device == "auto":
