@@ -483,7 +483,7 @@ def _screen_many_files(client, reads: list, patterns_path, settings, paths, prog
             futures.append(client.submit(screen_file, job, os.path.abspath(reads_path), os.path.abspath(patterns_path),
                                          files, abort, key=f"bpbc-file-{token}-{index}", pure=False))
         index_of = {future.key: index for index, future in enumerate(futures)}
-        for future in as_completed(futures):
+        for future in as_completed(futures, loop=client.loop):
             summary = future.result()
             summaries[index_of[future.key]] = summary
             done_reads += summary.reads

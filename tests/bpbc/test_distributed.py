@@ -117,7 +117,8 @@ def _leftovers(directory: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def client():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=logging.CRITICAL) as cluster, distributed.Client(cluster) as client:
+                                  silence_logs=logging.CRITICAL) as cluster, \
+            distributed.Client(cluster, set_as_default=False) as client:  # nothing may rely on a default client
         client.wait_for_workers(2)
         yield client
 
@@ -303,11 +304,14 @@ def test_unreachable_scheduler_is_one_line_and_exit_1(inputs, tmp_path, capsys):
 
 
 def test_local_cluster_from_the_command_line(inputs, references, tmp_path):
-    """``--dask local:1`` (a cluster of its own, one worker process), in a
-    process of its own as a user runs it; a local run imports nothing of Dask."""
+    """``--dask local:1`` (a cluster of its own, one worker process) with
+    ``--reads-from``, in a process of its own as a user runs it; a local run
+    imports nothing of Dask."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
-    command = [sys.executable, "-m", "bpbc", inputs / "one.fq.gz", inputs / "p.fa", "-t", "40", "--device", "cpu",
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"{inputs / 'one.fq.gz'}\n")
+    command = [sys.executable, "-m", "bpbc", "--reads-from", listing, inputs / "p.fa", "-t", "40", "--device", "cpu",
                "--chunk-size", "300", "-q", "-o", tmp_path / "{stem}.paf", "--dask", "local:1"]
     done = subprocess.run(command, capture_output=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr.decode()
