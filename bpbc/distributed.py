@@ -207,8 +207,11 @@ def screen_file(job: Job, reads_path: str, patterns_path: str, outputs: dict,
     the staging paths (or None). The summary names the files as the user gave
     them (``job``). When the run was given up meanwhile (Dask event
     ``abort_event`` set), the files just written are removed."""
-    summary = screen_files(reads_path, patterns_path, job.settings, output=outputs["output"],
-                           matched=outputs["matched"], unmatched=outputs["unmatched"])
+    try:
+        summary = screen_files(reads_path, patterns_path, job.settings, output=outputs["output"],
+                               matched=outputs["matched"], unmatched=outputs["unmatched"])
+    except InputError as error:  # the files named as the user gave them, not as the worker opened them
+        raise InputError(str(error).replace(reads_path, job.reads_file).replace(patterns_path, job.patterns_file))
     summary.reads_file = job.reads_file
     summary.patterns_file = job.patterns_file
     if outputs["json"] is not None:
@@ -550,8 +553,12 @@ def local_cluster(workers: int | None, device: str, threads_per_worker: int = 1)
             raise InputError(f"--dask local with --device gpu needs dask-cuda (pip install 'bpbc[dask-cuda]'): "
                              f"{error}") from None
         options = {} if workers is None else {"CUDA_VISIBLE_DEVICES": list(range(workers))}
-        return LocalCUDACluster(dashboard_address=None, silence_logs=logging.ERROR,
-                                threads_per_worker=threads_per_worker, **options)
+        try:
+            return LocalCUDACluster(dashboard_address=None, silence_logs=logging.ERROR,
+                                    threads_per_worker=threads_per_worker, **options)
+        except Exception as error:  # noqa: BLE001 - no GPU, fewer GPUs than asked for, no NVML, ...
+            raise InputError(f"cannot start a dask-cuda cluster of {workers or 'every'} GPU(s) here: "
+                             f"{type(error).__name__}: {error}") from None
     from distributed import LocalCluster
 
     return LocalCluster(n_workers=workers or (os.cpu_count() or 1), threads_per_worker=threads_per_worker,

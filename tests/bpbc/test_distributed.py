@@ -179,6 +179,15 @@ def test_one_file_in_chunks_gives_the_local_outputs(client, inputs, references, 
     assert summary.device == "cpu" and _leftovers(tmp_path) == []
 
 
+def test_an_empty_file(client, inputs, tmp_path):
+    (tmp_path / "empty.fq").write_bytes(b"")
+    reference = _local(tmp_path / "empty.fq", inputs / "p.fa", tmp_path / "local", gz=False)
+    paths = {kind: tmp_path / path.name for kind, path in reference.items()}
+    summary = screen_distributed(client, tmp_path / "empty.fq", inputs / "p.fa", SETTINGS, **paths)
+    assert summary.reads == 0 and summary.device == "cpu"
+    assert_same_outputs(reference, paths)
+
+
 def test_many_files_one_task_each_give_the_local_outputs(client, inputs, references, tmp_path):
     names = ["one.fq.gz", "two.fastq", "three.fa"]
     templates = {"output": tmp_path / "{stem}.paf", "matched": tmp_path / "{stem}.m.fq.gz",
@@ -215,7 +224,7 @@ def test_a_killed_worker_changes_nothing_many_files(client, kill_once, inputs, r
     assert _leftovers(out) == []
 
 
-def test_a_failed_run_leaves_no_output(client, inputs, tmp_path):
+def test_a_failed_run_leaves_no_output(client, inputs, tmp_path, monkeypatch):
     bad = tmp_path / "in" / "bad.fq"
     bad.parent.mkdir()
     good = (inputs / "two.fastq").read_text().splitlines(keepends=True)
@@ -231,9 +240,10 @@ def test_a_failed_run_leaves_no_output(client, inputs, tmp_path):
     # many files, the bad one among them: none of the good ones' outputs either
     templates = {"output": out / "{stem}.paf", "matched": out / "{stem}.m.fq.gz", "unmatched": out / "{stem}.u.fq",
                  "json_path": out / "{stem}.json"}
-    with pytest.raises(InputError, match=r"bad\.fq: read y600"):
-        screen_distributed(client, [inputs / "one.fq.gz", bad, inputs / "three.fa"], inputs / "p.fa", SETTINGS,
-                           **templates)
+    monkeypatch.chdir(tmp_path)  # relative paths: from the client's directory
+    with pytest.raises(InputError, match=r"^in/bad\.fq: read y600"):  # the file as given
+        screen_distributed(client, [inputs / "one.fq.gz", Path("in/bad.fq"), inputs / "three.fa"], inputs / "p.fa",
+                           SETTINGS, **templates)
     deadline = time.monotonic() + 20  # a task still running when the run failed cleans up after itself
     while os.listdir(out) and time.monotonic() < deadline:
         time.sleep(0.2)
