@@ -1,4 +1,4 @@
-"""``python -m bench transpose|sw [--quick] [--out DIR]``: run a benchmark, write CSV and PNG.
+"""``python -m bench transpose|sw|dask [--quick] [--out DIR]``: run a benchmark, write CSV (and PNG).
 
 ``python -m bench sass [...]``: instructions per 32-cell word of the SW kernel (bench/sass_count.py);
 ``python -m bench dpx [...]``: the DPX word-wise peer beside bpbc (bench/dpx_peer.py)."""
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return dpx_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("command", choices=("transpose", "sw"), help="(also: sass, dpx; see their --help)")
+    parser.add_argument("command", choices=("transpose", "sw", "dask"), help="(also: sass, dpx; see their --help)")
     parser.add_argument("--quick", action="store_true", help="CPU only, small sizes, seconds (CI)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (default bench/results)")
     parser.add_argument("--repeats", type=int, default=None, help="timed repetitions (median)")
@@ -47,13 +47,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("table2", "library", "screen", "e2e", "pairs", "stream"), nargs="+",
                         default=None,
                         help="sw: run only these parts")
+    parser.add_argument("--dask-reads", type=int, default=10_000_000,
+                        help="dask: reads in all (default 10000000; --quick: 4000)")
+    parser.add_argument("--workers", type=int, nargs="+", default=None,
+                        help="dask: cluster sizes (default 1 2 4, as far as there are GPUs; --quick: 1 2)")
+    parser.add_argument("--check-reads", action="store_true",
+                        help="dask: compare the matched and unmatched reads too (decompressed, md5)")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="dask: write the inputs and outputs under this directory and keep them")
     args = parser.parse_args(argv)
 
     gpu = None if args.quick else gpu_info()
     kind = device_kind(gpu)
     env = environment(gpu)
     stem = f"{args.command}_{'quick_' if args.quick else ''}{kind}"
-    if args.command == "transpose":
+    if args.command == "dask":
+        from .dask_bench import run
+
+        rows = run(4000 if args.quick else args.dask_reads, args.quick, args.workers, args.repeats or 1,
+                   args.check_reads, args.keep)
+    elif args.command == "transpose":
         from .transpose_bench import run
 
         rows, _ = run(args.sizes, args.length, args.repeats or (3 if args.quick else 5), args.quick,

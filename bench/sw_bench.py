@@ -527,6 +527,14 @@ def stream_row(n, length, patterns, threshold, device) -> dict:
 
 # ---------------------------------------------------------------- entry
 
+def e2e_patterns() -> dict:
+    """The end-to-end cases' patterns and thresholds: one 128 bp pattern (T = 40)
+    and the panel of 96 x 24 bp (T = 36)."""
+    rng = np.random.default_rng(6)
+    return {"single_128": ([random_pattern(rng, 128)], 40),
+            "panel_96x24": ([random_pattern(rng, 24) for _ in range(96)], 36)}
+
+
 def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, check_cpu=False, pairs_reads=1 << 20,
         stream_reads=(), stream_device="cpu"):
     from bpbc.cpu_engine import LANES
@@ -566,9 +574,7 @@ def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, chec
         if "screen" in parts:
             rows += screening_rows(length=150, repeats=repeats, use_gpu=use_gpu, advance=advance, cores=cores,
                                    **screen_args)
-        rng = np.random.default_rng(6)
-        patterns = {"single_128": ([random_pattern(rng, 128)], 40),
-                    "panel_96x24": ([random_pattern(rng, 24) for _ in range(96)], 36)}
+        patterns = e2e_patterns()
         for label, n, device in e2e if "e2e" in parts else ():
             advance.start(f"end-to-end {label}")
             try:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from enum import Enum
 from typing import Annotated, Optional
 
@@ -116,12 +117,15 @@ def _version(value: bool) -> None:
     no_args_is_help=True,
 )
 def screen_command(
-    reads: Annotated[str, typer.Argument(
-        metavar="READS", show_default=False,
-        help="Reads: FASTA or FASTQ, plain or compressed (gz, bz2, xz, zst); '-' reads stdin.")],
-    patterns: Annotated[str, typer.Argument(
-        metavar="PATTERNS", show_default=False,
-        help="Patterns (adapters, primers, ...): FASTA or FASTQ, one or many records; IUPAC codes allowed.")],
+    # READS is variadic and PATTERNS the last argument (as cp's SOURCE... DEST): the old
+    # style of defaults, since Python wants the required PATTERNS (default ...) after it
+    reads: Optional[list[str]] = typer.Argument(
+        None, metavar="READS", show_default=False,
+        help="Reads: FASTA or FASTQ, plain or compressed (gz, bz2, xz, zst); '-' reads stdin. Several files "
+        "(with --dask): each is screened by one worker, outputs named by {stem}."),
+    patterns: str = typer.Argument(
+        ..., metavar="PATTERNS", show_default=False,
+        help="Patterns (adapters, primers, ...): FASTA or FASTQ, one or many records; IUPAC codes allowed."),
     threshold: Annotated[Optional[int], typer.Option(
         "--threshold", "-t", show_default=False,
         help=f"Report instances whose local alignment score is at least this [default: {DEFAULT_THRESHOLD}].")] = None,
@@ -177,6 +181,16 @@ def screen_command(
         "memory grows with it.")] = None,
     quiet: Annotated[bool, typer.Option(
         "--quiet", "-q", help="No summary and no progress bar on stderr.")] = False,
+    reads_from: Annotated[Optional[str], typer.Option(
+        "--reads-from", metavar="LIST", show_default=False,
+        help="Screen the reads files listed in LIST (one path a line; with --dask), besides any READS.")] = None,
+    dask: Annotated[Optional[str], typer.Option(
+        "--dask", metavar="ADDRESS", show_default=False,
+        help="Screen on a Dask cluster: the scheduler's address (tcp://host:8786), or local[:N] for N workers "
+        "on this machine (CPU processes; with --device gpu one dask-cuda worker per GPU).")] = None,
+    dask_scheduler_file: Annotated[Optional[str], typer.Option(
+        "--dask-scheduler-file", metavar="FILE", show_default=False,
+        help="Screen on the Dask cluster whose scheduler wrote FILE (dask scheduler --scheduler-file FILE).")] = None,
     version: Annotated[Optional[bool], typer.Option(
         "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
 ) -> None:
@@ -200,22 +214,20 @@ def screen_command(
         threads=threads,
         chunk_size=chunk_size,
     )
+    reads_files = _reads_files(reads or [], patterns, reads_from)
+    distributed = dask is not None or dask_scheduler_file is not None
     try:
-        with _progress_bar(_show_progress(quiet, output)) as progress:
-            summary = screen_files(
-                reads,
-                patterns,
-                settings,
-                reads2=reads2,
-                interleaved=interleaved,
-                output=output,
-                matched=matched,
-                unmatched=unmatched,
-                matched2=matched2,
-                unmatched2=unmatched2,
-                json_path=json_path,
-                progress=progress,
-            )
+        if not distributed and (len(reads_files) != 1 or reads_from is not None):
+            raise InputError("several reads files (or --reads-from) need --dask or --dask-scheduler-file")
+        if distributed:
+            summary = _screen_on_dask(dask, dask_scheduler_file, reads_files, patterns, settings, quiet,
+                                      reads2=reads2, interleaved=interleaved, output=output, matched=matched,
+                                      unmatched=unmatched, matched2=matched2, unmatched2=unmatched2,
+                                      json_path=json_path, many=reads_from is not None or len(reads_files) > 1)
+        else:
+            summary = _screen_here(reads_files[0], patterns, settings, quiet, reads2=reads2, interleaved=interleaved,
+                                   output=output, matched=matched, unmatched=unmatched, matched2=matched2,
+                                   unmatched2=unmatched2, json_path=json_path)
     except InputError as error:
         _error(str(error))
         raise typer.Exit(EXIT_ERROR) from None
@@ -227,6 +239,76 @@ def screen_command(
         raise typer.Exit(EXIT_INTERRUPTED) from None
     if not quiet:
         print(summary.format(), file=sys.stderr)
+
+
+def _reads_files(reads: list[str], patterns: str, reads_from: str | None) -> list[str]:
+    """The reads files: the READS arguments, then those listed in --reads-from;
+    none (or no PATTERNS) is a usage error."""
+    if not reads and reads_from is None:
+        raise typer.BadParameter("missing: give one or more reads files before PATTERNS (or --reads-from LIST)",
+                                 param_hint="'READS'")
+    if reads_from is None:
+        return list(reads)
+    try:
+        with open(reads_from) as listing:
+            listed = [line.strip() for line in listing]
+    except OSError as error:
+        _error(f"{reads_from}: cannot read the list of reads files: {error.strerror or error}")
+        raise typer.Exit(EXIT_ERROR) from None
+    files = list(reads) + [line for line in listed if line and not line.startswith("#")]
+    if not files:
+        _error(f"{reads_from}: lists no reads files")
+        raise typer.Exit(EXIT_ERROR)
+    return files
+
+
+def _screen_here(reads, patterns, settings, quiet, output, matched, unmatched, json_path, **paired):
+    """The local run: one process, at most one GPU."""
+    from bpbc.distributed import fill_stem  # no Dask in it
+
+    if reads != "-":  # {stem}: the reads file's name, as with --dask
+        output, matched, unmatched, json_path = (fill_stem(path, reads) for path in (output, matched, unmatched,
+                                                                                      json_path))
+        paired = {kind: fill_stem(path, reads) if kind in ("matched2", "unmatched2") else path
+                  for kind, path in paired.items()}
+    with _progress_bar(_show_progress(quiet, output)) as progress:
+        return screen_files(reads, patterns, settings, output=output, matched=matched, unmatched=unmatched,
+                            json_path=json_path, progress=progress, **paired)
+
+
+def _screen_on_dask(address, scheduler_file, reads_files, patterns, settings, quiet, reads2, interleaved, output,
+                    matched, unmatched, matched2, unmatched2, json_path, many):
+    """The run on a Dask cluster: one file sharded by chunks, or many files, one task each."""
+    if address is not None and scheduler_file is not None:
+        raise InputError("give --dask or --dask-scheduler-file, not both")
+    if reads2 is not None or interleaved or matched2 is not None or unmatched2 is not None:
+        raise InputError("paired reads (--reads2, --interleaved) are not supported with --dask")
+    from bpbc import distributed as dd
+
+    started = time.perf_counter()
+    with ExitStack() as stack:
+        workers = False if address is None else dd.parse_local(address)
+        if workers is not False:  # local[:N]
+            device = settings.device
+            if device == "auto":
+                from bpbc.engines import gpu_unavailable_reason
+
+                device = "gpu" if gpu_unavailable_reason() is None else "cpu"
+            cluster = stack.enter_context(dd.local_cluster(workers, device))
+            from distributed import Client
+
+            client = stack.enter_context(Client(cluster, set_as_default=False))
+            if settings.threads is None:  # the cores shared out between the workers
+                settings = replace(settings, threads=max(1, (os.cpu_count() or 1) // max(1, len(cluster.workers))))
+        else:
+            client = stack.enter_context(dd.connect(address, scheduler_file))
+        reads = reads_files if many else reads_files[0]
+        with _progress_bar(_show_progress(quiet, output)) as progress:
+            result = dd.screen_distributed(client, reads, patterns, settings, output=output, matched=matched,
+                                           unmatched=unmatched, json_path=json_path, progress=progress)
+    if many:
+        return dd.combined_summary(result, time.perf_counter() - started)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -295,24 +295,67 @@ class StageTimes:
             yield item
 
 
+def encode_chunk(chunk, engine, source_name: str):
+    """The chunk's reads encoded and prepared for ``engine`` (a ReadBatch); a
+    read outside the alphabet raises InputError naming ``source_name``."""
+    from bpbc.alphabet import SequenceError
+    from bpbc.screener import ReadBatch
+
+    try:
+        return ReadBatch.from_codes(*chunk.encode(), engine)
+    except SequenceError as error:
+        raise InputError(f"{source_name}: {error}") from None
+
+
+def passing_units(hits, reads: int, mates: int, pair_filter: str) -> tuple[np.ndarray, np.ndarray]:
+    """(reads passing for some pattern and strand, units passing): a unit is
+    a read, or a pair of ``mates`` = 2 rows judged by ``pair_filter``."""
+    passing_reads = np.zeros(reads, dtype=bool)
+    passing_reads[hits.read] = True
+    by_unit = passing_reads.reshape(reads // mates, mates)
+    passing = by_unit.all(axis=1) if pair_filter == "both" else by_unit.any(axis=1)
+    return passing_reads, passing
+
+
+def chunk_paf(chunk, lengths: np.ndarray, alignments, pattern_texts, pattern_lengths) -> bytes:
+    """The PAF lines of a chunk's alignments (reads of ``lengths``)."""
+    rows = alignments.read_index
+    return paf_lines(alignments, chunk.read_names(rows), lengths[rows], pattern_texts, pattern_lengths)
+
+
+def pattern_summaries(screener, counts: np.ndarray) -> list[PatternSummary]:
+    """Per pattern of ``screener``: its figures from ``counts`` (pattern,
+    strand, mate) of reads passing."""
+    mates = counts.shape[2]
+    strands = screener.strands
+    return [
+        PatternSummary(
+            pid, length, threshold,
+            {strand: int(counts[p, k].sum()) for k, strand in enumerate(strands)},
+            None if mates == 1 else {str(m + 1): {strand: int(counts[p, k, m]) for k, strand in enumerate(strands)}
+                                     for m in range(mates)})
+        for p, (pid, length, threshold) in enumerate(zip(screener.pattern_names, screener.pattern_lengths.tolist(),
+                                                         screener.thresholds.tolist()))
+    ]
+
+
+def summary_json(summary: Summary) -> bytes:
+    """What ``--json`` writes."""
+    return (json.dumps(summary.as_dict(), indent=2) + "\n").encode()
+
+
 def _prepared_chunks(chunks: Iterator, source_name: str, screener, stages: StageTimes,
                      overlap: bool = True) -> Iterator:
     """(chunk, ReadBatch) per chunk of ``chunks``, in two background threads:
     one reads and parses chunk k+2 while the other encodes and transposes
     chunk k+1 and the caller screens chunk k (without ``overlap``: all in
     the caller's thread, one step after the other)."""
-    from bpbc.alphabet import SequenceError
-    from bpbc.screener import ReadBatch
-
     def encoded(chunks: Iterator) -> Iterator:
         limit_numba_threads(screener.threads)
         with closing(chunks):
             for chunk in chunks:
-                try:
-                    with stages.timing("encode"):
-                        batch = ReadBatch.from_codes(*chunk.encode(), screener.engine)
-                except SequenceError as error:
-                    raise InputError(f"{source_name}: {error}") from None
+                with stages.timing("encode"):
+                    batch = encode_chunk(chunk, screener.engine, source_name)
                 yield chunk, batch
 
     if not overlap:
@@ -519,9 +562,7 @@ def screen_files(
         def write(chunk, batch_lengths, alignments, passing, best) -> None:
             with stages.timing("write"):
                 if len(alignments):
-                    rows = alignments.read_index
-                    write_paf(paf_lines(alignments, chunk.read_names(rows), batch_lengths[rows], pattern_texts,
-                                        pattern_lengths))
+                    write_paf(chunk_paf(chunk, batch_lengths, alignments, pattern_texts, pattern_lengths))
                 if matched_sink is not None:
                     matched_sink.write(chunk, np.flatnonzero(passing), best)
                 if unmatched_sink is not None:
@@ -544,10 +585,7 @@ def screen_files(
                 hits = screener.hits(batch)
             with stages.timing("traceback"):
                 alignments = screener.align(batch, hits)
-            passing_reads = np.zeros(len(batch), dtype=bool)
-            passing_reads[hits.read] = True
-            by_unit = passing_reads.reshape(len(chunk), mates)
-            passing = by_unit.all(axis=1) if settings.pair_filter == "both" else by_unit.any(axis=1)
+            passing_reads, passing = passing_units(hits, len(batch), mates, settings.pair_filter)
             best = best_patterns(alignments, len(chunk), mates) if demultiplexing else None
             writer.submit(write, chunk, batch.lengths, alignments, passing, best)
             np.add.at(counts, (hits.pattern, hits.strand, hits.read % mates), 1)
@@ -563,18 +601,11 @@ def screen_files(
         if paf_file is None:
             sys.stdout.flush()
 
-        summary.patterns = [
-            PatternSummary(
-                pid, length, threshold,
-                {strand: int(counts[p, k].sum()) for k, strand in enumerate(strands)},
-                None if mates == 1 else {str(m + 1): {strand: int(counts[p, k, m]) for k, strand in enumerate(strands)}
-                                         for m in range(mates)})
-            for p, (pid, length, threshold) in enumerate(zip(pattern_ids, pattern_lengths, thresholds))
-        ]
+        summary.patterns = pattern_summaries(screener, counts)
         summary.wall_time_s = time.perf_counter() - started
         summary.stage_seconds = dict(stages.seconds)
         if json_file is not None:
-            json_file.open_binary().write((json.dumps(summary.as_dict(), indent=2) + "\n").encode())
+            json_file.open_binary().write(summary_json(summary))
         for out in outputs:
             out.commit()
     return summary

@@ -1,0 +1,591 @@
+"""Screening over Dask (``distributed``): many GPUs, many hosts, the same output.
+
+Two ways to shard a run, both on top of :func:`bpbc.pipeline.screen_files`'s
+pieces:
+
+* **One file** (:func:`screen_distributed` with one reads path): the client
+  reads and parses the file chunk by chunk, as the local pipeline does, and
+  ships each chunk's raw bytes to a worker (:func:`screen_chunk`, a Dask task).
+  The worker holds one :class:`~bpbc.screener.Screener` per run (built at its
+  first chunk), encodes, screens and aligns the chunk and sends back the PAF
+  bytes, which reads pass, and the counts. The client writes PAF, matched and
+  unmatched reads in input order, with at most ``in_flight`` chunks under way,
+  so memory stays bounded.
+* **Many files** (a list of reads paths): one Dask task per file
+  (:func:`screen_file`), which runs the local pipeline on a worker that reads
+  its file and writes its outputs itself, on storage that the workers share.
+  Output paths are templates holding ``{stem}``. Every output is written under
+  a hidden staging name and renamed into place only when every file has been
+  screened, so a failed run leaves none of them.
+
+A worker that dies has its tasks run again elsewhere (Dask's own
+rescheduling); tasks are deterministic, so the outputs are those of a clean
+run. ``import bpbc.distributed`` does not import Dask: the functions that
+need it import it when called.
+"""
+
+from __future__ import annotations
+
+import collections
+import glob
+import hashlib
+import os
+import pickle
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack, closing
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from bpbc.engines import limit_numba_threads
+from bpbc.io import (STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, compression_threads, display_name,
+                     read_patterns)
+from bpbc.pipeline import (CHUNK_RAMP, OrderedWorker, ScreenSettings, StageTimes, Summary, chunk_paf, chunk_size_for,
+                           cyclic_gc_paused, encode_chunk, make_screener, passing_units, pattern_summaries, prefetched,
+                           quick_gil_handoff, screen_files, summary_json)
+from bpbc.result import Texts
+from bpbc.sinks import FileSink, is_template
+
+#: in output paths: the reads file's name without directory, format and compression suffixes
+STEM_FIELD = "{stem}"
+_COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zstd")
+_FORMAT_SUFFIXES = (".fastq", ".fq", ".fasta", ".fa", ".fna", ".fas")
+#: chunks under way per worker thread (one file mode), unless ``in_flight`` says otherwise
+IN_FLIGHT_PER_THREAD = 2
+#: Dask's warning about large task graphs: a chunk's bytes travel in its task
+_LARGE_TASK_BYTES = "1GiB"
+#: hidden names of outputs until the whole run has succeeded (many files mode)
+_STAGING_PREFIX = ".bpbc-part-"
+
+
+def stem(path) -> str:
+    """``{stem}``: the file name without directory, compression and format suffixes
+    (``runs/S1_R1.fastq.gz`` -> ``S1_R1``)."""
+    name = os.path.basename(os.fspath(path))
+    lower = name.lower()
+    for suffixes in (_COMPRESSION_SUFFIXES, _FORMAT_SUFFIXES):
+        for suffix in suffixes:
+            if lower.endswith(suffix) and len(name) > len(suffix):
+                name, lower = name[:-len(suffix)], lower[:-len(suffix)]
+                break
+    return name
+
+
+def fill_stem(path, reads_path):
+    """``path`` with ``{stem}`` replaced by the stem of ``reads_path`` (None stays None)."""
+    if path is None:
+        return None
+    return os.fspath(path).replace(STEM_FIELD, stem(reads_path))
+
+
+# ---------------------------------------------------------------- worker side
+
+@dataclass(frozen=True)
+class Job:
+    """What every task of one run needs besides its own data: small, shipped with each task."""
+
+    settings: ScreenSettings
+    #: dnaio records, as read by the client
+    patterns: tuple
+    patterns_file: str
+    reads_file: str
+    #: identifies settings and patterns: a worker keeps one Screener per key (and thread)
+    key: str
+
+    @classmethod
+    def of(cls, settings: ScreenSettings, patterns, patterns_file: str, reads_file: str) -> Job:
+        digest = hashlib.sha256(pickle.dumps((settings, [(p.name, p.sequence) for p in patterns]))).hexdigest()
+        return cls(settings, tuple(patterns), patterns_file, reads_file, digest[:24])
+
+
+_screeners: dict[tuple[str, int], object] = {}
+_screeners_lock = threading.Lock()
+#: Screeners kept per worker process (a worker usually serves one run at a time)
+_MAX_SCREENERS = 8
+
+
+def worker_screener(job: Job):
+    """The Screener of ``job`` in this worker thread, built at its first use."""
+    key = (job.key, threading.get_ident())
+    screener = _screeners.get(key)
+    if screener is None:
+        screener = make_screener(job.settings, list(job.patterns), job.patterns_file)
+        with _screeners_lock:
+            while len(_screeners) >= _MAX_SCREENERS:
+                _screeners.pop(next(iter(_screeners)))
+            _screeners[key] = screener
+    return screener
+
+
+@dataclass
+class ChunkPayload:
+    """A chunk as it travels to a worker: raw FASTQ bytes and spans (offsets
+    from the start of ``data``), or dnaio records."""
+
+    data: bytes | None = None
+    rec_start: np.ndarray | None = None
+    rec_end: np.ndarray | None = None
+    seq_start: np.ndarray | None = None
+    seq_len: np.ndarray | None = None
+    records: list | None = None
+
+    @classmethod
+    def of(cls, chunk) -> ChunkPayload:
+        from bpbc.chunks import RawFastqChunk
+
+        if isinstance(chunk, RawFastqChunk):
+            first, last = int(chunk.rec_start[0]), int(chunk.rec_end[-1])
+            return cls(bytes(memoryview(chunk.data)[first:last]), chunk.rec_start - first, chunk.rec_end - first,
+                       chunk.seq_start - first, chunk.lengths)
+        return cls(records=chunk.records)
+
+    def chunk(self):
+        from bpbc.chunks import RawFastqChunk, RecordChunk
+
+        if self.records is not None:
+            return RecordChunk(self.records)
+        return RawFastqChunk(self.data, self.rec_start, self.rec_end, self.seq_start, self.seq_len)
+
+
+@dataclass
+class ChunkResult:
+    """What a worker sends back for one chunk."""
+
+    paf: bytes
+    #: per read: passes for some pattern and strand
+    passing: np.ndarray
+    #: (pattern, strand, 1) reads passing
+    counts: np.ndarray
+    alignments: int
+    #: the engine that computed the scores: 'cpu' or 'gpu'
+    device: str
+    #: seconds of the worker's stages: encode, device, traceback, write (PAF formatting)
+    seconds: dict
+
+
+def screen_chunk(job: Job, payload: ChunkPayload) -> ChunkResult:
+    """A Dask task: screen one chunk with this worker's Screener."""
+    stages = StageTimes()
+    screener = worker_screener(job)
+    limit_numba_threads(job.settings.threads)
+    chunk = payload.chunk()
+    with stages.timing("encode"):
+        batch = encode_chunk(chunk, screener.engine, job.reads_file)
+    with stages.timing("device"):
+        hits = screener.hits(batch)
+    with stages.timing("traceback"):
+        alignments = screener.align(batch, hits)
+    passing, _ = passing_units(hits, len(batch), 1, job.settings.pair_filter)
+    counts = np.zeros((len(screener.pattern_names), len(screener.strands), 1), dtype=np.int64)
+    np.add.at(counts, (hits.pattern, hits.strand, 0), 1)
+    with stages.timing("write"):
+        paf = chunk_paf(chunk, batch.lengths, alignments, Texts.of(screener.pattern_names),
+                        screener.pattern_lengths.tolist()) if len(alignments) else b""
+    return ChunkResult(paf, passing, counts, len(alignments), screener.engine.name,
+                       {stage: stages.seconds[stage] for stage in ("encode", "device", "traceback", "write")})
+
+
+def engine_name(job: Job) -> str:
+    """A Dask task: the engine this worker screens with ('cpu' or 'gpu')."""
+    return worker_screener(job).engine.name
+
+
+def staging_path(path: str, token: str) -> str:
+    """The hidden name an output has until the run has succeeded; its
+    suffixes (and so its compression) are the final name's."""
+    directory, base = os.path.split(path)
+    return os.path.join(directory, f"{_STAGING_PREFIX}{token}.{base}")
+
+
+def screen_file(job: Job, reads_path: str, patterns_path: str, outputs: dict,
+                abort_event: str | None = None) -> Summary:
+    """A Dask task: screen one whole file on this worker with the local
+    pipeline; ``outputs`` maps 'output', 'matched', 'unmatched', 'json' to
+    the staging paths (or None). The summary names the files as the user gave
+    them (``job``). When the run was given up meanwhile (Dask event
+    ``abort_event`` set), the files just written are removed."""
+    try:
+        summary = screen_files(reads_path, patterns_path, job.settings, output=outputs["output"],
+                               matched=outputs["matched"], unmatched=outputs["unmatched"])
+    except InputError as error:  # the files named as the user gave them, not as the worker opened them
+        raise InputError(str(error).replace(reads_path, job.reads_file).replace(patterns_path, job.patterns_file))
+    summary.reads_file = job.reads_file
+    summary.patterns_file = job.patterns_file
+    if outputs["json"] is not None:
+        with AtomicOutput(outputs["json"], "JSON summary") as out:
+            out.open_binary().write(summary_json(summary))
+            out.commit()
+    if abort_event is not None and _event_is_set(abort_event):
+        remove_files([path for path in outputs.values() if path is not None])
+    return summary
+
+
+def _event_is_set(name: str) -> bool:
+    try:
+        from distributed import Event
+
+        return Event(name).is_set()
+    except Exception:  # noqa: BLE001 - no scheduler: the client cleans up what it can
+        return False
+
+
+def remove_files(paths: Sequence[str]) -> None:
+    """A Dask task: remove staged outputs and what a killed attempt left of them."""
+    for path in paths:
+        directory, base = os.path.split(path)
+        for leftover in [path, *glob.glob(os.path.join(glob.escape(directory), f".{glob.escape(base)}.*.bpbc-tmp"))]:
+            try:
+                os.unlink(leftover)
+            except FileNotFoundError:
+                pass
+
+
+def commit_files(renames: Sequence[tuple[str, str]]) -> None:
+    """A Dask task: move staged outputs to their final names."""
+    for staged, final in renames:
+        os.replace(staged, final)
+    remove_files([staged for staged, _ in renames])  # the temporary files of attempts on killed workers
+
+
+# ---------------------------------------------------------------- client side
+
+def _distributed_errors() -> tuple[type[BaseException], ...]:
+    """What Dask raises when the cluster, not the input, fails a run."""
+    from distributed import KilledWorker
+    from distributed.comm import CommClosedError
+
+    errors: list[type[BaseException]] = [KilledWorker, CommClosedError]
+    try:
+        from distributed.client import FutureCancelledError
+
+        errors.append(FutureCancelledError)
+    except ImportError:
+        pass
+    from concurrent.futures import CancelledError
+
+    errors.append(CancelledError)
+    return tuple(errors)
+
+
+def _cluster_failed(error: BaseException) -> InputError:
+    return InputError(f"the Dask cluster failed the run: {type(error).__name__}: {error}")
+
+
+def _worker_threads(client) -> int:
+    return max(1, sum(client.nthreads().values()))
+
+
+def screen_distributed(
+    client,
+    reads,
+    patterns_path,
+    settings: ScreenSettings = ScreenSettings(),
+    *,
+    output=None,
+    matched=None,
+    unmatched=None,
+    json_path=None,
+    progress: Callable[[int], None] | None = None,
+    in_flight: int | None = None,
+):
+    """Screen reads over the Dask cluster of ``client`` (a ``distributed.Client``).
+
+    ``reads`` is one path (``-``: stdin): the client reads it and the workers
+    screen its chunks; outputs as :func:`bpbc.pipeline.screen_files` writes
+    them, byte for byte, and its :class:`~bpbc.pipeline.Summary` (timing
+    aside). ``in_flight`` bounds the chunks under way (default: two per
+    worker thread).
+
+    ``reads`` a list of paths: each file is screened by one worker, which reads
+    it and writes its outputs itself (storage the workers share; relative
+    paths are taken from the client's directory). Output paths must hold
+    ``{stem}`` when there are several files (``output`` is required); returns
+    a list of summaries, one per file, in order. Outputs appear only when
+    every file has been screened.
+
+    Paired reads and demultiplexing are not supported here. Problems raise
+    :class:`bpbc.io.InputError`, a worker's included.
+    """
+    paths = {"output": output, "matched": matched, "unmatched": unmatched, "json": json_path}
+    for kind in ("matched", "unmatched"):
+        if is_template(paths[kind]):
+            raise InputError("demultiplexing ({name} in --matched) is not supported with --dask")
+    if isinstance(reads, (str, bytes, os.PathLike)):
+        return _screen_one_file(client, reads, patterns_path, settings, paths, progress, in_flight)
+    return _screen_many_files(client, list(reads), patterns_path, settings, paths, progress)
+
+
+def _screen_one_file(client, reads_path, patterns_path, settings, paths, progress, in_flight) -> Summary:
+    import dask.config
+
+    started = time.perf_counter()
+    if reads_path == STDIN and patterns_path == STDIN:
+        raise InputError("only one input can be read from stdin ('-')")
+    paths = {kind: fill_stem(path, reads_path) if reads_path != STDIN else path for kind, path in paths.items()}
+    if any(STEM_FIELD in os.fspath(path) for path in paths.values() if path is not None):
+        raise InputError(f"{STEM_FIELD} needs a reads file, not stdin")
+    run_id = secrets.token_hex(4)
+    with ExitStack() as stack:
+        stack.enter_context(cyclic_gc_paused())
+        stack.enter_context(quick_gil_handoff())
+        stack.enter_context(dask.config.set({"distributed.admin.large-graph-warning-threshold": _LARGE_TASK_BYTES}))
+        threads = settings.threads
+        source = stack.enter_context(SequenceSource(reads_path, kind="reads", raw_fastq=True, threads=threads))
+        patterns = read_patterns(patterns_path)
+        # every check of the settings, here, before any work: the engine is the workers' business
+        checked = make_screener(replace(settings, device="cpu"), patterns, display_name(patterns_path))
+        thresholds = checked.thresholds.tolist()
+        job = Job.of(settings, patterns, display_name(patterns_path), source.name)
+        summary = Summary(
+            reads_file=display_name(reads_path),
+            patterns_file=display_name(patterns_path),
+            threshold=thresholds[0] if len(set(thresholds)) == 1 else None,
+            scoring=asdict(settings.scoring),
+            strands=list(checked.strands),
+            device="",
+            min_score_fraction=settings.min_score_fraction,
+        )
+        counts = np.zeros((len(patterns), len(checked.strands), 1), dtype=np.int64)
+        stages = StageTimes()
+        outputs: list[AtomicOutput] = []
+
+        def create(path, what) -> AtomicOutput:
+            out = stack.enter_context(AtomicOutput(path, what, compression_threads(threads)))
+            outputs.append(out)
+            return out
+
+        paf_file = None if paths["output"] in (None, STDIN) else create(paths["output"], "PAF")
+        sinks = {kind: None if paths[kind] is None else FileSink((ReadsOutput(create(paths[kind], f"{kind} reads"),
+                                                                              source),))
+                 for kind in ("matched", "unmatched")}
+        json_file = None if paths["json"] is None else create(paths["json"], "JSON summary")
+        if paf_file is not None:
+            write_paf = paf_file.open_binary().write
+        else:
+            import sys
+
+            stdout = sys.stdout
+
+            def write_paf(text: bytes) -> None:
+                stdout.write(text.decode("ascii"))
+
+        def write(chunk, result: ChunkResult) -> None:
+            with stages.timing("write"):
+                if result.paf:
+                    write_paf(result.paf)
+                for kind, rows in (("matched", result.passing), ("unmatched", ~result.passing)):
+                    if sinks[kind] is not None:
+                        sinks[kind].write(chunk, np.flatnonzero(rows), None)
+
+        worker_seconds = dict.fromkeys(("encode", "device", "traceback", "write"), 0.0)
+
+        def take(chunk, future) -> None:
+            result: ChunkResult = future.result()
+            writer.submit(write, chunk, result)
+            counts[...] += result.counts
+            summary.device = result.device
+            summary.reads += len(chunk)
+            summary.reads_passing += int(result.passing.sum())
+            summary.alignments += result.alignments
+            for stage, value in result.seconds.items():
+                worker_seconds[stage] += value
+            if progress is not None:
+                progress(summary.reads)
+
+        overlap = threads != 1
+        window: collections.deque = collections.deque()
+        limit = in_flight or IN_FLIGHT_PER_THREAD * _worker_threads(client)
+        writer = stack.enter_context(OrderedWorker(inline=not overlap))
+        chunks = source.chunks(chunk_size_for(settings, len(patterns)), ramp=CHUNK_RAMP)
+        chunks = stages.timed(chunks, "read")
+        if overlap:
+            chunks = stack.enter_context(closing(prefetched(chunks)))
+        try:
+            for index, chunk in enumerate(chunks):
+                future = client.submit(screen_chunk, job, ChunkPayload.of(chunk), key=f"bpbc-chunk-{run_id}-{index}",
+                                       pure=False)
+                window.append((chunk, future))
+                if len(window) >= limit:
+                    take(*window.popleft())
+            while window:
+                take(*window.popleft())
+            if not summary.device:  # no reads: ask a worker which engine it would use
+                summary.device = client.submit(engine_name, job, key=f"bpbc-engine-{run_id}", pure=False).result()
+        except _distributed_errors() as error:
+            raise _cluster_failed(error) from None
+        finally:
+            if window:
+                client.cancel([future for _, future in window])
+        writer.finish()
+        if paf_file is None:
+            import sys
+
+            sys.stdout.flush()
+        summary.patterns = pattern_summaries(checked, counts)
+        summary.wall_time_s = time.perf_counter() - started
+        # the workers' seconds added up (PAF formatting counts as writing, as in the local run)
+        summary.stage_seconds = {"read": stages.seconds["read"], "encode": worker_seconds["encode"],
+                                 "device": worker_seconds["device"], "traceback": worker_seconds["traceback"],
+                                 "write": stages.seconds["write"] + worker_seconds["write"]}
+        if json_file is not None:
+            json_file.open_binary().write(summary_json(summary))
+        for out in outputs:
+            out.commit()
+    return summary
+
+
+def _many_files_paths(reads: list, paths: dict) -> list[dict]:
+    """Per reads file: its output paths (absolute), templates filled."""
+    if not reads:
+        raise InputError("no reads files given")
+    if STDIN in reads:
+        raise InputError("with several reads files, '-' (stdin) cannot be one of them")
+    if paths["output"] in (None, STDIN):
+        raise InputError(f"with several reads files, give -o/--output as a path holding {STEM_FIELD}")
+    several = len(reads) > 1
+    for kind, path in paths.items():
+        if path is not None and several and STEM_FIELD not in os.fspath(path):
+            option = "-o/--output" if kind == "output" else f"--{kind}"
+            raise InputError(f"with several reads files, {option} must hold {STEM_FIELD} (one file per reads "
+                             f"file), got {os.fspath(path)!r}")
+        if path is not None and STEM_FIELD in os.path.dirname(os.fspath(path)):
+            raise InputError(f"{os.fspath(path)}: {STEM_FIELD} may only be part of the file name, not of a directory")
+    seen: dict[str, str] = {}
+    for path in reads:
+        name = stem(path)
+        if name in seen:
+            raise InputError(f"{display_name(seen[name])} and {display_name(path)} have the same stem {name!r}: "
+                             "their outputs would be the same files")
+        seen[name] = path
+    return [{kind: None if path is None else os.path.abspath(fill_stem(path, reads_path))
+             for kind, path in paths.items()} for reads_path in reads]
+
+
+def _screen_many_files(client, reads: list, patterns_path, settings, paths, progress) -> list[Summary]:
+    from distributed import Event, as_completed
+
+    if patterns_path == STDIN:
+        raise InputError("with several reads files, the patterns cannot come from stdin")
+    per_file = _many_files_paths([os.fspath(path) for path in reads], paths)
+    patterns = read_patterns(patterns_path)
+    make_screener(replace(settings, device="cpu"), patterns, display_name(patterns_path))  # checks the settings
+    token = secrets.token_hex(4)
+    abort = f"bpbc-abort-{token}"
+    staged = [{kind: None if path is None else staging_path(path, token) for kind, path in files.items()}
+              for files in per_file]
+    all_staged = [path for files in staged for path in files.values() if path is not None]
+    futures = []
+    summaries: list[Summary | None] = [None] * len(reads)
+    done_reads = 0
+    try:
+        for index, (reads_path, files) in enumerate(zip(reads, staged)):
+            job = Job.of(settings, patterns, display_name(patterns_path), display_name(reads_path))
+            futures.append(client.submit(screen_file, job, os.path.abspath(reads_path), os.path.abspath(patterns_path),
+                                         files, abort, key=f"bpbc-file-{token}-{index}", pure=False))
+        index_of = {future.key: index for index, future in enumerate(futures)}
+        for future in as_completed(futures, loop=client.loop):
+            summary = future.result()
+            summaries[index_of[future.key]] = summary
+            done_reads += summary.reads
+            if progress is not None:
+                progress(done_reads)
+        renames = [(staged_path, files[kind]) for staged_files, files in zip(staged, per_file)
+                   for kind, staged_path in staged_files.items() if staged_path is not None]
+        client.submit(commit_files, renames, key=f"bpbc-commit-{token}", pure=False).result()
+    except BaseException as error:
+        client.cancel(futures)
+        try:
+            Event(abort, client=client).set()
+            client.submit(remove_files, all_staged, key=f"bpbc-discard-{token}", pure=False).result(timeout=60)
+        except Exception:  # noqa: BLE001 - best effort: the cluster may be gone
+            pass
+        if isinstance(error, _distributed_errors()):
+            raise _cluster_failed(error) from None
+        raise
+    return summaries
+
+
+def combined_summary(summaries: list[Summary], wall_time_s: float) -> Summary:
+    """One summary for a run over several files: counts added up."""
+    first = summaries[0]
+    total = replace(first, reads_file=f"{len(summaries)} files", patterns=[replace(p, reads_passing=dict(
+        p.reads_passing)) for p in first.patterns], stage_seconds={})
+    for summary in summaries[1:]:
+        total.reads += summary.reads
+        total.reads_passing += summary.reads_passing
+        total.alignments += summary.alignments
+        for mine, theirs in zip(total.patterns, summary.patterns):
+            for strand, count in theirs.reads_passing.items():
+                mine.reads_passing[strand] += count
+    for summary in summaries:
+        for stage, value in summary.stage_seconds.items():
+            total.stage_seconds[stage] = total.stage_seconds.get(stage, 0.0) + value
+    total.wall_time_s = wall_time_s
+    return total
+
+
+# ---------------------------------------------------------------- connecting
+
+def parse_local(address: str) -> int | None | bool:
+    """For ``--dask local[:N]``: N (None for 'local' alone); False for any other address."""
+    if address == "local":
+        return None
+    if address.startswith("local:"):
+        value = address[len("local:"):]
+        if not value.isdigit() or int(value) < 1:
+            raise InputError(f"--dask local:N needs a positive number of workers, got {address!r}")
+        return int(value)
+    return False
+
+
+def local_cluster(workers: int | None, device: str, threads_per_worker: int = 1):
+    """A cluster on this machine: CPU worker processes, or with ``device`` 'gpu'
+    one dask-cuda worker per GPU (the first ``workers`` GPUs)."""
+    import logging
+
+    if device == "gpu":
+        try:
+            from dask_cuda import LocalCUDACluster
+        except ImportError as error:
+            raise InputError(f"--dask local with --device gpu needs dask-cuda (pip install 'bpbc[dask-cuda]'): "
+                             f"{error}") from None
+        options = {} if workers is None else {"CUDA_VISIBLE_DEVICES": list(range(workers))}
+        try:
+            return LocalCUDACluster(dashboard_address=None, silence_logs=logging.ERROR,
+                                    threads_per_worker=threads_per_worker, **options)
+        except Exception as error:  # noqa: BLE001 - no GPU, fewer GPUs than asked for, no NVML, ...
+            raise InputError(f"cannot start a dask-cuda cluster of {workers or 'every'} GPU(s) here: "
+                             f"{type(error).__name__}: {error}") from None
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=workers or (os.cpu_count() or 1), threads_per_worker=threads_per_worker,
+                        processes=True, dashboard_address=None, silence_logs=logging.ERROR)
+
+
+def connect(address: str | None = None, scheduler_file=None, timeout: float | None = None):
+    """A ``distributed.Client`` of a running scheduler (``tcp://host:8786`` or a
+    scheduler file), with at least one worker; an unreachable scheduler, or
+    none of its workers within ``timeout`` seconds (default: Dask's connect
+    timeout), raises InputError."""
+    import dask.config
+    from dask.utils import parse_timedelta
+    from distributed import Client
+
+    if timeout is None:
+        timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="seconds")
+    where = f"scheduler file {scheduler_file}" if scheduler_file is not None else address
+    if scheduler_file is not None and not os.path.isfile(scheduler_file):
+        raise InputError(f"{scheduler_file}: cannot read the Dask scheduler file: no such file")
+    try:
+        client = Client(address, scheduler_file=scheduler_file, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as error:
+        raise InputError(f"cannot reach the Dask scheduler at {where}: {error}") from None
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except (OSError, TimeoutError) as error:
+        client.close()
+        raise InputError(f"the Dask scheduler at {where} has no workers (waited {timeout:g} s): {error}") from None
+    return client

@@ -1,0 +1,335 @@
+"""Screening over Dask (bpbc.distributed, bpbc-screen --dask): the same outputs as the local run.
+
+One local cluster of two worker processes (one thread each) serves the whole
+module: both ways to shard (one file in chunks, many files one task each),
+a worker killed in the middle of a run, a failed run, the command line on
+that cluster's address, ``--dask local:1``, and an unreachable scheduler.
+Inputs are small and the chunks smaller, so that a run has many chunks.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed", reason="distributed is not installed (pip install '.[dask]')")
+
+import bpbc  # noqa: E402
+from bpbc.cli import main  # noqa: E402
+from bpbc.distributed import screen_distributed, stem  # noqa: E402
+from bpbc.io import InputError  # noqa: E402
+from bpbc.pipeline import ScreenSettings, screen_files  # noqa: E402
+from tests.bpbc.conftest import random_read  # noqa: E402
+
+pytestmark = [
+    pytest.mark.dask,
+    # distributed's own notices while workers stop and restart (a killed worker, a closing cluster)
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    pytest.mark.filterwarnings("ignore:.*[Cc]reating scratch directories.*:UserWarning"),
+]
+
+PACKAGE_ROOT = str(Path(bpbc.__file__).resolve().parents[1])
+#: one thread per engine, small chunks (the first ones smaller still): many chunks per file
+SETTINGS = ScreenSettings(threshold=40, device="cpu", threads=1, chunk_size=300)
+#: JSON keys that differ between runs of the same input (timing)
+TIMING = ("wall_time_s", "reads_per_s", "stage_seconds", "stage_shares")
+
+
+# ---------------------------------------------------------------- inputs
+
+def _fastq(rng, count: int, patterns: list[str], prefix: str) -> str:
+    lines = []
+    for k in range(count):
+        read = random_read(rng, int(rng.integers(100, 151)))
+        if k % 5 == 0:
+            planted = patterns[k // 5 % len(patterns)]
+            at = int(rng.integers(0, len(read) - len(planted)))
+            read = read[:at] + planted + read[at + len(planted):]
+        lines.append(f"@{prefix}{k} some comment\n{read}\n+\n{'I' * len(read)}\n")
+    return "".join(lines)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """Patterns (one with its own threshold) and three reads files: FASTQ.gz,
+    plain FASTQ and FASTA (which goes through dnaio records, not raw bytes)."""
+    work = tmp_path_factory.mktemp("inputs")
+    rng = np.random.default_rng(12)
+    patterns = [random_read(rng, 30), random_read(rng, 24), random_read(rng, 28)]
+    (work / "p.fa").write_text(f">a\n{patterns[0]}\n>b threshold=30\n{patterns[1]}\n>c\n{patterns[2]}\n")
+    with gzip.open(work / "one.fq.gz", "wt", compresslevel=1) as fh:
+        fh.write(_fastq(rng, 2500, patterns, "x"))
+    (work / "two.fastq").write_text(_fastq(rng, 700, patterns, "y"))
+    fasta = _fastq(rng, 500, patterns, "z").splitlines()
+    (work / "three.fa").write_text("".join(f">{fasta[i][1:]}\n{fasta[i + 1]}\n" for i in range(0, len(fasta), 4)))
+    return work
+
+
+def _local(reads: Path, patterns: Path, out: Path, settings=SETTINGS, gz: bool = True) -> dict[str, Path]:
+    """The single-process run's outputs (reference)."""
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = ".fq.gz" if gz else ".fq"
+    files = {"output": out / "hits.paf", "matched": out / f"m{suffix}", "unmatched": out / f"u{suffix}",
+             "json_path": out / "s.json"}
+    screen_files(reads, patterns, settings, **files)
+    return files
+
+
+@pytest.fixture(scope="module")
+def references(inputs, tmp_path_factory):
+    work = tmp_path_factory.mktemp("local")
+    return {name: _local(inputs / name, inputs / "p.fa", work / stem(name))
+            for name in ("one.fq.gz", "two.fastq", "three.fa")}
+
+
+def _content(path: Path) -> bytes:
+    data = path.read_bytes()
+    return gzip.decompress(data) if path.suffix == ".gz" else data
+
+
+def _json(path: Path) -> dict:
+    return {key: value for key, value in json.loads(path.read_text()).items() if key not in TIMING}
+
+
+def assert_same_outputs(reference: dict[str, Path], paths: dict[str, Path]) -> None:
+    for kind in ("output", "matched", "unmatched"):
+        assert _content(paths[kind]) == _content(reference[kind]), kind
+    assert _json(paths["json_path"]) == _json(reference["json_path"])
+
+
+def _leftovers(directory: Path) -> list[str]:
+    return sorted(name for name in os.listdir(directory) if name.startswith("."))
+
+
+# ---------------------------------------------------------------- cluster
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=logging.CRITICAL) as cluster, \
+            distributed.Client(cluster, set_as_default=False) as client:  # nothing may rely on a default client
+        client.wait_for_workers(2)
+        yield client
+
+
+class KillOnce(distributed.WorkerPlugin):
+    """Ends its worker's process (no clean-up, as a crash would) when a task
+    whose key matches ``pattern`` starts, unless ``marker`` exists; it
+    creates ``marker`` first, so the task's next attempt runs through."""
+
+    name = "bpbc-test-kill-once"
+
+    def __init__(self, pattern: str, marker: str):
+        self.pattern = pattern
+        self.marker = marker
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish == "executing" and re.fullmatch(self.pattern, str(key)) and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os._exit(1)
+
+
+@pytest.fixture
+def kill_once(client, tmp_path):
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import the tests
+
+    def install(pattern: str) -> Path:
+        marker = tmp_path / "killed"
+        client.register_plugin(KillOnce(pattern, str(marker)))
+        return marker
+
+    try:
+        yield install
+    finally:
+        client.unregister_worker_plugin(KillOnce.name)
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        client.wait_for_workers(2, timeout=60)
+
+
+# ---------------------------------------------------------------- tests
+
+def test_stem():
+    assert stem("runs/S1_R1.fastq.gz") == "S1_R1"
+    assert stem("a.b.fq") == "a.b"
+    assert stem("reads.FA.ZST") == "reads"
+    assert stem("plain") == "plain"
+    assert stem(".fq") == ".fq"
+
+
+@pytest.mark.parametrize("name", ["one.fq.gz", "three.fa"])
+def test_one_file_in_chunks_gives_the_local_outputs(client, inputs, references, tmp_path, name):
+    paths = {"output": tmp_path / "hits.paf", "matched": tmp_path / "m.fq.gz", "unmatched": tmp_path / "u.fq.gz",
+             "json_path": tmp_path / "s.json"}
+    summary = screen_distributed(client, inputs / name, inputs / "p.fa", SETTINGS, in_flight=3, **paths)
+    assert_same_outputs(references[name], paths)
+    assert summary.reads == json.loads(references[name]["json_path"].read_text())["reads"]
+    assert summary.device == "cpu" and _leftovers(tmp_path) == []
+
+
+def test_an_empty_file(client, inputs, tmp_path):
+    (tmp_path / "empty.fq").write_bytes(b"")
+    reference = _local(tmp_path / "empty.fq", inputs / "p.fa", tmp_path / "local", gz=False)
+    paths = {kind: tmp_path / path.name for kind, path in reference.items()}
+    summary = screen_distributed(client, tmp_path / "empty.fq", inputs / "p.fa", SETTINGS, **paths)
+    assert summary.reads == 0 and summary.device == "cpu"
+    assert_same_outputs(reference, paths)
+
+
+def test_many_files_one_task_each_give_the_local_outputs(client, inputs, references, tmp_path):
+    names = ["one.fq.gz", "two.fastq", "three.fa"]
+    templates = {"output": tmp_path / "{stem}.paf", "matched": tmp_path / "{stem}.m.fq.gz",
+                 "unmatched": tmp_path / "{stem}.u.fq.gz", "json_path": tmp_path / "{stem}.json"}
+    summaries = screen_distributed(client, [inputs / name for name in names], inputs / "p.fa", SETTINGS,
+                                   **templates)
+    assert [summary.reads_file for summary in summaries] == [str(inputs / name) for name in names]
+    for name in names:
+        paths = {kind: Path(str(template).replace("{stem}", stem(name))) for kind, template in templates.items()}
+        assert_same_outputs(references[name], paths)
+    assert len(os.listdir(tmp_path)) == 4 * len(names) and _leftovers(tmp_path) == []
+
+
+def test_a_killed_worker_changes_nothing_one_file(client, kill_once, inputs, references, tmp_path):
+    marker = kill_once(r"bpbc-chunk-.*-4")
+    paths = {"output": tmp_path / "hits.paf", "matched": tmp_path / "m.fq.gz", "unmatched": tmp_path / "u.fq.gz",
+             "json_path": tmp_path / "s.json"}
+    screen_distributed(client, inputs / "one.fq.gz", inputs / "p.fa", SETTINGS, **paths)
+    assert marker.exists()  # a worker did die
+    assert_same_outputs(references["one.fq.gz"], paths)
+
+
+def test_a_killed_worker_changes_nothing_many_files(client, kill_once, inputs, references, tmp_path):
+    marker = kill_once(r"bpbc-file-.*-0")
+    out = tmp_path / "out"
+    out.mkdir()
+    templates = {"output": out / "{stem}.paf", "matched": out / "{stem}.m.fq.gz", "unmatched": out / "{stem}.u.fq.gz",
+                 "json_path": out / "{stem}.json"}
+    screen_distributed(client, [inputs / "one.fq.gz", inputs / "two.fastq"], inputs / "p.fa", SETTINGS, **templates)
+    assert marker.exists()
+    for name in ("one.fq.gz", "two.fastq"):
+        assert_same_outputs(references[name], {kind: Path(str(t).replace("{stem}", stem(name)))
+                                               for kind, t in templates.items()})
+    assert _leftovers(out) == []
+
+
+def test_a_failed_run_leaves_no_output(client, inputs, tmp_path, monkeypatch):
+    bad = tmp_path / "in" / "bad.fq"
+    bad.parent.mkdir()
+    good = (inputs / "two.fastq").read_text().splitlines(keepends=True)
+    good[4 * 600 + 1] = "ACGT*ACGT\n"  # read 600 of 700: a late chunk
+    good[4 * 600 + 3] = "IIIIIIIII\n"
+    bad.write_text("".join(good))
+    out = tmp_path / "out"
+    out.mkdir()
+    paths = {"output": out / "hits.paf", "matched": out / "m.fq.gz", "unmatched": out / "u.fq", "json_path": out / "s.json"}
+    with pytest.raises(InputError, match=r"bad\.fq: read y600"):
+        screen_distributed(client, bad, inputs / "p.fa", SETTINGS, **paths)
+    assert os.listdir(out) == []
+    # many files, the bad one among them: none of the good ones' outputs either
+    templates = {"output": out / "{stem}.paf", "matched": out / "{stem}.m.fq.gz", "unmatched": out / "{stem}.u.fq",
+                 "json_path": out / "{stem}.json"}
+    monkeypatch.chdir(tmp_path)  # relative paths: from the client's directory
+    with pytest.raises(InputError, match=r"^in/bad\.fq: read y600"):  # the file as given
+        screen_distributed(client, [inputs / "one.fq.gz", Path("in/bad.fq"), inputs / "three.fa"], inputs / "p.fa",
+                           SETTINGS, **templates)
+    deadline = time.monotonic() + 20  # a task still running when the run failed cleans up after itself
+    while os.listdir(out) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert os.listdir(out) == []
+
+
+def _run_cli(capsys, *args) -> tuple[int, str, str]:
+    status = main([str(arg) for arg in args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_command_line_on_a_running_scheduler(client, inputs, references, tmp_path, capsys):
+    address = client.scheduler.address
+    status, out, err = _run_cli(capsys, inputs / "one.fq.gz", inputs / "p.fa", "-t", "40", "--device", "cpu",
+                                "--threads", "1", "--chunk-size", "300", "--dask", address, "-q")
+    assert status == 0, err
+    assert out.encode() == references["one.fq.gz"]["output"].read_bytes()
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"# a comment\n{inputs / 'two.fastq'}\n\n{inputs / 'three.fa'}\n")
+    status, _, err = _run_cli(capsys, "--reads-from", listing, inputs / "p.fa", "-t", "40", "--device", "cpu",
+                              "--threads", "1", "--chunk-size", "300", "--dask", address,
+                              "-o", tmp_path / "{stem}.paf", "--unmatched", tmp_path / "{stem}.u.fq.gz")
+    assert status == 0, err
+    assert "bpbc-screen: 1200 reads screened" in err
+    for name in ("two.fastq", "three.fa"):
+        assert (tmp_path / f"{stem(name)}.paf").read_bytes() == references[name]["output"].read_bytes()
+        assert _content(tmp_path / f"{stem(name)}.u.fq.gz") == _content(references[name]["unmatched"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-o", "{stem}.paf"], "with several reads files, --matched must hold {stem}"),
+    (["--interleaved"], "paired reads (--reads2, --interleaved) are not supported with --dask"),
+    (["--matched", "{name}.fq"], "demultiplexing ({name} in --matched) is not supported with --dask"),
+])
+def test_command_line_refuses_what_dask_runs_do_not_support(client, inputs, tmp_path, capsys, args, message):
+    reads = [inputs / "two.fastq", inputs / "three.fa"] if args[0] == "-o" else [inputs / "two.fastq"]
+    extra = ["--matched", tmp_path / "m.fq"] if args[0] == "-o" else []
+    status, _, err = _run_cli(capsys, *reads, inputs / "p.fa", "--dask", client.scheduler.address, *args, *extra)
+    assert status == 1 and err.count("\n") == 1 and message in err, err
+    assert os.listdir(tmp_path) == []
+
+
+def test_several_reads_files_need_dask(inputs, capsys):
+    status, _, err = _run_cli(capsys, inputs / "two.fastq", inputs / "three.fa", inputs / "p.fa")
+    assert status == 1 and "several reads files (or --reads-from) need --dask" in err
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_unreachable_scheduler_is_one_line_and_exit_1(inputs, tmp_path, capsys):
+    import dask.config
+
+    started = time.monotonic()
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        status, _, err = _run_cli(capsys, inputs / "two.fastq", inputs / "p.fa", "--dask",
+                                  f"tcp://127.0.0.1:{_closed_port()}", "-o", tmp_path / "hits.paf")
+    assert status == 1 and err.count("\n") == 1, err
+    assert err.startswith("bpbc-screen: error: cannot reach the Dask scheduler at tcp://127.0.0.1:")
+    assert time.monotonic() - started < 20 and os.listdir(tmp_path) == []
+    status, _, err = _run_cli(capsys, inputs / "two.fastq", inputs / "p.fa", "--dask-scheduler-file",
+                              tmp_path / "none.json")
+    assert status == 1 and "none.json: cannot read the Dask scheduler file" in err
+
+
+def test_local_cluster_from_the_command_line(inputs, references, tmp_path):
+    """``--dask local:1`` (a cluster of its own, one worker process) with
+    ``--reads-from``, in a process of its own as a user runs it; a local run
+    imports nothing of Dask."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"{inputs / 'one.fq.gz'}\n")
+    command = [sys.executable, "-m", "bpbc", "--reads-from", listing, inputs / "p.fa", "-t", "40", "--device", "cpu",
+               "--chunk-size", "300", "-q", "-o", tmp_path / "{stem}.paf", "--dask", "local:1"]
+    done = subprocess.run(command, capture_output=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    assert (tmp_path / "one.paf").read_bytes() == references["one.fq.gz"]["output"].read_bytes()
+    probe = ("import sys; from bpbc.cli import main; status = main(sys.argv[1:]);"
+             "print(status, sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    done = subprocess.run([sys.executable, "-c", probe, inputs / "two.fastq", inputs / "p.fa", "-t", "40",
+                           "--device", "cpu", "-q", "-o", tmp_path / "{stem}.paf"], capture_output=True, env=env,
+                          timeout=300)
+    assert done.stdout.decode().split("\n")[0] == "0 []", done.stderr.decode()
+    assert (tmp_path / "two.paf").read_bytes() == references["two.fastq"]["output"].read_bytes()
