@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -65,17 +66,13 @@ def shared_bytes(rows: int, lanes: int, score_mode: int) -> int:
     return CODES * (lanes * lane_stride + 4) * 4 if score_mode == 0 else CODES * 4
 
 
-_modules: dict = {}
-
-
+@cache
 def _function(name: str):
     import cupy
 
-    if name not in _modules:
-        module = cupy.RawModule(code=PEER_PATH.read_text(), options=("-std=c++17",),
-                                name_expressions=(name,) if "<" in name else None)
-        _modules[name] = module.get_function(name)
-    return _modules[name]
+    module = cupy.RawModule(code=PEER_PATH.read_text(), options=("-std=c++17",),
+                            name_expressions=(name,) if "<" in name else None)
+    return module.get_function(name)
 
 
 def to_pairs(codes_gpu):

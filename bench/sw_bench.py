@@ -13,6 +13,7 @@ their time for the full instance count is extrapolated linearly; the
 from __future__ import annotations
 
 import functools
+from functools import cache
 import gzip
 import os
 import subprocess
@@ -29,7 +30,6 @@ from . import error_text, gpu_unavailable, median_seconds_cpu, median_seconds_gp
 PAPER_RATIO = {"bpbc_cpu": "8.54 (CPU/BPBC, paper)", "gpu_wordwise": "2.47 (existing GPU/BPBC, paper)"}
 BASELINE_PATH = Path(__file__).with_name("baseline_sw.cu")
 DEGENERATE = "RYSWKMBDHVN"
-_baseline_module = None
 
 
 def random_codes(rng, n, length):
@@ -51,13 +51,11 @@ def pattern_panel(rng, count=100, shortest=20, longest=60, degenerate_fraction=0
 
 # ---------------------------------------------------------------- methods
 
+@cache
 def baseline_kernel():
-    global _baseline_module
     import cupy
 
-    if _baseline_module is None:
-        _baseline_module = cupy.RawModule(code=BASELINE_PATH.read_text())
-    return _baseline_module.get_function("sw_wordwise")
+    return cupy.RawModule(code=BASELINE_PATH.read_text()).get_function("sw_wordwise")
 
 
 def baseline_scores(codes_gpu, pattern_masks, scoring):

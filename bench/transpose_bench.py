@@ -8,6 +8,7 @@ copy rate of the same run (read + write of a large buffer) is the yardstick.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -96,17 +97,16 @@ def cpu_rows(sizes, length, repeats, advance) -> list[dict]:
 
 LEGACY_PATH = Path(__file__).with_name("legacy") / "transpose_kernels_v1.cu"
 LEGACY_WARPS_PER_BLOCK = 8  #: the block shape the v1 kernels were written for
-_legacy_module = None
+@cache
+def _legacy_module():
+    import cupy
+
+    return cupy.RawModule(code=LEGACY_PATH.read_text(), options=("-std=c++17",))
 
 
 def _legacy(name):
     """A kernel of the previous transpose/kernels.cu (v1: word loads, 5-instruction swap rounds)."""
-    global _legacy_module
-    import cupy
-
-    if _legacy_module is None:
-        _legacy_module = cupy.RawModule(code=LEGACY_PATH.read_text(), options=("-std=c++17",))
-    return _legacy_module.get_function(name)
+    return _legacy_module().get_function(name)
 
 
 def _legacy_planes(kernel_name, streams, length):

@@ -7,6 +7,7 @@ outputs are cupy arrays on the current device.
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -19,23 +20,18 @@ THREADS_PER_BLOCK = WARPS_PER_BLOCK * WORD_BITS
 MAX_BLOCKS = 1 << 16  #: warps loop over further word groups (grid stride)
 INFLIGHT = 8  #: must match kernels.cu: units of (one or two) groups a warp of the unpack kernels loads at once
 
-_module = None
-
-
+@cache
 def _kernels():
-    """The compiled RawModule of kernels.cu (compiled once, then cached)."""
-    global _module
-    if _module is None:
-        import cupy
-        from cupy.cuda.compiler import CompileException
+    """The compiled RawModule of kernels.cu (compiled on first use, then kept)."""
+    import cupy
+    from cupy.cuda.compiler import CompileException
 
-        module = cupy.RawModule(code=KERNELS_PATH.read_text(), options=("-std=c++17",))
-        try:
-            module.compile()
-        except CompileException as exc:
-            raise RuntimeError(f"NVRTC failed to compile {KERNELS_PATH}:\n{exc}") from exc
-        _module = module
-    return _module
+    module = cupy.RawModule(code=KERNELS_PATH.read_text(), options=("-std=c++17",))
+    try:
+        module.compile()
+    except CompileException as exc:
+        raise RuntimeError(f"NVRTC failed to compile {KERNELS_PATH}:\n{exc}") from exc
+    return module
 
 
 def _grid(groups: int) -> tuple[int]:
