@@ -34,7 +34,7 @@ class Engine(Protocol):
     word_bits: int
     two_pass: bool
     #: exception types that mean the engine ran out of memory on a batch
-    out_of_memory: tuple[type[BaseException], ...]
+    out_of_memory: tuple[Any, ...]
 
     def prepare(self, codes: np.ndarray, lengths: np.ndarray) -> Any: ...
 
@@ -113,4 +113,4 @@ def limit_numba_threads(threads: int | None) -> None:
         return
     import numba
 
-    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ ROWS_PER_LANE = (4, 5, 3, 6, 2, 8, 7, 1)  #: candidates, best first on a tie
 def chain_shape(pattern_length: int) -> tuple[int, int, int]:
     """(rows per lane R, lanes per chain P, stripes) for a pattern: little
     padding first, then more rows per lane (fewer shuffles per cell)."""
-    best = None
+    best: tuple[float, int, int, int] | None = None
     for rows in ROWS_PER_LANE:
         lanes = 1
         while lanes < 32 and lanes * rows < pattern_length:
@@ -36,6 +37,7 @@ def chain_shape(pattern_length: int) -> tuple[int, int, int]:
         cost = lanes * rows * stripes * (1 + 0.5 / rows)
         if best is None or cost < best[0]:
             best = (cost, rows, lanes, stripes)
+    assert best is not None  # ROWS_PER_LANE is not empty
     return best[1:]
 
 
@@ -78,8 +80,8 @@ class _Launch:
     rows: int
     lanes: int
     stripes: int
-    masks: object  # cupy uint8: their masks back to back
-    starts: object  # cupy int64 (len(ks) + 1,)
+    masks: Any  # cupy uint8: their masks back to back
+    starts: Any  # cupy int64 (len(ks) + 1,)
 
 
 def _launches(table) -> list[_Launch]:
@@ -111,8 +113,8 @@ class PreparedReads:
 
     n: int
     order: np.ndarray
-    planes: object  # cupy uint32 (G, L, 3)
-    group_length: object  # cupy int32 (G,), each >= 1
+    planes: Any  # cupy uint32 (G, L, 3)
+    group_length: Any  # cupy int32 (G,), each >= 1
 
     @property
     def groups(self) -> int:

@@ -163,6 +163,7 @@ def two_file_pairs(source1, source2, size: int, ramp: int = 1) -> Iterator[Paire
             if left1 is left2:
                 return
             short, long_, extra = (files[0], files[1], left2) if left1 is None else (files[1], files[0], left1)
+            assert extra is not None
             raise InputError(f"{short} ends after {done} reads but {long_} goes on (read {done + 1}, "
                              f"{extra.read_id(0)!r}); the two files must hold the same number of reads")
         # chunk boundaries agree unless one file changed reading route mid-chunk

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from bpbc.alphabet import encode_pattern, encode_reads, matches
 from bpbc.scoring import Scoring
 
@@ -35,9 +37,10 @@ def sw_matrices(read_codes, pattern_masks, scoring: Scoring = Scoring()):
     open_cost = scoring.gap_open + scoring.gap_extend
     extend_cost = scoring.gap_extend
 
-    H = [[0] * (m + 1) for _ in range(n + 1)]
-    E = [[NEG_INF] * (m + 1) for _ in range(n + 1)]
-    F = [[NEG_INF] * (m + 1) for _ in range(n + 1)]
+    # float cells: E and F hold NEG_INF where no gap can end
+    H: list[list[float]] = [[0] * (m + 1) for _ in range(n + 1)]
+    E: list[list[float]] = [[NEG_INF] * (m + 1) for _ in range(n + 1)]
+    F: list[list[float]] = [[NEG_INF] * (m + 1) for _ in range(n + 1)]
     for i in range(1, n + 1):
         for j in range(1, m + 1):
             if matches(read[i - 1], pattern[j - 1]):
@@ -69,12 +72,12 @@ def sw_score_codes(read_codes, pattern_masks, scoring: Scoring = Scoring()) -> i
         for code in range(5)
     ]
     best = 0
-    H_up = [0] * (m + 1)  # row i-1
-    E_up = [NEG_INF] * (m + 1)
+    H_up: list[float] = [0] * (m + 1)  # row i-1
+    E_up: list[float] = [NEG_INF] * (m + 1)
     for read_code in read:
         scores = profile[read_code]
-        H_row = [0] * (m + 1)
-        E_row = [NEG_INF] * (m + 1)
+        H_row: list[float] = [0] * (m + 1)
+        E_row: list[float] = [NEG_INF] * (m + 1)
         f = NEG_INF  # F[i][j-1]
         for j in range(1, m + 1):
             s = scores[j - 1]
@@ -84,7 +87,7 @@ def sw_score_codes(read_codes, pattern_masks, scoring: Scoring = Scoring()) -> i
             E_row[j] = e
             H_row[j] = h
             if h > best:
-                best = h
+                best = int(h)
         H_up, E_up = H_row, E_row
     return best
 
@@ -95,5 +98,5 @@ def sw_score(read, pattern, scoring: Scoring = Scoring()) -> int:
     (forward strand); an empty read or pattern scores 0."""
     read_codes, lengths = encode_reads([read])
     read_codes = read_codes[0, : int(lengths[0])]
-    pattern_masks = encode_pattern(pattern) if len(pattern) else []
+    pattern_masks = encode_pattern(pattern) if len(pattern) else np.zeros(0, np.uint8)
     return sw_score_codes(read_codes, pattern_masks, scoring)

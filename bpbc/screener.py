@@ -10,19 +10,22 @@ for the dense score table.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 import numpy as np
 
 from .alphabet import as_bytes, encode_pattern, encode_reads, record_name
-from .engines import select_engine
+from .engines import TwoPassEngine, select_engine
 from .patterns import PatternTable, strands_of
 from .result import AlignmentTable
 from .scoring import Scoring, check_threshold, score_planes
 
 #: the first pass runs one plane short from this many planes on
 MIN_TWO_PASS_PLANES = 4
+
+T = TypeVar("T")
 
 
 def _names_and_sequences(items, kind: str) -> tuple[list[str], list[bytes]]:
@@ -186,7 +189,7 @@ class Screener:
 
     # ------------------------------------------------------------ scores
 
-    def _in_parts(self, batch: ReadBatch, compute, start: int = 0) -> list[tuple[int, object]]:
+    def _in_parts(self, batch: ReadBatch, compute: Callable[[ReadBatch], T], start: int = 0) -> list[tuple[int, T]]:
         """[(0, compute(batch))], or, when the engine runs out of memory on the
         batch (or could not prepare it), the results of its two halves, each
         handled the same way, with the index of each part's first read."""
@@ -216,9 +219,10 @@ class Screener:
             for planes, ks, table in self._plane_groups(batch):
                 thresholds = self.table_thresholds[ks]
                 if self._two_pass(planes):
-                    reads_, local = engine.flagged(batch.prepared, table, scoring, planes - 1)
-                    values, overflow = engine.pair_scores(batch.codes, batch.lengths, reads_, local, table,
-                                                          scoring, planes)
+                    two_pass = cast(TwoPassEngine, engine)
+                    reads_, local = two_pass.flagged(batch.prepared, table, scoring, planes - 1)
+                    values, overflow = two_pass.pair_scores(batch.codes, batch.lengths, reads_, local, table,
+                                                            scoring, planes)
                 else:
                     reads_, local, values, overflow = engine.hits(batch.prepared, table, scoring, planes, thresholds)
                 keep = overflow | (values >= thresholds[local])
@@ -239,7 +243,7 @@ class Screener:
         of every instance: exact where not capped, else a lower bound that is
         at least the threshold."""
         parts = [part for _, part in self._in_parts(self._batch(reads), self._scores)]
-        return tuple(np.concatenate(column) for column in zip(*parts))
+        return np.concatenate([s for s, _ in parts]), np.concatenate([c for _, c in parts])
 
     def _scores(self, batch: ReadBatch) -> tuple[np.ndarray, np.ndarray]:
         n, count = len(batch), len(self.table)
@@ -251,7 +255,7 @@ class Screener:
                 if self._two_pass(planes):
                     values, overflow = engine.scores(batch.prepared, table, scoring, planes - 1)
                     again, local = np.nonzero(overflow)
-                    values[again, local], overflow[again, local] = engine.pair_scores(
+                    values[again, local], overflow[again, local] = cast(TwoPassEngine, engine).pair_scores(
                         batch.codes, batch.lengths, again, local, table, scoring, planes)
                 else:
                     values, overflow = engine.scores(batch.prepared, table, scoring, planes)

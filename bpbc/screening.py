@@ -45,6 +45,7 @@ def screen(
     screener = Screener(patterns, threshold, scoring, strand, exact_scores, eqx, engine=engine, device=device,
                         threads=threads)
     chunk = screener.run(reads, dense=True)
+    assert chunk.scores is not None and chunk.capped is not None  # dense
     return ScreenResult(
         indices=chunk.passing_reads.astype(np.int64),
         scores=chunk.scores,
