@@ -3,7 +3,8 @@
 Reading goes through dnaio (and xopen through it): FASTA or FASTQ as dnaio
 detects them, plain or compressed (gz, bz2, xz, zst), ``-`` for stdin. Every
 problem a user can cause (a missing file, a truncated record, a corrupt
-compressed stream, ...) is turned into :class:`InputError`, whose message is
+compressed stream, ...) is turned into :class:`bpbc.errors.InputError`
+(importable from here too), whose message is
 one line naming the file and the line or record.
 
 Output files are written under a temporary name in their destination's
@@ -29,26 +30,15 @@ from dnaio.exceptions import FileFormatError, UnknownFileFormat
 from xopen import xopen
 
 from bpbc.alphabet import SequenceError, encode_pattern
+from bpbc.errors import InputError
 
 STDIN = "-"
 _NON_ASCII = re.compile(rb"[\x80-\xff]")
-_LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
 
 #: at most this many threads compress one output file (half the cores at most)
 COMPRESSION_THREADS = 4
 #: output compression by file name suffix, as xopen names the formats
 COMPRESSION_SUFFIXES = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".zst": "zst"}
-
-
-class InputError(Exception):
-    """An expected problem with an input or output file or an option value.
-
-    ``str()`` is a single line that names the file and, where known, the line
-    or record; the CLI prints it and exits with status 1.
-    """
-
-    def __init__(self, message: str):
-        super().__init__(_LINE_BREAKS.sub(" ", str(message)))
 
 
 def _igzip_threaded():

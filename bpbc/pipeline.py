@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from bpbc.engines import limit_numba_threads
+from bpbc.errors import InternalError
 from bpbc.io import STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, display_name, read_patterns
 from bpbc.paf import paf_lines
 from bpbc.patterns import STRANDS, strands_of
@@ -336,6 +337,8 @@ def make_screener(settings: ScreenSettings, patterns):
         # the Screener checks the settings before it selects the engine
         return Screener(patterns, settings.threshold, settings.scoring, settings.strand, settings.exact_scores,
                         settings.eqx, device=settings.device, threads=settings.threads)
+    except InternalError:
+        raise  # not the user's doing
     except (ValueError, RuntimeError) as error:  # bad threshold, unknown device, bad threads, no usable GPU
         raise InputError(str(error)) from None
 
@@ -357,7 +360,8 @@ def screen_files(
     to ``matched`` and the others to ``unmatched`` (paths or None), the
     summary as JSON to ``json_path``. ``progress(reads_done)`` is called after
     each chunk. Files appear only when the whole run succeeds. Expected
-    problems raise :class:`bpbc.io.InputError`.
+    problems raise :class:`bpbc.errors.InputError`; failed internal cross-checks
+    :class:`bpbc.errors.InternalError`.
     """
     started = time.perf_counter()
     if reads_path == STDIN and patterns_path == STDIN:

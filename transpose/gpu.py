@@ -32,7 +32,9 @@ def _kernels():
         try:
             module.compile()
         except CompileException as exc:
-            raise RuntimeError(f"NVRTC failed to compile {KERNELS_PATH}:\n{exc}") from exc
+            from bpbc.errors import InternalError  # the package ships with bpbc
+
+            raise InternalError(f"NVRTC failed to compile {KERNELS_PATH}:\n{exc}") from exc
         _module = module
     return _module
 

@@ -1,0 +1,69 @@
+"""bpbc.errors: the exception classes, and where the package raises them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import bpbc.errors
+import bpbc.io
+from bpbc.errors import InputError, InternalError, one_line
+from bpbc.screener import Screener
+
+
+def test_input_error_is_re_exported_by_io_and_is_one_line():
+    assert bpbc.io.InputError is InputError
+    error = InputError("r.fq: line 3:\n  expected '+'\r\nfound 'x'\n")
+    assert str(error) == "r.fq: line 3: expected '+' found 'x'"
+    assert one_line("a\n\nb  \r\n  c") == "a b c"
+
+
+def test_internal_error_is_a_runtime_error_and_not_an_input_error():
+    assert issubclass(InternalError, RuntimeError)
+    assert not issubclass(InternalError, InputError) and not issubclass(InputError, InternalError)
+
+
+def test_importing_bpbc_errors_imports_nothing_heavy():
+    code = ("import sys, bpbc.errors; "
+            "print(sorted(m for m in ('numpy', 'numba', 'dnaio', 'cupy', 'typer') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]" and done.stderr == ""
+
+
+def test_traceback_disagreeing_with_the_screen_raises_internal_error(monkeypatch):
+    import bpbc.traceback
+
+    real = bpbc.traceback.align_hits
+
+    def off_by_one(*args, **kwargs):
+        found = real(*args, **kwargs)
+        found.score[-1] -= 1  # as if the traceback had lost a point
+        return found
+
+    screener = Screener({"p": "ACGTACGTACGT"}, threshold=20, strand="forward", device="cpu")
+    batch = screener.prepare(["TTACGTACGTACGTTT", "GGGG", "ACGTACGTACGT"])
+    hits = screener.hits(batch)
+    assert len(hits.read) == 2
+    screener.align(batch, hits)  # consistent: no error
+    monkeypatch.setattr(bpbc.traceback, "align_hits", off_by_one)
+    with pytest.raises(InternalError, match=r"^traceback score 23 disagrees with screen score 24 \(read 2, "
+                                            r"pattern 0, strand \+\)$"):
+        screener.align(batch, hits)
+
+
+def test_make_screener_keeps_internal_errors_apart_from_bad_settings(monkeypatch):
+    """Bad settings become InputError (exit 1), an InternalError stays one (exit 3)."""
+    import bpbc.screener
+    from bpbc.pipeline import ScreenSettings, make_screener
+
+    with pytest.raises(InputError, match="threshold"):
+        make_screener(ScreenSettings(threshold=0, device="cpu"), {"p": "ACGT"})
+
+    def broken(*args, **kwargs):
+        raise InternalError("kernel does not compile")
+
+    monkeypatch.setattr(bpbc.screener, "select_engine", broken)
+    with pytest.raises(InternalError, match="kernel does not compile"):
+        make_screener(ScreenSettings(threshold=4, device="cpu"), {"p": "ACGT"})
