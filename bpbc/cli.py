@@ -283,4 +283,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """Console entry point of ``bpbc-screen``."""
-    sys.exit(main())
+    status = main()
+    if status in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+        # a reader thread may still be blocked reading its input (a pipe whose
+        # writer is idle) and hold the stream's lock: the interpreter's
+        # shutdown would wait for it and then abort, so end here
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(status)
+    sys.exit(status)

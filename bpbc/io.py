@@ -22,6 +22,7 @@ import secrets
 import sys
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import dnaio
@@ -146,6 +147,7 @@ class SequenceSource:
         self._stream = None
         self._reader = None
         self._pending = b""  # raw route: bytes read but not yet handed out
+        self._reading = 0  # reads of the stream under way (in the reader thread)
         try:
             if path == STDIN:
                 # xopen detects compression from the stream's first bytes;
@@ -239,7 +241,8 @@ class SequenceSource:
             self._take_over_with_dnaio()
         while True:
             try:
-                record = next(self._iterator)
+                with self._read_under_way():
+                    record = next(self._iterator)
             except StopIteration:
                 return
             except Exception as error:
@@ -269,7 +272,8 @@ class SequenceSource:
             # about what the missing records take, judged by those read so far
             per_record = position / count if count else 0
             try:
-                block = self._stream.read(max(READ_BLOCK, int(1.05 * per_record * (size - count))))
+                with self._read_under_way():
+                    block = self._stream.read(max(READ_BLOCK, int(1.05 * per_record * (size - count))))
             except Exception as error:
                 if isinstance(error, _format_errors()):
                     raise self._translate(error) from None
@@ -317,7 +321,20 @@ class SequenceSource:
         if records:
             yield RecordChunk(records)
 
+    @contextmanager
+    def _read_under_way(self) -> Iterator[None]:
+        self._reading += 1
+        try:
+            yield
+        finally:
+            self._reading -= 1
+
     def close(self) -> None:
+        if self._reading:
+            # an interrupted run: another thread is still blocked reading (a
+            # pipe whose writer is idle), and closing the stream would wait
+            # for that read, maybe forever; the end of the process closes it
+            return
         for closable in (self._reader, self._stream):
             if closable is None:
                 continue

@@ -26,6 +26,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import dnaio
@@ -514,6 +515,50 @@ def test_sigterm_in_any_stage_exits_143_and_leaves_no_files(capsys, tmp_path, mo
     assert err == "bpbc-screen: error: terminated (SIGTERM)\n"
     assert list(tmp_path.iterdir()) == []
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is the command's only while it runs
+
+
+@pytest.mark.parametrize("signum,status,message", [
+    (signal.SIGTERM, 143, "terminated (SIGTERM)"),
+    (signal.SIGINT, 130, "interrupted"),
+])
+def test_signal_while_reading_a_pipe_subprocess(tmp_path, signum, status, message):
+    """``producer | bpbc-screen -`` where the producer stalls: the reader
+    thread is blocked reading stdin when the signal comes. The command stops
+    at once, removes its temporary files and exits with the status."""
+    import bpbc.io
+
+    record = b"@r%d\n" + b"ACGT" * 37 + b"AC\n+\n" + b"I" * 150 + b"\n"
+    count = bpbc.io.READ_BLOCK // len(record) + 3000  # more than the first block: the run starts
+    data = b"".join(record % i for i in range(count))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
+    out = tmp_path / "out"
+    out.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bpbc", "-", str(PATTERNS), "-t", "20", "--device", "cpu", "--threads", "1", "-q",
+         "-o", str(out / "o.paf"), "--matched", str(out / "m.fq.gz")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=env,
+    )
+    try:
+        process.stdin.write(data)  # the pipe stays open: more may come
+        process.stdin.flush()
+        deadline = time.monotonic() + 240
+        while len(list(out.iterdir())) < 2:  # the temporary output files: the run is under way
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+            time.sleep(0.05)
+        process.send_signal(signum)
+        returncode = process.wait(timeout=60)
+        err = process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdin.close()
+        process.stdout.close()
+        process.stderr.close()
+    assert returncode == status, err
+    assert err.decode() == f"bpbc-screen: error: {message}\n"
+    assert list(out.iterdir()) == []
 
 
 def test_closed_stdout_in_process(capsys, monkeypatch, tmp_path):

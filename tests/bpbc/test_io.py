@@ -337,3 +337,40 @@ def test_gzip_reads_output_written_from_a_thread_that_ends_first(tmp_path, monke
         done.join(30)
         assert not done.is_alive(), "closing the gzip output hung"
     assert gzip.decompress(path.read_bytes()) == payload * 3
+
+
+@pytest.mark.parametrize("record_route", [False, True])
+def test_closing_a_source_does_not_wait_for_a_read_blocked_in_another_thread(monkeypatch, record_route):
+    """An interrupted run closes its reads source while the reader thread is
+    still blocked reading a pipe whose writer is idle (``producer |
+    bpbc-screen -``): closing the stream would wait for that read (forever,
+    if the producer never writes again), so close() leaves it alone."""
+    import bpbc.io
+
+    monkeypatch.setattr(bpbc.io, "READ_BLOCK", 16)  # the constructor reads only this much
+    read_end, write_end = os.pipe()
+    reader = os.fdopen(read_end, "rb")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(reader))
+    first = b">r0\nACGTACGTACGTACGTACGT\n" if record_route else FASTQ[:40]
+    os.write(write_end, first)
+    got = []
+    source = SequenceSource("-", raw_fastq=True)
+    thread = threading.Thread(target=lambda: got.extend(source.chunks(1000)), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not source._reading:  # until the thread waits for the pipe
+        assert thread.is_alive() and time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.1)
+    assert thread.is_alive() and not got  # blocked reading the pipe
+    closing = threading.Thread(target=source.close, daemon=True)
+    closing.start()
+    closing.join(5)
+    assert not closing.is_alive(), "close() waited for the blocked read"
+    os.write(write_end, b">r1\nAC\n" if record_route else FASTQ[40:])
+    os.close(write_end)
+    thread.join(5)
+    assert not thread.is_alive()
+    assert sum(map(len, got)) == (2 if record_route else 10)
+    source.close()  # nothing under way now: closes the stream
+    assert reader.closed
