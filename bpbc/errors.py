@@ -16,11 +16,21 @@ from __future__ import annotations
 import re
 
 _LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
+#: control characters other than tab (C0, DEL, C1, Unicode line and paragraph separators)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def one_line(message) -> str:
-    """``message`` as one line: line breaks and the blanks around them become one space."""
-    return _LINE_BREAKS.sub(" ", str(message)).strip()
+    """``message`` as one line: line breaks and the blanks around them become
+    one space, other control characters (which quoted file content may hold:
+    a vertical tab or form feed also breaks a line, ESC starts a terminal
+    escape sequence) are shown escaped, as ``\\x0b``."""
+    return _CONTROL.sub(_escape, _LINE_BREAKS.sub(" ", str(message)).strip())
 
 
 class InputError(Exception):

@@ -67,3 +67,23 @@ def test_make_screener_keeps_internal_errors_apart_from_bad_settings(monkeypatch
     monkeypatch.setattr(bpbc.screener, "select_engine", broken)
     with pytest.raises(InternalError, match="kernel does not compile"):
         make_screener(ScreenSettings(threshold=4, device="cpu"), {"p": "ACGT"})
+
+
+def test_control_characters_in_messages_are_escaped():
+    """Found by the fuzzer: dnaio quotes the damaged line, and a vertical tab
+    in it split the one-line message in two (as a form feed would; ESC would
+    start a terminal escape sequence)."""
+    message = str(InputError("p.fa: line 1: but got 'G@\x0bC\x0c\x1b[31m\x00\x85\u2028\x7f\tx'.\n"))
+    assert message == "p.fa: line 1: but got 'G@\\x0bC\\x0c\\x1b[31m\\x00\\x85\\u2028\\x7f\tx'."
+    assert len(message.splitlines()) == 1
+
+
+def test_a_pattern_file_quoting_a_vertical_tab_gives_a_one_line_error(tmp_path):
+    from bpbc.io import read_patterns
+
+    path = tmp_path / "p.fa"
+    path.write_bytes(b"G@\x0bC>p0 adapter 0\nACGT\n")
+    with pytest.raises(InputError) as caught:
+        read_patterns(path)
+    assert "line 1" in str(caught.value) and "\\x0b" in str(caught.value)
+    assert len(str(caught.value).splitlines()) == 1
