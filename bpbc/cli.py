@@ -17,6 +17,7 @@ Whatever the status, a run that does not succeed leaves no output file behind.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -254,9 +255,17 @@ def screen_command(
         print(summary.format(), file=sys.stderr)
 
 
+@functools.cache
+def _command():
+    """The click command behind :func:`main`, built once: typer takes about
+    50 ms to build it from the signature, which matters when main() is called
+    many times in one process (tests, fuzzing)."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
-    command = typer.main.get_command(app)
+    command = _command()
     args = sys.argv[1:] if argv is None else list(argv)
     terminated: list[int] = []
     try:
