@@ -123,6 +123,30 @@ class _Replay(io.RawIOBase):
         return len(data)
 
 
+def _reading_threads(path, stream=None) -> int | None:
+    """xopen's ``threads`` for reading ``path`` (or ``stream``): None, its
+    default, for gzip; 0 for anything else.
+
+    With threads, xopen decompresses xz and zstd (bzip2 where pbzip2 is
+    installed) in an external program, which reports a corrupt or truncated
+    stream only by its exit status when the file is closed: by then the run
+    had succeeded with the part it read (a race, found by fuzzing).
+    Decompressed in this process (threads=0), the damage raises where it is.
+    gzip keeps ISA-L's threaded reader, which raises at the damage too and
+    decompresses beside the parsing. Nothing is consumed to decide: a path
+    by its suffix (content decides without one: threads=0 is always right),
+    a stream by peeking."""
+    if stream is not None:
+        peek = getattr(stream, "peek", None)
+        try:
+            gzip = peek is not None and peek(2)[:2] == b"\x1f\x8b"
+        except (OSError, ValueError):
+            gzip = False
+    else:
+        gzip = os.fspath(path).endswith(".gz")
+    return None if gzip else 0
+
+
 #: bytes read from the input at a time on the raw FASTQ route
 READ_BLOCK = 4 << 20
 
@@ -152,11 +176,12 @@ class SequenceSource:
             if path == STDIN:
                 # xopen detects compression from the stream's first bytes;
                 # sys.stdin.buffer works where the fd is replaced (tests)
-                self._stream = xopen(sys.stdin.buffer, "rb")
+                stdin = sys.stdin.buffer
+                self._stream = xopen(stdin, "rb", threads=_reading_threads(None, stdin))
             else:
                 if os.path.isdir(path):
                     raise InputError(f"{self.name}: is a directory, not a {kind} file")
-                self._stream = xopen(path, "rb")
+                self._stream = xopen(path, "rb", threads=_reading_threads(path))
             head = self._stream.read(READ_BLOCK) if raw_fastq else b""
             if head[:1] == b"@":
                 self.fileformat = "fastq"
