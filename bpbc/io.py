@@ -294,11 +294,14 @@ class SequenceSource:
             count += found
             if irregular or count == size:
                 break
-            # about what the missing records take, judged by those read so far
+            # about what the missing records take, judged by those read so far;
+            # at least the incomplete record's bytes again: a record longer than
+            # a block is completed in a few reads, not rescanned block by block
             per_record = position / count if count else 0
             try:
                 with self._read_under_way():
-                    block = self._stream.read(max(READ_BLOCK, int(1.05 * per_record * (size - count))))
+                    block = self._stream.read(max(READ_BLOCK, int(1.05 * per_record * (size - count)),
+                                                  len(data) - position))
             except Exception as error:
                 if isinstance(error, _format_errors()):
                     raise self._translate(error) from None
