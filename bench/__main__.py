@@ -1,8 +1,10 @@
-"""``python -m bench transpose|sw [--quick] [--out DIR]``: run a benchmark, write CSV and PNG."""
+"""``python -m bench transpose|sw [--quick] [--out DIR]``: run a benchmark, write CSV and PNG;
+``python -m bench fuzz --inputs N [--out DIR]``: fuzz the command's input paths (see bench/fuzz.py)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from . import say
@@ -11,6 +13,11 @@ from .plots import plot
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["fuzz"]:
+        from .fuzz import main as fuzz
+
+        return fuzz(argv[1:], prog="python -m bench fuzz")
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("command", choices=("transpose", "sw"))
     parser.add_argument("--quick", action="store_true", help="CPU only, small sizes, seconds (CI)")
