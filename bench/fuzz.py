@@ -722,6 +722,21 @@ def save_finding(directory: Path, index: int, case: Case, outcome: Outcome) -> P
     return target
 
 
+def warm_up(workdir: Path) -> None:
+    """Run a few valid cases untimed, so that numba's compilation of the
+    kernels (a minute on a busy machine, when its caches are empty) does not
+    count as a hang."""
+    rng = random.Random(0)
+    patterns_data, patterns = pattern_seed(rng)
+    fastq = fastq_seed(rng, 50, 20, 150, patterns)
+    outputs = {"-o": "hits.paf", "--matched": "m.fq.gz", "--unmatched": "u.fq", "--json": "s.json"}
+    for reads, name, chunk_size in ((fastq, "r.fq", None), (fastq.replace(b"\n", b"\r\n"), "r.fq", 7),
+                                    (fasta_seed(rng, 20, 20, 150, patterns, width=60), "r.fa", 3)):
+        for threshold in (8, 16, 24, 40):
+            run_case(Case(reads=reads, reads_name=name, patterns=patterns_data, patterns_name="p.fa",
+                          threshold=threshold, chunk_size=chunk_size, outputs=outputs), workdir, None)
+
+
 def _worker(worker: int, workers: int, start: int, stop: int, seed: int, timeout_s: float, scratch: str,
             findings: str, keep: int, harness: str, twice: int, results, current) -> None:
     """Run cases start, start + workers, ... below stop; report batches of
@@ -731,7 +746,10 @@ def _worker(worker: int, workers: int, start: int, stop: int, seed: int, timeout
     import numba
 
     numba.set_num_threads(1)
+    # stop between cases (during a case the command's own SIGTERM handling answers: status 143)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     workdir = Path(scratch) / f"worker{worker}"
+    warm_up(workdir)
     saved: Counter = Counter()
     batch: list = []
     last_sent = time.monotonic()
@@ -743,6 +761,8 @@ def _worker(worker: int, workers: int, start: int, stop: int, seed: int, timeout
             outcome = run_twice(case, workdir, timeout_s, harness)
         else:
             outcome = run_case(case, workdir, timeout_s, harness)
+        if outcome.status == 143:  # this worker was terminated during the case
+            break
         message = error_kind(outcome.stderr) if outcome.kind == "error" else ""
         batch.append((index, outcome.kind, message, outcome.seconds))
         if not outcome.good:
@@ -877,9 +897,15 @@ def drive(args) -> int:
                 return
             wait = 0.01
 
+    def terminate(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the cleanup must not be cut short
+        raise KeyboardInterrupt  # the finally below stops the workers and writes the counts
+
+    signal.signal(signal.SIGTERM, terminate)
     for worker in range(args.workers):
         launch(worker)
     last_report = time.time()
+    interrupted = False
     try:
         while len(done) < args.workers:
             drain(1.0)
@@ -914,16 +940,19 @@ def drive(args) -> int:
                 last_report = now
                 path = _write_results(args.out, tally, args, finished=False)
                 print(f"fuzz: {tally.inputs} inputs, {dict(tally.kinds)} -> {path}", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
         for process in processes.values():
             if process.is_alive():
                 process.kill()
+                process.join()
         shutil.rmtree(scratch, ignore_errors=True)
     path = _write_results(args.out, tally, args, finished=tally.inputs >= args.inputs)
     bad = sum(count for kind, count in tally.kinds.items() if kind not in GOOD)
     print(f"fuzz: {tally.inputs} inputs in {time.time() - tally.started:.0f} s, {dict(tally.kinds)}, "
-          f"{bad} findings -> {path}", file=sys.stderr)
-    return 1 if bad else 0
+          f"{bad} findings{' (interrupted)' if interrupted else ''} -> {path}", file=sys.stderr)
+    return 130 if interrupted else 1 if bad else 0
 
 
 def replay(args) -> int:
