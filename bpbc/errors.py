@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-_LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
+_LINE_BREAKS = re.compile(r"[\r\n]+")
 #: control characters other than tab (C0, DEL, C1, Unicode line and paragraph separators)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -25,12 +25,24 @@ def _escape(match: re.Match) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+#: longer messages (quoting an enormous line of a damaged file) are cut to this many characters
+MAX_MESSAGE = 2000
+
+
 def one_line(message) -> str:
     """``message`` as one line: line breaks and the blanks around them become
     one space, other control characters (which quoted file content may hold:
     a vertical tab or form feed also breaks a line, ESC starts a terminal
-    escape sequence) are shown escaped, as ``\\x0b``."""
-    return _CONTROL.sub(_escape, _LINE_BREAKS.sub(" ", str(message)).strip())
+    escape sequence) are shown escaped, as ``\\x0b``, and beyond
+    MAX_MESSAGE characters the rest is cut. Linear in the message's length
+    (a regular expression matching the blanks around a line break took time
+    quadratic in the length of a run of blanks: days for a line of tabs)."""
+    text = str(message)
+    parts = [part.strip() for part in _LINE_BREAKS.split(text)]
+    text = " ".join(part for part in parts if part) if len(parts) > 1 else text.strip()
+    if len(text) > MAX_MESSAGE:
+        text = f"{text[:MAX_MESSAGE]}... ({len(text) - MAX_MESSAGE} more characters)"
+    return _CONTROL.sub(_escape, text)
 
 
 class InputError(Exception):

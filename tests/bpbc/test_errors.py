@@ -87,3 +87,34 @@ def test_a_pattern_file_quoting_a_vertical_tab_gives_a_one_line_error(tmp_path):
         read_patterns(path)
     assert "line 1" in str(caught.value) and "\\x0b" in str(caught.value)
     assert len(str(caught.value).splitlines()) == 1
+
+
+def test_a_message_quoting_an_enormous_line_is_built_at_once_and_cut():
+    """Found by fuzzing: an error quoting a damaged line of three million tabs
+    never ended (the regular expression for the blanks around line breaks
+    backtracked quadratically); and a message must not be megabytes long."""
+    import time
+
+    from bpbc.errors import MAX_MESSAGE
+
+    started = time.perf_counter()
+    message = one_line("r.fq: line 2: bad record 'x" + "\t" * 3_000_000 + "y'\n  (after record 1)")
+    assert time.perf_counter() - started < 5
+    assert message.startswith("r.fq: line 2: bad record 'x\t") and message.endswith(" more characters)")
+    assert len(message) < MAX_MESSAGE + 100 and len(message.splitlines()) == 1
+    # line breaks and the blanks around them still become one space
+    assert one_line(" a \t\n\n \t b\r\n c \n") == "a b c"
+    assert one_line("a\n \nb") == "a b" and one_line("\t x \t") == "x"
+
+
+def test_cli_error_quoting_a_line_of_tabs_ends(capsys, tmp_path):
+    from bpbc.cli import main
+
+    reads = tmp_path / "r.fq"
+    reads.write_bytes(b"@r1\nACGT\n+\nIIII\n@r2\nACGT\n+r2" + b"\t" * 1_000_000 + b"\nIIII\n")
+    patterns = tmp_path / "p.fa"
+    patterns.write_bytes(b">p\nACGTACGT\n")
+    status = main([str(reads), str(patterns), "-t", "8", "--device", "cpu", "-q", "-o", str(tmp_path / "o.paf")])
+    err = capsys.readouterr().err
+    assert status == 1 and err.startswith(f"bpbc-screen: error: {reads}: line 7: ") and err.count("\n") == 1
+    assert len(err) < 2200 and sorted(p.name for p in tmp_path.iterdir()) == ["p.fa", "r.fq"]
