@@ -351,13 +351,15 @@ class Case:
     eqx: bool = False
     outputs: dict[str, str] = field(default_factory=dict)  # option -> file name
     stdin: bool = False  # reads given as '-' on standard input
+    patterns_stdin: bool = False  # or the patterns
     read_block: int | None = None  # bpbc.io.READ_BLOCK for the run (None: unchanged)
     notes: list[str] = field(default_factory=list)
 
     def argv(self, in_dir: Path, out_dir: Path) -> list[str]:
         """The command line (after ``bpbc-screen``)."""
         reads = "-" if self.stdin else str(in_dir / self.reads_name)
-        args = [reads, str(in_dir / self.patterns_name), "--device", "cpu", "--threads", "1", "-q",
+        patterns = "-" if self.patterns_stdin else str(in_dir / self.patterns_name)
+        args = [reads, patterns, "--device", "cpu", "--threads", "1", "-q",
                 "-t", str(self.threshold), "--strand", self.strand]
         if self.chunk_size is not None:
             args += ["--chunk-size", str(self.chunk_size)]
@@ -371,6 +373,7 @@ class Case:
         return {"reads_name": self.reads_name, "reads_bytes": len(self.reads), "patterns_name": self.patterns_name,
                 "patterns_bytes": len(self.patterns), "threshold": self.threshold, "chunk_size": self.chunk_size,
                 "strand": self.strand, "eqx": self.eqx, "outputs": self.outputs, "stdin": self.stdin,
+                "patterns_stdin": self.patterns_stdin,
                 "read_block": self.read_block, "notes": self.notes}
 
 
@@ -467,9 +470,11 @@ def make_case(ch, profile: str | None = None) -> Case:
             # the raw route rescans a record until it is complete: with tiny
             # blocks a megabyte line takes a million reads (real blocks are 4 MiB)
             read_block = max(read_block, 4096)
-    return Case(reads=packed, reads_name=reads_name, patterns=patterns_packed, patterns_name=patterns_name,
+    case = Case(reads=packed, reads_name=reads_name, patterns=patterns_packed, patterns_name=patterns_name,
                 threshold=threshold, chunk_size=chunk_size, strand="forward" if ch.chance(0.25) else "both",
                 eqx=ch.chance(0.1), outputs=outputs, stdin=ch.chance(0.08), read_block=read_block, notes=notes)
+    case.patterns_stdin = not case.stdin and ch.chance(0.04)  # drawn last: earlier cases stay as they were
+    return case
 
 
 # --- running a case ---------------------------------------------------------------------
@@ -507,8 +512,8 @@ def _patched(case: Case):
     saved = sys.stdin, sys.stdout, sys.stderr, bpbc.io.READ_BLOCK
     out, err = io.StringIO(), io.StringIO()
     try:
-        if case.stdin:
-            sys.stdin = io.TextIOWrapper(io.BytesIO(case.reads))
+        if case.stdin or case.patterns_stdin:
+            sys.stdin = io.TextIOWrapper(io.BytesIO(case.reads if case.stdin else case.patterns))
         if case.read_block is not None:
             bpbc.io.READ_BLOCK = case.read_block
         sys.stdout, sys.stderr = out, err
