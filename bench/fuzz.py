@@ -263,10 +263,12 @@ def mutate(ch, data: bytes, steps: int, far: bool = False, longest_sequence: int
             data = data[:at] + data[at:at + size].replace(b"\n", b"\r\n") + data[at + size:]
         elif op == "enormous":  # one enormous line, of sequence letters, qualities or anything
             unit = ch.choice((b"A", b"ACGT", b"N", b"I", b"x", b"@", b"\t"))
-            # a read or pattern costs about 16 x pattern length bytes per base in the
-            # traceback (bench/README.md, fuzz): sequence letters stay at 64 kB
-            sizes = (1 << 12, 1 << 14, 1 << 16) if unit in (b"A", b"ACGT", b"N") else (1 << 12, 1 << 16, 1 << 20, 3 << 20)
-            size = min(ch.choice(sizes), longest_sequence) if unit in (b"A", b"ACGT", b"N") else ch.choice(sizes)
+            # the engine's and the traceback's memory grow with the longest read
+            # (bench/README.md, fuzz): lines of sequence letters stay at 64 kB
+            if unit in (b"A", b"ACGT", b"N"):
+                size = min(ch.choice((1 << 12, 1 << 14, 1 << 16)), longest_sequence)
+            else:
+                size = ch.choice((1 << 12, 1 << 16, 1 << 20, 3 << 20))
             line = (unit * (size // len(unit) + 1))[:size]
             data = data[:at] + (line if ch.chance(0.5) else line + b"\n") + data[at:]
         elif op == "nul":
