@@ -172,6 +172,7 @@ class SequenceSource:
         self._reader = None
         self._pending = b""  # raw route: bytes read but not yet handed out
         self._reading = 0  # reads of the stream under way (in the reader thread)
+        self._close_when_read = False  # close() came during a read: the read closes when done
         try:
             if path == STDIN:
                 # xopen detects compression from the stream's first bytes;
@@ -356,12 +357,16 @@ class SequenceSource:
             yield
         finally:
             self._reading -= 1
+            if self._close_when_read and not self._reading:
+                self.close()
 
     def close(self) -> None:
         if self._reading:
-            # an interrupted run: another thread is still blocked reading (a
-            # pipe whose writer is idle), and closing the stream would wait
-            # for that read, maybe forever; the end of the process closes it
+            # an interrupted run: another thread is still reading (maybe
+            # blocked on a pipe whose writer is idle), and closing the stream
+            # would wait for that read, maybe forever: the read closes it when
+            # it returns (or the end of the process does)
+            self._close_when_read = True
             return
         for closable in (self._reader, self._stream):
             if closable is None:

@@ -344,7 +344,8 @@ def test_closing_a_source_does_not_wait_for_a_read_blocked_in_another_thread(mon
     """An interrupted run closes its reads source while the reader thread is
     still blocked reading a pipe whose writer is idle (``producer |
     bpbc-screen -``): closing the stream would wait for that read (forever,
-    if the producer never writes again), so close() leaves it alone."""
+    if the producer never writes again), so close() returns at once and the
+    stream is closed when the read returns."""
     import bpbc.io
 
     monkeypatch.setattr(bpbc.io, "READ_BLOCK", 16)  # the constructor reads only this much
@@ -353,9 +354,16 @@ def test_closing_a_source_does_not_wait_for_a_read_blocked_in_another_thread(mon
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(reader))
     first = b">r0\nACGTACGTACGTACGTACGT\n" if record_route else FASTQ[:40]
     os.write(write_end, first)
-    got = []
+    got, errors = [], []
+
+    def consume():
+        try:
+            got.extend(source.chunks(1000))
+        except ValueError as error:  # reading on after the source was closed
+            errors.append(error)
+
     source = SequenceSource("-", raw_fastq=True)
-    thread = threading.Thread(target=lambda: got.extend(source.chunks(1000)), daemon=True)
+    thread = threading.Thread(target=consume, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
     while not source._reading:  # until the thread waits for the pipe
@@ -367,13 +375,22 @@ def test_closing_a_source_does_not_wait_for_a_read_blocked_in_another_thread(mon
     closing.start()
     closing.join(5)
     assert not closing.is_alive(), "close() waited for the blocked read"
+    assert not reader.closed
     os.write(write_end, b">r1\nAC\n" if record_route else FASTQ[40:])
     os.close(write_end)
     thread.join(5)
     assert not thread.is_alive()
-    assert sum(map(len, got)) == (2 if record_route else 10)
-    source.close()  # nothing under way now: closes the stream
-    assert reader.closed
+    assert reader.closed  # by the read, once it returned
+    # the thread read on into the closed stream (the pipeline's reader stops instead)
+    assert [str(error) for error in errors] == ["read of closed file"] and not got
+
+
+def test_closing_a_source_when_no_read_is_under_way_closes_at_once(tmp_path):
+    with SequenceSource(write(tmp_path / "r.fq", FASTQ), raw_fastq=True) as source:
+        stream = source._stream
+        assert sum(map(len, source.chunks(4))) == 10
+        assert not stream.closed
+    assert stream.closed
 
 
 @pytest.mark.parametrize("suffix", [".xz", ".zst", ".bz2", ".gz"])
