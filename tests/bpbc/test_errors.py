@@ -25,8 +25,15 @@ def test_internal_error_is_a_runtime_error_and_not_an_input_error():
     assert not issubclass(InternalError, InputError) and not issubclass(InputError, InternalError)
 
 
+def test_the_package_exports_the_error_classes():
+    import bpbc
+
+    assert bpbc.InputError is InputError and bpbc.InternalError is InternalError
+    assert {"InputError", "InternalError"} <= set(bpbc.__all__)
+
+
 def test_importing_bpbc_errors_imports_nothing_heavy():
-    code = ("import sys, bpbc.errors; "
+    code = ("import sys, bpbc, bpbc.errors; bpbc.InternalError; "
             "print(sorted(m for m in ('numpy', 'numba', 'dnaio', 'cupy', 'typer') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]" and done.stderr == ""
