@@ -1,7 +1,8 @@
 """``python -m bench transpose|sw|dask [--quick] [--out DIR]``: run a benchmark, write CSV (and PNG).
 
 ``python -m bench sass [...]``: instructions per 32-cell word of the SW kernel (bench/sass_count.py);
-``python -m bench dpx [...]``: the DPX word-wise peer beside bpbc (bench/dpx_peer.py)."""
+``python -m bench dpx [...]``: the DPX word-wise peer beside bpbc (bench/dpx_peer.py);
+``python -m bench fuzz --inputs N [--out DIR]``: fuzz the command's input paths (see bench/fuzz.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
         from .dpx_peer import main as dpx_main
 
         return dpx_main(argv[1:])
+    if argv[:1] == ["fuzz"]:
+        from .fuzz import main as fuzz
+
+        return fuzz(argv[1:], prog="python -m bench fuzz")
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("command", choices=("transpose", "sw", "dask"), help="(also: sass, dpx; see their --help)")
     parser.add_argument("--quick", action="store_true", help="CPU only, small sizes, seconds (CI)")

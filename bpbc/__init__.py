@@ -4,7 +4,8 @@
 """
 
 __version__ = "0.1.0"
-__all__ = ["screen", "Screener", "ReadBatch", "ScreenResult", "Alignment", "Scoring", "SequenceError"]
+__all__ = ["screen", "Screener", "ReadBatch", "ScreenResult", "Alignment", "Scoring", "SequenceError", "InputError",
+           "InternalError"]
 
 _LAZY = {
     "screen": "bpbc.screening",
@@ -14,6 +15,8 @@ _LAZY = {
     "Alignment": "bpbc.result",
     "Scoring": "bpbc.scoring",
     "SequenceError": "bpbc.alphabet",
+    "InputError": "bpbc.errors",
+    "InternalError": "bpbc.errors",
 }
 
 

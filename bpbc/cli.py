@@ -1,15 +1,29 @@
 """``bpbc-screen``: screen reads against patterns, write PAF (a thin layer over bpbc.pipeline).
 
-Exit status: 0 success, 1 bad input or option value (one-line message on
-stderr), 2 usage error, 130 interrupted (Ctrl-C), 141 stdout closed early
-(e.g. ``| head``).
+Exit status:
+
+* 0 success;
+* 1 a bad input file or option value (one line on stderr, ``bpbc-screen: error: ...``);
+* 2 a usage error (unknown option, missing argument, a value of the wrong type);
+* 3 an internal error: a failed cross-check or any unexpected exception (one
+  line on stderr, ``bpbc-screen: internal error: ...; please report it ...``;
+  with the environment variable ``BPBC_DEBUG=1`` the traceback comes first);
+* 130 interrupted (Ctrl-C, SIGINT);
+* 141 stdout closed early (e.g. ``| head``);
+* 143 terminated (SIGTERM).
+
+Whatever the status, a run that does not succeed leaves no output file behind.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import signal
 import sys
+import threading
 import time
+import traceback
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from enum import Enum
@@ -17,12 +31,23 @@ from typing import Annotated, Optional
 
 import typer
 
+from bpbc.errors import InternalError, one_line
 from bpbc.io import InputError
 from bpbc.pipeline import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD, ScreenSettings, screen_files
 from bpbc.scoring import Scoring
 
 PROG = "bpbc-screen"
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE, EXIT_TERMINATED = 130, 141, 128 + signal.SIGTERM
+#: where internal errors are to be reported (the project names no URL)
+ISSUE_TRACKER = "the bpbc issue tracker"
+#: set (to anything but "" or "0") to see the traceback of an internal error
+DEBUG_VARIABLE = "BPBC_DEBUG"
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread by SIGTERM while :func:`main` runs, so that
+    a terminated run stops and cleans up exactly as an interrupted one."""
 
 
 class Strand(str, Enum):
@@ -50,6 +75,38 @@ app = typer.Typer(
 
 def _error(message: str) -> None:
     print(f"{PROG}: error: {message}", file=sys.stderr)
+
+
+def _internal_error(error: BaseException) -> int:
+    """Report a bug (one line, the traceback first with BPBC_DEBUG=1); the exit status."""
+    if os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    message = str(error) if isinstance(error, InternalError) else f"{type(error).__name__}: {error}"
+    print(f"{PROG}: internal error: {one_line(message)}; please report it at {ISSUE_TRACKER} with the command line",
+          file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+@contextmanager
+def _sigterm_interrupts():
+    """While the block runs (in the main thread), SIGTERM raises :class:`Terminated`
+    once (a second SIGTERM does not cut the cleanup short); the previous
+    handler is restored afterwards. Yields the list of signals received."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received  # signal handlers can only be set in the main thread
+        return
+
+    def terminate(signum, frame) -> None:
+        if not received:
+            received.append(signum)
+            raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _silence_stdout() -> None:
@@ -234,6 +291,9 @@ def screen_command(
     except BrokenPipeError:
         _silence_stdout()
         raise typer.Exit(EXIT_BROKEN_PIPE) from None
+    except Terminated:
+        _error("terminated (SIGTERM)")
+        raise typer.Exit(EXIT_TERMINATED) from None
     except KeyboardInterrupt:
         _error("interrupted")
         raise typer.Exit(EXIT_INTERRUPTED) from None
@@ -311,13 +371,25 @@ def _screen_on_dask(address, scheduler_file, reads_files, patterns, settings, qu
     return result
 
 
+@functools.cache
+def _command():
+    """The click command behind :func:`main`, built once: typer takes about
+    50 ms to build it from the signature, which matters when main() is called
+    many times in one process (tests, fuzzing)."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
-    command = typer.main.get_command(app)
+    command = _command()
     args = sys.argv[1:] if argv is None else list(argv)
+    terminated: list[int] = []
     try:
-        command.main(args=args, prog_name=PROG, standalone_mode=True)
+        with _sigterm_interrupts() as terminated:
+            command.main(args=args, prog_name=PROG, standalone_mode=True)
     except SystemExit as exit_:
+        if terminated:
+            return EXIT_TERMINATED  # also where click turned it into "Aborted!" (while parsing)
         code = exit_.code
         if code is None:
             return EXIT_OK
@@ -325,11 +397,26 @@ def main(argv: list[str] | None = None) -> int:
             return code
         print(code, file=sys.stderr)
         return EXIT_ERROR
+    except Terminated:
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except Exception as error:  # noqa: BLE001 - a bug: one line (the run has cleaned up), no traceback
+        return _internal_error(error)
     return EXIT_OK
 
 
 def run() -> None:
     """Console entry point of ``bpbc-screen``."""
-    sys.exit(main())
+    status = main()
+    if status in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+        # a reader thread may still be blocked reading its input (a pipe whose
+        # writer is idle) and hold the stream's lock: the interpreter's
+        # shutdown would wait for it and then abort, so end here
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(status)
+    sys.exit(status)

@@ -50,11 +50,13 @@ def _compiled(name: str):
     import cupy
     from cupy.cuda.compiler import CompileException
 
+    from .errors import InternalError
+
     module = cupy.RawModule(code=_module_source(), options=("-std=c++17",), name_expressions=(name,))
     try:
         return module.get_function(name)
     except CompileException as error:
-        raise RuntimeError(f"NVRTC failed to compile {KERNEL_PATH} ({name}):\n{error}") from error
+        raise InternalError(f"NVRTC failed to compile {KERNEL_PATH} ({name}):\n{error}") from error
 
 
 @cache

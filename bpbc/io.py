@@ -3,7 +3,8 @@
 Reading goes through dnaio (and xopen through it): FASTA or FASTQ as dnaio
 detects them, plain or compressed (gz, bz2, xz, zst), ``-`` for stdin. Every
 problem a user can cause (a missing file, a truncated record, a corrupt
-compressed stream, ...) is turned into :class:`InputError`, whose message is
+compressed stream, ...) is turned into :class:`bpbc.errors.InputError`
+(importable from here too), whose message is
 one line naming the file and the line or record.
 
 Output files are written under a temporary name in their destination's
@@ -21,6 +22,7 @@ import secrets
 import sys
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import dnaio
@@ -29,26 +31,15 @@ from dnaio.exceptions import FileFormatError, UnknownFileFormat
 from xopen import xopen
 
 from bpbc.alphabet import SequenceError, encode_pattern
+from bpbc.errors import InputError
 
 STDIN = "-"
 _NON_ASCII = re.compile(rb"[\x80-\xff]")
-_LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
 
 #: at most this many threads compress one output file (half the cores at most)
 COMPRESSION_THREADS = 4
 #: output compression by file name suffix, as xopen names the formats
 COMPRESSION_SUFFIXES = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".zst": "zst"}
-
-
-class InputError(Exception):
-    """An expected problem with an input or output file or an option value.
-
-    ``str()`` is a single line that names the file and, where known, the line
-    or record; the CLI prints it and exits with status 1.
-    """
-
-    def __init__(self, message: str):
-        super().__init__(_LINE_BREAKS.sub(" ", str(message)))
 
 
 def compression_threads(threads: int | None) -> int:
@@ -140,6 +131,30 @@ class _Replay(io.RawIOBase):
         return len(data)
 
 
+def _reading_threads(path, stream=None) -> int | None:
+    """xopen's ``threads`` for reading ``path`` (or ``stream``): None, its
+    default, for gzip; 0 for anything else.
+
+    With threads, xopen decompresses xz and zstd (bzip2 where pbzip2 is
+    installed) in an external program, which reports a corrupt or truncated
+    stream only by its exit status when the file is closed: by then the run
+    had succeeded with the part it read (a race, found by fuzzing).
+    Decompressed in this process (threads=0), the damage raises where it is.
+    gzip keeps ISA-L's threaded reader, which raises at the damage too and
+    decompresses beside the parsing. Nothing is consumed to decide: a path
+    by its suffix (content decides without one: threads=0 is always right),
+    a stream by peeking."""
+    if stream is not None:
+        peek = getattr(stream, "peek", None)
+        try:
+            gzip = peek is not None and peek(2)[:2] == b"\x1f\x8b"
+        except (OSError, ValueError):
+            gzip = False
+    else:
+        gzip = os.fspath(path).endswith(".gz")
+    return None if gzip else 0
+
+
 #: bytes read from the input at a time on the raw FASTQ route
 READ_BLOCK = 4 << 20
 
@@ -164,17 +179,19 @@ class SequenceSource:
         self._stream = None
         self._reader = None
         self._pending = b""  # raw route: bytes read but not yet handed out
+        self._reading = 0  # reads of the stream under way (in the reader thread)
+        self._close_when_read = False  # close() came during a read: the read closes when done
         try:
-            # one thread in all: decompress in the reading thread, not in one of xopen's
-            decompression_threads = 0 if threads == 1 else None
+            # threads=1: decompress in the reading thread, not in one of xopen's
             if path == STDIN:
                 # xopen detects compression from the stream's first bytes;
                 # sys.stdin.buffer works where the fd is replaced (tests)
-                self._stream = xopen(sys.stdin.buffer, "rb", threads=decompression_threads)
+                stdin = sys.stdin.buffer
+                self._stream = xopen(stdin, "rb", threads=0 if threads == 1 else _reading_threads(None, stdin))
             else:
                 if os.path.isdir(path):
                     raise InputError(f"{self.name}: is a directory, not a {kind} file")
-                self._stream = xopen(path, "rb", threads=decompression_threads)
+                self._stream = xopen(path, "rb", threads=0 if threads == 1 else _reading_threads(path))
             head = self._stream.read(READ_BLOCK) if raw_fastq else b""
             if head[:1] == b"@":
                 self.fileformat = "fastq"
@@ -259,7 +276,8 @@ class SequenceSource:
             self._take_over_with_dnaio()
         while True:
             try:
-                record = next(self._iterator)
+                with self._read_under_way():
+                    record = next(self._iterator)
             except StopIteration:
                 return
             except Exception as error:
@@ -292,10 +310,14 @@ class SequenceSource:
                 break
             if count == size:
                 break
-            # about what the missing records take, judged by those read so far
+            # about what the missing records take, judged by those read so far;
+            # at least the incomplete record's bytes again: a record longer than
+            # a block is completed in a few reads, not rescanned block by block
             per_record = position / count if count else 0
             try:
-                block = self._stream.read(max(READ_BLOCK, int(1.05 * per_record * (size - count))))
+                with self._read_under_way():
+                    block = self._stream.read(max(READ_BLOCK, int(1.05 * per_record * (size - count)),
+                                                  len(data) - position))
             except Exception as error:
                 if isinstance(error, _format_errors()):
                     raise self._translate(error) from None
@@ -350,7 +372,24 @@ class SequenceSource:
         if records:
             yield RecordChunk(records)
 
+    @contextmanager
+    def _read_under_way(self) -> Iterator[None]:
+        self._reading += 1
+        try:
+            yield
+        finally:
+            self._reading -= 1
+            if self._close_when_read and not self._reading:
+                self.close()
+
     def close(self) -> None:
+        if self._reading:
+            # an interrupted run: another thread is still reading (maybe
+            # blocked on a pipe whose writer is idle), and closing the stream
+            # would wait for that read, maybe forever: the read closes it when
+            # it returns (or the end of the process does)
+            self._close_when_read = True
+            return
         for closable in (self._reader, self._stream):
             if closable is None:
                 continue

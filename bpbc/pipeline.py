@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from bpbc.engines import limit_numba_threads
+from bpbc.errors import InternalError
 from bpbc.io import (STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, compression_threads, display_name,
                      read_patterns)
 from bpbc.pairs import interleaved_pairs, two_file_pairs
@@ -437,6 +438,8 @@ def make_screener(settings: ScreenSettings, patterns, patterns_file: str = "patt
         # the Screener checks the settings before it selects the engine
         return Screener(patterns, threshold, settings.scoring, settings.strand, settings.exact_scores,
                         settings.eqx, device=settings.device, threads=settings.threads)
+    except InternalError:
+        raise  # not the user's doing
     except (ValueError, RuntimeError) as error:  # bad threshold, unknown device, bad threads, no usable GPU
         raise InputError(str(error)) from None
 
@@ -485,7 +488,8 @@ def screen_files(
     ``{name}`` in ``matched`` one file per pattern, the summary as JSON to
     ``json_path``. ``progress(reads_done)`` is called after each chunk.
     Files appear only when the whole run succeeds. Expected problems raise
-    :class:`bpbc.io.InputError`.
+    :class:`bpbc.errors.InputError`; failed internal cross-checks
+    :class:`bpbc.errors.InternalError`.
     """
     started = time.perf_counter()
     if STDIN in (reads_path, reads2) and patterns_path == STDIN or reads_path == reads2 == STDIN:

@@ -18,6 +18,7 @@ import numpy as np
 
 from .alphabet import as_bytes, encode_pattern, encode_reads, record_name
 from .engines import TwoPassEngine, select_engine
+from .errors import InternalError
 from .patterns import PatternTable, strands_of
 from .result import AlignmentTable
 from .scoring import Scoring, check_threshold, score_planes
@@ -276,8 +277,8 @@ class Screener:
         wrong = (~hits.capped & (found.score != hits.score)) | (found.score < hits.score)
         if wrong.any():
             t = int(np.flatnonzero(wrong)[0])
-            raise RuntimeError(
-                f"internal error: traceback score {found.score[t]} disagrees with screen score "
+            raise InternalError(
+                f"traceback score {found.score[t]} disagrees with screen score "
                 f"{hits.score[t]} (read {hits.read[t]}, pattern {hits.pattern[t]}, "
                 f"strand {self.strands[hits.strand[t]]})"
             )

@@ -30,7 +30,9 @@ def _kernels():
     try:
         module.compile()
     except CompileException as exc:
-        raise RuntimeError(f"NVRTC failed to compile {KERNELS_PATH}:\n{exc}") from exc
+        from bpbc.errors import InternalError  # the package ships with bpbc
+
+        raise InternalError(f"NVRTC failed to compile {KERNELS_PATH}:\n{exc}") from exc
     return module
 
 

@@ -23,8 +23,10 @@ import io
 import json
 import lzma
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import dnaio
@@ -406,6 +408,159 @@ def test_ctrl_c_in_any_stage_exits_130_and_leaves_no_files(capsys, tmp_path, mon
     assert status == 130 and len(calls) == 2
     assert err == "bpbc-screen: error: interrupted\n"
     assert list(tmp_path.iterdir()) == []
+
+
+# --- internal errors, unexpected exceptions, SIGTERM ------------------------
+
+REPORT = "; please report it at the bpbc issue tracker with the command line\n"
+#: a function of each stage, called once per chunk: (module or class, attribute)
+STAGE_FUNCTIONS = {
+    "read": ("bpbc.chunks", None, "scan_fastq"),
+    "encode": ("bpbc.chunks", "RawFastqChunk", "encode"),
+    "device": ("bpbc.screener", "Screener", "hits"),
+    "traceback": ("bpbc.screener", "Screener", "align"),
+    "write": ("bpbc.pipeline", None, "paf_lines"),
+}
+
+
+def patch_stage(monkeypatch, stage: str, action) -> list:
+    """Make the stage's function run ``action()`` on its second call (then go
+    on as usual, if action returns); returns the list of calls."""
+    import importlib
+
+    module, class_name, name = STAGE_FUNCTIONS[stage]
+    owner = importlib.import_module(module)
+    owner = getattr(owner, class_name) if class_name else owner
+    real = getattr(owner, name)
+    calls = []
+
+    def patched(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            action()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, patched)
+    return calls
+
+
+def every_output(tmp_path) -> list:
+    return ["-o", tmp_path / "o.paf", "--matched", tmp_path / "m.fq", "--unmatched", tmp_path / "u.fq.gz",
+            "--json", tmp_path / "s.json"]
+
+
+def test_failed_cross_check_exits_3_with_one_line_and_no_files(capsys, tmp_path, monkeypatch):
+    import bpbc.traceback
+
+    real = bpbc.traceback.align_hits
+
+    def off_by_one(*args, **kwargs):
+        found = real(*args, **kwargs)
+        found.score[:] -= 1
+        return found
+
+    monkeypatch.setattr(bpbc.traceback, "align_hits", off_by_one)
+    status, out, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", *every_output(tmp_path))
+    assert (status, out) == (3, "")
+    assert err.startswith("bpbc-screen: internal error: traceback score ") and err.endswith(REPORT)
+    assert err.count("\n") == 1 and "disagrees with screen score" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("stage", sorted(STAGE_FUNCTIONS))
+def test_unexpected_exception_in_any_stage_exits_3_and_leaves_no_files(capsys, tmp_path, monkeypatch, stage):
+    def fail():
+        raise ZeroDivisionError("boom")
+
+    calls = patch_stage(monkeypatch, stage, fail)
+    status, out, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", *every_output(tmp_path))
+    assert (status, out) == (3, "") and len(calls) >= 2
+    assert err == "bpbc-screen: internal error: ZeroDivisionError: boom" + REPORT
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unexpected_exception_outside_the_run_exits_3(capsys, monkeypatch):
+    import bpbc.cli
+    import bpbc.pipeline
+
+    def broken(*args, **kwargs):
+        raise TypeError("the summary cannot be formatted\n(second line)")
+
+    monkeypatch.setattr(bpbc.pipeline.Summary, "format", broken)
+    status, out, err = run_cli(capsys, READS, PATTERNS, "-t", "20")
+    assert (status, out) == (3, golden("expected.paf"))
+    assert err == "bpbc-screen: internal error: TypeError: the summary cannot be formatted (second line)" + REPORT
+    assert bpbc.cli.EXIT_INTERNAL == 3
+
+
+@pytest.mark.parametrize("value,traceback_shown", [("1", True), ("0", False), ("", False)])
+def test_bpbc_debug_shows_the_traceback_of_an_internal_error(capsys, tmp_path, monkeypatch, value, traceback_shown):
+    def fail():
+        raise ValueError("boom")
+
+    monkeypatch.setenv("BPBC_DEBUG", value)
+    patch_stage(monkeypatch, "device", fail)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", *every_output(tmp_path))
+    assert status == 3
+    assert err.endswith("bpbc-screen: internal error: ValueError: boom" + REPORT)
+    assert ("Traceback (most recent call last)" in err) == traceback_shown
+    assert (err.count("\n") > 1) == traceback_shown
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("stage", sorted(STAGE_FUNCTIONS))
+def test_sigterm_in_any_stage_exits_143_and_leaves_no_files(capsys, tmp_path, monkeypatch, stage):
+    before = signal.getsignal(signal.SIGTERM)
+    calls = patch_stage(monkeypatch, stage, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", *every_output(tmp_path))
+    assert status == 143 and len(calls) >= 2
+    assert err == "bpbc-screen: error: terminated (SIGTERM)\n"
+    assert list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is the command's only while it runs
+
+
+@pytest.mark.parametrize("signum,status,message", [
+    (signal.SIGTERM, 143, "terminated (SIGTERM)"),
+    (signal.SIGINT, 130, "interrupted"),
+])
+def test_signal_while_reading_a_pipe_subprocess(tmp_path, signum, status, message):
+    """``producer | bpbc-screen -`` where the producer stalls: the reader
+    thread is blocked reading stdin when the signal comes. The command stops
+    at once, removes its temporary files and exits with the status."""
+    import bpbc.io
+
+    record = b"@r%d\n" + b"ACGT" * 37 + b"AC\n+\n" + b"I" * 150 + b"\n"
+    count = bpbc.io.READ_BLOCK // len(record) + 3000  # more than the first block: the run starts
+    data = b"".join(record % i for i in range(count))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
+    out = tmp_path / "out"
+    out.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bpbc", "-", str(PATTERNS), "-t", "20", "--device", "cpu", "--threads", "1", "-q",
+         "-o", str(out / "o.paf"), "--matched", str(out / "m.fq.gz")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path, env=env,
+    )
+    try:
+        process.stdin.write(data)  # the pipe stays open: more may come
+        process.stdin.flush()
+        deadline = time.monotonic() + 240
+        while len(list(out.iterdir())) < 2:  # the temporary output files: the run is under way
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+            time.sleep(0.05)
+        process.send_signal(signum)
+        returncode = process.wait(timeout=60)
+        err = process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdin.close()
+        process.stdout.close()
+        process.stderr.close()
+    assert returncode == status, err
+    assert err.decode() == f"bpbc-screen: error: {message}\n"
+    assert list(out.iterdir()) == []
 
 
 def test_closed_stdout_in_process(capsys, monkeypatch, tmp_path):
