@@ -6,7 +6,7 @@ engine, the screen and traceback (the calling thread, through one
 :class:`bpbc.screener.Screener`), and formatting and writing. At most two
 chunks wait between stages, so memory stays bounded whatever the input size.
 Output follows input order. ``--json`` reports the seconds of each stage. With
-one thread (``--threads 1``) the stages take turns in the calling thread.
+one thread (``--threads 1``) the stages take turns: one thread works at a time.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, dataclass, field
 
@@ -218,31 +218,52 @@ class _Raised:
 _END = object()
 
 
-def prefetched(items: Iterator, stop_timeout_s: float = 1.0) -> Iterator:
+def _next_handed_over(handoff: queue.Queue):
+    """The next item, waiting in short steps: a signal that the kernel hands
+    to another thread (one blocked reading a pipe, say) is acted on only when
+    the main thread runs Python code again, which a wait without timeout
+    would put off for good."""
+    while True:
+        try:
+            return handoff.get(timeout=0.1)
+        except queue.Empty:
+            continue
+
+
+def prefetched(items: Iterator, stop_timeout_s: float = 1.0, ahead: bool = True) -> Generator:
     """Iterate ``items`` in a background thread, one item ahead.
 
     The thread produces item k+1 while the caller works on item k, then waits
     until the caller takes it before producing k+2, so at most two items
-    exist at once. Exceptions in the thread re-raise in the caller.
+    exist at once. Exceptions in the thread re-raise in the caller. Without
+    ``ahead`` the thread produces an item only when the caller asks for it
+    and waits meanwhile: no overlap, but the caller's wait, unlike a read
+    blocked on a pipe in its own thread, ends when a signal comes.
     """
     handoff: queue.Queue = queue.Queue(maxsize=1)
     taken = threading.Semaphore(0)  # released each time the caller takes an item
+    wanted = threading.Semaphore(0)  # released each time the caller asks for one (not ahead)
     stop = threading.Event()
+
+    def wait_for(event: threading.Semaphore) -> bool:
+        """True once ``event`` is released; False when stopped."""
+        while not stop.is_set():
+            if event.acquire(timeout=0.1):
+                return True
+        return False
 
     def hand_over(item) -> bool:
         """Give one item to the caller and wait until it is taken; False when stopped."""
         handoff.put(item)  # never blocks: the previous item was taken
-        while not stop.is_set():
-            if taken.acquire(timeout=0.1):
-                return True
-        return False
+        return wait_for(taken)
 
     def produce() -> None:
         try:
-            for item in items:
-                if not hand_over(item):
+            iterator = iter(items)
+            while ahead or wait_for(wanted):
+                item = next(iterator, _END)
+                if not hand_over(item) or item is _END:
                     return
-            hand_over(_END)
         except BaseException as error:  # noqa: BLE001 - re-raised in the caller
             hand_over(_Raised(error))
         finally:
@@ -254,7 +275,9 @@ def prefetched(items: Iterator, stop_timeout_s: float = 1.0) -> Iterator:
     worker.start()
     try:
         while True:
-            item = handoff.get()
+            if not ahead:
+                wanted.release()
+            item = _next_handed_over(handoff)
             taken.release()
             if item is _END:
                 return
@@ -349,8 +372,8 @@ def _prepared_chunks(chunks: Iterator, source_name: str, screener, stages: Stage
                      overlap: bool = True) -> Iterator:
     """(chunk, ReadBatch) per chunk of ``chunks``, in two background threads:
     one reads and parses chunk k+2 while the other encodes and transposes
-    chunk k+1 and the caller screens chunk k (without ``overlap``: all in
-    the caller's thread, one step after the other)."""
+    chunk k+1 and the caller screens chunk k (without ``overlap``: one thread
+    reads and encodes chunk k+1 only after the caller is done with chunk k)."""
     def encoded(chunks: Iterator) -> Iterator:
         limit_numba_threads(screener.threads)
         with closing(chunks):
@@ -360,7 +383,9 @@ def _prepared_chunks(chunks: Iterator, source_name: str, screener, stages: Stage
                 yield chunk, batch
 
     if not overlap:
-        return encoded(stages.timed(chunks, "read"))
+        # one thread at work at a time; the reading is in one of its own all
+        # the same, so that a signal can end a run waiting on an idle pipe
+        return prefetched(encoded(stages.timed(chunks, "read")), ahead=False)
     return prefetched(encoded(prefetched(stages.timed(chunks, "read"))))
 
 
