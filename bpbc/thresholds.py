@@ -11,7 +11,8 @@ import math
 import re
 from fractions import Fraction
 
-from .io import InputError
+from .alphabet import as_bytes
+from .errors import InputError
 from .scoring import Scoring
 
 HEADER_KEY = "threshold="
@@ -45,7 +46,7 @@ def pattern_thresholds(patterns, file_name: str, scoring: Scoring, threshold: in
         check_fraction(min_score_fraction)
     from_headers = []
     for number, record in enumerate(patterns, start=1):
-        value = header_threshold(record.name)
+        value = header_threshold(getattr(record, "name", ""))  # records have headers; plain sequences do not
         if value is not None and not _POSITIVE_INTEGER.fullmatch(value):
             raise InputError(f"{file_name}: pattern {record.id!r} (record {number}): {HEADER_KEY}{value} in the "
                              "header is not a positive integer")
@@ -55,6 +56,6 @@ def pattern_thresholds(patterns, file_name: str, scoring: Scoring, threshold: in
     return [
         value if value is not None
         else threshold if min_score_fraction is None
-        else fraction_threshold(min_score_fraction, scoring, len(record.sequence))
+        else fraction_threshold(min_score_fraction, scoring, len(as_bytes(record)))
         for value, record in zip(from_headers, patterns)
     ]
