@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from .alphabet import INVALID, SequenceError
-from .io import InputError
+from .errors import InputError
 from .result import Texts
 
 _SLASH = 47

@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .io import AtomicOutput, InputError, ReadsOutput
+from .errors import InputError
+from .io import AtomicOutput, ReadsOutput
 
 NAME_FIELD = "{name}"
 #: demultiplexed files open at once at most (each pair of mates counts two),
