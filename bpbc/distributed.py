@@ -211,7 +211,8 @@ def screen_file(job: Job, reads_path: str, patterns_path: str, outputs: dict,
         summary = screen_files(reads_path, patterns_path, job.settings, output=outputs["output"],
                                matched=outputs["matched"], unmatched=outputs["unmatched"])
     except InputError as error:  # the files named as the user gave them, not as the worker opened them
-        raise InputError(str(error).replace(reads_path, job.reads_file).replace(patterns_path, job.patterns_file))
+        raise InputError(str(error).replace(reads_path, job.reads_file)
+                         .replace(patterns_path, job.patterns_file)) from None
     summary.reads_file = job.reads_file
     summary.patterns_file = job.patterns_file
     if outputs["json"] is not None:
@@ -377,8 +378,9 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
                 if result.paf:
                     write_paf(result.paf)
                 for kind, rows in (("matched", result.passing), ("unmatched", ~result.passing)):
-                    if sinks[kind] is not None:
-                        sinks[kind].write(chunk, np.flatnonzero(rows), None)
+                    sink = sinks[kind]
+                    if sink is not None:
+                        sink.write(chunk, np.flatnonzero(rows), None)
 
         worker_seconds = dict.fromkeys(("encode", "device", "traceback", "write"), 0.0)
 
@@ -505,7 +507,7 @@ def _screen_many_files(client, reads: list, patterns_path, settings, paths, prog
         if isinstance(error, _distributed_errors()):
             raise _cluster_failed(error) from None
         raise
-    return summaries
+    return [summary for summary in summaries if summary is not None]  # every file has one by now
 
 
 def combined_summary(summaries: list[Summary], wall_time_s: float) -> Summary:

@@ -98,7 +98,7 @@ def _find_non_ascii(path, block_size: int = 1 << 20) -> tuple[int, int] | None:
         with xopen(path, "rb", threads=0) as stream:
             while block := stream.read(block_size):
                 if not block.isascii():
-                    position = _NON_ASCII.search(block).start()
+                    position = _NON_ASCII.search(block).start()  # type: ignore[union-attr]  # not ASCII: found
                     return line + block.count(b"\n", 0, position), block[position]
                 line += block.count(b"\n")
     except Exception:  # noqa: BLE001 - best effort: the caller has a fallback message
@@ -277,7 +277,7 @@ class SequenceSource:
         while True:
             try:
                 with self._read_under_way():
-                    record = next(self._iterator)
+                    record = next(self._iterator)  # type: ignore[arg-type]  # set by _take_over_with_dnaio
             except StopIteration:
                 return
             except Exception as error:
@@ -316,8 +316,8 @@ class SequenceSource:
             per_record = position / count if count else 0
             try:
                 with self._read_under_way():
-                    block = self._stream.read(max(READ_BLOCK, int(1.05 * per_record * (size - count)),
-                                                  len(data) - position))
+                    block = self._stream.read(  # type: ignore[union-attr]  # open while reading
+                        max(READ_BLOCK, int(1.05 * per_record * (size - count)), len(data) - position))
             except Exception as error:
                 if isinstance(error, _format_errors()):
                     raise self._translate(error) from None
@@ -486,7 +486,7 @@ class AtomicOutput:
             # 1; the same writer with several compresses several times faster
             handle = _igzip_threaded().open(self.temp_path, mode, compresslevel=1, threads=threads)
         else:
-            handle = xopen(self.temp_path, mode, compresslevel=1, threads=threads, format=compression)
+            handle = xopen(self.temp_path, mode, compresslevel=1, threads=threads, format=compression)  # type: ignore[call-overload]
         self._handles.append(handle)
         return handle
 
@@ -497,7 +497,7 @@ class AtomicOutput:
         if fileformat == "fastq":
             writer = dnaio.FastqWriter(handle, two_headers=two_headers)
         elif fileformat == "fasta":
-            writer = dnaio.FastaWriter(handle)
+            writer = dnaio.FastaWriter(handle)  # type: ignore[assignment]
         else:
             raise ValueError(f"unknown sequence format {fileformat!r}")
         self._handles.insert(self._handles.index(handle), writer)  # close the writer before its file
@@ -580,7 +580,7 @@ class ReadsOutput:
             source = self._source
             self._writer = self._output.open_records(source.fileformat, source.two_headers, self._handle)
         for record in records:
-            self._writer.write(record)
+            self._writer.write(record)  # type: ignore[attr-defined]
 
     def suspend(self) -> None:
         """Close the file until the next write (lazy outputs only)."""

@@ -162,7 +162,8 @@ class Summary:
             for strand, count in pattern.reads_passing.items():
                 line = f"  {pattern.name:<{width}}  {pattern.length:>6}  {pattern.threshold:>9}  {strand:>6}"
                 if self.paired:
-                    line += "".join(f"  {pattern.mates[mate][strand]:>6}" for mate in ("1", "2"))
+                    mates = pattern.mates or {}
+                    line += "".join(f"  {mates[mate][strand]:>6}" for mate in ("1", "2"))
                 else:
                     line += f"  {count:>13}"
                 lines.append(line)
@@ -309,7 +310,7 @@ class StageTimes:
         finally:
             self.seconds[stage] += time.perf_counter() - start
 
-    def timed(self, iterator: Iterator, stage: str) -> Iterator:
+    def timed(self, iterator: Iterator, stage: str) -> Generator:
         """``iterator``, the time spent producing each item counted for ``stage``."""
         while True:
             with self.timing(stage):
@@ -326,7 +327,8 @@ def encode_chunk(chunk, engine, source_name: str):
     from bpbc.screener import ReadBatch
 
     try:
-        return ReadBatch.from_codes(*chunk.encode(), engine)
+        codes, lengths = chunk.encode()
+        return ReadBatch.from_codes(codes, lengths, engine)
     except SequenceError as error:
         raise InputError(f"{source_name}: {error}") from None
 
@@ -337,7 +339,7 @@ def passing_units(hits, reads: int, mates: int, pair_filter: str) -> tuple[np.nd
     passing_reads = np.zeros(reads, dtype=bool)
     passing_reads[hits.read] = True
     by_unit = passing_reads.reshape(reads // mates, mates)
-    passing = by_unit.all(axis=1) if pair_filter == "both" else by_unit.any(axis=1)
+    passing = np.asarray(by_unit.all(axis=1) if pair_filter == "both" else by_unit.any(axis=1))
     return passing_reads, passing
 
 
@@ -369,12 +371,12 @@ def summary_json(summary: Summary) -> bytes:
 
 
 def _prepared_chunks(chunks: Iterator, source_name: str, screener, stages: StageTimes,
-                     overlap: bool = True) -> Iterator:
+                     overlap: bool = True) -> Generator:
     """(chunk, ReadBatch) per chunk of ``chunks``, in two background threads:
     one reads and parses chunk k+2 while the other encodes and transposes
     chunk k+1 and the caller screens chunk k (without ``overlap``: one thread
     reads and encodes chunk k+1 only after the caller is done with chunk k)."""
-    def encoded(chunks: Iterator) -> Iterator:
+    def encoded(chunks: Generator) -> Generator:
         limit_numba_threads(screener.threads)
         with closing(chunks):
             for chunk in chunks:

@@ -54,7 +54,7 @@ class FileSink:
     def __init__(self, outputs: tuple):
         self.outputs = outputs
 
-    def write(self, chunk, units: np.ndarray, best_pattern: np.ndarray) -> None:
+    def write(self, chunk, units: np.ndarray, best_pattern: np.ndarray | None) -> None:
         if len(units):
             write_units(chunk, self.outputs, units)
 
@@ -103,9 +103,10 @@ class DemuxSink:
                 output.suspend()
         return files + (None,) if self._interleaved else files
 
-    def write(self, chunk, units: np.ndarray, best_pattern: np.ndarray) -> None:
+    def write(self, chunk, units: np.ndarray, best_pattern: np.ndarray | None) -> None:
         if not len(units):
             return
+        assert best_pattern is not None  # the matched sink gets each unit's best pattern
         patterns = best_pattern[units]
         order = np.argsort(patterns, kind="stable")  # units stay increasing within a pattern
         patterns, units = patterns[order], units[order]

@@ -106,7 +106,7 @@ def test_capped_scores_are_marked_and_lower_bounds(reads):
     res = bpbc.screen(reads[:100], [ADAPTER], threshold=5, device="cpu")  # 3 planes: cap 7
     assert res.capped.any()
     assert np.all(res.scores[res.capped] == 7)
-    for i, p, s in zip(*np.nonzero(res.capped[:, :, :1])):
+    for i, _, _ in zip(*np.nonzero(res.capped[:, :, :1])):
         assert sw_score(reads[i], ADAPTER) >= 8
 
 

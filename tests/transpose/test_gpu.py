@@ -177,8 +177,8 @@ def emulate_unpack(planes, n, swap):
     plane = LANES & 15 if two else LANES
     for h in range(-(-groups // per_warp)):
         g = h * per_warp + half
-        row = np.array([source[g[l] * bits + plane[l]] if plane[l] < bits and g[l] < groups else 0
-                        for l in LANES], np.uint32)
+        row = np.array([source[g[lane] * bits + plane[lane]] if plane[lane] < bits and g[lane] < groups else 0
+                        for lane in LANES], np.uint32)
         if swap:
             value = warp_transpose(row)
         else:
