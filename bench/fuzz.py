@@ -555,7 +555,8 @@ class Outcome:
 def error_kind(stderr: str) -> str:
     """The message of a one-line error with the specifics blanked out (for counting)."""
     text = stderr.strip().removeprefix("bpbc-screen: error: ")
-    text = re.sub(r"^\S*?(reads|patterns)[^\s:]*: ", r"\1: ", text)  # the file name
+    text = re.sub(r"^(?:[^\s:]*/)?([^/\s:.]+)[^/\s:]*: ", r"\1: ", text)  # a file: its name's stem
+    text = text.replace("n't", "nt")  # no quote
     text = re.sub(r"'[^']*'|\"[^\"]*\"", "Q", text)
     text = re.sub(r"0x[0-9a-f]+", "0xH", text)
     text = re.sub(r"\d+", "N", text)
@@ -908,7 +909,7 @@ def drive(args) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the cleanup must not be cut short
         raise KeyboardInterrupt  # the finally below stops the workers and writes the counts
 
-    signal.signal(signal.SIGTERM, terminate)
+    previous_handler = signal.signal(signal.SIGTERM, terminate)
     for worker in range(args.workers):
         launch(worker)
     last_report = time.time()
@@ -955,6 +956,7 @@ def drive(args) -> int:
                 process.kill()
                 process.join()
         shutil.rmtree(scratch, ignore_errors=True)
+        signal.signal(signal.SIGTERM, previous_handler)
     path = _write_results(args.out, tally, args, finished=tally.inputs >= args.inputs)
     bad = sum(count for kind, count in tally.kinds.items() if kind not in GOOD)
     print(f"fuzz: {tally.inputs} inputs in {time.time() - tally.started:.0f} s, {dict(tally.kinds)}, "

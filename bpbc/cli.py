@@ -3,7 +3,8 @@
 Exit status:
 
 * 0 success;
-* 1 a bad input file or option value (one line on stderr, ``bpbc-screen: error: ...``);
+* 1 a bad input file or option value, or an output that cannot be written (one
+  line on stderr, ``bpbc-screen: error: ...``);
 * 2 a usage error (unknown option, missing argument, a value of the wrong type);
 * 3 an internal error: a failed cross-check or any unexpected exception (one
   line on stderr, ``bpbc-screen: internal error: ...; please report it ...``;
@@ -291,6 +292,13 @@ def screen_command(
     except BrokenPipeError:
         _silence_stdout()
         raise typer.Exit(EXIT_BROKEN_PIPE) from None
+    except OSError as error:
+        if error.errno is None:
+            raise  # not the system's answer: an internal error
+        # reading errors are InputErrors already: writing failed (disk full, quota, file too large, I/O error)
+        where = f"{error.filename}: " if error.filename else ""
+        _error(f"{where}cannot write the outputs: {error.strerror or error}")
+        raise typer.Exit(EXIT_ERROR) from None
     except Terminated:
         _error("terminated (SIGTERM)")
         raise typer.Exit(EXIT_TERMINATED) from None

@@ -151,7 +151,7 @@ def _reading_threads(path, stream=None) -> int | None:
         except (OSError, ValueError):
             gzip = False
     else:
-        gzip = os.fspath(path).endswith(".gz")
+        gzip = os.fsdecode(path).endswith(".gz")
     return None if gzip else 0
 
 

@@ -493,6 +493,40 @@ def test_unexpected_exception_outside_the_run_exits_3(capsys, monkeypatch):
     assert bpbc.cli.EXIT_INTERNAL == 3
 
 
+def test_an_output_that_cannot_be_written_exits_1_subprocess(tmp_path):
+    """A full disk, as the file size limit makes it (EFBIG where ENOSPC would
+    come): the write fails mid-run. That is no bug of bpbc: one line, exit 1
+    (not 3), and nothing left behind."""
+    code = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000)); "
+            "from bpbc.cli import run; sys.argv[0] = 'bpbc-screen'; run()")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
+    out = tmp_path / "out"
+    out.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(EXAMPLES / "reads.fq.gz"), str(EXAMPLES / "adapters.fa"), "-t", "30",
+         "--device", "cpu", "--chunk-size", "500", "-o", str(out / "o.paf"), "--unmatched", str(out / "u.fq")],
+        capture_output=True, cwd=tmp_path, env=env, timeout=300,
+    )
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert err == "bpbc-screen: error: cannot write the outputs: File too large\n"
+    assert list(out.iterdir()) == []
+
+
+def test_a_write_error_in_process_exits_1(capsys, tmp_path, monkeypatch):
+    import errno
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    patch_stage(monkeypatch, "write", full)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", *every_output(tmp_path))
+    assert status == 1 and err == "bpbc-screen: error: cannot write the outputs: No space left on device\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("value,traceback_shown", [("1", True), ("0", False), ("", False)])
 def test_bpbc_debug_shows_the_traceback_of_an_internal_error(capsys, tmp_path, monkeypatch, value, traceback_shown):
     def fail():
