@@ -121,14 +121,7 @@ __global__ void __launch_bounds__(128) sw_screen(
                 lo = column[0];
                 hi = column[1];
                 va = column[2];
-            }
-            // a new group: column -1 and the gap states are 0. Behind a
-            // warp-wide test, so that the compiler's selects for the reset run
-            // only in the few columns where some lane starts a group, not in
-            // every column (measured: about 13 of 162 instructions per word)
-            const bool group_start = active && j == 0;
-            if (__any_sync(FULL_MASK, group_start)) {
-                if (group_start) {
+                if (j == 0) {  // a new group: column -1 and the gap states are 0
 #pragma unroll
                     for (int k = 0; k < B; ++k) {
                         best[k] = prev_in_h[k] = 0;
