@@ -201,12 +201,15 @@ def kernel_shape(target: CpuTarget | None = None) -> KernelShape:
 # ---------------------------------------------------------------- the generated kernel
 
 def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: bool = True,
-                     shape: KernelShape = KernelShape(), row: int = 0) -> list[str]:
+                     shape: KernelShape = KernelShape(), row: int = 0, rows: int = 1) -> list[str]:
     """Straight-line code of one cell (pattern row ``row`` of a pass, word
     w), every plane unrolled, the scoring constants folded in. Without
     ``track_best`` the cell keeps only the overflow flag (a first screening
-    pass needs nothing else). The flag goes into ``fl`` and the best into
-    ``bs0..``, which the pass loads and stores (``_pass_statements``).
+    pass needs nothing else). The flag goes into ``fl`` (stored by the pass,
+    ``_pass_statements``); the best planes ``bs0..`` are loaded by the pass's
+    first cell just before their first use and stored by its last cell right
+    after their last update (``rows`` cells per pass), so they hold no
+    registers during the rest of the cell.
 
     State lives in one flat array ``st``, read through the view ``rows`` of
     the rows of a pass and the row above, so every access is
@@ -330,8 +333,14 @@ def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
     for k in ks:
         emit(f"{slot('h', k)} = h{k}")
     if track_best:
+        if row == 0:
+            for k in ks:
+                emit(f"bs{k} = best[{k * words} + w]")
         greater("h", "bs", "g")
         select("bs", "h", "bs", "g")
+        if row == rows - 1:
+            for k in ks:
+                emit(f"best[{k * words} + w] = bs{k}")
     # Hoe = H - (open + ext), floored at 0 (always 0 when open + ext >= 2**b)
     if scoring.first_gap >= limit:
         for k in ks:
@@ -358,14 +367,9 @@ def _pass_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
                      rows: int) -> list[str]:
     """One pass of ``rows`` pattern rows over word w: the best planes and the
     flag are loaded once, carried through the rows' cells and stored once."""
-    words = shape.words
     lines = []
-    if track_best:
-        lines += [f"bs{k} = best[{k * words} + w]" for k in range(planes)]
     for row in range(rows):
-        lines += _cell_statements(planes, scoring, parity, track_best, shape, row)
-    if track_best:
-        lines += [f"best[{k * words} + w] = bs{k}" for k in range(planes)]
+        lines += _cell_statements(planes, scoring, parity, track_best, shape, row, rows)
     lines.append("flag[w] |= fl")
     return lines
 
