@@ -163,28 +163,27 @@ class KernelShape:
         return f"words={self.words} rows={self.rows} gates={self.gates} loads={self.loads}"
 
 
-#: the shape per instruction set. Measured (README, "CPU targets") on a
-#: 2-core Skylake-SP (AVX-512) with numba 0.68, kernel alone on one thread,
-#: 32768 reads of 150 bp against 128 bp, compiled for the machine and for
-#: haswell (AVX2), against the shape every target had before (16 words, one
-#: row, 3-input gates):
+#: the shape per instruction set (README, "CPU targets"). Measured on a
+#: 2-core Skylake-SP (AVX-512) with numba 0.68, compiled for the machine and
+#: for haswell (AVX2):
 #:
-#: * 'binary' gates: +4 to +12 % on AVX2 (189 -> 168 vector logic
-#:   instructions per 4 words at 5 planes, 18 -> 12 spill accesses) and +3 to
-#:   +10 % on AVX-512 (113 -> 108: LLVM fuses only a gate of the form
+#: * 'binary' gates: fewer vector instructions in the inner loop than the
+#:   3-input list of before on both targets (AVX2, 5 planes flag only: 230 ->
+#:   216, 18 -> 12 spill accesses; 6 planes with best: 352 -> 335; AVX-512:
+#:   157 -> 150 and 228 -> 214): LLVM fuses only a gate of the form
 #:   a op (b op c) into one vpternlogq, so a majority or a select takes two
-#:   either way, and the shared XORs save more than they cost);
-#: * 2 rows per pass: 0 to +7 %, but each kernel takes 2.5 times as long to
-#:   compile (12-16 s instead of 5-6.5 s), so one row; 4 rows with best spill
-#:   (4x slower on AVX2);
+#:   instructions either way, and the shared XORs save more than they cost;
+#: * 2 rows per pass: -3 to +7 % in the kernel, but each kernel takes 2.5
+#:   times as long to compile (12-16 s instead of 5-6.5 s), so one row; 3 rows
+#:   gained nothing more, 4 with best spill (4x slower on AVX2);
 #: * 8 words or fewer are not vectorised at all (LLVM's loop vectoriser wants
 #:   16 iterations when it must check the arrays for overlap at run time), 32
 #:   words gave nothing;
-#: * loads late or early: no difference (same spills in the assembly).
+#: * loads late or early: the same spills.
 #:
-#: The best shape measured was the same for both targets, so the table holds
-#: one shape; NEON and other targets were not measured and get it too (it is
-#: exact on any target: tests run every shape).
+#: The best shape measured was the same for both targets, so every entry
+#: holds it; NEON and other targets were not measured and get it too (every
+#: shape is exact on any target: the tests run several).
 SHAPES = {
     "avx512": KernelShape(16, 1, "binary", "early"),
     "avx2": KernelShape(16, 1, "binary", "early"),
