@@ -145,7 +145,7 @@ def _sized(n_target, n_step, cells_per_instance, rate, budget_s):
 
 def table2_rows(lengths, n_target, m, repeats, use_gpu, budgets, advance, cores) -> list[dict]:
     from bpbc.alphabet import encode_pattern
-    from bpbc.cpu_engine import LANES, CpuEngine
+    from bpbc.cpu_engine import CpuEngine
     from bpbc.scoring import Scoring, score_planes
 
     scoring = Scoring()
@@ -156,7 +156,7 @@ def table2_rows(lengths, n_target, m, repeats, use_gpu, budgets, advance, cores)
     cpu = CpuEngine()
     rates: dict[str, float | None] = {}
     methods = ["bpbc_cpu", "parasail_sat"] + (["gpu_wordwise", "bpbc_gpu"] if use_gpu else [])
-    steps = {"bpbc_cpu": LANES * cores, "parasail_sat": 64 * cores, "gpu_wordwise": 4096, "bpbc_gpu": n_target}
+    steps = {"bpbc_cpu": cpu.lanes * cores, "parasail_sat": 64 * cores, "gpu_wordwise": 4096, "bpbc_gpu": n_target}
     rows = []
     for length in lengths:
         cells = length * m
@@ -336,8 +336,12 @@ def library_rows(n, length, repeats, cores) -> list[dict]:
     """The library call ``bpbc.screen`` (encoding, both passes, traceback of
     the hits, dense scores: all of it) on n reads against one 128 bp pattern,
     forward strand, T = 40, beside parasail's striped saturating SW on the
-    same reads with the same threads, in the same run."""
+    same reads with the same threads, in the same run: the repeats of the
+    three methods are interleaved, so a slower spell of a shared machine falls
+    on all of them. Every row says which numba CPU target the process compiled
+    for and the kernel shape it chose (``cpu_target``, ``kernel_shape``)."""
     import bpbc
+    from bpbc.cpu_engine import cpu_target, kernel_shape
     from bpbc.scoring import Scoring
 
     rng = np.random.default_rng(8)
@@ -345,22 +349,91 @@ def library_rows(n, length, repeats, cores) -> list[dict]:
     reads = codes_to_strings(random_codes(rng, n, length))
     for k in range(0, n, 50):  # some hits, so the traceback is in the time too
         reads[k] = reads[k][:10] + pattern[:100] + reads[k][110:]
-    screen = median_seconds_cpu(lambda: bpbc.screen(reads, [pattern], threshold=40, strand="forward", device="cpu",
-                                                    threads=cores), repeats)
-    parasail = median_seconds_cpu(lambda: parasail_scores(reads, pattern, Scoring(), cores), repeats)
     # parasail's own speed without its per-call cost: the same cells as reads 32 times longer
     long_reads = ["".join(reads[k:k + 32]) for k in range(0, n, 32)]
-    parasail_long = median_seconds_cpu(lambda: parasail_scores(long_reads, pattern, Scoring(), cores), repeats)
+    calls = {
+        "bpbc.screen": lambda: bpbc.screen(reads, [pattern], threshold=40, strand="forward", device="cpu",
+                                           threads=cores),
+        "parasail_sat": lambda: parasail_scores(reads, pattern, Scoring(), cores),
+        "parasail_sat reads joined 32 to 1": lambda: parasail_scores(long_reads, pattern, Scoring(), cores),
+    }
+    times = {method: [] for method in calls}
+    for call in calls.values():  # warm-up: compilation, caches
+        call()
+    for _ in range(max(1, repeats)):
+        for method, call in calls.items():
+            start = time.perf_counter()
+            call()
+            times[method].append(time.perf_counter() - start)
+    seconds = {method: float(np.median(values)) for method, values in times.items()}
+    parasail, parasail_long = seconds["parasail_sat"], seconds["parasail_sat reads joined 32 to 1"]
+    target = cpu_target()
     cells = n * length * 128
     rows = []
-    for method, seconds in (("bpbc.screen", screen), ("parasail_sat", parasail),
-                            ("parasail_sat reads joined 32 to 1", parasail_long)):
+    for method, value in seconds.items():
         rows.append({"case": "library_single_128", "method": method, "pattern_length": 128, "read_length": length,
                      "instances": n, "threshold": 40, "strands": "forward", "basis": "measured",
-                     "seconds": f"{seconds:.6g}", "gcups": f"{cells / seconds / 1e9:.4g}",
-                     "gcups_per_core": f"{cells / seconds / 1e9 / cores:.4g}", "reference_method": "parasail_sat",
-                     "ratio_to_reference": f"{parasail / seconds:.4f}",
-                     "ratio_to_parasail_joined_reads": f"{parasail_long / seconds:.4f}"})
+                     "seconds": f"{value:.6g}", "gcups": f"{cells / value / 1e9:.4g}",
+                     "gcups_per_core": f"{cells / value / 1e9 / cores:.4g}", "reference_method": "parasail_sat",
+                     "ratio_to_reference": f"{parasail / value:.4f}",
+                     "ratio_to_parasail_joined_reads": f"{parasail_long / value:.4f}",
+                     "repeats": len(times[method]), "seconds_all": " ".join(f"{t:.4g}" for t in times[method]),
+                     "cpu_target": target.label, "kernel_shape": str(kernel_shape(target))})
+    return rows
+
+
+#: numba CPU targets the library row runs under besides the machine's own
+#: ("native"): an AVX2 machine, as numba compiles for one when told so
+#: (numba's NUMBA_CPU_NAME and NUMBA_CPU_FEATURES); x86-64 hosts only
+EMULATED_TARGETS = {
+    "haswell": {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": "+avx2,+fma,+bmi2,+popcnt,+sse4.2"},
+}
+
+
+def cpu_targets() -> dict[str, dict[str, str]]:
+    """Target name -> the environment that selects it, for this host."""
+    import platform
+
+    targets = {"native": {}}
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        targets.update(EMULATED_TARGETS)
+    return targets
+
+
+_LIBRARY_CHILD = ("import json, sys\n"
+                  "from bench.sw_bench import library_rows\n"
+                  "print(json.dumps(library_rows(*map(int, sys.argv[1:]))))\n")
+
+
+def library_target_rows(n, length, repeats, cores, targets=None) -> list[dict]:
+    """``library_rows`` once per numba CPU target (``cpu_targets()``), each in
+    a process of its own with kernel caches of its own (fresh directories for
+    ``BPBC_CACHE_DIR`` and ``NUMBA_CACHE_DIR``), so nothing compiled for one
+    target is reused by another; each row's ratio to parasail comes from its
+    own process. Rows get ``cpu_target_name`` (native, haswell, ...)."""
+    import json
+
+    rows = []
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="bpbc-bench-targets-") as caches:
+        for name, settings in (targets or cpu_targets()).items():
+            env = {key: value for key, value in os.environ.items()
+                   if key not in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")}
+            env.update(settings, BPBC_CACHE_DIR=os.path.join(caches, name, "bpbc"),
+                       NUMBA_CACHE_DIR=os.path.join(caches, name, "numba"))
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(root), env.get("PYTHONPATH"))))
+            try:
+                done = subprocess.run([sys.executable, "-c", _LIBRARY_CHILD, str(n), str(length), str(repeats),
+                                       str(cores)], env=env, cwd=root, capture_output=True, text=True, check=True)
+                for row in json.loads(done.stdout.strip().splitlines()[-1]):
+                    rows.append({**row, "cpu_target_name": name})
+            except (subprocess.CalledProcessError, ValueError, IndexError) as error:
+                detail = getattr(error, "stderr", "") or ""
+                rows.append({"case": "library_single_128", "cpu_target_name": name, "basis": "error",
+                             "error": error_text(RuntimeError(f"{error}: {detail[-200:]}"))})
+            say(f"bench sw: library row, target {name}: "
+                + ", ".join(f"{r.get('method')} {r.get('seconds')} s (x{r.get('ratio_to_reference')})"
+                            for r in rows if r.get("cpu_target_name") == name))
     return rows
 
 
@@ -535,7 +608,7 @@ def e2e_patterns() -> dict:
 
 def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, check_cpu=False, pairs_reads=1 << 20,
         stream_reads=(), stream_device="cpu"):
-    from bpbc.cpu_engine import LANES
+    from bpbc.cpu_engine import CpuEngine
 
     cores = os.cpu_count() or 1
     reason = "--quick: CPU only" if quick else gpu_unavailable()
@@ -544,7 +617,7 @@ def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, chec
         say(f"bench sw: GPU part skipped ({reason})")
     rows = []
     if quick:
-        lengths, n_target, budgets = [256, 512], LANES * cores, dict.fromkeys(("bpbc_cpu", "parasail_sat"), 5.0)
+        lengths, n_target, budgets = [256, 512], CpuEngine().lanes * cores, dict.fromkeys(("bpbc_cpu", "parasail_sat"), 5.0)
         screen_args = dict(read_counts=[], panel_counts=[], cpu_counts=[4096], panel_size=20)
         e2e = [("single_128", 2000, "cpu")]
     else:
@@ -568,7 +641,10 @@ def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, chec
         if "table2" in parts:
             rows += table2_rows(lengths, n_target, 128, repeats, use_gpu, budgets, advance, cores)
         if "library" in parts:
-            rows += library_rows(4096 if quick else 40_000, 150, repeats, cores)
+            if quick:  # in this process, on its target: no per-target compilation in CI
+                rows += [{**row, "cpu_target_name": "current"} for row in library_rows(4096, 150, repeats, cores)]
+            else:
+                rows += library_target_rows(40_000, 150, repeats, cores)
         if "screen" in parts:
             rows += screening_rows(length=150, repeats=repeats, use_gpu=use_gpu, advance=advance, cores=cores,
                                    **screen_args)

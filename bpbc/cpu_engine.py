@@ -1,17 +1,21 @@
 """Bit-sliced Smith-Waterman on the CPU (numba), 64 instances per uint64 word.
 
-Instances are grouped into superblocks of ``WORDS`` words (1024 lanes); the
-innermost loop of the kernel runs over those words, so LLVM turns every
-bit-plane operation into AVX-512 (or AVX2) instructions over all of them and
-fuses 3-input logic into ``vpternlogq``, the CPU's LOP3.
+Instances are grouped into superblocks of ``words`` words (16: 1024 lanes);
+the innermost loop of the kernel runs over those words, so LLVM turns every
+bit-plane operation into vector instructions over all of them (AVX-512,
+AVX2, NEON, whatever numba compiles for).
 
 The kernel is generated per plane count b and scoring: straight-line code per
 bit plane keeps every plane in a register, and the scoring constants are
 folded into the logic at generation time (a constant bit turns an adder or
 subtractor stage into a cheaper one; with the constants as run-time masks the
-kernel needs about 1.5x the time). Every statement has at most three inputs,
-so each becomes one ``vpternlogq``. Kernels are serial and release the GIL;
-a thread pool runs them over slices of superblocks. numba caches them on disk.
+kernel needs about 1.5x the time). Its layout, the :class:`KernelShape`
+(words per superblock, pattern rows per pass of the word loop, the form of
+the gate list), is chosen per target (:func:`cpu_target`, read from numba's
+configuration at first use, never at import), and the generated source and
+its cache file are keyed by the target. Kernels are serial and release the
+GIL; a thread pool runs them over slices of superblocks. numba caches them on
+disk.
 
 The cell update, in saturation-free form (see README, "Exactness of the
 screen"):
@@ -33,6 +37,7 @@ import os
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
@@ -42,50 +47,222 @@ from .engines import in_input_order, length_order
 from .scoring import Scoring
 
 WORD_BITS = 64
-WORDS = 16  #: words per superblock: two 512-bit vectors
-LANES = WORD_BITS * WORDS
 #: IUPAC base sets are 4-bit masks (bpbc.alphabet); a column's match words are
 #: tabulated for all 16 so a pattern row finds its own with one load
 MASK_CODES = 16
 
 
-def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: bool = True) -> list[str]:
-    """Straight-line code of one cell (row r, word w), every plane unrolled,
-    the scoring constants folded in. Without ``track_best`` the cell keeps
-    only the overflow flag (a first screening pass needs nothing else).
+# ---------------------------------------------------------------- targets and kernel shapes
+
+#: LLVM CPU names whose default features include AVX-512 (F and VL): 32 vector
+#: registers and vpternlogq, unless the features say -avx512f
+_AVX512_CPUS = frozenset((
+    "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client", "icelake-server", "tigerlake",
+    "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d", "diamondrapids",
+    "znver4", "znver5", "x86-64-v4",
+))
+
+
+@dataclass(frozen=True)
+class CpuTarget:
+    """The machine numba compiles for: LLVM's CPU name and feature string as
+    numba passes them (``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES``, else the
+    host's), and the machine architecture."""
+
+    name: str
+    features: str
+    arch: str
+
+    def _feature(self, feature: str) -> bool | None:
+        """True/False where the feature string says +feature/-feature, else None."""
+        flags = {item[1:]: item[0] == "+" for item in self.features.split(",") if item and item[0] in "+-"}
+        return flags.get(feature)
+
+    @property
+    def isa(self) -> str:
+        """'avx512' (32 registers, 3-input logic), 'avx2' (16 registers of 256
+        bits), 'neon' (aarch64: 32 registers of 128 bits, bit select), or
+        'generic' (anything else: assume 16 registers of 128 bits)."""
+        if self.arch in ("x86_64", "amd64", "i386", "i686"):
+            avx512 = self._feature("avx512f")
+            if avx512 is None:
+                avx512 = self.name in _AVX512_CPUS
+            if avx512 and self._feature("avx512vl") is not False:
+                return "avx512"
+            avx2 = self._feature("avx2")
+            if avx2 or (avx2 is None and (self.name in _AVX2_CPUS or self.name in _AVX512_CPUS)):
+                return "avx2"
+            return "generic"
+        if self.arch in ("aarch64", "arm64"):
+            return "neon"
+        return "generic"
+
+    @property
+    def key(self) -> str:
+        """Short name for cache files: architecture, CPU and a digest of the features."""
+        digest = hashlib.sha1(self.features.encode()).hexdigest()[:8]
+        return f"{self.arch}-{self.name}-{digest}".replace("/", "_")
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.arch}, {self.isa})"
+
+
+#: LLVM CPU names with AVX2 by default (besides the AVX-512 ones)
+_AVX2_CPUS = frozenset((
+    "haswell", "broadwell", "skylake", "kabylake", "coffeelake", "cometlake", "alderlake", "raptorlake",
+    "meteorlake", "arrowlake", "arrowlake-s", "lunarlake", "pantherlake", "gracemont", "sierraforest",
+    "grandridge", "clearwaterforest", "bdver4", "znver1", "znver2", "znver3", "x86-64-v3",
+))
+
+
+@cache
+def cpu_target() -> CpuTarget:
+    """The target numba compiles this process's kernels for (read once)."""
+    import llvmlite.binding as ll
+    from numba.core import config
+    from numba.core.codegen import get_host_cpu_features
+
+    name = config.CPU_NAME or ll.get_host_cpu_name()
+    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else get_host_cpu_features()
+    arch = ll.get_process_triple().split("-")[0].lower()
+    return CpuTarget(name, features or "", arch)
+
+
+@dataclass(frozen=True)
+class KernelShape:
+    """How the generated kernel is laid out for a target.
+
+    * ``words``: 64-bit words per superblock, the trip count of the loop that
+      LLVM vectorises (``words * 64`` instances per superblock);
+    * ``rows``: pattern rows computed per pass of that loop (F goes from one
+      row to the next in registers, the flag and best are loaded and stored
+      once per pass);
+    * ``gates``: 'ternary' writes every gate as one 3-input function with no
+      shared inner node, so LLVM fuses each into one vpternlogq (AVX-512);
+      'binary' shares the XORs of a comparator with its select and keeps NOTs
+      out, for machines with 2-input logic only (AVX2, NEON, ...);
+    * ``loads``: 'early' loads all of a cell's inputs first, 'late' loads each
+      just before its first use (shorter live ranges for 16 registers).
+    """
+
+    words: int = 16
+    rows: int = 1
+    gates: str = "ternary"
+    loads: str = "early"
+
+    def __post_init__(self):
+        if self.words < 1 or self.rows < 1 or self.gates not in ("ternary", "binary") \
+                or self.loads not in ("early", "late"):
+            raise ValueError(f"bad kernel shape {self}")
+
+    @property
+    def lanes(self) -> int:
+        return self.words * WORD_BITS
+
+    def __str__(self) -> str:
+        return f"words={self.words} rows={self.rows} gates={self.gates} loads={self.loads}"
+
+
+#: the shape per instruction set (README, "CPU targets"). Measured on a
+#: 2-core Skylake-SP (AVX-512) with numba 0.68, compiled for the machine and
+#: for haswell (AVX2):
+#:
+#: * 'binary' gates: fewer vector instructions in the inner loop than the
+#:   3-input list of before on both targets (AVX2, 5 planes flag only: 230 ->
+#:   216, 18 -> 12 spill accesses; 6 planes with best: 352 -> 335; AVX-512:
+#:   157 -> 150 and 228 -> 214): LLVM fuses only a gate of the form
+#:   a op (b op c) into one vpternlogq, so a majority or a select takes two
+#:   instructions either way, and the shared XORs save more than they cost;
+#: * 2 rows per pass: -3 to +7 % in the kernel, but each kernel takes 2.5
+#:   times as long to compile (12-16 s instead of 5-6.5 s), so one row; 3 rows
+#:   gained nothing more, 4 with best spill (4x slower on AVX2);
+#: * 8 words or fewer are not vectorised at all (LLVM's loop vectoriser wants
+#:   16 iterations when it must check the arrays for overlap at run time), 32
+#:   words gave nothing;
+#: * loads late or early: the same spills.
+#:
+#: The best shape measured was the same for both targets, so every entry
+#: holds it; NEON and other targets were not measured and get it too (every
+#: shape is exact on any target: the tests run several).
+SHAPES = {
+    "avx512": KernelShape(16, 1, "binary", "early"),
+    "avx2": KernelShape(16, 1, "binary", "early"),
+    "neon": KernelShape(16, 1, "binary", "early"),
+    "generic": KernelShape(16, 1, "binary", "early"),
+}
+
+
+def kernel_shape(target: CpuTarget | None = None) -> KernelShape:
+    """The kernel shape for ``target`` (default: this process's)."""
+    return SHAPES[(target or cpu_target()).isa]
+
+
+# ---------------------------------------------------------------- the generated kernel
+
+def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: bool = True,
+                     shape: KernelShape = KernelShape(), row: int = 0, rows: int = 1) -> list[str]:
+    """Straight-line code of one cell (pattern row ``row`` of a pass, word
+    w), every plane unrolled, the scoring constants folded in. Without
+    ``track_best`` the cell keeps only the overflow flag (a first screening
+    pass needs nothing else). The flag goes into ``fl`` (stored by the pass,
+    ``_pass_statements``); the best planes ``bs0..`` are loaded by the pass's
+    first cell just before their first use and stored by its last cell right
+    after their last update (``rows`` cells per pass), so they hold no
+    registers during the rest of the cell.
 
     State lives in one flat array ``st``, read through the view ``rows`` of
-    rows r-1 and r, so every access is ``rows[CONSTANT + w]``: LLVM then
-    proves the words independent and vectorises the ``w`` loop with no
-    run-time alias checks (which a trip count this short would forbid). Row r
-    (row 0 is a zero row above the pattern) holds 4b slots of WORDS words: H
-    of even columns, H of odd columns, E of this column, F of this column.
-    ``parity`` is the column's parity: H[r][j-1] sits in the other H slot and
-    H[r][j] overwrites it, so the diagonal H[r-1][j-1] is still there one row
-    up.
+    the rows of a pass and the row above, so every access is
+    ``rows[CONSTANT + w]``: LLVM then proves the words independent and
+    vectorises the ``w`` loop. Row r (row 0 is a zero row above the pattern)
+    holds 4b slots of ``words`` words: H of even columns, H of odd columns, E
+    of this column, F of this column. ``parity`` is the column's parity:
+    H[r][j-1] sits in the other H slot and H[r][j] overwrites it, so the
+    diagonal H[r-1][j-1] is still there one row up. F of the row above was
+    stored by the previous cell of the pass (LLVM forwards it in a register).
     """
     b = planes
     ks = range(b)
     limit = 1 << b
+    words = shape.words
+    ternary = shape.gates == "ternary"
     lines = []
     emit = lines.append
     slots = {"h": parity * b, "h_left": (1 - parity) * b, "e": 2 * b, "f": 3 * b}
 
     def slot(kind, k, row_above=False):
-        # ``rows`` is the view of rows r-1 and r: constant offsets, no signs
-        offset = (slots[kind] + k) * WORDS + (0 if row_above else 4 * b * WORDS)
+        # ``rows`` is the view of rows r0-1 .. r0+R-1: constant offsets, no signs
+        offset = (slots[kind] + k) * words + (row + (0 if row_above else 1)) * 4 * b * words
         return f"rows[{offset} + w]"
 
-    def greater(x, y, out):
+    loaded = set()
+
+    def load(name, kind, k, row_above=False):
+        if shape.loads == "late" and (name, k) not in loaded:
+            loaded.add((name, k))
+            emit(f"{name}{k} = {slot(kind, k, row_above)}")
+
+    def greater(x, y, out, load_x=None, load_y=None):
         # out = all-ones in lanes where x > y, from the lowest plane up
-        emit(f"{out} = {x}0 & ~{y}0")
-        for k in range(1, b):
-            emit(f"{out} = ({x}{k} & ~{y}{k}) | (~({x}{k} ^ {y}{k}) & {out})")
+        for k in ks:
+            if load_x:
+                load_x(k)
+            if load_y:
+                load_y(k)
+            if not ternary:
+                emit(f"{x}x{y}{k} = {x}{k} ^ {y}{k}")
+            if k == 0:
+                emit(f"{out} = {x}0 & ~{y}0")
+            elif ternary:  # majority(x, ~y, out): one 3-input gate, no inner node shared
+                emit(f"{out} = ({x}{k} & ~{y}{k}) | ({out} & ({x}{k} | ~{y}{k}))")
+            else:  # x where the bits differ, else the lower planes' verdict
+                emit(f"{out} = {out} ^ (({out} ^ {x}{k}) & {x}x{y}{k})")
 
     def select(dst, x, y, mask):
         # dst = mask ? x : y
         for k in ks:
-            emit(f"{dst}{k} = {y}{k} ^ (({x}{k} ^ {y}{k}) & {mask})")
+            xor = f"({x}{k} ^ {y}{k})" if ternary else f"{x}x{y}{k}"
+            emit(f"{dst}{k} = {y}{k} ^ ({xor} & {mask})")
 
     def subtract(dst, x, const, borrow) -> bool:
         """dst = x - const (mod 2**b), 0 < const < 2**b; ``borrow`` becomes
@@ -106,18 +283,24 @@ def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
                 emit(f"{borrow} = ~{x}{k} & {borrow}")
         return live
 
-    emit("m = row_match[w]")
-    for k in ks:
-        emit(f"hd{k} = {slot('h_left', k, row_above=True)}")
-        emit(f"e{k} = {slot('e', k)}")
-        emit(f"f{k} = {slot('f', k, row_above=True)}")
+    emit(f"m = m{row}[w]")
+    if shape.loads == "early":
+        for k in ks:
+            emit(f"hd{k} = {slot('h_left', k, row_above=True)}")
+            emit(f"e{k} = {slot('e', k)}")
+            emit(f"f{k} = {slot('f', k, row_above=True)}")
     # diag = hd + s, s = m ? ma : 2**b - mi (mod 2**b): per plane the addend
     # is a constant or m or ~m, so each stage is at most two 3-input gates
     add_match, add_mismatch = scoring.match % limit, (limit - scoring.mismatch) % limit
+    addends = [{(1, 1): "ones", (1, 0): "m", (0, 1): "~m", (0, 0): None}[
+        ((add_match >> k) & 1, (add_mismatch >> k) & 1)] for k in ks]
+    if not ternary and "~m" in addends:
+        emit("nm = ~m")
+        addends = ["nm" if a == "~m" else a for a in addends]
     carry = None  # None: known zero
     for k in ks:
-        addend = {(1, 1): "ones", (1, 0): "m", (0, 1): "~m", (0, 0): None}[
-            ((add_match >> k) & 1, (add_mismatch >> k) & 1)]
+        load("hd", "h_left", k, row_above=True)
+        addend = addends[k]
         if addend is None:
             emit(f"d{k} = hd{k}" if carry is None else f"d{k} = hd{k} ^ c")
             if carry is not None:
@@ -129,28 +312,35 @@ def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
         elif addend == "ones":
             emit(f"d{k} = ~(hd{k} ^ c)")
             emit(f"c = hd{k} | c")
-        else:
+        elif ternary:
             emit(f"d{k} = hd{k} ^ {addend} ^ c")
-            emit(f"c = (hd{k} & {addend}) | (c & (hd{k} ^ {addend}))")
+            emit(f"c = (hd{k} & {addend}) | (c & (hd{k} | {addend}))")
+        else:
+            emit(f"p = hd{k} ^ {addend}")
+            emit(f"d{k} = p ^ c")
+            emit(f"c = (hd{k} & {addend}) | (c & p)")
     carry_out = carry or "z"
     # a match that carries out: true score >= 2**b, the lane passes
-    emit("flag[w] |= m" if scoring.match >= limit else f"flag[w] |= m & {carry_out}")
+    over = "m" if scoring.match >= limit else f"m & {carry_out}"
+    emit(f"fl = {over}" if row == 0 else f"fl |= {over}")
     # a mismatch that went below 0 is dropped
     emit(f"dok = m | {carry_out}" if scoring.mismatch < limit else "dok = m")
-    greater("d", "e", "g")
+    greater("d", "e", "g", load_y=lambda k: load("e", "e", k))
     emit("g &= dok")
     select("t", "d", "e", "g")
-    greater("t", "f", "g")
+    greater("t", "f", "g", load_y=lambda k: load("f", "f", k, row_above=True))
     select("h", "t", "f", "g")
     for k in ks:
         emit(f"{slot('h', k)} = h{k}")
     if track_best:
-        for k in ks:
-            emit(f"bs{k} = best[{k * WORDS} + w]")
+        if row == 0:
+            for k in ks:
+                emit(f"bs{k} = best[{k * words} + w]")
         greater("h", "bs", "g")
         select("bs", "h", "bs", "g")
-        for k in ks:
-            emit(f"best[{k * WORDS} + w] = bs{k}")
+        if row == rows - 1:
+            for k in ks:
+                emit(f"best[{k * words} + w] = bs{k}")
     # Hoe = H - (open + ext), floored at 0 (always 0 when open + ext >= 2**b)
     if scoring.first_gap >= limit:
         for k in ks:
@@ -173,7 +363,18 @@ def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
     return lines
 
 
-def _match_table_statements() -> list[str]:
+def _pass_statements(planes: int, scoring: Scoring, parity: int, track_best: bool, shape: KernelShape,
+                     rows: int) -> list[str]:
+    """One pass of ``rows`` pattern rows over word w: the best planes and the
+    flag are loaded once, carried through the rows' cells and stored once."""
+    lines = []
+    for row in range(rows):
+        lines += _cell_statements(planes, scoring, parity, track_best, shape, row, rows)
+    lines.append("flag[w] |= fl")
+    return lines
+
+
+def _match_table_statements(words: int) -> list[str]:
     """Per column and word: the match word of each of the 16 base-set masks."""
     lines = [
         "lo = cols[s, j, 0, w]",
@@ -186,17 +387,19 @@ def _match_table_statements() -> list[str]:
     ]
     for mask in range(MASK_CODES):
         terms = " | ".join(f"base{base}" for base in range(4) if mask >> base & 1) or "z"
-        lines.append(f"match_table[{mask * WORDS} + w] = {terms}")
+        lines.append(f"match_table[{mask * words} + w] = {terms}")
     return lines
 
 
 _KERNEL_TEMPLATE = """\
-# generated by bpbc.cpu_engine for {planes} bit planes, {scoring}, track_best={track_best}; do not edit
+# generated by bpbc.cpu_engine for {planes} bit planes, {scoring}, track_best={track_best},
+# target {target}, shape {shape}; do not edit
 import numpy as np
 from numba import njit
 
 WORDS = {words}
 ROW = {row}
+ROWS = {rows}
 
 
 @njit(cache=True, nogil=True)
@@ -217,20 +420,21 @@ def sw_kernel(cols, block_length, pattern_codes, pattern_start, task_block, task
         st[:(m_rows + 1) * ROW] = 0
         best[:] = 0
         flag[:] = 0
+        full = m_rows - m_rows % ROWS
         for j in range(block_length[s]):
             for w in range(WORDS):
 {match_table}
             even = j % 2 == 0
-            for r in range(1, m_rows + 1):
-                rows = st[(r - 1) * ROW:(r + 1) * ROW]
-                offset = pattern_codes[first + r - 1] * WORDS
-                row_match = match_table[offset:offset + WORDS]
+            for r in range(1, full + 1, ROWS):
+                rows = st[(r - 1) * ROW:(r + ROWS) * ROW]
+{pass_views}
                 if even:
                     for w in range(WORDS):
-{even_cell}
+{even_pass}
                 else:
                     for w in range(WORDS):
-{odd_cell}
+{odd_pass}
+{remainder}
         for k in range(out_best.shape[1]):
             for w in range(WORDS):
                 out_best[t, k, w] = best[k * WORDS + w]
@@ -238,18 +442,46 @@ def sw_kernel(cols, block_length, pattern_codes, pattern_start, task_block, task
             out_flag[t, w] = flag[w]
 """
 
+_REMAINDER_TEMPLATE = """\
+            for r in range(full + 1, m_rows + 1):
+                rows = st[(r - 1) * ROW:(r + 1) * ROW]
+{views}
+                if even:
+                    for w in range(WORDS):
+{even_pass}
+                else:
+                    for w in range(WORDS):
+{odd_pass}
+"""
 
-def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = True) -> str:
-    """Python source of the numba kernel for ``planes`` bit planes and ``scoring``."""
+
+def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = True,
+                            shape: KernelShape = KernelShape(), target: str = "") -> str:
+    """Python source of the numba kernel for ``planes`` bit planes and ``scoring``, laid out by ``shape``."""
     def indented(lines, depth):
         return "\n".join(" " * depth + line for line in lines)
 
+    def views(count):
+        lines = []
+        for i in range(count):
+            lines.append(f"o{i} = pattern_codes[first + r - 1 + {i}] * WORDS")
+            lines.append(f"m{i} = match_table[o{i}:o{i} + WORDS]")
+        return indented(lines, 16)
+
+    def passes(count):
+        return {parity: indented(_pass_statements(planes, scoring, parity, track_best, shape, count), 24)
+                for parity in (0, 1)}
+
+    full = passes(shape.rows)
+    remainder = ""
+    if shape.rows > 1:
+        one = passes(1)
+        remainder = _REMAINDER_TEMPLATE.format(views=views(1), even_pass=one[0], odd_pass=one[1])
     return _KERNEL_TEMPLATE.format(
-        planes=planes, scoring=scoring, track_best=track_best, words=WORDS, row=4 * planes * WORDS,
-        mask_codes=MASK_CODES,
-        match_table=indented(_match_table_statements(), 16),
-        even_cell=indented(_cell_statements(planes, scoring, 0, track_best), 24),
-        odd_cell=indented(_cell_statements(planes, scoring, 1, track_best), 24),
+        planes=planes, scoring=scoring, track_best=track_best, target=target, shape=shape,
+        words=shape.words, row=4 * planes * shape.words, rows=shape.rows, mask_codes=MASK_CODES,
+        match_table=indented(_match_table_statements(shape.words), 16),
+        pass_views=views(shape.rows), even_pass=full[0], odd_pass=full[1], remainder=remainder.rstrip("\n"),
     )
 
 
@@ -269,10 +501,14 @@ def _cache_dir() -> str:
 
 
 @cache
-def kernel(planes: int, scoring: Scoring, track_best: bool = True):
-    """The compiled kernel for ``planes`` bit planes and ``scoring`` (generated on first use)."""
-    source = _generate_kernel_source(planes, scoring, track_best)
-    digest = hashlib.sha1(source.encode()).hexdigest()[:12]
+def kernel(planes: int, scoring: Scoring, track_best: bool = True, shape: KernelShape | None = None):
+    """The compiled kernel for ``planes`` bit planes and ``scoring``, laid
+    out by ``shape`` (default: the one for this process's target), generated
+    on first use. The source and its cache file are keyed by the target."""
+    target = cpu_target()
+    shape = shape or kernel_shape(target)
+    source = _generate_kernel_source(planes, scoring, track_best, shape, target.label)
+    digest = hashlib.sha1(f"{target.key}\n{source}".encode()).hexdigest()[:12]
     name = f"bpbc_sw_cpu_b{planes}_{digest}"
     path = os.path.join(_cache_dir(), name + ".py")
     if not os.path.exists(path):
@@ -289,14 +525,16 @@ def kernel(planes: int, scoring: Scoring, track_best: bool = True):
 
 @njit(parallel=True, cache=True, nogil=True)
 def _to_superblocks(planes, cols):
-    """cols[s, j, p, w] = planes[s * WORDS + w, j, p] (zero past the last group):
-    one superblock column becomes contiguous for the kernel's vector loads."""
+    """cols[s, j, p, w] = planes[s * words + w, j, p] (zero past the last
+    group; words = cols.shape[3]): one superblock column becomes contiguous
+    for the kernel's vector loads."""
     groups = planes.shape[0]
+    words = cols.shape[3]
     for s in prange(cols.shape[0]):
         for j in range(cols.shape[1]):
             for p in range(3):
-                for w in range(WORDS):
-                    g = s * WORDS + w
+                for w in range(words):
+                    g = s * words + w
                     if g < groups:
                         cols[s, j, p, w] = planes[g, j, p]
                     else:
@@ -305,9 +543,10 @@ def _to_superblocks(planes, cols):
 
 class PreparedReads:
     """Reads in a given order (by default sorted by length), bit-transposed
-    into superblock columns. Lane ``i`` of the layout is read ``order[i]``."""
+    into superblock columns of ``words`` words. Lane ``i`` of the layout is
+    read ``order[i]``."""
 
-    def __init__(self, codes: np.ndarray, lengths: np.ndarray, order: np.ndarray | None = None):
+    def __init__(self, codes: np.ndarray, lengths: np.ndarray, order: np.ndarray | None = None, words: int = 16):
         from transpose import pack_codes
 
         self.order = length_order(lengths) if order is None else order
@@ -318,12 +557,14 @@ class PreparedReads:
         ordered_codes = codes if same else codes[self.order]
         planes = pack_codes(ordered_codes, word_bits=WORD_BITS)  # (G, L, 3)
         groups, width = planes.shape[0], planes.shape[1]
-        blocks = -(-groups // WORDS)
-        self.cols = np.empty((blocks, width, 3, WORDS), dtype=np.uint64)
+        blocks = -(-groups // words)
+        self.words = words
+        self.cols = np.empty((blocks, width, 3, words), dtype=np.uint64)
         _to_superblocks(planes, self.cols)
-        padded = np.zeros(blocks * LANES, dtype=np.int64)
+        lanes = words * WORD_BITS
+        padded = np.zeros(blocks * lanes, dtype=np.int64)
         padded[:self.n] = ordered_lengths
-        self.block_length = padded.reshape(blocks, LANES).max(axis=1) if blocks else np.zeros(0, np.int64)
+        self.block_length = padded.reshape(blocks, lanes).max(axis=1) if blocks else np.zeros(0, np.int64)
 
     @property
     def blocks(self) -> int:
@@ -345,6 +586,9 @@ class CpuEngine:
     Every call takes a :class:`~bpbc.patterns.PatternTable` and runs all its
     oriented patterns against all superblocks of reads as one list of
     (superblock, pattern) tasks, spread over a thread pool.
+
+    ``shape`` lays the kernel out (default: ``kernel_shape()``, the shape for
+    the CPU numba compiles for, looked up on first use, not at import).
     """
 
     name = "cpu"
@@ -357,26 +601,45 @@ class CpuEngine:
     #: what running out of memory raises (the Screener then splits the batch)
     out_of_memory = (MemoryError,)
 
-    def __init__(self, threads: int | None = None):
+    def __init__(self, threads: int | None = None, shape: KernelShape | None = None):
         self.threads = threads
+        self._shape = shape
+
+    @property
+    def shape(self) -> KernelShape:
+        if self._shape is None:
+            self._shape = kernel_shape()
+        return self._shape
+
+    @property
+    def words(self) -> int:
+        """64-bit words per superblock."""
+        return self.shape.words
+
+    @property
+    def lanes(self) -> int:
+        """Instances per superblock."""
+        return self.shape.lanes
 
     def release_memory(self) -> None:
         """Nothing to hand back: numpy frees arrays as they die."""
 
     def prepare(self, codes: np.ndarray, lengths: np.ndarray) -> PreparedReads:
-        return PreparedReads(codes, lengths)
+        return PreparedReads(codes, lengths, words=self.words)
 
     def _run(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, task_block, task_pattern,
              track_best: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """Best planes (T, planes or 0, WORDS) and flags (T, WORDS) of every task."""
+        """Best planes (T, planes or 0, words) and flags (T, words) of every task."""
         from numba import get_num_threads
 
+        if prepared.words != self.words:
+            raise ValueError(f"reads prepared in superblocks of {prepared.words} words, the kernel takes {self.words}")
         tasks = len(task_block)
-        best = np.zeros((tasks, planes if track_best else 0, WORDS), dtype=np.uint64)
-        flag = np.zeros((tasks, WORDS), dtype=np.uint64)
+        best = np.zeros((tasks, planes if track_best else 0, self.words), dtype=np.uint64)
+        flag = np.zeros((tasks, self.words), dtype=np.uint64)
         if tasks == 0:
             return best, flag
-        run = kernel(planes, scoring, track_best)
+        run = kernel(planes, scoring, track_best, self.shape)
         codes = table.masks.astype(np.int64)
         threads = min(self.threads or get_num_threads(), get_num_threads(), tasks)
         bounds = np.linspace(0, tasks, min(tasks, threads * self.SLICES_PER_THREAD) + 1).astype(np.int64)
@@ -406,11 +669,11 @@ class CpuEngine:
 
         k = len(table)
         best, flag = self._run(prepared, table, scoring, planes, *self._all_tasks(prepared, table))
-        lanes = prepared.blocks * LANES
+        lanes = prepared.blocks * self.lanes
         # (S, K, b, W) -> (K, S * W, b): word groups of each pattern in lane order
-        word_planes = best.reshape(prepared.blocks, k, planes, WORDS).transpose(1, 0, 3, 2).reshape(-1, planes)
+        word_planes = best.reshape(prepared.blocks, k, planes, self.words).transpose(1, 0, 3, 2).reshape(-1, planes)
         values = unpack_planes(word_planes, k * lanes).reshape(k, lanes)[:, :prepared.n]
-        word_flags = flag.reshape(prepared.blocks, k, WORDS).transpose(1, 0, 2).reshape(-1)
+        word_flags = flag.reshape(prepared.blocks, k, self.words).transpose(1, 0, 2).reshape(-1)
         flags = unpack_flags(word_flags, k * lanes).reshape(k, lanes)[:, :prepared.n]
         return in_input_order(prepared.order, values, flags)
 
@@ -419,9 +682,9 @@ class CpuEngine:
         2**planes, sorted; scores are not kept (a cheaper kernel)."""
         _, flag = self._run(prepared, table, scoring, planes, *self._all_tasks(prepared, table), track_best=False)
         word, bit = _set_lanes(flag.reshape(-1))
-        task, w = np.divmod(word, WORDS)
+        task, w = np.divmod(word, self.words)
         block, k = np.divmod(task, len(table))
-        reads = prepared.order[(block * WORDS + w) * WORD_BITS + bit]
+        reads = prepared.order[(block * self.words + w) * WORD_BITS + bit]
         order = np.lexsort((k, reads))
         return reads[order], k[order]
 
@@ -436,20 +699,22 @@ class CpuEngine:
         by_pattern = np.lexsort((lengths[reads], ks))
         ks_sorted = ks[by_pattern]
         patterns, first, counts = np.unique(ks_sorted, return_index=True, return_counts=True)
-        padded = -(-counts // LANES) * LANES
+        padded = -(-counts // self.lanes) * self.lanes
         segment = np.zeros(len(patterns) + 1, dtype=np.int64)
         np.cumsum(padded, out=segment[1:])
         # lane of each instance: its pattern's segment, then its rank in it
         lane = segment[np.repeat(np.arange(len(patterns)), counts)] + np.arange(len(ks_sorted)) - np.repeat(first, counts)
-        order = np.full(segment[-1], len(lengths), dtype=np.int64)  # padding: an empty read appended below
-        order[lane] = reads[by_pattern]
-        padded_codes = np.concatenate([codes, np.full((1, codes.shape[1]), 4, codes.dtype)])
-        padded_lengths = np.concatenate([lengths, [0]])
-        prepared = PreparedReads(padded_codes, padded_lengths, order)
+        # only the instances' reads are gathered (not a copy of the whole batch), then an empty read for padding
+        picked = reads[by_pattern]
+        order = np.full(segment[-1], len(picked), dtype=np.int64)
+        order[lane] = np.arange(len(picked))
+        padded_codes = np.concatenate([codes[picked], np.full((1, codes.shape[1]), 4, codes.dtype)])
+        padded_lengths = np.concatenate([lengths[picked], [0]])
+        prepared = PreparedReads(padded_codes, padded_lengths, order, self.words)
         task_block = np.arange(prepared.blocks)
-        task_pattern = np.repeat(patterns, padded // LANES)
+        task_pattern = np.repeat(patterns, padded // self.lanes)
         best, flag = self._run(prepared, table, scoring, planes, task_block, task_pattern)
-        lanes = prepared.blocks * LANES
+        lanes = prepared.blocks * self.lanes
         values = unpack_planes(best.transpose(0, 2, 1).reshape(-1, planes), lanes)
         flags = unpack_flags(flag.reshape(-1), lanes)
         scores = np.empty(len(reads), dtype=np.int32)

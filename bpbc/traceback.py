@@ -82,17 +82,25 @@ def _forward_lanes(block, pattern, match, mismatch, gap_open, gap_extend, pointe
     m = pattern.shape[0]
     K = LANES
     C = SLOTS * K
+    # every DP value, index and pointer bit is an int32 (numba would widen
+    # int32 arithmetic to int64, and 64-bit max and blends are several
+    # instructions each without AVX-512): np.int32 around each result lets
+    # LLVM keep 32-bit lanes throughout
     oc = np.int32(gap_open + gap_extend)
     ge = np.int32(gap_extend)
     ma = np.int32(match)
     mi = np.int32(-mismatch)
     zero = np.int32(0)
     neg = np.int32(_NEG)
+    from_zero, from_diag = np.int32(_H_FROM_ZERO), np.int32(_H_FROM_DIAG)
+    from_e, from_f = np.int32(_H_FROM_E), np.int32(_H_FROM_F)
+    e_flag, f_flag = np.int32(_E_OPENED), np.int32(_F_OPENED)
     st = np.zeros((m + 1) * C, np.int32)
     for j in range(m + 1):
         st[j * C + K: j * C + 2 * K] = neg
     for i in range(1, n + 1):
         codes = block[i - 1]
+        row = np.int32(i)
         for q in range(K):
             st[2 * K + q] = st[q]  # h_diag = H[i-1][0]
             st[3 * K + q] = 0  # h_left = H[i][0]
@@ -102,28 +110,30 @@ def _forward_lanes(block, pattern, match, mismatch, gap_open, gap_extend, pointe
             st[7 * K + q] = st[m * C + 7 * K + q]
         for j in range(1, m + 1):
             pm = np.int32(pattern[j - 1])
+            col = np.int32(j)
             cells = st[(j - 1) * C:(j + 1) * C]
             prow = pointers[i, j]
             for q in range(K):
                 code = np.int32(codes[q])
-                s = ma if (code < 4) & (((pm >> (code & 3)) & 1) == 1) else mi
+                s = ma if (code < 4) & (np.int32(np.int32(pm >> np.int32(code & 3)) & 1) == 1) else mi
                 h_up = cells[C + q]
-                e_open = h_up - oc
-                e_extend = cells[C + K + q] - ge
+                e_open = np.int32(h_up - oc)
+                e_extend = np.int32(cells[C + K + q] - ge)
                 e_opened = e_open >= e_extend
                 e = max(e_open, e_extend)
-                f_open = cells[3 * K + q] - oc
-                f_extend = cells[4 * K + q] - ge
+                f_open = np.int32(cells[3 * K + q] - oc)
+                f_extend = np.int32(cells[4 * K + q] - ge)
                 f_opened = f_open >= f_extend
                 f = max(f_open, f_extend)
-                diag = cells[2 * K + q] + s
-                source = _H_FROM_DIAG if diag > 0 else _H_FROM_ZERO
+                diag = np.int32(cells[2 * K + q] + s)
+                source = from_diag if diag > 0 else from_zero
                 h = max(diag, zero)
-                source = _H_FROM_E if e > h else source
+                source = from_e if e > h else source
                 h = max(h, e)
-                source = _H_FROM_F if f > h else source
+                source = from_f if f > h else source
                 h = max(h, f)
-                prow[q] = np.uint8(source | (_E_OPENED if e_opened else 0) | (_F_OPENED if f_opened else 0))
+                source = np.int32(source | (e_flag if e_opened else zero))
+                prow[q] = np.uint8(source | (f_flag if f_opened else zero))
                 best = cells[5 * K + q]
                 better = h > best
                 cells[C + q] = h
@@ -132,8 +142,8 @@ def _forward_lanes(block, pattern, match, mismatch, gap_open, gap_extend, pointe
                 cells[C + 3 * K + q] = h
                 cells[C + 4 * K + q] = f
                 cells[C + 5 * K + q] = h if better else best
-                cells[C + 6 * K + q] = i if better else cells[6 * K + q]
-                cells[C + 7 * K + q] = j if better else cells[7 * K + q]
+                cells[C + 6 * K + q] = row if better else cells[6 * K + q]
+                cells[C + 7 * K + q] = col if better else cells[7 * K + q]
     for q in range(K):
         result[q, 0] = st[m * C + 5 * K + q]
         result[q, 1] = st[m * C + 6 * K + q]

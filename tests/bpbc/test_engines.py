@@ -224,3 +224,73 @@ class TestGpuEngine(EngineParity):
         from bpbc.gpu_engine import GpuEngine
 
         return GpuEngine()
+
+
+# ---------------------------------------------------------------- CPU targets and kernel shapes
+
+def test_every_kernel_shape_gives_the_same_scores():
+    """Each shape the CPU engine can take (the per-target table's and others:
+    3-input gates, 2 rows per pass with a remainder row, 32 words) gives
+    the same scores and flags, and the flagged pass the same instances, on
+    whatever target numba compiles for here."""
+    from bpbc.cpu_engine import SHAPES, CpuEngine, KernelShape
+
+    shapes = sorted(set(SHAPES.values()) | {KernelShape(16, 1, "ternary", "early"),
+                                            KernelShape(32, 2, "ternary", "late")}, key=str)
+    rng = np.random.default_rng(21)
+    pairs = [related_pair(rng, int(rng.integers(1, 150)), 37, rate=0.1, iupac_rate=0.05) for _ in range(300)]
+    codes, lengths = encode_reads([read for read, _ in pairs])
+    table = PatternTable.of([encode_pattern(pairs[0][1]), encode_pattern("ACGTTGCA" * 3 + "A")])
+    truth = np.array([[sw_score_codes(codes[i, : lengths[i]], table.oriented(k), Scoring()) for k in range(2)]
+                      for i in range(len(pairs))])
+    results = []
+    for shape in shapes:
+        engine = CpuEngine(threads=1, shape=shape)
+        prepared = engine.prepare(codes, lengths)
+        scores, overflow = engine.scores(prepared, table, Scoring(), 5)
+        check_exactness(scores, overflow, truth, 5)
+        results.append((scores, overflow, engine.flagged(prepared, table, Scoring(), 5)))
+    for scores, overflow, (reads, ks) in results[1:]:
+        assert np.array_equal(scores, results[0][0]) and np.array_equal(overflow, results[0][1])
+        assert np.array_equal(reads, results[0][2][0]) and np.array_equal(ks, results[0][2][1])
+    assert overflow.any() and (~overflow).any()
+
+
+@pytest.mark.parametrize("name, features, arch, isa", [
+    ("skylake-avx512", "+avx2,+avx512f,+avx512vl", "x86_64", "avx512"),
+    ("skylake-avx512", "-avx512f", "x86_64", "avx2"),
+    ("znver4", "", "x86_64", "avx512"),
+    ("haswell", "+avx2,+fma,+bmi2,+popcnt,+sse4.2", "x86_64", "avx2"),
+    ("znver3", "", "x86_64", "avx2"),
+    ("x86-64", "+sse2", "x86_64", "generic"),
+    ("neoverse-n1", "+neon", "aarch64", "neon"),
+    ("apple-m1", "", "arm64", "neon"),
+    ("pwr9", "", "ppc64le", "generic"),
+])
+def test_cpu_target_instruction_sets(name, features, arch, isa):
+    from bpbc.cpu_engine import SHAPES, CpuTarget, kernel_shape
+
+    target = CpuTarget(name, features, arch)
+    assert target.isa == isa
+    assert kernel_shape(target) == SHAPES[isa]
+    assert name in target.label and arch in target.key
+
+
+def test_kernel_source_and_cache_are_keyed_by_target(tmp_path, monkeypatch):
+    """The generated source names its target and shape, and two targets get
+    two cache files even where their sources agree."""
+    import bpbc.cpu_engine as cpu_engine
+
+    monkeypatch.setenv("BPBC_CACHE_DIR", str(tmp_path))
+    source = cpu_engine._generate_kernel_source(4, Scoring(), False, cpu_engine.KernelShape(), "mytarget")
+    assert "target mytarget, shape words=16 rows=1" in source
+    here = cpu_engine.cpu_target()
+    other = cpu_engine.CpuTarget("some-other-cpu", "+x", here.arch)
+    names = set()
+    for target in (here, other):
+        monkeypatch.setattr(cpu_engine, "cpu_target", lambda target=target: target)
+        cpu_engine.kernel.cache_clear()
+        cpu_engine.kernel(3, Scoring(), False, cpu_engine.KernelShape())
+        names |= {p.name for p in tmp_path.glob("bpbc_sw_cpu_b3_*.py")}
+    cpu_engine.kernel.cache_clear()
+    assert len(names) == 2
