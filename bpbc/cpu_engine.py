@@ -123,8 +123,10 @@ def cpu_target() -> CpuTarget:
     from numba.core import config
     from numba.core.codegen import get_host_cpu_features
 
-    name = config.CPU_NAME or ll.get_host_cpu_name()
-    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else get_host_cpu_features()
+    # numba's config sets these from the environment at import
+    name = config.CPU_NAME or ll.get_host_cpu_name()  # type: ignore[attr-defined]
+    features = (config.CPU_FEATURES if config.CPU_FEATURES is not None  # type: ignore[attr-defined]
+                else get_host_cpu_features())
     arch = ll.get_process_triple().split("-")[0].lower()
     return CpuTarget(name, features or "", arch)
 
@@ -226,7 +228,7 @@ def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
     limit = 1 << b
     words = shape.words
     ternary = shape.gates == "ternary"
-    lines = []
+    lines: list[str] = []
     emit = lines.append
     slots = {"h": parity * b, "h_left": (1 - parity) * b, "e": 2 * b, "f": 3 * b}
 
@@ -517,6 +519,7 @@ def kernel(planes: int, scoring: Scoring, track_best: bool = True, shape: Kernel
             fh.write(source)
         os.replace(tmp, path)  # atomic: concurrent processes never see half a file
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None  # a .py file
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
