@@ -38,6 +38,8 @@ _NON_ASCII = re.compile(rb"[\x80-\xff]")
 
 #: at most this many threads compress one output file (half the cores at most)
 COMPRESSION_THREADS = 4
+#: a zstd frame holding no data (zstd.compress(b""))
+EMPTY_ZSTD_FRAME = bytes.fromhex("28b52ffd2000010000")
 #: output compression by file name suffix, as xopen names the formats
 COMPRESSION_SUFFIXES = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".zst": "zst"}
 
@@ -513,6 +515,12 @@ class AtomicOutput:
         """Finish writing and move the file to its final name."""
         try:
             self.close_handles()
+            if compression_for(self.path) == "zst" and os.path.getsize(self.temp_path) == 0:
+                # zstd written in this process leaves nothing for no data,
+                # which readers reject: an empty frame instead (the other
+                # formats write their header and trailer anyway)
+                with open(self.temp_path, "wb") as handle:
+                    handle.write(EMPTY_ZSTD_FRAME)
             os.replace(self.temp_path, self.path)
         except OSError as error:
             self.discard()

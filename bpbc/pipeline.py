@@ -6,7 +6,8 @@ engine, the screen and traceback (the calling thread, through one
 :class:`bpbc.screener.Screener`), and formatting and writing. At most two
 chunks wait between stages, so memory stays bounded whatever the input size.
 Output follows input order. ``--json`` reports the seconds of each stage. With
-one thread (``--threads 1``) the stages take turns: one thread works at a time.
+one thread (``--threads 1``) the engine, the numba kernels and de/compression
+use one thread and the writing is done by the calling thread.
 """
 
 from __future__ import annotations
@@ -231,40 +232,31 @@ def _next_handed_over(handoff: queue.Queue):
             continue
 
 
-def prefetched(items: Iterator, stop_timeout_s: float = 1.0, ahead: bool = True) -> Generator:
+def prefetched(items: Iterator, stop_timeout_s: float = 1.0) -> Generator:
     """Iterate ``items`` in a background thread, one item ahead.
 
     The thread produces item k+1 while the caller works on item k, then waits
     until the caller takes it before producing k+2, so at most two items
-    exist at once. Exceptions in the thread re-raise in the caller. Without
-    ``ahead`` the thread produces an item only when the caller asks for it
-    and waits meanwhile: no overlap, but the caller's wait, unlike a read
-    blocked on a pipe in its own thread, ends when a signal comes.
+    exist at once. Exceptions in the thread re-raise in the caller.
     """
     handoff: queue.Queue = queue.Queue(maxsize=1)
     taken = threading.Semaphore(0)  # released each time the caller takes an item
-    wanted = threading.Semaphore(0)  # released each time the caller asks for one (not ahead)
     stop = threading.Event()
-
-    def wait_for(event: threading.Semaphore) -> bool:
-        """True once ``event`` is released; False when stopped."""
-        while not stop.is_set():
-            if event.acquire(timeout=0.1):
-                return True
-        return False
 
     def hand_over(item) -> bool:
         """Give one item to the caller and wait until it is taken; False when stopped."""
         handoff.put(item)  # never blocks: the previous item was taken
-        return wait_for(taken)
+        while not stop.is_set():
+            if taken.acquire(timeout=0.1):
+                return True
+        return False
 
     def produce() -> None:
         try:
-            iterator = iter(items)
-            while ahead or wait_for(wanted):
-                item = next(iterator, _END)
-                if not hand_over(item) or item is _END:
+            for item in items:
+                if not hand_over(item):
                     return
+            hand_over(_END)
         except BaseException as error:  # noqa: BLE001 - re-raised in the caller
             hand_over(_Raised(error))
         finally:
@@ -276,8 +268,6 @@ def prefetched(items: Iterator, stop_timeout_s: float = 1.0, ahead: bool = True)
     worker.start()
     try:
         while True:
-            if not ahead:
-                wanted.release()
             item = _next_handed_over(handoff)
             taken.release()
             if item is _END:
@@ -370,12 +360,10 @@ def summary_json(summary: Summary) -> bytes:
     return (json.dumps(summary.as_dict(), indent=2) + "\n").encode()
 
 
-def _prepared_chunks(chunks: Iterator, source_name: str, screener, stages: StageTimes,
-                     overlap: bool = True) -> Generator:
+def _prepared_chunks(chunks: Iterator, source_name: str, screener, stages: StageTimes) -> Generator:
     """(chunk, ReadBatch) per chunk of ``chunks``, in two background threads:
     one reads and parses chunk k+2 while the other encodes and transposes
-    chunk k+1 and the caller screens chunk k (without ``overlap``: one thread
-    reads and encodes chunk k+1 only after the caller is done with chunk k)."""
+    chunk k+1 and the caller screens chunk k."""
     def encoded(chunks: Generator) -> Generator:
         limit_numba_threads(screener.threads)
         with closing(chunks):
@@ -384,10 +372,6 @@ def _prepared_chunks(chunks: Iterator, source_name: str, screener, stages: Stage
                     batch = encode_chunk(chunk, screener.engine, source_name)
                 yield chunk, batch
 
-    if not overlap:
-        # one thread at work at a time; the reading is in one of its own all
-        # the same, so that a signal can end a run waiting on an idle pipe
-        return prefetched(encoded(stages.timed(chunks, "read")), ahead=False)
     return prefetched(encoded(prefetched(stages.timed(chunks, "read"))))
 
 
@@ -606,11 +590,10 @@ def screen_files(
         else:
             chunks = two_file_pairs(source, source2, chunk_size_for(settings, len(patterns), mates), CHUNK_RAMP)
         demultiplexing = isinstance(matched_sink, DemuxSink)
-        # one thread: the stages take turns in this one instead of overlapping
-        overlap = threads != 1
-        # closed (its threads stopped) before the outputs and the sources are closed
-        writer = stack.enter_context(OrderedWorker(inline=not overlap))
-        prepared = stack.enter_context(closing(_prepared_chunks(chunks, source.name, screener, stages, overlap)))
+        # closed (its threads stopped) before the outputs and the sources are
+        # closed; with one thread the writing is done by this one
+        writer = stack.enter_context(OrderedWorker(inline=threads == 1))
+        prepared = stack.enter_context(closing(_prepared_chunks(chunks, source.name, screener, stages)))
         for chunk, batch in prepared:
             with stages.timing("device"):
                 hits = screener.hits(batch)

@@ -35,7 +35,7 @@ def test_a_file_left_behind_is_a_finding(tmp_path, monkeypatch):
     import bpbc.io
 
     def close_but_keep(self):  # AtomicOutput.discard without the removal
-        self._close_handles()
+        self.close_handles()
         self.done = True
 
     monkeypatch.setattr(bpbc.io.AtomicOutput, "discard", close_but_keep)

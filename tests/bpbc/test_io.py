@@ -453,3 +453,18 @@ def test_a_record_longer_than_the_read_block_takes_a_few_reads(tmp_path, monkeyp
     assert [len(chunk) for chunk in chunks] == [2]
     assert chunks[0].lengths.tolist() == [len(long), 4]
     assert len(sizes) < 20, f"{len(sizes)} reads for {len(data)} bytes"
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst"])
+def test_empty_compressed_output_is_a_valid_empty_stream(tmp_path, suffix):
+    """Nothing written, compressed in this thread (--threads 1): the file still
+    decompresses, to nothing (zstd in-process writes no frame for no data)."""
+    from xopen import xopen
+
+    from bpbc.io import AtomicOutput
+
+    output = AtomicOutput(tmp_path / f"empty.fq{suffix}", "reads")
+    output.open_binary(threads=0)
+    output.commit()
+    with xopen(tmp_path / f"empty.fq{suffix}", "rb") as handle:
+        assert handle.read() == b""

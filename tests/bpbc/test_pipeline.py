@@ -11,25 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import bpbc
-from bpbc.pipeline import OrderedWorker, ScreenSettings, prefetched, screen_files
+from bpbc.pipeline import OrderedWorker, ScreenSettings, screen_files
 from tests.bpbc.conftest import random_read
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PACKAGE_ROOT = str(Path(bpbc.__file__).resolve().parents[1])
-
-
-def test_items_in_turns_are_produced_only_when_asked_for():
-    produced = []
-
-    def items():
-        for i in range(3):
-            produced.append(i)
-            yield i
-
-    taken = []
-    for item in prefetched(items(), ahead=False):
-        taken.append((item, list(produced)))
-    assert taken == [(0, [0]), (1, [0, 1]), (2, [0, 1, 2])]
 
 
 def test_inline_worker_calls_at_once_in_the_caller():
@@ -40,10 +26,9 @@ def test_inline_worker_calls_at_once_in_the_caller():
         worker.finish()
 
 
-def test_one_thread_runs_the_stages_in_turns(tmp_path, monkeypatch):
-    """With --threads 1 only the reader thread starts (it reads and encodes
-    while the caller waits; see prefetched(ahead=False)), nothing else: no
-    writer, no de/compression threads."""
+def test_one_thread_starts_no_writer_and_no_compression_threads(tmp_path, monkeypatch):
+    """With --threads 1 only the reading and the encoding threads start: the
+    caller writes, and de/compression runs in the threads that read and write."""
     started = []
     real_start = threading.Thread.start
 
@@ -55,7 +40,7 @@ def test_one_thread_runs_the_stages_in_turns(tmp_path, monkeypatch):
     summary = screen_files(DATA / "reads.fq", DATA / "patterns.fa", ScreenSettings(threshold=20, threads=1,
                                                                                   device="cpu", chunk_size=3),
                            output=tmp_path / "o.paf", matched=tmp_path / "m.fq.gz")
-    assert started == ["bpbc-reader"] and summary.reads == 20
+    assert started == ["bpbc-reader", "bpbc-reader"] and summary.reads == 20
     assert (tmp_path / "o.paf").read_text() == (DATA / "expected.paf").read_text()
 
 
