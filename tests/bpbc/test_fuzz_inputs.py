@@ -74,25 +74,25 @@ def check(case: Case, workdir, twice: bool = False) -> None:
     assert outcome.good, outcome.report(case)
 
 
-@fuzz_settings(500)
+@fuzz_settings(250)
 @given(case=cases("reads"))
 def test_mutated_reads_files(workdir, case):
     check(case, workdir)
 
 
-@fuzz_settings(300)
+@fuzz_settings(150)
 @given(case=cases("compressed"))
 def test_corrupted_compressed_reads_files(workdir, case):
     check(case, workdir)
 
 
-@fuzz_settings(200)
+@fuzz_settings(60)
 @given(case=cases("patterns"))
 def test_mutated_pattern_files(workdir, case):
     check(case, workdir)
 
 
-@fuzz_settings(100)
+@fuzz_settings(60)
 @given(case=cases("valid"))
 def test_valid_inputs_succeed_the_same_way_twice(workdir, case):
     check(case, workdir, twice=True)
