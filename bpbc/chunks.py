@@ -65,8 +65,8 @@ def scan_fastq(buf, pos, end, max_records, rec_start, seq_start, seq_len):
             break
         quality_end, seen_quality = _line_end(buf, q, stop + 1)
         if ((seen | seen_sequence | seen_quality) & 128 or buf[header_end - 1] == _RETURN
-                or (length > 0 and buf[i - 1] == _RETURN) or buf[i + 1] != _PLUS or buf[i + 2] != _NEWLINE
-                or quality_end != stop):
+                or (length > 0 and (buf[i - 1] == _RETURN or buf[stop - 1] == _RETURN))
+                or buf[i + 1] != _PLUS or buf[i + 2] != _NEWLINE or quality_end != stop):
             return n, pos, True
         rec_start[n] = pos
         seq_start[n] = s

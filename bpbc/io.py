@@ -288,6 +288,12 @@ class SequenceSource:
                 raise
             self.records_read += 1
             self._last_id = record.id
+            if record.name.endswith("\r") or (record.qualities or "").endswith("\r"):
+                # '\r\r\n': dnaio takes one '\r' as part of the line end and keeps the
+                # other, which a record written back ('...\r\n') would lose
+                what = "header" if record.name.endswith("\r") else "quality"
+                raise InputError(f"{self.name}: record {self.records_read} ({record.id!r}): its {what} line ends "
+                                 "in a carriage return that is not part of the line end ('\\r\\r\\n')")
             yield record
 
     def _raw_chunk(self, size: int, multiple: int):
