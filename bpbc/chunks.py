@@ -36,17 +36,8 @@ def _line_end(buf, i, end):
 
 
 @njit(cache=True, nogil=True)
-def scan_fastq(buf, pos, end, max_records, rec_start, seq_start, seq_len):
-    """Scan complete records from ``buf[pos:end]``: at most ``max_records``
-    (and the arrays' size), stopping before an incomplete one.
-
-    A record is taken only in its plain form: '@' header line, sequence line,
-    a '+' line holding nothing else, a quality line exactly as long as the
-    sequence, every line ending in '\\n' alone, ASCII only. Returns (records,
-    position after the last one, irregular): irregular is True when the next
-    record is complete enough to see that it is not plain; the caller then
-    reads the rest with dnaio.
-    """
+def _scan_fastq_exact(buf, pos, end, max_records, rec_start, seq_start, seq_len):
+    """:func:`scan_fastq`, every line read byte by byte: the definition."""
     n = 0
     while n < max_records and pos < end:
         if buf[pos] != _AT:
@@ -74,6 +65,87 @@ def scan_fastq(buf, pos, end, max_records, rec_start, seq_start, seq_len):
         n += 1
         pos = stop + 1
     return n, pos, False
+
+
+
+@njit(cache=True, nogil=True)
+def _newlines_and_bits(buf, start, stop):
+    """(number of '\\n' in buf[start:stop], OR of its bytes): one branch-free, vectorised pass."""
+    # typed like this (a slice, uint8 OR, int64 count) LLVM vectorises it: 7x faster
+    view = buf[start:stop]
+    count = 0
+    seen = np.uint8(0)
+    for k in range(view.shape[0]):
+        byte = view[k]
+        count += np.int64(byte == np.uint8(_NEWLINE))
+        seen |= byte
+    return count, seen
+
+
+@njit(cache=True, nogil=True)
+def _scan_fastq_fast(buf, pos, end, max_records, rec_start, seq_start, seq_len):
+    """The record structure of :func:`_scan_fastq_exact` assuming the plain
+    form, reading only the header and the bytes at the expected line ends
+    (a sequence line is first tried at the previous one's length). Returns
+    (records, position after them, ok): ok False when a record is not plain
+    where this could see it; nothing inside sequence and quality lines is
+    read here."""
+    n = 0
+    guess = -1
+    while n < max_records and pos < end:
+        if buf[pos] != _AT:
+            return n, pos, False
+        header_end, _ = _line_end(buf, pos, end)
+        if header_end >= end:
+            break
+        s = header_end + 1
+        i = s + guess
+        guessed = guess >= 0 and i + 2 < end and buf[i] == _NEWLINE
+        stop = i + 3 + guess
+        if not guessed or stop >= end or buf[stop] != _NEWLINE or buf[i + 1] != _PLUS or buf[i + 2] != _NEWLINE:
+            # the guess may have jumped over the line's end: find it
+            i, _ = _line_end(buf, s, end)
+            if i + 2 >= end:
+                break
+        length = i - s
+        guess = length
+        stop = i + 3 + length
+        if stop >= end:
+            break
+        if (buf[header_end - 1] == _RETURN or (length > 0 and (buf[i - 1] == _RETURN or buf[stop - 1] == _RETURN))
+                or buf[i + 1] != _PLUS or buf[i + 2] != _NEWLINE or buf[stop] != _NEWLINE):
+            return n, pos, False
+        rec_start[n] = pos
+        seq_start[n] = s
+        seq_len[n] = length
+        n += 1
+        pos = stop + 1
+    return n, pos, True
+
+
+@njit(cache=True, nogil=True)
+def scan_fastq(buf, pos, end, max_records, rec_start, seq_start, seq_len):
+    """Scan complete records from ``buf[pos:end]``: at most ``max_records``
+    (and the arrays' size), stopping before an incomplete one.
+
+    A record is taken only in its plain form: '@' header line, sequence line,
+    a '+' line holding nothing else, a quality line exactly as long as the
+    sequence, every line ending in '\\n' alone, ASCII only. Returns (records,
+    position after the last one, irregular): irregular is True when the next
+    record is complete enough to see that it is not plain; the caller then
+    reads the rest with dnaio.
+
+    Fast route: the structure first (:func:`_scan_fastq_fast`), then one
+    pass over the bytes taken: exactly four newlines per record (so none
+    inside a sequence or quality line) and ASCII only. Anything else is
+    scanned again byte by byte (:func:`_scan_fastq_exact`), the definition.
+    """
+    n, stop, ok = _scan_fastq_fast(buf, pos, end, max_records, rec_start, seq_start, seq_len)
+    if ok:
+        newlines, seen = _newlines_and_bits(buf, pos, stop)
+        if newlines == 4 * n and not seen & 128:
+            return n, stop, False
+    return _scan_fastq_exact(buf, pos, end, max_records, rec_start, seq_start, seq_len)
 
 
 @njit(cache=True, nogil=True)
@@ -129,11 +201,11 @@ def _gather(buf, rec_start, rec_end, rows):
 
 
 class RawFastqChunk:
-    """Records ``data[rec_start[i]:rec_end[i]]``, their sequences at
+    """Records ``data[rec_start[i]:rec_end[i]]`` (``data``: bytes or a uint8 array), their sequences at
     ``seq_start``/``seq_len``. Fresh from the reader they lie back to back;
     :meth:`subset` may pick any of them."""
 
-    def __init__(self, data: bytes, rec_start: np.ndarray, rec_end: np.ndarray, seq_start: np.ndarray,
+    def __init__(self, data, rec_start: np.ndarray, rec_end: np.ndarray, seq_start: np.ndarray,
                  seq_len: np.ndarray):
         self.data = data
         self.rec_start = rec_start
@@ -161,7 +233,7 @@ class RawFastqChunk:
         if bad >= 0:
             index, position = divmod(int(bad), width)
             start = int(self.seq_start[index])
-            sequence = self.data[start:start + int(self.lengths[index])]
+            sequence = bytes(memoryview(self.data)[start:start + int(self.lengths[index])])
             name = self.read_id(index) or f"read{index + 1}"
             raise SequenceError(f"read {name}: {describe_bad_byte(sequence, position)}")
         return codes, self.lengths.astype(np.int64)

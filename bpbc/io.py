@@ -17,9 +17,11 @@ from __future__ import annotations
 import io
 import lzma
 import os
+import queue
 import re
 import secrets
 import sys
+import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -133,32 +135,110 @@ class _Replay(io.RawIOBase):
         return len(data)
 
 
-def _reading_threads(path, stream=None) -> int | None:
-    """xopen's ``threads`` for reading ``path`` (or ``stream``): None, its
-    default, for gzip; 0 for anything else.
+class _ReadAhead(io.RawIOBase):
+    """``stream`` read (and so decompressed) by a thread of its own, up to
+    READ_AHEAD_BLOCKS blocks of ``block_size`` ahead of the reader.
 
-    With threads, xopen decompresses xz and zstd (bzip2 where pbzip2 is
-    installed) in an external program, which reports a corrupt or truncated
-    stream only by its exit status when the file is closed: by then the run
-    had succeeded with the part it read (a race, found by fuzzing).
-    Decompressed in this process (threads=0), the damage raises where it is.
-    gzip keeps ISA-L's threaded reader, which raises at the damage too and
-    decompresses beside the parsing. Nothing is consumed to decide: a path
-    by its suffix (content decides without one: threads=0 is always right),
-    a stream by peeking."""
-    if stream is not None:
-        peek = getattr(stream, "peek", None)
+    xopen's own threads decompress gzip only two 1 MiB blocks ahead, so
+    decompressing and parsing took turns; xz and zstd in an external program
+    report a damaged stream only when the file is closed (found by fuzzing).
+    Here every format is decompressed in this process, beside the parsing,
+    and an error is raised to the reader where the damage is, after the data
+    before it. The thread closes ``stream`` when it ends."""
+
+    def __init__(self, stream, block_size: int):
+        self._stream = stream
+        self._block_size = block_size
+        self._blocks: queue.Queue = queue.Queue(READ_AHEAD_BLOCKS)
+        self._current = memoryview(b"")
+        self._at_end = False
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._read_ahead, name="bpbc-read-ahead", daemon=True)
+        self._thread.start()
+
+    def _read_ahead(self) -> None:
         try:
-            gzip = peek is not None and peek(2)[:2] == b"\x1f\x8b"
-        except (OSError, ValueError):
-            gzip = False
-    else:
-        gzip = os.fsdecode(path).endswith(".gz")
-    return None if gzip else 0
+            while not self._stopping.is_set():
+                try:
+                    block = self._stream.read(self._block_size)
+                except BaseException as error:  # noqa: BLE001 - raised in the reader, at its place
+                    self._hand_over(error)
+                    return
+                self._hand_over(block)
+                if not block:
+                    return
+        finally:
+            try:
+                self._stream.close()
+            except Exception:  # noqa: BLE001 - a damaged stream: its error was handed over, or nobody reads on
+                pass
+
+    def _hand_over(self, item) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._blocks.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def readable(self) -> bool:
+        return True
+
+    def _next_block(self) -> bool:
+        """Make the next block current; False at the end of the stream."""
+        if self.closed:
+            raise ValueError("read of closed file")
+        if self._at_end:
+            return False
+        while True:
+            try:
+                item = self._blocks.get(timeout=0.1)
+                break
+            except queue.Empty:
+                if self._stopping.is_set():
+                    raise ValueError("read of closed file") from None
+        if isinstance(item, BaseException):
+            self._at_end = True
+            raise item
+        if not item:
+            self._at_end = True
+            return False
+        self._current = memoryview(item)
+        return True
+
+    def readinto(self, buffer) -> int:
+        if not len(self._current) and not self._next_block():
+            return 0
+        size = min(len(buffer), len(self._current))
+        buffer[:size] = self._current[:size]
+        self._current = self._current[size:]
+        return size
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            return self.readall()
+        if not len(self._current) and not self._next_block():
+            return b""
+        part, self._current = self._current[:size], self._current[size:]
+        return bytes(part)
+
+    def close(self) -> None:
+        """Stop the thread; it closes the stream once its read returns
+        (at once for a file; a pipe whose writer is idle may keep it)."""
+        self._stopping.set()
+        while True:  # a thread waiting to hand over a block can stop
+            try:
+                self._blocks.get_nowait()
+            except queue.Empty:
+                break
+        self._thread.join(0.5)
+        super().close()
 
 
 #: bytes read from the input at a time on the raw FASTQ route
 READ_BLOCK = 4 << 20
+#: blocks read ahead of the parsing (see _ReadAhead)
+READ_AHEAD_BLOCKS = 4
 
 
 class SequenceSource:
@@ -181,26 +261,29 @@ class SequenceSource:
         self._stream = None
         self._reader = None
         self._pending = b""  # raw route: bytes read but not yet handed out
+        self._bytes_per_record = 0.0  # raw route: in the chunks so far
         self._reading = 0  # reads of the stream under way (in the reader thread)
         self._close_when_read = False  # close() came during a read: the read closes when done
         try:
-            # threads=1: decompress in the reading thread, not in one of xopen's
+            # decompressed in this process (xopen's threads=0): in a thread of
+            # its own on the raw route (_ReadAhead), else in the reading thread
             if path == STDIN:
                 # xopen detects compression from the stream's first bytes;
                 # sys.stdin.buffer works where the fd is replaced (tests)
-                stdin = sys.stdin.buffer
-                self._stream = xopen(stdin, "rb", threads=0 if threads == 1 else _reading_threads(None, stdin))
+                self._stream = xopen(sys.stdin.buffer, "rb", threads=0)
             else:
                 if os.path.isdir(path):
                     raise InputError(f"{self.name}: is a directory, not a {kind} file")
-                self._stream = xopen(path, "rb", threads=0 if threads == 1 else _reading_threads(path))
+                self._stream = xopen(path, "rb", threads=0)
+            if raw_fastq and threads != 1:
+                self._stream = _ReadAhead(self._stream, READ_BLOCK)
             head = self._stream.read(READ_BLOCK) if raw_fastq else b""
             if head[:1] == b"@":
                 self.fileformat = "fastq"
                 self._pending = head
             else:
                 # dnaio reads the first FASTQ record here already
-                self._reader = dnaio.open(io.BufferedReader(_Replay(head, self._stream)) if head else self._stream)
+                self._reader = dnaio.open(io.BufferedReader(_Replay(head, self._stream)) if raw_fastq else self._stream)
                 reader_class = type(self._reader).__name__
                 self.fileformat = "fasta" if reader_class == "FastaReader" else "fastq"
         except InputError:
@@ -305,10 +388,16 @@ class SequenceSource:
         rec_start = np.empty(size, np.int64)
         seq_start = np.empty(size, np.int64)
         seq_len = np.empty(size, np.int64)
-        data = self._pending
+        pending = self._pending
+        # the stream is read straight into one buffer sized for the chunk by
+        # the records read so far (grown when too small), scanned as it fills
+        capacity = max(2 * len(pending), int(1.05 * self._bytes_per_record * size) + READ_BLOCK)
+        buffer = np.empty(capacity, np.uint8)
+        buffer[:len(pending)] = np.frombuffer(pending, np.uint8)
+        filled = len(pending)
         count = position = 0
         while count < size:
-            found, position, irregular = scan_fastq(np.frombuffer(data, np.uint8), position, len(data), size - count,
+            found, position, irregular = scan_fastq(buffer, position, filled, size - count,
                                                     rec_start[count:], seq_start[count:], seq_len[count:])
             count += found
             if irregular:
@@ -318,27 +407,34 @@ class SequenceSource:
                 break
             if count == size:
                 break
-            # about what the missing records take, judged by those read so far;
-            # at least the incomplete record's bytes again: a record longer than
-            # a block is completed in a few reads, not rescanned block by block
-            per_record = position / count if count else 0
+            # at least as much again as the incomplete record holds before the
+            # next scan: a record longer than a block is scanned a few times,
+            # not once per block (quadratic)
+            want = filled + max(1, filled - position)
+            if want > capacity:
+                capacity = max(2 * capacity, want)
+                buffer = np.concatenate([buffer[:filled], np.empty(capacity - filled, np.uint8)])
+            before = filled
             try:
                 with self._read_under_way():
-                    block = self._stream.read(  # type: ignore[union-attr]  # open while reading
-                        max(READ_BLOCK, int(1.05 * per_record * (size - count)), len(data) - position))
+                    while filled < want:
+                        got = self._stream.readinto(memoryview(buffer)[filled:])  # type: ignore[union-attr]  # open while reading
+                        if not got:
+                            break
+                        filled += got
             except Exception as error:
                 if isinstance(error, _format_errors()):
                     raise self._translate(error) from None
                 raise
-            if not block:
+            if filled == before:
                 break
-            data += block
-        self._pending = data[position:]
+        self._pending = buffer[position:filled].tobytes()
         if count == 0:
             return None
-        # the chunk keeps the whole buffer (no copy); its records end at position
+        self._bytes_per_record = position / count
+        # the chunk keeps the buffer (no copy); its records end at position
         rec_end = np.append(rec_start[1:count], position)
-        chunk = RawFastqChunk(data, rec_start[:count], rec_end, seq_start[:count], seq_len[:count])
+        chunk = RawFastqChunk(buffer[:position], rec_start[:count], rec_end, seq_start[:count], seq_len[:count])
         self.records_read += count
         self._last_id = chunk.read_id(count - 1)
         return chunk
