@@ -258,7 +258,7 @@ class SequenceSource:
         self.records_read = 0
         self._last_id: str | None = None
         self._line_offset = 0  # lines read on the raw route before dnaio took over
-        self._stream = None
+        self._stream: Any = None  # an xopen stream, or a _ReadAhead over one
         self._reader = None
         self._pending = b""  # raw route: bytes read but not yet handed out
         self._bytes_per_record = 0.0  # raw route: in the chunks so far
@@ -418,7 +418,7 @@ class SequenceSource:
             try:
                 with self._read_under_way():
                     while filled < want:
-                        got = self._stream.readinto(memoryview(buffer)[filled:])  # type: ignore[union-attr]  # open while reading
+                        got = self._stream.readinto(memoryview(buffer)[filled:])  # type: ignore[arg-type]  # ndarray is a buffer
                         if not got:
                             break
                         filled += got
