@@ -220,74 +220,87 @@ class _Raised:
 _END = object()
 
 
-def _next_handed_over(handoff: queue.Queue):
-    """The next item, waiting in short steps: a signal that the kernel hands
-    to another thread (one blocked reading a pipe, say) is acted on only when
-    the main thread runs Python code again, which a wait without timeout
-    would put off for good."""
-    while True:
-        try:
-            return handoff.get(timeout=0.1)
-        except queue.Empty:
-            continue
-
-
-def prefetched(items: Iterator, stop_timeout_s: float = 1.0) -> Generator:
+class prefetched:
     """Iterate ``items`` in a background thread, one item ahead.
 
     The thread produces item k+1 while the caller works on item k, then waits
     until the caller takes it before producing k+2, so at most two items
     exist at once. Exceptions in the thread re-raise in the caller.
+    :meth:`close` stops the thread; any thread may call it, also while
+    another one waits in ``next`` (which then ends the iteration).
     """
-    handoff: queue.Queue = queue.Queue(maxsize=1)
-    taken = threading.Semaphore(0)  # released each time the caller takes an item
-    stop = threading.Event()
 
-    def hand_over(item) -> bool:
+    def __init__(self, items: Iterator, stop_timeout_s: float = 1.0):
+        self._handoff: queue.Queue = queue.Queue(maxsize=1)
+        self._taken = threading.Semaphore(0)  # released each time the caller takes an item
+        self._stop = threading.Event()
+        self._stop_timeout_s = stop_timeout_s
+        self._items = items
+        self._worker = threading.Thread(target=self._produce, name="bpbc-reader", daemon=True)
+        self._worker.start()
+
+    def _hand_over(self, item) -> bool:
         """Give one item to the caller and wait until it is taken; False when stopped."""
-        handoff.put(item)  # never blocks: the previous item was taken
-        while not stop.is_set():
-            if taken.acquire(timeout=0.1):
+        self._handoff.put(item)  # never blocks: the previous item was taken
+        while not self._stop.is_set():
+            if self._taken.acquire(timeout=0.1):
                 return True
         return False
 
-    def produce() -> None:
+    def _produce(self) -> None:
         try:
-            for item in items:
-                if not hand_over(item):
+            for item in self._items:
+                if not self._hand_over(item):
                     return
-            hand_over(_END)
+            self._hand_over(_END)
         except BaseException as error:  # noqa: BLE001 - re-raised in the caller
-            hand_over(_Raised(error))
+            self._hand_over(_Raised(error))
         finally:
-            close = getattr(items, "close", None)
+            close = getattr(self._items, "close", None)
             if close is not None:
                 close()  # an inner prefetched() stops its own thread
 
-    worker = threading.Thread(target=produce, name="bpbc-reader", daemon=True)
-    worker.start()
-    try:
+    def __iter__(self) -> prefetched:
+        return self
+
+    def __next__(self):
+        # waiting in short steps: a signal that the kernel hands to another
+        # thread (one blocked reading a pipe, say) is acted on only when the
+        # main thread runs Python code again, which a wait without timeout
+        # would put off for good
         while True:
-            item = _next_handed_over(handoff)
-            taken.release()
-            if item is _END:
-                return
-            if isinstance(item, _Raised):
-                raise item.error
-            yield item
-    finally:
-        stop.set()
-        worker.join(stop_timeout_s)
+            if self._stop.is_set():
+                raise StopIteration
+            try:
+                item = self._handoff.get(timeout=0.1)
+                break
+            except queue.Empty:
+                continue
+        self._taken.release()
+        if item is _END:
+            self.close()
+            raise StopIteration
+        if isinstance(item, _Raised):
+            self.close()
+            raise item.error
+        return item
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._worker is not threading.current_thread():
+            self._worker.join(self._stop_timeout_s)
 
 
 class StageTimes:
-    """Seconds spent per stage of the run: read (decompress and parse),
-    encode (encode and transpose) and write (PAF formatting and all output)
-    each run in a thread of their own, device (the screen) and traceback in
-    the calling thread; they overlap, so the shares of wall time may add up to
-    more than 1."""
+    """Seconds spent per stage of the run: setup (from the start of the run
+    until the engine is ready: inputs opened, patterns read, device and
+    kernels set up), read (decompress and parse), encode (encode and
+    transpose) and write (PAF formatting and all output) each run in a
+    thread of their own, device (the screen) and traceback in the calling
+    thread; they overlap (reading starts during the setup), so the shares of
+    wall time may add up to more than 1."""
 
-    STAGES = ("read", "encode", "device", "traceback", "write")
+    STAGES = ("setup", "read", "encode", "device", "traceback", "write")
 
     def __init__(self):
         self.seconds = dict.fromkeys(self.STAGES, 0.0)
@@ -360,11 +373,12 @@ def summary_json(summary: Summary) -> bytes:
     return (json.dumps(summary.as_dict(), indent=2) + "\n").encode()
 
 
-def _prepared_chunks(chunks: Iterator, source_name: str, screener, stages: StageTimes) -> Generator:
-    """(chunk, ReadBatch) per chunk of ``chunks``, in two background threads:
-    one reads and parses chunk k+2 while the other encodes and transposes
-    chunk k+1 and the caller screens chunk k."""
-    def encoded(chunks: Generator) -> Generator:
+def _prepared_chunks(read_chunks: prefetched, source_name: str, screener, stages: StageTimes) -> prefetched:
+    """(chunk, ReadBatch) per chunk of ``read_chunks`` (read in a background
+    thread by :func:`prefetched`), encoded in a second one: one thread reads
+    and parses chunk k+2 while the other encodes and transposes chunk k+1
+    and the caller screens chunk k."""
+    def encoded(chunks: prefetched) -> Generator:
         limit_numba_threads(screener.threads)
         with closing(chunks):
             for chunk in chunks:
@@ -372,7 +386,7 @@ def _prepared_chunks(chunks: Iterator, source_name: str, screener, stages: Stage
                     batch = encode_chunk(chunk, screener.engine, source_name)
                 yield chunk, batch
 
-    return prefetched(encoded(prefetched(stages.timed(chunks, "read"))))
+    return prefetched(encoded(read_chunks))
 
 
 class OrderedWorker:
@@ -517,7 +531,17 @@ def screen_files(
         source2 = None if reads2 is None else stack.enter_context(
             SequenceSource(reads2, kind="reads", raw_fastq=True, threads=threads))
         patterns = read_patterns(patterns_path)
+        stages = StageTimes()
+        if mates == 1:
+            chunks = source.chunks(chunk_size_for(settings, len(patterns)), ramp=CHUNK_RAMP)
+        elif interleaved:
+            chunks = interleaved_pairs(source, chunk_size_for(settings, len(patterns), mates), CHUNK_RAMP)
+        else:
+            chunks = two_file_pairs(source, source2, chunk_size_for(settings, len(patterns), mates), CHUNK_RAMP)
+        # reading starts now, beside the engine's set-up (device, kernels)
+        read_chunks = stack.enter_context(closing(prefetched(stages.timed(chunks, "read"))))
         screener = make_screener(settings, patterns, display_name(patterns_path))
+        stages.seconds["setup"] = time.perf_counter() - started
         limit_numba_threads(settings.threads)  # the traceback's kernels, in this thread
         pattern_ids = screener.pattern_names
         pattern_lengths = screener.pattern_lengths.tolist()
@@ -536,7 +560,6 @@ def screen_files(
             pair_filter=None if mates == 1 else settings.pair_filter,
         )
         counts = np.zeros((len(pattern_ids), len(strands), mates), dtype=np.int64)
-        stages = StageTimes()
 
         outputs: list[AtomicOutput] = []
 
@@ -583,17 +606,11 @@ def screen_files(
                 if unmatched_sink is not None:
                     unmatched_sink.write(chunk, np.flatnonzero(~passing), best)
 
-        if mates == 1:
-            chunks = source.chunks(chunk_size_for(settings, len(patterns)), ramp=CHUNK_RAMP)
-        elif interleaved:
-            chunks = interleaved_pairs(source, chunk_size_for(settings, len(patterns), mates), CHUNK_RAMP)
-        else:
-            chunks = two_file_pairs(source, source2, chunk_size_for(settings, len(patterns), mates), CHUNK_RAMP)
         demultiplexing = isinstance(matched_sink, DemuxSink)
         # closed (its threads stopped) before the outputs and the sources are
         # closed; with one thread the writing is done by this one
         writer = stack.enter_context(OrderedWorker(inline=threads == 1))
-        prepared = stack.enter_context(closing(_prepared_chunks(chunks, source.name, screener, stages)))
+        prepared = stack.enter_context(closing(_prepared_chunks(read_chunks, source.name, screener, stages)))
         for chunk, batch in prepared:
             with stages.timing("device"):
                 hits = screener.hits(batch)

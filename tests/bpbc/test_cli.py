@@ -380,13 +380,14 @@ def test_help_and_version(capsys):
     assert (status, out) == (0, f"bpbc-screen {bpbc.__version__}\n")
 
 
-@pytest.mark.parametrize("stage", ["read", "encode", "device", "traceback", "write"])
+@pytest.mark.parametrize("stage", ["setup", "read", "encode", "device", "traceback", "write"])
 def test_ctrl_c_in_any_stage_exits_130_and_leaves_no_files(capsys, tmp_path, monkeypatch, stage):
     import bpbc.chunks
     import bpbc.pipeline
     import bpbc.screener
 
     owner, name = {
+        "setup": (bpbc.pipeline, "make_screener"),
         "read": (bpbc.chunks, "scan_fastq"),
         "encode": (bpbc.chunks.RawFastqChunk, "encode"),
         "device": (bpbc.screener.Screener, "hits"),
@@ -395,17 +396,18 @@ def test_ctrl_c_in_any_stage_exits_130_and_leaves_no_files(capsys, tmp_path, mon
     }[stage]
     real = getattr(owner, name)
     calls = []
+    at_call = 1 if stage == "setup" else 2  # the set-up happens once, while reading
 
     def interrupted(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 2:
+        if len(calls) == at_call:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
     monkeypatch.setattr(owner, name, interrupted)
     status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5",
                              "-o", tmp_path / "o.paf", "--matched", tmp_path / "m.fq")
-    assert status == 130 and len(calls) == 2
+    assert status == 130 and len(calls) == at_call
     assert err == "bpbc-screen: error: interrupted\n"
     assert list(tmp_path.iterdir()) == []
 
