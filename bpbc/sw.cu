@@ -160,15 +160,20 @@ __global__ void __launch_bounds__(128) sw_screen(
                 lo = column[0];
                 hi = column[1];
                 va = column[2];
-                if (j == 0) {  // a new group: column -1 and the gap states are 0
+            }
+            // a new group: column -1 and the gap states are 0. The empty
+            // volatile asm keeps this a branch, taken in the few columns where
+            // a lane of the warp starts a group: without it the compiler turns
+            // the B (2R + 2) + 1 register reset into selects run every column.
+            if (active && j == 0) {
+                asm volatile("");
 #pragma unroll
-                    for (int k = 0; k < B; ++k) {
-                        best[k] = prev_in_h[k] = 0;
+                for (int k = 0; k < B; ++k) {
+                    best[k] = prev_in_h[k] = 0;
 #pragma unroll
-                        for (int r = 0; r < R; ++r) H[r][k] = E[r][k] = 0;
-                    }
-                    flag = 0;
+                    for (int r = 0; r < R; ++r) H[r][k] = E[r][k] = 0;
                 }
+                flag = 0;
             }
             unsigned hd[B], f[B];
 #pragma unroll
