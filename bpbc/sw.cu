@@ -101,6 +101,9 @@ __global__ void __launch_bounds__(128) sw_screen(
     int groups, int length, int chains) {
     static_assert(32 % P == 0, "a chain must not span warps");
     constexpr bool SYNTHESISED = CELL == 1 && SwCell<B, MA, MI, OE, EX>::available;
+    // keep the 4R pattern words in registers (else rebuilt every column) only
+    // where they fit: at B R > 64 (B = 9, 10 at R = 8) pinning them spills
+    constexpr bool PIN_MASKS = B * R <= 64;
 
     // one grid row per oriented pattern: every pattern and strand in one launch
     const unsigned char* pattern = patterns + pattern_start[blockIdx.y];
@@ -119,13 +122,19 @@ __global__ void __launch_bounds__(128) sw_screen(
         for (int r = 0; r < R; ++r) {
             const int row = (stripe * P + lane) * R + r;
             const unsigned mask = row < m ? pattern[row] : 0u;  // padding rows never match
-            // through an identity shuffle (once per stripe): the compiler
-            // cannot rebuild these words from the mask byte inside the loop
-            // (it did: two instructions per word and row, every column)
-            pa[r] = __shfl_sync(FULL_MASK, (mask & 1) ? FULL_MASK : 0u, threadIdx.x & 31);
-            pc[r] = __shfl_sync(FULL_MASK, (mask & 2) ? FULL_MASK : 0u, threadIdx.x & 31);
-            pg[r] = __shfl_sync(FULL_MASK, (mask & 4) ? FULL_MASK : 0u, threadIdx.x & 31);
-            pt[r] = __shfl_sync(FULL_MASK, (mask & 8) ? FULL_MASK : 0u, threadIdx.x & 31);
+            pa[r] = (mask & 1) ? FULL_MASK : 0u;
+            pc[r] = (mask & 2) ? FULL_MASK : 0u;
+            pg[r] = (mask & 4) ? FULL_MASK : 0u;
+            pt[r] = (mask & 8) ? FULL_MASK : 0u;
+            if constexpr (PIN_MASKS) {
+                // through an identity shuffle (once per stripe): the compiler
+                // cannot rebuild these words from the mask byte inside the
+                // loop (it did: two instructions per word and row, every column)
+                pa[r] = __shfl_sync(FULL_MASK, pa[r], threadIdx.x & 31);
+                pc[r] = __shfl_sync(FULL_MASK, pc[r], threadIdx.x & 31);
+                pg[r] = __shfl_sync(FULL_MASK, pg[r], threadIdx.x & 31);
+                pt[r] = __shfl_sync(FULL_MASK, pt[r], threadIdx.x & 31);
+            }
         }
         unsigned H[R][B], E[R][B], best[B], out_h[B], out_f[B], prev_in_h[B], pub_best[B];
         unsigned flag = 0, pub_flag = 0;
