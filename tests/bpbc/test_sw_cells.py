@@ -223,3 +223,17 @@ def test_gates_sweep_equals_gotoh(key):
                 assert not flags[i] and values[i] == want, (i, want, values[i], flags[i])
     if planes <= 5:
         assert overflowed > 0  # the overflow path was exercised
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="nvcc not on PATH")
+def test_kernel_source_compiles_as_one_main_file(tmp_path):
+    """What NVRTC gets (the header inlined), synthesised cell and fallback, warnings as errors."""
+    import subprocess
+
+    source = tmp_path / "kernel.cu"
+    source.write_text(gpu_engine.kernel_source() + "".join(
+        f"void* k{i} = (void*)&sw_screen<{args}>;\n"
+        for i, args in enumerate(("6,8,16,2,3,7,2,1", "6,8,16,2,3,7,2,0", "11,4,32,2,3,7,2,1"))))
+    result = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-Werror", "all-warnings", "-cubin", "-o",
+                             str(tmp_path / "k.cubin"), str(source)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
