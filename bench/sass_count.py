@@ -40,7 +40,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-KERNEL_PATH = Path(__file__).resolve().parents[1] / "bpbc" / "sw.cu"
+KERNEL_PATH = Path(__file__).resolve().parents[1] / "bpbc" / "sw.cu"  #: plus bpbc/sw_cells.cuh
 ENGINE_OPTIONS = ("-std=c++17",)  #: what gpu_engine._compiled passes to cupy.RawModule
 CUPY_OPTIONS = ("-ftz=true",)  #: what CuPy's _compile_with_cache_cuda adds before NVRTC
 CLASSES = ("lop3", "iadd_shift", "shfl", "mov", "ldst", "branch", "dpx", "other")
@@ -212,10 +212,11 @@ def analyse(function: Function, key: str = "lop3") -> LoopReport:
 
 # ---------------------------------------------------------------- compiling
 
-def kernel_expression(planes: int, rows: int, lanes: int, scoring) -> str:
-    """The name expression gpu_engine._kernel compiles (tests check they agree)."""
+def kernel_expression(planes: int, rows: int, lanes: int, scoring, cell: int = 1) -> str:
+    """The name expression gpu_engine._kernel compiles (tests check they agree);
+    cell: 1 = the synthesised cell where one exists, 0 = the hand-written one."""
     return (f"sw_screen<{planes},{rows},{lanes},{scoring.match},{scoring.mismatch},"
-            f"{scoring.first_gap},{scoring.gap_extend}>")
+            f"{scoring.first_gap},{scoring.gap_extend},{cell}>")
 
 
 def cupy_arch() -> str | None:
@@ -356,6 +357,18 @@ def disassemble(cubin: bytes) -> tuple[str, str]:
                        f"nvidia-cuda-cuobjdump); it starts {cubin[:24]!r}, {len(cubin)} bytes: " + "; ".join(errors))
 
 
+def spills(usage: str, mangled: str) -> str:
+    """Local-memory bytes per thread of the sw_screen function (spills show up as STACK/LOCAL)."""
+    lines = usage.splitlines()
+    for k, line in enumerate(lines):
+        if "Function" in line and (not mangled or mangled in line) and "sw_screen" in line:
+            following = lines[k + 1] if k + 1 < len(lines) else ""
+            stack = re.search(r"STACK:(\d+)", following)
+            local = re.search(r"LOCAL:(\d+)", following)
+            return f"{stack.group(1) if stack else '?'}/{local.group(1) if local else '?'}"
+    return ""
+
+
 def registers(usage: str, mangled: str) -> str:
     lines = usage.splitlines()
     for k, line in enumerate(lines):
@@ -443,53 +456,61 @@ def add_executed(rows: list[dict], source_csv: Path, cells: float) -> list[dict]
     sections = read_ncu_source(source_csv)
     out = list(rows)
     for name, instructions in sections.items():
-        found = re.search(r"sw_screen<\(int\)(\d+)", name) or re.search(r"sw_screen<(\d+)", name)
+        found = re.search(r"sw_screen<([^>]*)>", name)
         if not found:
             continue
-        planes = int(found.group(1))
-        base = next((r for r in rows if int(r["planes"]) == planes and r["scope"] == "loop"), None)
+        arguments = [int(x) for x in re.findall(r"(?:\(int\))?\s*(-?\d+)", found.group(1))]
+        planes = arguments[0]
+        cell = {1: "synth", 0: "hand"}.get(arguments[7]) if len(arguments) > 7 else None
+        base = next((r for r in rows if int(r["planes"]) == planes and r["scope"] == "loop"
+                     and (cell is None or r.get("cell", cell) == cell)), None)
         if base is None:
             continue
-        keep = {k: base[k] for k in ("kernel", "planes", "pattern_length", "rows_per_lane", "lanes_per_chain",
-                                    "stripes", "scoring", "arch", "compiler", "registers")}
+        keep = {k: base.get(k, "") for k in ("kernel", "cell", "planes", "pattern_length", "rows_per_lane",
+                                             "lanes_per_chain", "stripes", "scoring", "arch", "compiler", "registers")}
         keep["span"] = f"whole kernel, {cells:.6g} cells (ncu Instructions Executed)"
         out.append(executed_row(executed_counts(instructions), cells, keep))
     return out
 
 
 def run(planes_list, pattern_length: int, scoring, compiler: str = "auto", arch: str | None = None,
-        sass_dir: Path | None = None) -> list[dict]:
-    from bpbc.gpu_engine import chain_shape
+        sass_dir: Path | None = None, cells=("synth",)) -> list[dict]:
+    """Static counts per (cell, planes); cells: "synth" (the synthesised
+    cell where one exists, what the engine runs by default) and/or "hand"."""
+    from bpbc.gpu_engine import cell_kind, chain_shape, kernel_source
 
-    source = KERNEL_PATH.read_text()
+    source = kernel_source()
     rows_per_lane, lanes, stripes = chain_shape(pattern_length)
     use_nvrtc = compiler == "nvrtc" or (compiler == "auto" and cupy_arch() is not None)
     rows = []
-    for planes in planes_list:
-        expression = kernel_expression(planes, rows_per_lane, lanes, scoring)
-        if use_nvrtc:
-            cubin, mangled, how = compile_nvrtc(source, expression, arch)
-            target = arch or cupy_arch()
-        else:
-            target = arch or "90"
-            cubin, mangled, how = compile_nvcc(source, expression, target)
-        sass, usage = disassemble(cubin)
-        if sass_dir is not None:
-            sass_dir.mkdir(parents=True, exist_ok=True)
-            (sass_dir / f"sw_screen_b{planes}_m{pattern_length}.sass").write_text(sass)
-        functions = parse_sass(sass)
-        function = find_function(functions, mangled or "sw_screen")
-        report = analyse(function)
-        base = {"kernel": expression, "planes": planes, "pattern_length": pattern_length,
-                "rows_per_lane": rows_per_lane, "lanes_per_chain": lanes, "stripes": stripes,
-                "scoring": f"{scoring.match}/{scoring.mismatch}/{scoring.gap_open}/{scoring.gap_extend}",
-                "arch": f"sm_{target}", "compiler": how, "registers": registers(usage, mangled),
-                "loop_blocks": report.blocks}
-        rows += report_rows(report, rows_per_lane, base)
+    for cell in cells:
+        for planes in planes_list:
+            expression = kernel_expression(planes, rows_per_lane, lanes, scoring, cell_kind(cell))
+            if use_nvrtc:
+                cubin, mangled, how = compile_nvrtc(source, expression, arch)
+                target = arch or cupy_arch()
+            else:
+                target = arch or "90"
+                cubin, mangled, how = compile_nvcc(source, expression, target)
+            sass, usage = disassemble(cubin)
+            if sass_dir is not None:
+                sass_dir.mkdir(parents=True, exist_ok=True)
+                (sass_dir / f"sw_screen_{cell}_b{planes}_m{pattern_length}.sass").write_text(sass)
+                (sass_dir / f"sw_screen_{cell}_b{planes}_m{pattern_length}.res").write_text(usage)
+            functions = parse_sass(sass)
+            function = find_function(functions, mangled or "sw_screen")
+            report = analyse(function)
+            base = {"kernel": expression, "cell": cell, "planes": planes, "pattern_length": pattern_length,
+                    "rows_per_lane": rows_per_lane, "lanes_per_chain": lanes, "stripes": stripes,
+                    "scoring": f"{scoring.match}/{scoring.mismatch}/{scoring.gap_open}/{scoring.gap_extend}",
+                    "arch": f"sm_{target}", "compiler": how, "registers": registers(usage, mangled),
+                    "spills": spills(usage, mangled), "loop_blocks": report.blocks}
+            rows += report_rows(report, rows_per_lane, base)
     return rows
 
 
-def launch_for_profiler(planes_list, pattern_length: int, scoring, reads: int, read_length: int = 150) -> None:
+def launch_for_profiler(planes_list, pattern_length: int, scoring, reads: int, read_length: int = 150,
+                        cells=("synth",)) -> None:
     """One GpuEngine.launch per plane count on random reads, for Nsight Compute
     (ncu --kernel-name regex:sw_screen ...): prints the cells of each launch."""
     import cupy
@@ -500,15 +521,16 @@ def launch_for_profiler(planes_list, pattern_length: int, scoring, reads: int, r
 
     from .gpu_kernel import random_prepared
 
-    engine = GpuEngine()
     prepared = random_prepared(reads, read_length, seed=1)
     rng = __import__("numpy").random.default_rng(1)
     table = PatternTable.of([encode_pattern("".join(rng.choice(list("ACGT"), pattern_length)))])
-    for planes in planes_list:
-        engine.launch(prepared, table, scoring, planes)
-        cupy.cuda.Device().synchronize()
-        print(f"launch planes={planes} reads={reads} read_length={read_length} pattern_length={pattern_length} "
-              f"cells={reads * read_length * pattern_length}", flush=True)
+    for cell in cells:
+        engine = GpuEngine(cell=cell)
+        for planes in planes_list:
+            engine.launch(prepared, table, scoring, planes)
+            cupy.cuda.Device().synchronize()
+            print(f"launch cell={cell} planes={planes} reads={reads} read_length={read_length} "
+                  f"pattern_length={pattern_length} cells={reads * read_length * pattern_length}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -518,6 +540,9 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m bench sass", description=__doc__.split("\n\n")[0])
     parser.add_argument("--planes", type=int, nargs="+", default=[5, 6, 7])
+    parser.add_argument("--cell", nargs="+", choices=("synth", "hand"), default=["synth"],
+                        help="which cell(s): synth = the synthesised LUT3 cell where one exists (the default "
+                             "engine's), hand = the hand-written one")
     parser.add_argument("--pattern-length", type=int, default=128)
     parser.add_argument("--scoring", default="2,3,5,2", help="match,mismatch,gap_open,gap_extend")
     parser.add_argument("--compiler", choices=("auto", "nvrtc", "nvcc"), default="auto",
@@ -534,15 +559,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     scoring = Scoring(*(int(x) for x in args.scoring.split(",")))
     if args.launch:
-        launch_for_profiler(args.planes, args.pattern_length, scoring, args.launch)
+        launch_for_profiler(args.planes, args.pattern_length, scoring, args.launch, cells=args.cell)
         return 0
-    rows = run(args.planes, args.pattern_length, scoring, args.compiler, args.arch, args.sass_dir)
+    rows = run(args.planes, args.pattern_length, scoring, args.compiler, args.arch, args.sass_dir, args.cell)
     if args.executed:
         rows = add_executed(rows, args.executed, args.cells)
     gpu = gpu_info()
     env = environment(gpu)
     path = write_csv(args.out / f"sass_{device_kind(gpu) if gpu else 'sm' + (args.arch or '90')}.csv", rows, env)
-    columns = ["planes", "scope", "per_word_total"] + [f"per_word_{c}" for c in CLASSES]
+    columns = ["cell", "planes", "scope", "registers", "spills", "per_word_total"] + [f"per_word_{c}" for c in CLASSES]
     print("  ".join(f"{c.replace('per_word_', ''):>10}" for c in columns))
     for row in rows:
         print("  ".join(f"{str(row[c]):>10}" for c in columns))

@@ -18,7 +18,11 @@ import bpbc
 from bpbc.gpu_engine import KERNEL_PATH, THREADS_PER_BLOCK, chain_shape
 from tests.bpbc.conftest import random_pattern, random_read, related_pair
 
-INSTANTIATIONS = [(6, 4, 32, 2, 3, 7, 2), (1, 1, 32, 2, 3, 7, 2), (11, 8, 8, 5, 4, 11, 3), (3, 5, 4, 1, 9, 20, 9)]
+#: (B, R, P, MA, MI, OE, EX, CELL): synthesised cells (B = 6, 9 at the default
+#: scoring, CELL 1), the hand-written one asked for (CELL 0) and as the fallback
+#: where no circuit exists (CELL 1, other B or scoring)
+INSTANTIATIONS = [(6, 4, 32, 2, 3, 7, 2, 1), (6, 8, 16, 2, 3, 7, 2, 0), (9, 8, 16, 2, 3, 7, 2, 1),
+                  (1, 1, 32, 2, 3, 7, 2, 1), (11, 8, 8, 5, 4, 11, 3, 1), (3, 5, 4, 1, 9, 20, 9, 0)]
 
 
 def test_block_size_is_the_kernels_launch_bound():
@@ -79,6 +83,48 @@ def test_gpu_matches_cpu_bit_for_bit(scoring, threshold, exact):
     assert np.array_equal(cpu.capped, gpu.capped)
     assert np.array_equal(cpu.indices, gpu.indices)
     assert cpu.alignments == gpu.alignments
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scoring, threshold", [
+    ((2, 3, 5, 2), 40),  # B = 6: a synthesised cell
+    ((2, 3, 5, 2), 12),  # B = 4: a synthesised cell, many overflows
+    ((2, 3, 5, 2), 2000),  # B = 11: no circuit, the hand-written fallback
+    ((3, 2, 4, 1), 64),  # no circuit for this scoring: the fallback
+])
+def test_synthesised_and_hand_cells_give_the_same_scores(monkeypatch, scoring, threshold):
+    """BPBC_GPU_CELL=hand against the default (synthesised where a circuit
+    exists): the same scores and flags on every instance, and the CPU's."""
+    from bpbc.alphabet import encode_pattern, encode_reads
+    from bpbc.gpu_engine import GpuEngine, PreparedReads
+    from bpbc.patterns import PatternTable
+    from bpbc.scoring import Scoring, score_planes
+
+    rng = np.random.default_rng(threshold)
+    reads = _random_workload(rng, 6000)
+    patterns = [random_pattern(rng, 60, iupac_rate=0.1), random_pattern(rng, 140), random_pattern(rng, 300)]
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.of([encode_pattern(p) for p in patterns])
+    scoring_ = Scoring(*scoring)
+    planes = score_planes(threshold)
+    results = {}
+    for cell in ("synth", "hand"):
+        engine = GpuEngine(cell=cell)
+        prepared = PreparedReads.from_codes(codes, lengths, "swap")
+        results[cell] = engine.scores(prepared, table, scoring_, planes)
+    assert np.array_equal(results["synth"][0], results["hand"][0])
+    assert np.array_equal(results["synth"][1], results["hand"][1])
+    monkeypatch.setenv("BPBC_GPU_CELL", "hand")
+    kwargs = dict(threshold=min(threshold, 200), match=scoring[0], mismatch=scoring[1], gap_open=scoring[2],
+                  gap_extend=scoring[3])
+    cpu = bpbc.screen(reads, patterns, device="cpu", **kwargs)
+    gpu_hand = bpbc.screen(reads, patterns, device="gpu", **kwargs)
+    monkeypatch.setenv("BPBC_GPU_CELL", "synth")
+    gpu_synth = bpbc.screen(reads, patterns, device="gpu", **kwargs)
+    for gpu in (gpu_hand, gpu_synth):
+        assert np.array_equal(cpu.scores, gpu.scores)
+        assert np.array_equal(cpu.capped, gpu.capped)
+        assert np.array_equal(cpu.indices, gpu.indices)
 
 
 @pytest.mark.gpu
