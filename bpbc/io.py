@@ -40,6 +40,9 @@ _NON_ASCII = re.compile(rb"[\x80-\xff]")
 
 #: at most this many threads compress one output file (half the cores at most)
 COMPRESSION_THREADS = 4
+#: bytes per block handed to a compression thread: ISA-L's default 1 MiB meant
+#: a few thousand thread handovers (each waiting for the GIL) per GB written
+COMPRESSION_BLOCK = 4 << 20
 #: a zstd frame holding no data (zstd.compress(b""))
 EMPTY_ZSTD_FRAME = bytes.fromhex("28b52ffd2000010000")
 #: output compression by file name suffix, as xopen names the formats
@@ -588,7 +591,8 @@ class AtomicOutput:
         if compression == "gz" and threads > 1 and _igzip_threaded() is not None:
             # xopen runs ISA-L's threaded gzip writer with one thread at level
             # 1; the same writer with several compresses several times faster
-            handle = _igzip_threaded().open(self.temp_path, mode, compresslevel=1, threads=threads)
+            handle = _igzip_threaded().open(self.temp_path, mode, compresslevel=1, threads=threads,
+                                            block_size=COMPRESSION_BLOCK)
         else:
             handle = xopen(self.temp_path, mode, compresslevel=1, threads=threads, format=compression)  # type: ignore[call-overload]
         self._handles.append(handle)
