@@ -185,19 +185,22 @@ def _names(buf, rec_start, seq_start, rows):
 
 
 @njit(cache=True, nogil=True)
-def _gather(buf, rec_start, rec_end, rows):
-    """The bytes of records ``rows`` (buf[rec_start[i]:rec_end[i]]), back to back."""
-    size = 0
-    for t in range(rows.shape[0]):
-        size += rec_end[rows[t]] - rec_start[rows[t]]
-    out = np.empty(size, np.uint8)
+def _gather(buf, rec_start, rec_end, rows, out):
+    """The bytes of records ``rows`` (buf[rec_start[i]:rec_end[i]]), back to
+    back into ``out`` (large enough); returns their size. Consecutive records
+    are copied as one block."""
     at = 0
-    for t in range(rows.shape[0]):
-        i = rows[t]
-        count = rec_end[i] - rec_start[i]
-        out[at:at + count] = buf[rec_start[i]:rec_end[i]]
-        at += count
-    return out
+    t = 0
+    while t < rows.shape[0]:
+        first = rec_start[rows[t]]
+        last = rec_end[rows[t]]
+        t += 1
+        while t < rows.shape[0] and rec_start[rows[t]] == last:
+            last = rec_end[rows[t]]
+            t += 1
+        out[at:at + last - first] = buf[first:last]
+        at += last - first
+    return at
 
 
 class RawFastqChunk:
@@ -247,15 +250,18 @@ class RawFastqChunk:
         return Texts(*_names(np.frombuffer(self.data, np.uint8), self.rec_start, self.seq_start, rows))
 
     def write(self, output, rows: np.ndarray) -> None:
-        """Write the records ``rows`` (increasing indices), byte for byte, in one write."""
+        """Write the records ``rows`` (increasing indices), byte for byte, in
+        one write (gathered in ``output.scratch``, a buffer it reuses)."""
         if not len(rows):
             return
         first, last = int(self.rec_start[rows[0]]), int(self.rec_end[rows[-1]])
         if len(rows) == len(self) and np.array_equal(self.rec_end[:-1], self.rec_start[1:]):
             output.write_bytes(memoryview(self.data)[first:last])  # every record, back to back
         else:
-            output.write_bytes(_gather(np.frombuffer(self.data, np.uint8), self.rec_start, self.rec_end,
-                                       np.asarray(rows, np.int64)))
+            rows = np.asarray(rows, np.int64)
+            out = output.scratch(int((self.rec_end[rows] - self.rec_start[rows]).sum()))
+            size = _gather(np.frombuffer(self.data, np.uint8), self.rec_start, self.rec_end, rows, out)
+            output.write_bytes(memoryview(out)[:size])
 
 
 class RecordChunk:
