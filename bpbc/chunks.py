@@ -185,22 +185,23 @@ def _names(buf, rec_start, seq_start, rows):
 
 
 @njit(cache=True, nogil=True)
-def _gather(buf, rec_start, rec_end, rows, out):
-    """The bytes of records ``rows`` (buf[rec_start[i]:rec_end[i]]), back to
-    back into ``out`` (large enough); returns their size. Consecutive records
-    are copied as one block."""
-    at = 0
+def _runs(rec_start, rec_end, rows):
+    """(first, last): the byte ranges of records ``rows``, consecutive
+    records joined into one range."""
+    first = np.empty(rows.shape[0], np.int64)
+    last = np.empty(rows.shape[0], np.int64)
+    count = 0
     t = 0
     while t < rows.shape[0]:
-        first = rec_start[rows[t]]
-        last = rec_end[rows[t]]
+        first[count] = rec_start[rows[t]]
+        stop = rec_end[rows[t]]
         t += 1
-        while t < rows.shape[0] and rec_start[rows[t]] == last:
-            last = rec_end[rows[t]]
+        while t < rows.shape[0] and rec_start[rows[t]] == stop:
+            stop = rec_end[rows[t]]
             t += 1
-        out[at:at + last - first] = buf[first:last]
-        at += last - first
-    return at
+        last[count] = stop
+        count += 1
+    return first[:count], last[:count]
 
 
 class RawFastqChunk:
@@ -250,18 +251,15 @@ class RawFastqChunk:
         return Texts(*_names(np.frombuffer(self.data, np.uint8), self.rec_start, self.seq_start, rows))
 
     def write(self, output, rows: np.ndarray) -> None:
-        """Write the records ``rows`` (increasing indices), byte for byte, in
-        one write (gathered in ``output.scratch``, a buffer it reuses)."""
+        """Write the records ``rows`` (increasing indices), byte for byte:
+        each run of consecutive records in one write straight from the buffer
+        (gathering them first in numba was 6x slower than these buffered writes)."""
         if not len(rows):
             return
-        first, last = int(self.rec_start[rows[0]]), int(self.rec_end[rows[-1]])
-        if len(rows) == len(self) and np.array_equal(self.rec_end[:-1], self.rec_start[1:]):
-            output.write_bytes(memoryview(self.data)[first:last])  # every record, back to back
-        else:
-            rows = np.asarray(rows, np.int64)
-            out = output.scratch(int((self.rec_end[rows] - self.rec_start[rows]).sum()))
-            size = _gather(np.frombuffer(self.data, np.uint8), self.rec_start, self.rec_end, rows, out)
-            output.write_bytes(memoryview(out)[:size])
+        data = memoryview(self.data)
+        first, last = _runs(self.rec_start, self.rec_end, np.asarray(rows, np.int64))
+        for start, stop in zip(first.tolist(), last.tolist()):
+            output.write_bytes(data[start:stop])
 
 
 class RecordChunk:

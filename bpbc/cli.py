@@ -18,7 +18,6 @@ Whatever the status, a run that does not succeed leaves no output file behind.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import signal
@@ -422,29 +421,10 @@ def main(argv: list[str] | None = None) -> int:
 OPENMP_ENVIRONMENT = {"OMP_WAIT_POLICY": "PASSIVE"}
 
 
-#: glibc's mallopt parameters (malloc.h) and the values the command sets
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-MALLOC_SETTINGS = {M_MMAP_THRESHOLD: 256 << 20, M_TRIM_THRESHOLD: 1 << 30}
-
-
-def _reuse_freed_memory() -> None:
-    """Have glibc's malloc keep freed chunk buffers (tens of MB each) for the
-    next chunk instead of returning them to the system: each fresh one cost
-    a page fault per 4 KiB, and on a 16-core host, with many threads faulting
-    and unmapping at once, seconds per GB. Elsewhere (no glibc): nothing."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    for parameter, value in MALLOC_SETTINGS.items():
-        mallopt(parameter, value)
-
-
 def run() -> None:
     """Console entry point of ``bpbc-screen``."""
     for name, value in OPENMP_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
-    _reuse_freed_memory()
     status = main()
     if status in (EXIT_INTERRUPTED, EXIT_TERMINATED):
         # a reader thread may still be blocked reading its input (a pipe whose
