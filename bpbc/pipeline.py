@@ -248,7 +248,8 @@ def prefetched(items: Iterator, stop_timeout_s: float = 1.0) -> Generator:
         handoff.put(item)  # never blocks: the previous item was taken
         while not stop.is_set():
             if taken.acquire(timeout=0.1):
-                return True
+                # the caller stopping releases ``taken`` too (see below)
+                return not stop.is_set()
         return False
 
     def produce() -> None:
@@ -277,6 +278,11 @@ def prefetched(items: Iterator, stop_timeout_s: float = 1.0) -> Generator:
             yield item
     finally:
         stop.set()
+        # wake a thread waiting in hand_over() for an item that will not be
+        # taken now (an error, or the caller closing early): without this it
+        # noticed ``stop`` only at its next 0.1 s poll, and every run that ends
+        # in an error waited that long, once per nested prefetched()
+        taken.release()
         worker.join(stop_timeout_s)
 
 
