@@ -139,10 +139,15 @@ def _sequence(rng: random.Random, length: int, odd: float = 0.0) -> bytes:
     return letters
 
 
+#: the letters each byte may stand for (itself, but for IUPAC codes)
+_OPTIONS = [IUPAC_BASES.get(c, bytes([c])) for c in range(256)]
+
+
 def _resolve(pattern: bytes, rng: random.Random) -> bytes:
     """A concrete read sequence matching an IUPAC pattern (upper case)."""
     upper = pattern.upper().replace(b"U", b"T")
-    return bytes(rng.choice(IUPAC_BASES.get(c, bytes([c]))) for c in upper)
+    choice = rng.choice  # one draw per letter, as ever: the cases of a seed stay the same
+    return bytes([choice(_OPTIONS[c]) for c in upper])
 
 
 def _read_sequences(rng: random.Random, count: int, low: int, high: int, patterns: list[bytes],
