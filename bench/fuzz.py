@@ -651,7 +651,8 @@ def _call_direct(case: Case, in_dir: Path, out_dir: Path) -> int:
     reads, patterns, *_ = case.argv(in_dir, out_dir)
     outputs = {option: str(out_dir / name) for option, name in case.outputs.items()}
     try:
-        screen_command(reads, patterns, threshold=case.threshold, output=outputs.get("-o"),
+        # READS is variadic: a list (a plain string was taken for one file per character)
+        screen_command([reads], patterns, threshold=case.threshold, output=outputs.get("-o"),
                        matched=outputs.get("--matched"), unmatched=outputs.get("--unmatched"),
                        json_path=outputs.get("--json"), strand=Strand(case.strand), device=Device.cpu, threads=1,
                        eqx=case.eqx, chunk_size=case.chunk_size, quiet=True)
