@@ -890,6 +890,10 @@ def _rss_bytes(pid: int) -> int:
 
 def drive(args) -> int:
     """Run ``args.inputs`` cases on ``args.workers`` processes; write the results."""
+    # each worker runs one case at a time on one thread (--threads 1): numba's
+    # thread pool needs no thread per core in each of them (on 16 cores, 16
+    # workers would start 15 idle OpenMP threads each); the workers inherit this
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     current = context.Array("d", [-1.0] * (2 * args.workers), lock=False)
