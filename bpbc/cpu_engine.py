@@ -573,9 +573,10 @@ class PreparedReads:
             real = np.flatnonzero(real_lane.reshape(groups, WORD_BITS).any(axis=1))
             planes = np.zeros((groups, codes.shape[1], 3), dtype=np.uint64)
             if len(real):
-                lanes = (real[:, None] * WORD_BITS + np.arange(WORD_BITS)).ravel()
+                real_lanes = (real[:, None] * WORD_BITS + np.arange(WORD_BITS)).ravel()
                 # only the last group can be partial, and it comes last here
-                planes[real] = pack_codes(codes[self.order[lanes[lanes < self.n]]], word_bits=WORD_BITS)
+                real_lanes = real_lanes[real_lanes < self.n]
+                planes[real] = pack_codes(codes[self.order[real_lanes]], word_bits=WORD_BITS)
         groups, width = planes.shape[0], planes.shape[1]
         blocks = -(-groups // words)
         self.words = words
