@@ -781,6 +781,12 @@ def _worker(worker: int, workers: int, start: int, stop: int, seed: int, timeout
     outcomes to ``results``; ``current`` (shared) holds the case under way and
     since when, for the parent's watchdog. Ends after a hang (a fresh process
     goes on), or between two cases once ``stopping`` (an Event) is set."""
+    # one case at a time on one thread (--threads 1): no numba thread pool of
+    # a thread per core in each worker (on 16 cores, 15 idle OpenMP threads
+    # each). Set here, in the fresh process, before numba reads it: numba
+    # refuses a change once its threads run (so not in the parent's os.environ)
+    if "numba" not in sys.modules:
+        os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     import numba
 
     numba.set_num_threads(1)
@@ -892,10 +898,6 @@ def _rss_bytes(pid: int) -> int:
 
 def drive(args) -> int:
     """Run ``args.inputs`` cases on ``args.workers`` processes; write the results."""
-    # each worker runs one case at a time on one thread (--threads 1): numba's
-    # thread pool needs no thread per core in each of them (on 16 cores, 16
-    # workers would start 15 idle OpenMP threads each); the workers inherit this
-    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     current = context.Array("d", [-1.0] * (2 * args.workers), lock=False)
