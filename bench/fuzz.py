@@ -3,6 +3,8 @@
     python -m bench fuzz --inputs N [--workers K] [--seed S] [--out DIR] [--timeout S]
     python -m bench.fuzz --inputs N ...                      (the same)
     python -m bench fuzz --replay INDEX [--seed S]           (run one input again, print what happened)
+    python -m bench fuzz --inputs N --start I --time-limit S  (cases I to I + N - 1; stop after S seconds)
+    python -m bench fuzz --merge DIR1 DIR2 --out DIR          (add up runs of disjoint case ranges)
 
 Each input is a *case*: a reads file and a pattern file built from a valid
 seed (plain four-line FASTQ, FASTQ repeating the name on the '+' line, FASTA
@@ -34,8 +36,10 @@ SIGALRM watchdog in the worker and a harder one in the parent), a thread or
 file descriptor left behind, a worker above ``--max-rss-gb``; and every
 ``--twice``-th case runs twice and must end the same way both times.
 ``--harness direct`` calls the command's function with the same values
-instead of the whole command line (typer's option parsing left out: about
-10% faster). The same check drives the hypothesis tests in
+instead of the whole command line: typer's option parsing (the same options
+every case) and ``main``'s mapping of exceptions to exit statuses are left
+out (an exception escaping is a 'traceback' finding either way); some 2.5 ms
+a case, 15-20% of the rate, and the outcomes are the same. The same check drives the hypothesis tests in
 ``tests/bpbc/test_fuzz_inputs.py``: :func:`make_case` takes its decisions
 from a *chooser*, a ``random.Random`` here (:class:`RandomChooser`) and
 hypothesis's ``draw`` there (so that failures shrink).
@@ -46,7 +50,10 @@ The driver runs ``--workers`` processes, counts outcomes and error messages
 every ``--report-every`` seconds and at the end; every finding is saved under
 ``DIR/raw/fuzz_findings/`` (files, command line, stderr), at most ``--keep`` per
 kind and worker. Case INDEX of seed S is the same input on every run
-(``--replay``).
+(``--replay``). ``--time-limit`` stops the run after that many seconds (the
+cases under way end, or are dropped after ``--stop-grace`` seconds) and
+writes the count reached; runs of one seed over disjoint ranges (``--start``,
+``--inputs``) cover distinct inputs, and ``--merge`` adds up their results.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ import argparse
 import bz2
 import contextlib
 import csv
+import functools
 import gzip
 import hashlib
 import io
@@ -133,10 +141,15 @@ def _sequence(rng: random.Random, length: int, odd: float = 0.0) -> bytes:
     return letters
 
 
+#: the letters each byte may stand for (itself, but for IUPAC codes)
+_OPTIONS = [IUPAC_BASES.get(c, bytes([c])) for c in range(256)]
+
+
 def _resolve(pattern: bytes, rng: random.Random) -> bytes:
     """A concrete read sequence matching an IUPAC pattern (upper case)."""
     upper = pattern.upper().replace(b"U", b"T")
-    return bytes(rng.choice(IUPAC_BASES.get(c, bytes([c]))) for c in upper)
+    choice = rng.choice  # one draw per letter, as ever: the cases of a seed stay the same
+    return bytes([choice(_OPTIONS[c]) for c in upper])
 
 
 def _read_sequences(rng: random.Random, count: int, low: int, high: int, patterns: list[bytes],
@@ -281,14 +294,21 @@ def mutate(ch, data: bytes, steps: int, far: bool = False, longest_sequence: int
 
 # --- compression -----------------------------------------------------------------
 
-def _zstd_compress(data: bytes) -> bytes | None:
+@functools.cache
+def _zstd_module():
+    """The zstd module of this Python (None where there is none): looked up
+    once, not at every case (a failed import searches sys.path each time)."""
     for module_name in ("compression.zstd", "backports.zstd"):
         try:
-            module = __import__(module_name, fromlist=["compress"])
+            return __import__(module_name, fromlist=["compress"])
         except ImportError:
             continue
-        return module.compress(data, 1)
     return None
+
+
+def _zstd_compress(data: bytes) -> bytes | None:
+    module = _zstd_module()
+    return None if module is None else module.compress(data, 1)
 
 
 def compress(data: bytes, fmt: str | None) -> bytes | None:
@@ -589,7 +609,8 @@ def _check_success(case: Case, out_dir: Path) -> tuple[str, str]:
     summary = json.loads((out_dir / case.outputs["--json"]).read_text())
     matched = _count_records(out_dir / case.outputs["--matched"])
     unmatched = _count_records(out_dir / case.outputs["--unmatched"])
-    with xopen(out_dir / case.outputs["-o"], "rb") as handle:
+    # threads=0: decompressed in this process, not by an external program started for every case
+    with xopen(out_dir / case.outputs["-o"], "rb", threads=0) as handle:
         paf = handle.read().decode("ascii").split("\n")[:-1]  # names may hold \r, \x0b, ...: PAF lines end in \n
     problems = []
     if summary["reads"] != matched + unmatched:
@@ -632,7 +653,8 @@ def _call_direct(case: Case, in_dir: Path, out_dir: Path) -> int:
     reads, patterns, *_ = case.argv(in_dir, out_dir)
     outputs = {option: str(out_dir / name) for option, name in case.outputs.items()}
     try:
-        screen_command(reads, patterns, threshold=case.threshold, output=outputs.get("-o"),
+        # READS is variadic: a list (a plain string was taken for one file per character)
+        screen_command([reads], patterns, threshold=case.threshold, output=outputs.get("-o"),
                        matched=outputs.get("--matched"), unmatched=outputs.get("--unmatched"),
                        json_path=outputs.get("--json"), strand=Strand(case.strand), device=Device.cpu, threads=1,
                        eqx=case.eqx, chunk_size=case.chunk_size, quiet=True)
@@ -754,11 +776,17 @@ def warm_up(workdir: Path) -> None:
 
 
 def _worker(worker: int, workers: int, start: int, stop: int, seed: int, timeout_s: float, scratch: str,
-            findings: str, keep: int, harness: str, twice: int, results, current) -> None:
+            findings: str, keep: int, harness: str, twice: int, results, current, stopping=None) -> None:
     """Run cases start, start + workers, ... below stop; report batches of
     outcomes to ``results``; ``current`` (shared) holds the case under way and
     since when, for the parent's watchdog. Ends after a hang (a fresh process
-    goes on)."""
+    goes on), or between two cases once ``stopping`` (an Event) is set."""
+    # one case at a time on one thread (--threads 1): no numba thread pool of
+    # a thread per core in each worker (on 16 cores, 15 idle OpenMP threads
+    # each). Set here, in the fresh process, before numba reads it: numba
+    # refuses a change once its threads run (so not in the parent's os.environ)
+    if "numba" not in sys.modules:
+        os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     import numba
 
     numba.set_num_threads(1)
@@ -770,6 +798,8 @@ def _worker(worker: int, workers: int, start: int, stop: int, seed: int, timeout
     batch: list = []
     last_sent = time.monotonic()
     for index in range(start, stop, workers):
+        if stopping is not None and stopping.is_set():  # the time limit: report what was done, end
+            break
         current[2 * worker] = index
         current[2 * worker + 1] = time.time()
         case = case_for(seed, index)
@@ -817,7 +847,8 @@ class Tally:
             self.findings.append({"index": index, "kind": kind, "detail": text})
 
 
-def _write_results(out: Path, tally: Tally, args, finished: bool) -> Path:
+def _write_results(out: Path, tally: Tally, args, finished: bool, stopped_by_time_limit: bool = False,
+                   next_index: dict | None = None) -> Path:
     from .environment import environment
 
     elapsed = time.time() - tally.started
@@ -829,6 +860,12 @@ def _write_results(out: Path, tally: Tally, args, finished: bool) -> Path:
         "harness": args.harness,
         "run_twice_every": args.twice,
         "inputs_requested": args.inputs,
+        # cases start, start + 1, ... below start + inputs_requested; each worker w runs
+        # start + w, start + w + workers, ...: with a time limit, those below next_index[w]
+        "start": args.start,
+        "time_limit_s": args.time_limit,
+        "stopped_by_time_limit": stopped_by_time_limit,
+        "next_index": None if next_index is None else [next_index[w] for w in sorted(next_index)],
         "inputs": tally.inputs,
         "elapsed_s": round(elapsed, 1),
         "inputs_per_s": round(tally.inputs / elapsed, 2) if elapsed > 0 else 0.0,
@@ -868,6 +905,8 @@ def drive(args) -> int:
     scratch = tempfile.mkdtemp(prefix="bpbc-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     findings = args.out / "raw" / "fuzz_findings"  # bench/results/raw is not versioned
     tally = Tally()
+    stopping = context.Event()  # set at the time limit: the workers end after their case
+    stop_deadline = None  # then, the time after which the workers still running are killed
     processes: dict[int, multiprocessing.Process] = {}
     # the next case of each worker's stride (where a restarted worker goes on)
     next_index = {w: args.start + w for w in range(args.workers)}
@@ -875,9 +914,12 @@ def drive(args) -> int:
     stop = args.start + args.inputs
 
     def launch(worker: int) -> None:
+        if stopping.is_set():  # no fresh worker after the time limit
+            done.add(worker)
+            return
         process = context.Process(target=_worker, daemon=True, args=(
             worker, args.workers, next_index[worker], stop, args.seed, args.timeout, scratch, str(findings),
-            args.keep, args.harness, args.twice, results, current))
+            args.keep, args.harness, args.twice, results, current, stopping))
         process.start()
         processes[worker] = process
 
@@ -926,6 +968,15 @@ def drive(args) -> int:
         while len(done) < args.workers:
             drain(1.0)
             now = time.time()
+            if args.time_limit and not stopping.is_set() and now - tally.started > args.time_limit:
+                # the workers end after their case; one still running a case after
+                # --stop-grace seconds is killed (that case is not counted)
+                stopping.set()
+                stop_deadline = now + args.stop_grace
+                print(f"fuzz: time limit ({args.time_limit:g} s): stopping after the cases under way",
+                      file=sys.stderr, flush=True)
+            if stop_deadline is not None and now > stop_deadline:
+                break
             for worker, process in list(processes.items()):
                 if worker in done:
                     continue
@@ -954,7 +1005,7 @@ def drive(args) -> int:
                         lost(worker, "crash", f"worker exit code {process.exitcode}")
             if now - last_report > args.report_every:
                 last_report = now
-                path = _write_results(args.out, tally, args, finished=False)
+                path = _write_results(args.out, tally, args, finished=False, next_index=next_index)
                 print(f"fuzz: {tally.inputs} inputs, {dict(tally.kinds)} -> {path}", file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         interrupted = True
@@ -963,13 +1014,59 @@ def drive(args) -> int:
             if process.is_alive():
                 process.kill()
                 process.join()
+        if stopping.is_set():
+            drain(0.1)  # the last batches of workers that ended at the time limit
         shutil.rmtree(scratch, ignore_errors=True)
         signal.signal(signal.SIGTERM, previous_handler)
-    path = _write_results(args.out, tally, args, finished=tally.inputs >= args.inputs)
+    path = _write_results(args.out, tally, args, finished=tally.inputs >= args.inputs,
+                          stopped_by_time_limit=stopping.is_set(), next_index=next_index)
     bad = sum(count for kind, count in tally.kinds.items() if kind not in GOOD)
+    ended = " (interrupted)" if interrupted else " (time limit)" if stopping.is_set() else ""
     print(f"fuzz: {tally.inputs} inputs in {time.time() - tally.started:.0f} s, {dict(tally.kinds)}, "
-          f"{bad} findings{' (interrupted)' if interrupted else ''} -> {path}", file=sys.stderr)
+          f"{bad} findings{ended} -> {path}", file=sys.stderr)
     return 130 if interrupted else 1 if bad else 0
+
+
+def merge(directories: list[Path], out: Path) -> int:
+    """Add up the results of several runs (``DIR/fuzz_cpu.json`` and
+    ``DIR/fuzz_cpu_messages.csv`` of each) into ``out``: the runs must have one
+    seed and disjoint case ranges, so that their inputs are distinct."""
+    runs = [json.loads((directory / "fuzz_cpu.json").read_text()) for directory in directories]
+    if len({run["seed"] for run in runs}) != 1:
+        raise SystemExit(f"fuzz --merge: runs of different seeds: {[run['seed'] for run in runs]}")
+    ranges = sorted((run["start"], run["start"] + run["inputs_requested"]) for run in runs)
+    if any(low < previous_high for (_, previous_high), (low, _) in zip(ranges, ranges[1:])):
+        raise SystemExit(f"fuzz --merge: the case ranges overlap: {ranges}")
+    messages: Counter = Counter()
+    for directory in directories:
+        with open(directory / "fuzz_cpu_messages.csv", newline="") as handle:
+            for row in list(csv.reader(handle))[1:]:
+                messages[row[1]] += int(row[0])
+    outcomes = {kind: sum(run["outcomes"].get(kind, 0) for run in runs) for kind in GOOD + FINDINGS}
+    figures = {
+        "merged_from": [str(directory) for directory in directories],
+        "finished": all(run["finished"] for run in runs),
+        "seed": runs[0]["seed"],
+        "ranges": [[low, high] for low, high in ranges],
+        "inputs": sum(run["inputs"] for run in runs),
+        "elapsed_s": round(sum(run["elapsed_s"] for run in runs), 1),
+        "runs": [{key: run.get(key) for key in ("start", "inputs_requested", "inputs", "workers", "elapsed_s",
+                                                  "inputs_per_s", "stopped_by_time_limit", "harness")}
+                 | {"cpu_cores": run.get("environment", {}).get("cpu_cores")} for run in runs],
+        "outcomes": outcomes,
+        "findings": [finding for run in runs for finding in run["findings"]][:1000],
+        "error_messages": len(messages),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "fuzz_cpu.json").write_text(json.dumps(figures, indent=2) + "\n")
+    with open(out / "fuzz_cpu_messages.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["count", "message"])
+        writer.writerows((count, message) for message, count in messages.most_common())
+    bad = sum(count for kind, count in outcomes.items() if kind not in GOOD)
+    print(f"fuzz: {figures['inputs']} inputs in {len(runs)} runs, {outcomes}, {bad} findings -> "
+          f"{out / 'fuzz_cpu.json'}", file=sys.stderr)
+    return 1 if bad else 0
 
 
 def replay(args) -> int:
@@ -996,9 +1093,20 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.fuzz") -> i
                            help="every K-th case runs twice and must end the same way (0: never)")
     arguments.add_argument("--max-rss-gb", type=float, default=3.0,
                            help="a worker above this resident set is stopped (a 'memory' finding)")
+    arguments.add_argument("--time-limit", type=float, default=None, metavar="S",
+                           help="stop after S seconds (workers' start-up included): the cases under way end, "
+                           "the results are written with the count reached")
+    arguments.add_argument("--stop-grace", type=float, default=20.0, metavar="S",
+                           help="at the time limit, seconds the cases under way may take before their workers are "
+                           "killed (those cases are not counted; default 20)")
+    arguments.add_argument("--merge", type=Path, nargs="+", default=None, metavar="DIR",
+                           help="add up the results of runs (their --out directories, one seed, disjoint case "
+                           "ranges) into --out")
     arguments.add_argument("--replay", type=int, default=None, metavar="INDEX", help="run case INDEX and report it")
     arguments.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (default bench/results)")
     args = arguments.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, args.out)
     return replay(args) if args.replay is not None else drive(args)
 
 

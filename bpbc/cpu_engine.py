@@ -547,18 +547,36 @@ def _to_superblocks(planes, cols):
 class PreparedReads:
     """Reads in a given order (by default sorted by length), bit-transposed
     into superblock columns of ``words`` words. Lane ``i`` of the layout is
-    read ``order[i]``."""
+    read ``order[i]``. ``padding``: the index of an empty read (every code
+    >= 4) that ``order`` repeats to fill superblocks; groups of WORD_BITS
+    lanes holding only it are not gathered and packed, they are zero words
+    (as ``pack_codes`` packs codes >= 4 and missing lanes)."""
 
-    def __init__(self, codes: np.ndarray, lengths: np.ndarray, order: np.ndarray | None = None, words: int = 16):
+    def __init__(self, codes: np.ndarray, lengths: np.ndarray, order: np.ndarray | None = None, words: int = 16,
+                 padding: int | None = None):
         from transpose import pack_codes
 
         self.order = length_order(lengths) if order is None else order
         self.n = len(self.order)
         ordered_lengths = lengths[self.order]
-        # reads of one length: the stable order is the identity, skip the copy
-        same = order is None and self.n and ordered_lengths[0] == ordered_lengths[-1]
-        ordered_codes = codes if same else codes[self.order]
-        planes = pack_codes(ordered_codes, word_bits=WORD_BITS)  # (G, L, 3)
+        if padding is None:
+            # reads of one length: the stable order is the identity, skip the copy
+            same = order is None and self.n and ordered_lengths[0] == ordered_lengths[-1]
+            ordered_codes = codes if same else codes[self.order]
+            planes = pack_codes(ordered_codes, word_bits=WORD_BITS)  # (G, L, 3)
+        else:
+            # a few reads in superblocks of their own (the second pass) are
+            # mostly padding: packing all of it cost more than the kernel
+            groups = -(-self.n // WORD_BITS)
+            real_lane = np.zeros(groups * WORD_BITS, dtype=bool)
+            real_lane[:self.n] = self.order != padding
+            real = np.flatnonzero(real_lane.reshape(groups, WORD_BITS).any(axis=1))
+            planes = np.zeros((groups, codes.shape[1], 3), dtype=np.uint64)
+            if len(real):
+                real_lanes = (real[:, None] * WORD_BITS + np.arange(WORD_BITS)).ravel()
+                # only the last group can be partial, and it comes last here
+                real_lanes = real_lanes[real_lanes < self.n]
+                planes[real] = pack_codes(codes[self.order[real_lanes]], word_bits=WORD_BITS)
         groups, width = planes.shape[0], planes.shape[1]
         blocks = -(-groups // words)
         self.words = words
@@ -713,7 +731,7 @@ class CpuEngine:
         order[lane] = np.arange(len(picked))
         padded_codes = np.concatenate([codes[picked], np.full((1, codes.shape[1]), 4, codes.dtype)])
         padded_lengths = np.concatenate([lengths[picked], [0]])
-        prepared = PreparedReads(padded_codes, padded_lengths, order, self.words)
+        prepared = PreparedReads(padded_codes, padded_lengths, order, self.words, padding=len(picked))
         task_block = np.arange(prepared.blocks)
         task_pattern = np.repeat(patterns, padded // self.lanes)
         best, flag = self._run(prepared, table, scoring, planes, task_block, task_pattern)

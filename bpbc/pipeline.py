@@ -245,7 +245,8 @@ class prefetched:
         self._handoff.put(item)  # never blocks: the previous item was taken
         while not self._stop.is_set():
             if self._taken.acquire(timeout=0.1):
-                return True
+                # the caller stopping releases ``taken`` too (see close)
+                return not self._stop.is_set()
         return False
 
     def _produce(self) -> None:
@@ -287,7 +288,14 @@ class prefetched:
         return item
 
     def close(self) -> None:
+        if self._stop.is_set():
+            return
         self._stop.set()
+        # wake a thread waiting in _hand_over() for an item that will not be
+        # taken now (an error, or the caller closing early): without this it
+        # noticed the stop only at its next 0.1 s poll, and every run that
+        # ended in an error waited that long, once per nested prefetched
+        self._taken.release()
         if self._worker is not threading.current_thread():
             self._worker.join(self._stop_timeout_s)
 

@@ -157,6 +157,37 @@ def test_the_driver_runs_counts_and_reports(tmp_path, capsys):
     assert "16 inputs" in capsys.readouterr().err
 
 
+def test_the_direct_harness_ends_as_the_command_line_does(tmp_path):
+    """--harness direct (the command's function, no option parsing) judges
+    every case as the whole command line does."""
+    for index in range(12):
+        first = run_case(case_for(3, index), tmp_path, None, "main")
+        second = run_case(case_for(3, index), tmp_path, None, "direct")
+        assert (first.kind, first.status, first.stderr, first.detail) == (
+            second.kind, second.status, second.stderr, second.detail), index
+
+
+def test_a_time_limit_stops_the_run_and_runs_merge(tmp_path, capsys):
+    """--time-limit ends a run with the count it reached; --merge adds up
+    runs of disjoint ranges and refuses overlapping ones."""
+    first, second, merged = tmp_path / "a", tmp_path / "b", tmp_path / "m"
+    main(["--inputs", "100000", "--workers", "1", "--seed", "3", "--out", str(first), "--time-limit", "1"])
+    figures = json.loads((first / "fuzz_cpu.json").read_text())
+    assert figures["stopped_by_time_limit"] and not figures["finished"] and figures["inputs"] < 100000
+    assert figures["next_index"] == [figures["inputs"]]
+    main(["--inputs", "6", "--start", "100000", "--workers", "1", "--seed", "3", "--out", str(second)])
+    assert main(["--merge", str(first), str(second), "--out", str(merged)]) == 0
+    total = json.loads((merged / "fuzz_cpu.json").read_text())
+    assert total["inputs"] == figures["inputs"] + 6 and total["ranges"] == [[0, 100000], [100000, 100006]]
+    assert sum(total["outcomes"].values()) == total["inputs"]
+    try:
+        main(["--merge", str(first), str(first), "--out", str(merged)])
+    except SystemExit as error:
+        assert "overlap" in str(error)
+    else:
+        raise AssertionError("overlapping ranges merged")
+
+
 def test_replay_runs_one_case(capsys):
     assert main(["--replay", "2", "--seed", "3"]) == 0
     out = capsys.readouterr().out

@@ -226,6 +226,28 @@ class TestGpuEngine(EngineParity):
         return GpuEngine()
 
 
+@pytest.mark.parametrize("words", [1, 2, 16])
+def test_padding_lanes_are_not_packed_but_the_layout_is_the_same(words):
+    """PreparedReads with ``padding`` (the second pass: a few reads per
+    superblock, the rest an empty read) lays the reads out exactly as
+    packing every lane does, whether real lanes are many, scattered, in a
+    partial last group or absent."""
+    from bpbc.cpu_engine import PreparedReads
+
+    rng = np.random.default_rng(7)
+    for n, lanes in ((5, 64 * words), (200, 64 * words * 3), (0, 64 * words), (70, 64 * words + 37)):
+        width = 41
+        codes = rng.integers(0, 5, size=(n + 1, width), dtype=np.uint8)
+        codes[n] = 4  # the empty read
+        lengths = np.concatenate([rng.integers(1, width + 1, size=n), [0]])
+        order = np.full(lanes, n, dtype=np.int64)
+        at = rng.choice(lanes, size=min(n, lanes), replace=False)
+        order[at] = rng.permutation(n)[:len(at)]
+        plain = PreparedReads(codes, lengths, order, words)
+        padded = PreparedReads(codes, lengths, order, words, padding=n)
+        assert np.array_equal(plain.cols, padded.cols) and np.array_equal(plain.block_length, padded.block_length)
+
+
 # ---------------------------------------------------------------- CPU targets and kernel shapes
 
 def test_every_kernel_shape_gives_the_same_scores():
