@@ -671,6 +671,7 @@ class ReadsOutput:
         # writer stops its threads once the thread that opened it has ended
         self._handle = None if lazy else self._open()
         self._writer = None
+        self._scratch = np.empty(0, np.uint8)
 
     def _open(self):
         handle = self._output.open_binary(append=self._opened, threads=0 if self._lazy else None)
@@ -680,6 +681,13 @@ class ReadsOutput:
     @property
     def is_open(self) -> bool:
         return self._handle is not None
+
+    def scratch(self, size: int) -> np.ndarray:
+        """A byte buffer of at least ``size`` to gather records in, reused from
+        write to write (see :meth:`bpbc.chunks.RawFastqChunk.write`)."""
+        if len(self._scratch) < size:
+            self._scratch = np.empty(max(size, 2 * len(self._scratch)), np.uint8)
+        return self._scratch
 
     def write_bytes(self, data) -> None:
         if self._handle is None:
@@ -700,3 +708,4 @@ class ReadsOutput:
         """Close the file until the next write (lazy outputs only)."""
         self._output.close_handles()
         self._handle = self._writer = None
+        self._scratch = np.empty(0, np.uint8)  # many such files may exist: keep no buffer

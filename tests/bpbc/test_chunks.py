@@ -37,6 +37,9 @@ class BytesSink:
     def __init__(self):
         self.parts = []
 
+    def scratch(self, size):
+        return np.empty(size, np.uint8)
+
     def write_bytes(self, data):
         self.parts.append(bytes(data))
 
