@@ -67,7 +67,6 @@ def _scan_fastq_exact(buf, pos, end, max_records, rec_start, seq_start, seq_len)
     return n, pos, False
 
 
-
 @njit(cache=True, nogil=True)
 def _newlines_and_bits(buf, start, stop):
     """(number of '\\n' in buf[start:stop], OR of its bytes): one branch-free, vectorised pass."""
