@@ -387,9 +387,9 @@ def summary_json(summary: Summary) -> bytes:
 def encoding_threads(threads: int | None) -> int:
     """numba threads of the encoding thread: ``threads`` when given, else a
     quarter of the cores. Its parallel kernels (packing, transposing) are
-    short and run beside the screen, the traceback and de/compression;
-    with every core they took cores those needed (measured on a 16-core
-    host: a 10M-read GPU run 13-15 s with 16, 11.3 s with 4)."""
+    short and run beside the screen, the traceback and de/compression,
+    which need the cores (measured on a 16-core host: a 10M-read GPU run
+    took 13-15 s with 16 numba threads everywhere, 11.3 s with 4)."""
     return threads if threads is not None else max(1, (os.cpu_count() or 1) // 4)
 
 
@@ -552,12 +552,13 @@ def screen_files(
             SequenceSource(reads2, kind="reads", raw_fastq=True, threads=threads))
         patterns = read_patterns(patterns_path)
         stages = StageTimes()
+        size = chunk_size_for(settings, len(patterns), mates)
         if mates == 1:
-            chunks = source.chunks(chunk_size_for(settings, len(patterns)), ramp=CHUNK_RAMP)
+            chunks = source.chunks(size, ramp=CHUNK_RAMP)
         elif interleaved:
-            chunks = interleaved_pairs(source, chunk_size_for(settings, len(patterns), mates), CHUNK_RAMP)
+            chunks = interleaved_pairs(source, size, CHUNK_RAMP)
         else:
-            chunks = two_file_pairs(source, source2, chunk_size_for(settings, len(patterns), mates), CHUNK_RAMP)
+            chunks = two_file_pairs(source, source2, size, CHUNK_RAMP)
         # reading starts now, beside the engine's set-up (device, kernels)
         read_chunks = stack.enter_context(closing(prefetched(stages.timed(chunks, "read"))))
         screener = make_screener(settings, patterns, display_name(patterns_path))
