@@ -4,29 +4,12 @@
 # executed counts), the DPX peer beside bpbc. Everything lands in $OUT/r and is
 # packed into $OUT/results.tgz (the device tool returns at most 8 files).
 #   bash bench/device_issue10.sh [parts...]   parts: tests transpose variants sass ncu dpx (default: all but variants)
-# Wheels for packages the machine lacks are taken from $WHEELS (default .whl).
+# The machine is set up by bench/device_env.sh.
 set -u
 OUT=${OUT:-/tmp/out}
 R=$OUT/r
-mkdir -p "$R"
 PARTS=${*:-tests transpose sass ncu dpx}
-export PYTHONUNBUFFERED=1
-WHEELS=${WHEELS:-.whl}
-# .whl-extra: wheels of this worktree (e.g. nvidia-cuda-cuobjdump newer than the toolkit's, for NVRTC's cubins)
-WHEEL_FILES=$(ls "$WHEELS"/*.whl .whl-extra/*.whl 2>/dev/null)
-if [ -n "$WHEEL_FILES" ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-        $WHEEL_FILES >"$R/pip.log" 2>&1
-fi
-export PYTHONPATH=/tmp/site:$PWD
-{
-    date -u +%FT%TZ
-    nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
-    nvcc --version | tail -2
-    python3 -c 'import cupy, numpy, numba; print("cupy", cupy.__version__, "numpy", numpy.__version__, "numba", numba.__version__)'
-    git log -1 --format='%H %d %s' 2>/dev/null || cat .git-head 2>/dev/null
-} >"$R/env.txt" 2>&1
-cat "$R/env.txt"
+source "$(dirname "$0")/device_env.sh" "$R"
 
 step() {  # name timeout command...
     local name=$1 limit=$2; shift 2

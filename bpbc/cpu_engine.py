@@ -577,6 +577,32 @@ class PreparedReads:
                 # only the last group can be partial, and it comes last here
                 real_lanes = real_lanes[real_lanes < self.n]
                 planes[real] = pack_codes(codes[self.order[real_lanes]], word_bits=WORD_BITS)
+        self._lay_out(planes, ordered_lengths, words)
+
+    @classmethod
+    def from_bytes(cls, data, seq_start: np.ndarray, lengths: np.ndarray, words: int = 16) -> PreparedReads | None:
+        """The reads sorted by length, from sequences as they lie in a buffer
+        (``data``, bytes or uint8: read i is ``data[seq_start[i]:][:lengths[i]]``),
+        encoded and packed in one pass. None when a byte lies outside the
+        alphabet (the caller encodes for the error message)."""
+        from transpose import pack_bytes
+
+        from .alphabet import READ_CODE
+
+        self = cls.__new__(cls)
+        self.order = length_order(lengths)
+        self.n = len(self.order)
+        ordered_lengths = lengths[self.order]
+        width = int(ordered_lengths[-1]) if self.n else 0
+        planes, bad = pack_bytes(np.frombuffer(data, np.uint8), seq_start[self.order], ordered_lengths, width,
+                                 READ_CODE, WORD_BITS)
+        if bad:
+            return None
+        self._lay_out(planes, ordered_lengths, words)
+        return self
+
+    def _lay_out(self, planes: np.ndarray, ordered_lengths: np.ndarray, words: int) -> None:
+        """Superblock columns of the planes (G, L, 3) and each superblock's length."""
         groups, width = planes.shape[0], planes.shape[1]
         blocks = -(-groups // words)
         self.words = words
@@ -647,6 +673,11 @@ class CpuEngine:
 
     def prepare(self, codes: np.ndarray, lengths: np.ndarray) -> PreparedReads:
         return PreparedReads(codes, lengths, words=self.words)
+
+    def prepare_bytes(self, data, seq_start: np.ndarray, lengths: np.ndarray) -> PreparedReads | None:
+        """:meth:`prepare` for sequences still in their buffer (encoded and
+        packed in one pass); None when a byte lies outside the alphabet."""
+        return PreparedReads.from_bytes(data, seq_start, lengths, self.words)
 
     def _run(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, task_block, task_pattern,
              track_best: bool = True) -> tuple[np.ndarray, np.ndarray]:

@@ -171,10 +171,51 @@ class PreparedReads:
         streams = codes_to_streams(sorted_codes, WORD_BITS)
         to_planes = {"ballot": planes_ballot, "swap": planes_swap}[transpose_method]
         planes = to_planes(cupy.asarray(streams), sorted_codes.shape[1])
-        groups = -(-n // WORD_BITS)
-        last = np.minimum((np.arange(groups) + 1) * WORD_BITS, n) - 1
-        group_length = np.maximum(sorted_lengths[last], 1) if n else np.zeros(0, np.int64)
-        return cls(n, order, planes, cupy.asarray(group_length.astype(np.int32)))
+        return cls(n, order, planes, _group_lengths(sorted_lengths))
+
+    @classmethod
+    def from_bytes(cls, data, seq_start: np.ndarray, lengths: np.ndarray) -> "PreparedReads | None":
+        """The same batch from sequences as they lie in a buffer (``data``,
+        bytes or uint8: read i is ``data[seq_start[i]:][:lengths[i]]``):
+        only the span holding them is uploaded; encoding, sorting and the
+        transpose happen on the GPU. None when a byte lies outside the
+        alphabet (the caller encodes on the host for the error message)."""
+        import cupy
+
+        from transpose import pack_bytes_gpu
+
+        n = len(lengths)
+        order = length_order(lengths)
+        sorted_lengths = lengths[order]
+        first = int(seq_start.min())
+        last = int((seq_start + lengths).max())
+        buffer = np.frombuffer(data, np.uint8)[first:last]
+        starts = seq_start[order].astype(np.int64) - first
+        planes, bad = pack_bytes_gpu(cupy.asarray(buffer), cupy.asarray(starts),
+                                        cupy.asarray(sorted_lengths.astype(np.int32)),
+                                        max(int(sorted_lengths[-1]), 1), _read_code_table())
+        return None if bad else cls(n, order, planes, _group_lengths(sorted_lengths))
+
+
+def _group_lengths(sorted_lengths: np.ndarray):
+    """Each word group's length (its longest read, at least 1) on the device: int32 (G,)."""
+    import cupy
+
+    n = len(sorted_lengths)
+    groups = -(-n // WORD_BITS)
+    last = np.minimum((np.arange(groups) + 1) * WORD_BITS, n) - 1
+    group_length = np.maximum(sorted_lengths[last], 1) if n else np.zeros(0, np.int64)
+    return cupy.asarray(group_length.astype(np.int32))
+
+
+@cache
+def _read_code_table():
+    """:data:`bpbc.alphabet.READ_CODE` on the device."""
+    import cupy
+
+    from .alphabet import READ_CODE
+
+    return cupy.asarray(READ_CODE)
 
 
 class GpuEngine:
@@ -210,6 +251,11 @@ class GpuEngine:
 
     def prepare(self, codes: np.ndarray, lengths: np.ndarray) -> PreparedReads:
         return PreparedReads.from_codes(codes, lengths, self.transpose)
+
+    def prepare_bytes(self, data, seq_start: np.ndarray, lengths: np.ndarray) -> PreparedReads | None:
+        """:meth:`prepare` for sequences still in their buffer (encoded on
+        the GPU); None when a byte lies outside the alphabet."""
+        return PreparedReads.from_bytes(data, seq_start, lengths)
 
     def launch(self, prepared: PreparedReads, table, scoring: Scoring, planes: int):
         """Run the SW kernel on every oriented pattern of ``table``; returns

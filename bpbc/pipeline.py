@@ -341,8 +341,7 @@ def encode_chunk(chunk, engine, source_name: str):
     from bpbc.screener import ReadBatch
 
     try:
-        codes, lengths = chunk.encode()
-        return ReadBatch.from_codes(codes, lengths, engine)
+        return ReadBatch.from_chunk(chunk, engine)
     except SequenceError as error:
         raise InputError(f"{source_name}: {error}") from None
 

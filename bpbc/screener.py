@@ -10,6 +10,7 @@ for the dense score table.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar, cast
@@ -37,16 +38,23 @@ def _names_and_sequences(items, kind: str) -> tuple[list[str], list[bytes]]:
     return [record_name(item, i, kind) for i, item in enumerate(items)], [as_bytes(item) for item in items]
 
 
-@dataclass(frozen=True)
 class ReadBatch:
     """Reads encoded and bit-transposed for one engine: the part of a screen
-    that depends on the reads only."""
+    that depends on the reads only.
 
-    codes: np.ndarray
-    lengths: np.ndarray
-    #: the engine's prepared form (None for no reads)
-    prepared: object
-    engine: object
+    Made from codes (:meth:`from_codes`), or from a chunk of raw FASTQ
+    (:meth:`from_chunk`): an engine that encodes on its own (the GPU's
+    ``prepare_bytes``) then gets the sequence bytes as they were read, and the
+    host encodes only the reads it needs later (the hits, for the traceback).
+    """
+
+    def __init__(self, codes: np.ndarray | None, lengths: np.ndarray, prepared, engine, chunk=None):
+        self._codes = codes
+        self.lengths = lengths
+        #: the engine's prepared form (None for no reads, or when it ran out of memory)
+        self.prepared = prepared
+        self.engine = engine
+        self._chunk = chunk  # where codes come from when not given
 
     @classmethod
     def from_reads(cls, reads, engine) -> ReadBatch:
@@ -67,9 +75,43 @@ class ReadBatch:
             prepared = None
         return cls(codes, lengths, prepared, engine)
 
+    @classmethod
+    def from_chunk(cls, chunk, engine) -> ReadBatch:
+        """The reads of a chunk (:mod:`bpbc.chunks`) prepared for ``engine``;
+        a read outside the alphabet raises SequenceError."""
+        prepare_bytes = getattr(engine, "prepare_bytes", None)
+        if prepare_bytes is None or not hasattr(chunk, "seq_start") or not len(chunk):
+            codes, lengths = chunk.encode()
+            return cls.from_codes(codes, lengths, engine)
+        lengths = chunk.lengths.astype(np.int64)
+        try:
+            prepared = prepare_bytes(chunk.data, chunk.seq_start, lengths)
+        except engine.out_of_memory:
+            engine.release_memory()
+            return cls(None, lengths, None, engine, chunk)  # screened in parts
+        if prepared is None:  # a byte outside the alphabet: the host finds it and names the read
+            chunk.encode()
+            raise InternalError("the engine found a byte outside the alphabet that the host encoder accepts")
+        return cls(None, lengths, prepared, engine, chunk)
+
+    @property
+    def codes(self) -> np.ndarray:
+        """(n, longest) uint8 codes, as :func:`bpbc.alphabet.encode_reads` gives them."""
+        if self._codes is None:
+            self._codes, _ = self._chunk.encode()
+        return self._codes
+
+    def codes_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(codes, lengths) of the reads ``rows`` only."""
+        if self._codes is None:
+            return self._chunk.subset(rows).encode()
+        return self._codes[rows], self.lengths[rows]
+
     def part(self, start: int, stop: int) -> ReadBatch:
         """Reads start to stop, prepared anew."""
-        return ReadBatch.from_codes(self.codes[start:stop], self.lengths[start:stop], self.engine)
+        if self._codes is None:
+            return ReadBatch.from_chunk(self._chunk.subset(np.arange(start, stop)), self.engine)
+        return ReadBatch.from_codes(self._codes[start:stop], self.lengths[start:stop], self.engine)
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -222,8 +264,7 @@ class Screener:
                 if self._two_pass(planes):
                     two_pass = cast(TwoPassEngine, engine)
                     reads_, local = two_pass.flagged(batch.prepared, table, scoring, planes - 1)
-                    values, overflow = two_pass.pair_scores(batch.codes, batch.lengths, reads_, local, table,
-                                                            scoring, planes)
+                    values, overflow = self._pair_scores(batch, reads_, local, table, planes)
                 else:
                     reads_, local, values, overflow = engine.hits(batch.prepared, table, scoring, planes, thresholds)
                 keep = overflow | (values >= thresholds[local])
@@ -238,6 +279,13 @@ class Screener:
         order = np.lexsort((k, read))  # k runs over (pattern, strand) in order
         read, k = read[order].astype(np.int64), k[order]
         return Hits(read, self.table.pattern[k], self.table.strand[k], score[order], capped[order])
+
+    def _pair_scores(self, batch: ReadBatch, reads: np.ndarray, ks: np.ndarray, table: PatternTable,
+                     planes: int) -> tuple[np.ndarray, np.ndarray]:
+        """The second pass: scores and overflow flags of the instances (reads[i], ks[i]) only."""
+        rows, local = np.unique(reads, return_inverse=True)
+        codes, lengths = batch.codes_of(rows)
+        return cast(TwoPassEngine, self.engine).pair_scores(codes, lengths, local, ks, table, self.scoring, planes)
 
     def scores(self, reads) -> tuple[np.ndarray, np.ndarray]:
         """Dense (n_reads, n_patterns, n_strands) int32 scores and capped flags
@@ -256,8 +304,8 @@ class Screener:
                 if self._two_pass(planes):
                     values, overflow = engine.scores(batch.prepared, table, scoring, planes - 1)
                     again, local = np.nonzero(overflow)
-                    values[again, local], overflow[again, local] = cast(TwoPassEngine, engine).pair_scores(
-                        batch.codes, batch.lengths, again, local, table, scoring, planes)
+                    values[again, local], overflow[again, local] = self._pair_scores(batch, again, local, table,
+                                                                                     planes)
                 else:
                     values, overflow = engine.scores(batch.prepared, table, scoring, planes)
                 values[overflow] = (1 << planes) - 1
@@ -273,7 +321,11 @@ class Screener:
         from .traceback import align_hits
 
         k = hits.pattern * len(self.strands) + hits.strand
-        found = align_hits(batch.codes, batch.lengths, hits.read, k, self.table, self.strands, self.scoring, self.eqx)
+        # only the reads that hit are encoded here (a batch from raw bytes has no codes)
+        rows, local = np.unique(hits.read, return_inverse=True)
+        codes, lengths = batch.codes_of(rows)
+        found = align_hits(codes, lengths, local, k, self.table, self.strands, self.scoring, self.eqx)
+        found = dataclasses.replace(found, read_index=hits.read)
         wrong = (~hits.capped & (found.score != hits.score)) | (found.score < hits.score)
         if wrong.any():
             t = int(np.flatnonzero(wrong)[0])

@@ -9,6 +9,7 @@ neither cupy nor compiles anything).
 
 from .cpu import (
     codes_to_streams,
+    pack_bytes,
     pack_codes,
     pack_flags,
     pack_values,
@@ -18,10 +19,12 @@ from .cpu import (
     unpack_planes,
     word_dtype,
 )
-from .gpu import planes_ballot, planes_swap, unpack_planes_gpu
+from .gpu import pack_bytes_gpu, planes_ballot, planes_swap, unpack_planes_gpu
 
 __all__ = [
     "codes_to_streams",
+    "pack_bytes",
+    "pack_bytes_gpu",
     "pack_codes",
     "pack_flags",
     "pack_values",

@@ -35,6 +35,7 @@ PLANES = 3  #: planes per read base: low bit, high bit, valid
 # byte p's bit at bit 56 + p, with no carries, so ">> 56" packs 8 bits.
 _BYTE_BIT0 = np.uint64(0x0101010101010101)
 _BYTE_LOW6 = np.uint64(0x3F3F3F3F3F3F3F3F)
+_BYTE_BIT7 = np.uint64(0x8080808080808080)
 _GATHER = np.uint64(0x0102040810204080)
 _U64_1 = np.uint64(1)
 _U64_2 = np.uint64(2)
@@ -108,6 +109,19 @@ def transpose_block(block: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _eight_codes(x):
+    """Bits (low, high, valid) 0-7 of eight codes, byte q of the uint64 x
+    being the code at position q; codes >= 4 give 0 in all three."""
+    bad = (x >> _U64_2) & _BYTE_LOW6  # bits 2..7 of each code
+    bad |= bad >> _U64_3
+    bad |= bad >> _U64_1
+    bad |= bad >> _U64_1  # bit 0 of each byte: any of bits 2..7 set
+    ok = ~bad & _BYTE_BIT0
+    return (((x & ok) * _GATHER) >> _U64_56, ((((x >> _U64_1) & ok) * _GATHER) >> _U64_56),
+            ((ok * _GATHER) >> _U64_56))
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _code_words(codes, i, start, stop):
     """Planes (low, high, valid) of codes[i, start:stop] as uint64 words, bit
     p = position start + p; codes >= 4 give 0 in all three."""
@@ -121,15 +135,11 @@ def _code_words(codes, i, start, stop):
         x = np.uint64(0)
         for q in range(8):
             x |= np.uint64(codes[i, start + p + q]) << np.uint64(8 * q)
-        bad = (x >> _U64_2) & _BYTE_LOW6  # bits 2..7 of each code
-        bad |= bad >> _U64_3
-        bad |= bad >> _U64_1
-        bad |= bad >> _U64_1  # bit 0 of each byte: any of bits 2..7 set
-        ok = ~bad & _BYTE_BIT0
         shift = np.uint64(p)
-        low |= (((x & ok) * _GATHER) >> _U64_56) << shift
-        high |= ((((x >> _U64_1) & ok) * _GATHER) >> _U64_56) << shift
-        valid |= ((ok * _GATHER) >> _U64_56) << shift
+        eight_low, eight_high, eight_valid = _eight_codes(x)
+        low |= eight_low << shift
+        high |= eight_high << shift
+        valid |= eight_valid << shift
         p += 8
     while start + p < stop:
         code = np.uint64(codes[i, start + p])
@@ -250,6 +260,89 @@ def pack_codes(codes: np.ndarray, word_bits: int = 64) -> np.ndarray:
     planes = np.empty((-(-n // word_bits), length, PLANES), dtype)
     _pack_codes_kernel(codes, planes, word_bits)
     return planes
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _byte_words(data, start, read_length, table, first, stop):
+    """:func:`_code_words` of ``table[data[start + p]]`` for positions p in
+    [first, stop) (past ``read_length``: invalid), and whether a byte is
+    coded 255 (the table holds 0-4 and 255 only: bit 7 marks it)."""
+    low = np.uint64(0)
+    high = np.uint64(0)
+    valid = np.uint64(0)
+    seen = np.uint64(0)  # OR of the codes
+    stop = min(stop, read_length)
+    p = first
+    while p + 8 <= stop:  # eight at a time, as _code_words
+        x = np.uint64(0)
+        for q in range(8):
+            x |= np.uint64(table[data[start + p + q]]) << np.uint64(8 * q)
+        seen |= x
+        shift = np.uint64(p - first)
+        eight_low, eight_high, eight_valid = _eight_codes(x)
+        low |= eight_low << shift
+        high |= eight_high << shift
+        valid |= eight_valid << shift
+        p += 8
+    while p < stop:
+        code = np.uint64(table[data[start + p]])
+        seen |= code
+        ok = np.uint64(code < 4)
+        shift = np.uint64(p - first)
+        low |= (code & ok) << shift
+        high |= ((code >> _U64_1) & ok) << shift
+        valid |= ok << shift
+        p += 1
+    return low, high, valid, (seen & _BYTE_BIT7) != 0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _pack_bytes_kernel(data, starts, lengths, table, planes, width):
+    n = starts.shape[0]
+    groups, length = planes.shape[0], planes.shape[1]
+    bad = np.zeros(groups, np.bool_)
+    for g in prange(groups):
+        rows = np.zeros((PLANES, 64), np.uint64)
+        first = g * width
+        count = min(width, n - first)
+        for start in range(0, length, width):
+            stop = min(start + width, length)
+            for r in range(count):
+                low, high, valid, seen = _byte_words(data, starts[first + r], lengths[first + r], table, start, stop)
+                rows[0, r] = low
+                rows[1, r] = high
+                rows[2, r] = valid
+                bad[g] |= seen
+            for r in range(count, width):
+                for k in range(PLANES):
+                    rows[k, r] = 0
+            _transpose_rows(rows, width)
+            for p in range(stop - start):
+                for k in range(PLANES):
+                    planes[g, start + p, k] = rows[k, p]
+    return bad.any()
+
+
+def pack_bytes(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, length: int, code_table: np.ndarray,
+               word_bits: int = 64) -> tuple[np.ndarray, bool]:
+    """Bit planes (G, ``length``, 3) of byte sequences, encoded on the way:
+    instance i is ``data[starts[i]:starts[i] + lengths[i]]`` (uint8), each
+    byte coded by ``code_table`` (256 uint8: 0-3 a base, 4 one that matches
+    nothing, 255 not allowed); positions past an instance are invalid. The
+    same planes as :func:`pack_codes` of the coded matrix, from
+    the bytes in one pass. Returns (planes, bad): bad is True when some byte
+    is coded 255 (the planes are then not to be used)."""
+    dtype = word_dtype(word_bits)
+    starts = np.ascontiguousarray(starts, np.int64)
+    lengths = np.ascontiguousarray(lengths, np.int64)
+    if starts.shape != lengths.shape or starts.ndim != 1:
+        raise ValueError("starts and lengths must be 1-D, one of each per instance")
+    code_table = np.ascontiguousarray(code_table, np.uint8)
+    if code_table.shape != (256,) or not ((code_table <= 4) | (code_table == 255)).all():
+        raise ValueError("the code table must have 256 entries, each 0-4 or 255")
+    planes = np.empty((-(-len(starts) // word_bits), int(length), PLANES), dtype)
+    bad = _pack_bytes_kernel(np.asarray(data, np.uint8), starts, lengths, code_table, planes, word_bits)
+    return planes, bool(bad)
 
 
 @njit(cache=True, nogil=True, parallel=True)

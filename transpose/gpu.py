@@ -91,6 +91,33 @@ def planes_swap(streams_gpu, length: int):
     return _streams_to_planes("planes_swap_kernel", streams_gpu, length)
 
 
+def pack_bytes_gpu(data_gpu, starts_gpu, lengths_gpu, length: int, code_table_gpu):
+    """Bit planes (G, L = ``length``, 3) uint32 of byte sequences on the
+    device, encoded on the way: instance i is ``data[starts[i]:starts[i] +
+    lengths[i]]`` (uint8, int64, int32 cupy arrays), each byte coded by
+    ``code_table`` (256 uint8, as for :func:`transpose.cpu.pack_bytes`: 0-3
+    a base, 4 one that matches nothing, 255 not allowed); positions past an
+    instance are invalid. Returns (planes, bad): bad is True when some byte
+    is coded 255 (the planes are then not to be used)."""
+    import cupy
+
+    length = int(length)
+    n = int(starts_gpu.shape[0])
+    if lengths_gpu.shape != (n,) or starts_gpu.dtype != cupy.int64 or lengths_gpu.dtype != cupy.int32:
+        raise ValueError("starts must be int64 and lengths int32, one of each per instance")
+    if data_gpu.dtype != cupy.uint8 or code_table_gpu.dtype != cupy.uint8 or code_table_gpu.shape != (256,):
+        raise ValueError("data must be uint8 and the code table 256 uint8")
+    groups = -(-n // WORD_BITS)
+    planes = cupy.empty((groups, length, PLANES), cupy.uint32)
+    bad = cupy.zeros(1, cupy.int32)
+    if groups and length:
+        kernel = _kernels().get_function("pack_bytes_gpu_kernel")
+        kernel(_grid(groups), (THREADS_PER_BLOCK,), (
+            data_gpu, starts_gpu, lengths_gpu, code_table_gpu, planes, bad,
+            np.int64(n), np.int32(length), np.int64(groups)))
+    return planes, bool(bad.get()[0])
+
+
 _UNPACK_KERNELS = {"ballot": "unpack_ballot_kernel", "swap": "unpack_swap_kernel"}
 
 

@@ -388,3 +388,57 @@ unpack_swap_kernel(const word_t* __restrict__ planes, int* __restrict__ values, 
 {
     planes_to_values<true>(planes, values, n, bits, groups);
 }
+
+// Sequence bytes -> bit planes, the encoding fused with the transpose: the
+// reads' bytes travel to the device as they were read (spans in a FASTQ
+// buffer), so the host neither encodes nor packs them. Lane j of the warp on
+// group g reads instance 32 g + j (starts[i], lengths[i]: its span in `data`)
+// and assembles, per block c of 32 positions, the three row words of
+// `streams` (code_of[byte]: 0-3 a base, 4 a base that matches nothing,
+// 255 a byte outside the alphabet; positions past the read are invalid); the
+// swap network turns them into the block's plane words. A byte coded 255
+// sets *bad: the host then encodes the chunk itself for the error message.
+extern "C" __global__ void __launch_bounds__(WARPS_PER_BLOCK * WARP, MIN_BLOCKS_PER_SM)
+pack_bytes_kernel(const unsigned char* __restrict__ data, const long long* __restrict__ starts,
+                         const int* __restrict__ lengths, const unsigned char* __restrict__ table,
+                         word_t* __restrict__ planes, int* __restrict__ bad, long long n, int length,
+                         long long groups)
+{
+    __shared__ unsigned char code_of[256];
+    for (int b = threadIdx.x; b < 256; b += blockDim.x)
+        code_of[b] = table[b];
+    __syncthreads();
+    const int lane = threadIdx.x % WARP;
+    const SwapLanes swap(lane);
+    const long long warps = (long long)gridDim.x * WARPS_PER_BLOCK;
+    bool seen_bad = false;
+    for (long long g = blockIdx.x * (long long)WARPS_PER_BLOCK + threadIdx.x / WARP; g < groups; g += warps) {
+        const long long i = g * WARP + lane;
+        const unsigned char* read = data + (i < n ? starts[i] : 0);
+        const int read_length = i < n ? lengths[i] : 0;
+        word_t* out = planes + g * (long long)length * PLANES;
+        for (int first = 0; first < length; first += WARP) {  // the same count on every lane
+            word_t low = 0, high = 0, valid = 0;
+            const int stop = min(WARP, read_length - first);
+            for (int p = 0; p < stop; ++p) {
+                const unsigned code = code_of[read[first + p]];
+                seen_bad |= code == 255;
+                const word_t ok = code < 4;
+                low |= (code & ok) << p;
+                high |= ((code >> 1) & ok) << p;
+                valid |= ok << p;
+            }
+            low = warp_transpose(low, swap);
+            high = warp_transpose(high, swap);
+            valid = warp_transpose(valid, swap);
+            if (first + lane < length) {
+                word_t* at = out + (long long)(first + lane) * PLANES;
+                at[0] = low;
+                at[1] = high;
+                at[2] = valid;
+            }
+        }
+    }
+    if (__any_sync(FULL_MASK, seen_bad) && lane == 0)
+        atomicExch(bad, 1);
+}

@@ -211,3 +211,18 @@ def zstd_compress(data: bytes) -> bytes | None:
     except (ImportError, ValueError, OSError, RuntimeError):
         return None
     return buffer.getvalue()
+
+
+def raw_fastq_chunk(reads: list[str]):
+    """The reads as the fast reader hands them on: a RawFastqChunk over
+    plain FASTQ bytes (names r0, r1, ...), scanned by :func:`bpbc.chunks.scan_fastq`."""
+    from bpbc.chunks import RawFastqChunk, scan_fastq
+
+    data = b"".join(b"@r%d x\n%s\n+\n%s\n" % (i, read.encode(), b"I" * len(read)) for i, read in enumerate(reads))
+    buf = np.frombuffer(data, np.uint8)
+    n = len(reads)
+    rec_start, seq_start, seq_len = (np.zeros(n, np.int64) for _ in range(3))
+    count, stop, irregular = scan_fastq(buf, 0, len(buf), n, rec_start, seq_start, seq_len)
+    assert (count, stop, irregular) == (n, len(buf), False)
+    rec_end = np.append(rec_start[1:], stop)
+    return RawFastqChunk(data, rec_start, rec_end, seq_start, seq_len)

@@ -389,7 +389,7 @@ def test_ctrl_c_in_any_stage_exits_130_and_leaves_no_files(capsys, tmp_path, mon
     owner, name = {
         "setup": (bpbc.pipeline, "make_screener"),
         "read": (bpbc.chunks, "scan_fastq"),
-        "encode": (bpbc.chunks.RawFastqChunk, "encode"),
+        "encode": (bpbc.pipeline, "encode_chunk"),
         "device": (bpbc.screener.Screener, "hits"),
         "traceback": (bpbc.screener.Screener, "align"),
         "write": (bpbc.pipeline, "paf_lines"),
@@ -418,7 +418,7 @@ REPORT = "; please report it at the bpbc issue tracker with the command line\n"
 #: a function of each stage, called once per chunk: (module or class, attribute)
 STAGE_FUNCTIONS = {
     "read": ("bpbc.chunks", None, "scan_fastq"),
-    "encode": ("bpbc.chunks", "RawFastqChunk", "encode"),
+    "encode": ("bpbc.pipeline", None, "encode_chunk"),
     "device": ("bpbc.screener", "Screener", "hits"),
     "traceback": ("bpbc.screener", "Screener", "align"),
     "write": ("bpbc.pipeline", None, "paf_lines"),

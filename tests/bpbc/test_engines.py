@@ -11,16 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpbc.alphabet import encode_pattern, encode_reads, reverse_complement_masks
+from bpbc.alphabet import SequenceError, encode_pattern, encode_reads, reverse_complement_masks
 from bpbc.patterns import PatternTable
 from bpbc.reference import sw_score_codes
 from bpbc.scoring import Scoring, score_planes
+from bpbc.screener import ReadBatch
 from tests.bpbc.conftest import (
     EDGE_LENGTHS,
     SCORINGS,
     parasail_sw_codes,
     pattern_texts,
     random_pattern,
+    raw_fastq_chunk,
     random_read,
     read_texts,
     related_pair,
@@ -207,6 +209,39 @@ class EngineParity:
         values, flags = engine.pair_scores(codes, lengths, reads, ks, table, Scoring(), 8)
         assert np.array_equal(values, full[reads, ks]) and np.array_equal(flags, full_flag[reads, ks])
         assert len(reads) > 50
+
+
+    def test_batch_from_raw_bytes_is_the_batch_from_codes(self, engine):
+        """A chunk of raw FASTQ prepared from its bytes (the engine encodes)
+        screens exactly as its codes do, whole or in parts, and gives the
+        host the codes of any reads it asks for."""
+        rng = np.random.default_rng(11)
+        reads = [random_read(rng, int(rng.integers(0, 180)), n_rate=0.02, lower_rate=0.1) for _ in range(300)]
+        reads[7] = ""
+        for i in range(0, 300, 5):
+            reads[i] = reads[i][:20] + "gattacagattacaggg" + reads[i][20:]
+        chunk = raw_fastq_chunk(reads)
+        table = PatternTable.build([encode_pattern(p) for p in ("ACGTTGCAACGGTA", "GATTACAGATTACAGGG")], ("+", "-"))
+        codes, lengths = encode_reads(reads)
+        from_codes = ReadBatch.from_codes(codes, lengths, engine)
+        from_bytes = ReadBatch.from_chunk(chunk, engine)
+        expected, expected_overflow = engine.scores(from_codes.prepared, table, Scoring(), 4)
+        assert expected_overflow.any() and not expected_overflow.all()
+        scores, overflow = engine.scores(from_bytes.prepared, table, Scoring(), 4)
+        assert np.array_equal(scores, expected) and np.array_equal(overflow, expected_overflow)
+        part = from_bytes.part(100, 250)
+        scores, overflow = engine.scores(part.prepared, table, Scoring(), 4)
+        assert np.array_equal(scores, expected[100:250]) and np.array_equal(overflow, expected_overflow[100:250])
+        rows = np.array([3, 7, 150, 299])
+        got_codes, got_lengths = from_bytes.codes_of(rows)
+        assert np.array_equal(got_lengths, lengths[rows])
+        assert all(np.array_equal(got_codes[t, :n], codes[r, :n]) for t, (r, n) in enumerate(zip(rows, lengths[rows])))
+        assert np.array_equal(from_bytes.codes, codes)
+
+    def test_batch_from_raw_bytes_names_a_read_outside_the_alphabet(self, engine):
+        chunk = raw_fastq_chunk(["ACGT" * 10] * 40 + ["ACGTX"] + ["ACGT"] * 3)
+        with pytest.raises(SequenceError, match="^read r40: character 'X' at position 5 "):
+            ReadBatch.from_chunk(chunk, engine)
 
 
 class TestCpuEngine(EngineParity):

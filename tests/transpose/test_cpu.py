@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from transpose import (
     codes_to_streams,
+    pack_bytes,
     pack_codes,
     pack_flags,
     pack_values,
@@ -20,6 +21,7 @@ from transpose import (
     unpack_planes,
     word_dtype,
 )
+from tests.transpose.conftest import CODE_TABLE, random_byte_reads
 from transpose.reference import (
     reference_codes_to_streams,
     reference_pack_codes,
@@ -204,6 +206,30 @@ def test_pack_flags(word_bits):
         if n % word_bits:
             assert int(words[-1]) >> (n % word_bits) == 0
         np.testing.assert_array_equal(unpack_flags(words, n), flags)
+
+
+@pytest.mark.parametrize("word_bits", WORD_BITS)
+@pytest.mark.parametrize("n", [0, 1, 63, 64, 65, 300])
+def test_pack_bytes_is_pack_codes_of_the_coded_bytes(word_bits, n):
+    rng = np.random.default_rng(n)
+    for longest in (0, 1, 64, 65, 150):
+        buffer, starts, lengths, codes = random_byte_reads(rng, n, longest)
+        width = codes.shape[1] + (longest % 3)  # planes wider than the longest read are padding
+        padded = np.concatenate([codes, np.full((n, width - codes.shape[1]), INVALID, np.uint8)], axis=1)
+        planes, bad = pack_bytes(buffer, starts, lengths, width, CODE_TABLE, word_bits)
+        assert not bad
+        np.testing.assert_array_equal(planes, pack_codes(padded, word_bits), err_msg=f"longest={longest}")
+
+
+def test_pack_bytes_finds_a_byte_outside_the_table():
+    buffer, starts, lengths, codes = random_byte_reads(np.random.default_rng(5), 200, 100)
+    assert not pack_bytes(buffer, starts, lengths, codes.shape[1], CODE_TABLE)[1]
+    i = int(np.flatnonzero(lengths > 0)[-1])
+    buffer[starts[i] + lengths[i] - 1] = ord("X")
+    assert pack_bytes(buffer, starts, lengths, codes.shape[1], CODE_TABLE)[1]
+    buffer[starts[i] + lengths[i]] = ord("X")  # outside every read: not looked at
+    buffer[starts[i] + lengths[i] - 1] = ord("A")
+    assert not pack_bytes(buffer, starts, lengths, codes.shape[1], CODE_TABLE)[1]
 
 
 def test_import_is_cheap():

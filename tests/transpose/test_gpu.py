@@ -10,7 +10,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from transpose import codes_to_streams, pack_codes, pack_values, unpack_planes
+from tests.transpose.conftest import CODE_TABLE, random_byte_reads
+from transpose import codes_to_streams, pack_bytes, pack_codes, pack_values, unpack_planes
 from transpose import gpu
 from transpose.reference import reference_pack_codes, reference_unpack_planes
 
@@ -262,6 +263,25 @@ def test_planes_kernels_empty_inputs(cupy):
         streams = cupy.asarray(codes_to_streams(np.zeros((n, length), np.uint8), 32))
         for kernel in (gpu.planes_ballot, gpu.planes_swap):
             assert kernel(streams, length).shape == (-(-n // WARP), length, 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 1000])
+def test_pack_bytes_gpu_matches_cpu(cupy, n):
+    rng = np.random.default_rng(n)
+    for longest in (0, 1, 32, 33, 150, 300):
+        buffer, starts, lengths, codes = random_byte_reads(rng, n, longest)
+        width = max(codes.shape[1], 1)
+        expected, bad = pack_bytes(buffer, starts, lengths, width, CODE_TABLE, 32)
+        planes, gpu_bad = gpu.pack_bytes_gpu(cupy.asarray(buffer), cupy.asarray(starts.astype(np.int64)),
+                                             cupy.asarray(lengths.astype(np.int32)), width, cupy.asarray(CODE_TABLE))
+        assert (bad, gpu_bad) == (False, False)
+        np.testing.assert_array_equal(planes.get(), expected, err_msg=f"longest={longest}")
+    if n:
+        i = int(np.argmax(lengths))
+        buffer[starts[i]] = ord("X")
+        assert gpu.pack_bytes_gpu(cupy.asarray(buffer), cupy.asarray(starts.astype(np.int64)),
+                                  cupy.asarray(lengths.astype(np.int32)), width, cupy.asarray(CODE_TABLE))[1]
 
 
 @pytest.mark.gpu
