@@ -111,7 +111,7 @@ def pack_bytes_gpu(data_gpu, starts_gpu, lengths_gpu, length: int, code_table_gp
     planes = cupy.empty((groups, length, PLANES), cupy.uint32)
     bad = cupy.zeros(1, cupy.int32)
     if groups and length:
-        kernel = _kernels().get_function("pack_bytes_gpu_kernel")
+        kernel = _kernels().get_function("pack_bytes_kernel")
         kernel(_grid(groups), (THREADS_PER_BLOCK,), (
             data_gpu, starts_gpu, lengths_gpu, code_table_gpu, planes, bad,
             np.int64(n), np.int32(length), np.int64(groups)))
