@@ -6,6 +6,7 @@ are compared bit for bit with the CPU transposes."""
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -54,6 +55,14 @@ def test_launch_configuration_matches_kernels():
     assert kernel_constant("WARP") == gpu.WORD_BITS == WARP
     assert kernel_constant("PLANES") == gpu.PLANES
     assert kernel_constant("INFLIGHT") == gpu.INFLIGHT
+
+
+def test_every_kernel_launched_is_defined():
+    """The names transpose/gpu.py looks up are kernels of kernels.cu (a
+    missing one fails only at launch, on a GPU)."""
+    launched = set(re.findall(r'"(\w+_kernel)"', Path(gpu.__file__).read_text()))
+    defined = set(re.findall(r'^(\w+_kernel)\(', gpu.KERNELS_PATH.read_text(), re.M))
+    assert len(launched) == 5 and launched <= defined
 
 
 # ---------------------------------------------------------------------------
