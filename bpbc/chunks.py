@@ -13,7 +13,7 @@ format error keeps dnaio's message.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .result import Texts
 from .alphabet import INVALID, READ_CODE, SequenceError, describe_bad_byte, encode_reads, record_name
@@ -147,19 +147,24 @@ def scan_fastq(buf, pos, end, max_records, rec_start, seq_start, seq_len):
     return _scan_fastq_exact(buf, pos, end, max_records, rec_start, seq_start, seq_len)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _encode_spans(buf, seq_start, seq_len, table, codes):
-    """codes[i, :seq_len[i]] = table[sequence i]; returns the flat index
-    i * width + j of the first byte outside the alphabet, or -1."""
-    width = codes.shape[1]
-    for i in range(seq_start.shape[0]):
+    """codes[i] = table[sequence i], INVALID past its end, in parallel over
+    reads (the traceback's reads are encoded in the thread that waits for
+    them); returns per read whether a byte is outside the alphabet."""
+    n, width = codes.shape
+    bad = np.zeros(n, np.bool_)
+    for i in prange(n):
         s = seq_start[i]
+        seen = np.uint8(0)
         for j in range(seq_len[i]):
             code = table[buf[s + j]]
-            if code == 255:
-                return i * width + j
+            seen |= code
             codes[i, j] = code
-    return -1
+        for j in range(seq_len[i], width):
+            codes[i, j] = INVALID
+        bad[i] = seen == 255  # the table holds 0-4 and 255 only
+    return bad
 
 
 @njit(cache=True, nogil=True)
@@ -243,16 +248,13 @@ class RawFastqChunk:
     def encode(self) -> tuple[np.ndarray, np.ndarray]:
         """(codes, lengths) as :func:`bpbc.alphabet.encode_reads` gives them."""
         n = len(self)
-        width = int(self.lengths.max()) if n else 0
-        # reads of one length need no padding
-        codes = np.empty((n, width), np.uint8) if n and self.lengths.min() == width else np.full(
-            (n, width), INVALID, np.uint8)
-        buf = np.frombuffer(self.data, dtype=np.uint8)
-        bad = _encode_spans(buf, self.seq_start, self.lengths, READ_CODE, codes) if n else -1
-        if bad >= 0:
-            index, position = divmod(int(bad), width)
+        codes = np.empty((n, int(self.lengths.max()) if n else 0), np.uint8)
+        bad = _encode_spans(np.frombuffer(self.data, dtype=np.uint8), self.seq_start, self.lengths, READ_CODE, codes)
+        if bad.any():
+            index = int(np.argmax(bad))
             start = int(self.seq_start[index])
             sequence = bytes(memoryview(self.data)[start:start + int(self.lengths[index])])
+            position = int(np.argmax(READ_CODE[np.frombuffer(sequence, np.uint8)] == 255))
             name = self.read_id(index) or f"read{index + 1}"
             raise SequenceError(f"read {name}: {describe_bad_byte(sequence, position)}")
         return codes, self.lengths.astype(np.int64)
