@@ -49,9 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stream-reads", type=int, nargs="+", default=[],
                         help="sw: reads piped to bpbc-screen's stdin in the stream rows (none by default)")
     parser.add_argument("--stream-device", choices=("cpu", "gpu"), default="cpu", help="sw: engine of the stream rows")
-    parser.add_argument("--only", choices=("table2", "library", "screen", "e2e", "pairs", "stream"), nargs="+",
-                        default=None,
-                        help="sw: run only these parts")
+    parser.add_argument("--only", choices=("table2", "library", "screen", "e2e", "pairs", "stream", "tools"),
+                        nargs="+", default=None,
+                        help="sw: run only these parts (tools, against BBDuk and cutadapt, runs only when named)")
+    parser.add_argument("--tools-reads", type=int, nargs=2, default=[1 << 20, 100_000],
+                        help="sw: reads in the runs against BBDuk (one pattern) and cutadapt (the panel)")
     parser.add_argument("--dask-reads", type=int, default=10_000_000,
                         help="dask: reads in all (default 10000000; --quick: 4000)")
     parser.add_argument("--workers", type=int, nargs="+", default=None,
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         from .sw_bench import run
 
         rows, _ = run(args.quick, args.repeats or (2 if args.quick else 3), args.e2e_reads, args.only, args.check_cpu,
-                       args.pairs_reads, args.stream_reads, args.stream_device)
+                       args.pairs_reads, args.stream_reads, args.stream_device, args.tools_reads)
         plot(rows, "read_length", args.out / f"{stem}_table2.png", f"SW, pattern 128 ({kind})",
              where=lambda r: r.get("case") == "table2")
         plot(rows, "instances", args.out / f"{stem}_screening.png", f"screening, 150 bp reads ({kind})",

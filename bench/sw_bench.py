@@ -16,6 +16,7 @@ import functools
 from functools import cache
 import gzip
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import dnaio
 import numpy as np
 
 from . import error_text, gpu_unavailable, median_seconds_cpu, median_seconds_gpu, progress_bar, say
@@ -341,9 +343,10 @@ with SequenceSource(sys.argv[1], raw_fastq=True) as source:
 """
 
 
-def _run_timed(args) -> float:
+def _run_timed(args, quiet: bool = False) -> float:
+    """Seconds ``args`` ran (``quiet``: its output is dropped)."""
     start = time.perf_counter()
-    subprocess.run(args, check=True)
+    subprocess.run(args, check=True, **({"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL} if quiet else {}))
     return time.perf_counter() - start
 
 
@@ -626,6 +629,69 @@ def stream_row(n, length, patterns, threshold, device) -> dict:
 
 # ---------------------------------------------------------------- entry
 
+def _tool(name: str, env: str) -> str | None:
+    """The command ``name``: $``env`` if set, else on PATH (None: not found)."""
+    return os.environ.get(env) or shutil.which(name)
+
+
+def tools_rows(single_reads, panel_reads, patterns, threads, repeats) -> list[dict]:
+    """``bpbc-screen --device cpu --threads T`` against the screeners people
+    use, on the same FASTQ.gz, alternating, medians of ``repeats``:
+
+    * BBDuk (``bbduk.sh k=23 hdist=1 threads=T``, $BBDUK or on PATH; a k-mer
+      screen, both strands) against bpbc on ``single_reads`` reads and one 128
+      bp pattern (T = 40, both strands), matched reads written by both, PAF by
+      bpbc;
+    * cutadapt (``-j T -b file:panel.fa -e 0.1 -O 20 --revcomp --action none``,
+      matched and unmatched reads; $CUTADAPT or on PATH) against bpbc on
+      ``panel_reads`` reads and the 96 x 24 bp panel (T = 36, both strands,
+      PAF, --matched and --unmatched). cutadapt searches by edit distance
+      with partial overlaps, bpbc by local SW score: the models differ.
+
+    A row per tool with both commands' times, ratio_to_reference = tool /
+    bpbc (above 1: bpbc faster), and the reads each kept."""
+    rows = []
+    cases = [("bbduk", "BBDUK", single_reads, "single_128"), ("cutadapt", "CUTADAPT", panel_reads, "panel_96x24")]
+    for tool, env, n, label in cases:
+        row = {"case": f"tools_{tool}", "method": f"bpbc-screen --device cpu --threads {threads}", "read_length": 150,
+               "instances": n, "strands": "both", "threads": threads}
+        command = _tool("bbduk.sh" if tool == "bbduk" else tool, env)
+        if command is None:
+            rows.append({**row, "basis": "skipped", "error": f"{tool} not found (set ${env})"})
+            continue
+        sequences, threshold = patterns[label]
+        with tempfile.TemporaryDirectory() as work:
+            reads, pats = os.path.join(work, "reads.fq.gz"), os.path.join(work, "patterns.fa")
+            _write_e2e_reads(reads, n, 150, np.random.default_rng(4), sequences, 50 if len(sequences) == 1 else 3)
+            Path(pats).write_text("".join(f">p{k}\n{p}\n" for k, p in enumerate(sequences)))
+            out = {name: os.path.join(work, name) for name in ("o.paf", "m.fq.gz", "u.fq.gz", "tm.fq.gz", "tu.fq.gz")}
+            bpbc = [sys.executable, "-m", "bpbc", reads, pats, "--threshold", str(threshold), "--device", "cpu",
+                    "--threads", str(threads), "-o", out["o.paf"], "--matched", out["m.fq.gz"], "--quiet"]
+            if tool == "bbduk":
+                described = f"bbduk.sh k=23 hdist=1 threads={threads} outm=..."
+                other = [command, f"in={reads}", f"ref={pats}", "k=23", "hdist=1", f"threads={threads}",
+                         f"outm={out['tm.fq.gz']}", "overwrite=t"]
+            else:
+                bpbc += ["--unmatched", out["u.fq.gz"]]
+                described = (f"cutadapt -j {threads} -b file:panel.fa -e 0.1 -O 20 --revcomp --action none"
+                             " -o matched --untrimmed-output unmatched")
+                other = [command, "-j", str(threads), "-b", f"file:{pats}", "-e", "0.1", "-O", "20", "--revcomp",
+                         "--action", "none", "-o", out["tm.fq.gz"], "--untrimmed-output", out["tu.fq.gz"], reads]
+            _run_timed([*bpbc[:3], reads, *bpbc[4:]])  # fills the kernel caches
+            ours, theirs = [], []
+            for _ in range(repeats):  # alternating: a slow spell of a shared machine falls on both
+                ours.append(_run_timed(bpbc))
+                theirs.append(_run_timed(other, quiet=True))
+            kept = {name: sum(1 for _ in dnaio.open(out[name])) for name in ("m.fq.gz", "tm.fq.gz")}
+        mine, tool_s = float(np.median(ours)), float(np.median(theirs))
+        rows.append({**row, "basis": "measured", "seconds": f"{mine:.4g}", "runs_s": " ".join(f"{t:.3f}" for t in ours),
+                     "reference_method": described,
+                     "reference_s": f"{tool_s:.4g}", "reference_runs_s": " ".join(f"{t:.3f}" for t in theirs),
+                     "ratio_to_reference": f"{tool_s / mine:.3f}", "reads_passing": kept["m.fq.gz"],
+                     "reference_reads_kept": kept["tm.fq.gz"]})
+    return rows
+
+
 def e2e_patterns() -> dict:
     """The end-to-end cases' patterns and thresholds: one 128 bp pattern (T = 40)
     and the panel of 96 x 24 bp (T = 36)."""
@@ -635,7 +701,7 @@ def e2e_patterns() -> dict:
 
 
 def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, check_cpu=False, pairs_reads=1 << 20,
-        stream_reads=(), stream_device="cpu"):
+        stream_reads=(), stream_device="cpu", tools_reads=(1 << 20, 100_000)):
     from bpbc.cpu_engine import CpuEngine
 
     cores = os.cpu_count() or 1
@@ -692,6 +758,12 @@ def run(quick: bool = False, repeats: int = 3, large=(1 << 20,), only=None, chec
                                "gpu" if use_gpu else "cpu", 1 if quick else repeats)
             say(f"bench sw: {rows[-4:]}")
             advance("paired and demultiplexed runs")
+        if "tools" in parts:
+            advance.start("BBDuk and cutadapt")
+            rows += tools_rows(4000 if quick else tools_reads[0], 2000 if quick else tools_reads[1], patterns,
+                               min(cores, 2) if quick else cores, 1 if quick else repeats)
+            say(f"bench sw: {rows[-2:]}")
+            advance("BBDuk and cutadapt")
         for n in [3000] if quick else stream_reads if "stream" in parts else ():
             advance.start(f"stream of {n} reads")
             rows.append(stream_row(n, 150, *patterns["single_128"], "cpu" if quick else stream_device))

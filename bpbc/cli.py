@@ -414,17 +414,11 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
-#: set for the command unless the user set it: numba's OpenMP workers would
-#: otherwise spin after each short parallel region (packing, traceback) on
-#: cores that decompression and compression threads need (measured on a
-#: 16-core host: a 10M-read run 13-15 s, 11.5 s with passive waiting)
-OPENMP_ENVIRONMENT = {"OMP_WAIT_POLICY": "PASSIVE"}
-
-
 def run() -> None:
     """Console entry point of ``bpbc-screen``."""
-    for name, value in OPENMP_ENVIRONMENT.items():
-        os.environ.setdefault(name, value)
+    from .engines import wait_passively
+
+    wait_passively()
     status = main()
     if status in (EXIT_INTERRUPTED, EXIT_TERMINATED):
         # a reader thread may still be blocked reading its input (a pipe whose

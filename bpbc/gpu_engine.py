@@ -1,9 +1,11 @@
 """Bit-sliced Smith-Waterman on an NVIDIA GPU (CuPy), 32 instances per word.
 
-Reads travel packed (2 bits per base plus a validity bit, as instance
-streams), are bit-transposed on the GPU (ballot or swap kernel of
-:mod:`transpose.gpu`), screened by ``sw.cu`` and inverse-transposed; only
-the per-instance scores and flags come back. cupy is imported and kernels are
+Reads travel as the FASTQ bytes they were read from and are encoded and
+bit-transposed on the GPU in one kernel (:meth:`GpuEngine.prepare_bytes`),
+or, given as codes, are packed on the host (2 bits per base plus a validity
+bit, as instance streams) and transposed by the ballot or swap kernel of
+:mod:`transpose.gpu`. ``sw.cu`` screens them; only the words holding a hit
+(or, for dense scores, the inverse-transposed scores) come back. cupy is imported and kernels are
 compiled (NVRTC, then cached by CuPy on disk) on first use only.
 """
 
