@@ -415,12 +415,12 @@ class OrderedWorker:
     :meth:`finish`; leaving a ``with`` block stops the thread. With
     ``inline`` there is no thread: :meth:`submit` makes the call."""
 
-    def __init__(self, depth: int = 2, inline: bool = False):
+    def __init__(self, depth: int = 2, inline: bool = False, name: str = "bpbc-writer"):
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
         self._stop = threading.Event()
         self._inline = inline
-        self._thread = threading.Thread(target=self._work, name="bpbc-writer", daemon=True)
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         if not inline:
             self._thread.start()
 
@@ -562,7 +562,7 @@ def screen_files(
         read_chunks = stack.enter_context(closing(prefetched(stages.timed(chunks, "read"))))
         screener = make_screener(settings, patterns, display_name(patterns_path))
         stages.seconds["setup"] = time.perf_counter() - started
-        limit_numba_threads(settings.threads)  # the traceback's kernels, in this thread
+        limit_numba_threads(settings.threads)  # the second pass's kernels (CPU), in this thread
         pattern_ids = screener.pattern_names
         pattern_lengths = screener.pattern_lengths.tolist()
         thresholds = screener.thresholds.tolist()
@@ -627,27 +627,35 @@ def screen_files(
                     unmatched_sink.write(chunk, np.flatnonzero(~passing), best)
 
         demultiplexing = isinstance(matched_sink, DemuxSink)
-        # closed (its threads stopped) before the outputs and the sources are
-        # closed; with one thread the writing is done by this one
+
+        def align_and_write(chunk, batch, hits, passing) -> None:
+            limit_numba_threads(settings.threads)  # the traceback's kernels, in this thread
+            with stages.timing("traceback"):
+                alignments = screener.align(batch, hits)
+            best = best_patterns(alignments, len(chunk), mates) if demultiplexing else None
+            writer.submit(write, chunk, batch.lengths, alignments, passing, best)
+
+        # closed (their threads stopped) before the outputs and the sources
+        # are closed, the aligner first; with one thread this one does it all
         writer = stack.enter_context(OrderedWorker(inline=threads == 1))
+        # the traceback of batch k runs beside the screen of batch k + 1
+        aligner = stack.enter_context(OrderedWorker(depth=1, inline=threads == 1, name="bpbc-aligner"))
         prepared = stack.enter_context(closing(_prepared_chunks(read_chunks, source.name, screener, stages)))
         for chunk, batch in prepared:
             with stages.timing("device"):
                 hits = screener.hits(batch)
-            with stages.timing("traceback"):
-                alignments = screener.align(batch, hits)
             passing_reads, passing = passing_units(hits, len(batch), mates, settings.pair_filter)
-            best = best_patterns(alignments, len(chunk), mates) if demultiplexing else None
-            writer.submit(write, chunk, batch.lengths, alignments, passing, best)
+            aligner.submit(align_and_write, chunk, batch, hits, passing)
             np.add.at(counts, (hits.pattern, hits.strand, hits.read % mates), 1)
             summary.reads += len(batch)
             summary.reads_passing += int(passing_reads.sum())
             if mates == 2:
                 summary.pairs += len(chunk)
                 summary.pairs_passing += int(passing.sum())
-            summary.alignments += len(alignments)
+            summary.alignments += len(hits)  # one alignment per hit
             if progress is not None:
                 progress(summary.reads)
+        aligner.finish()
         writer.finish()
         if paf_file is None:
             sys.stdout.flush()
