@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from bpbc.engines import limit_numba_threads, wait_passively
+from bpbc.engines import limit_numba_threads, usable_cores, wait_passively
 from bpbc.io import (STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, compression_threads, display_name,
                      read_patterns)
 from bpbc.pipeline import (CHUNK_RAMP, OrderedWorker, ScreenSettings, StageTimes, Summary, chunk_paf, chunk_size_for,
@@ -565,7 +565,7 @@ def local_cluster(workers: int | None, device: str, threads_per_worker: int = 1)
                              f"{type(error).__name__}: {error}") from None
     from distributed import LocalCluster
 
-    return LocalCluster(n_workers=workers or (os.cpu_count() or 1), threads_per_worker=threads_per_worker,
+    return LocalCluster(n_workers=workers or usable_cores(), threads_per_worker=threads_per_worker,
                         processes=True, dashboard_address=None, silence_logs=logging.ERROR)
 
 

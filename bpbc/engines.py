@@ -125,11 +125,20 @@ def wait_passively() -> None:
         os.environ.setdefault(name, value)
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the system
+    tells it (a cpuset, taskset, a dask-cuda worker pinned to the cores near
+    its GPU), else all of them. numba and os.cpu_count() count all."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this system
+        return os.cpu_count() or 1
+
+
 def limit_numba_threads(threads: int | None) -> None:
     """Cap the threads of numba's parallel kernels run by the calling thread
-    (numba's setting is per thread) at ``threads``; None leaves all cores."""
-    if threads is None:
-        return
+    (numba's setting is per thread) at ``threads``, None: the usable cores."""
     import numba
 
+    threads = usable_cores() if threads is None else threads
     numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]

@@ -53,7 +53,9 @@ def compression_threads(threads: int | None) -> int:
     """Threads that compress one output file in the background: up to
     COMPRESSION_THREADS and half the cores (half of ``threads`` when the run
     is limited to that many); 0, compressing in the writing thread, for one."""
-    budget = (os.cpu_count() or 1) if threads is None else threads
+    from .engines import usable_cores
+
+    budget = usable_cores() if threads is None else threads
     return min(COMPRESSION_THREADS, budget // 2)
 
 

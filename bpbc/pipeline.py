@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import queue
 import sys
 import threading
@@ -27,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from bpbc.engines import limit_numba_threads
+from bpbc.engines import limit_numba_threads, usable_cores
 from bpbc.errors import InternalError
 from bpbc.io import (STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, compression_threads, display_name,
                      read_patterns)
@@ -389,7 +388,7 @@ def encoding_threads(threads: int | None) -> int:
     short and run beside the screen, the traceback and de/compression,
     which need the cores (measured on a 16-core host: a 10M-read GPU run
     took 13-15 s with 16 numba threads everywhere, 11.3 s with 4)."""
-    return threads if threads is not None else max(1, (os.cpu_count() or 1) // 4)
+    return threads if threads is not None else max(1, usable_cores() // 4)
 
 
 def _prepared_chunks(read_chunks: prefetched, source_name: str, screener, stages: StageTimes) -> prefetched:

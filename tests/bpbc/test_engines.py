@@ -6,6 +6,10 @@ subclass (the GPU one skipped where no GPU is usable).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -351,3 +355,16 @@ def test_kernel_source_and_cache_are_keyed_by_target(tmp_path, monkeypatch):
         names |= {p.name for p in tmp_path.glob("bpbc_sw_cpu_b3_*.py")}
     cpu_engine.kernel.cache_clear()
     assert len(names) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this system")
+def test_numba_threads_follow_the_cpu_affinity():
+    """A process pinned to one core (taskset, a cpuset, a dask-cuda worker)
+    runs numba's kernels on that many threads, not on every core of the host."""
+    code = ("import os, numba\n"
+            "from bpbc.engines import limit_numba_threads, usable_cores\n"
+            "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+            "limit_numba_threads(None)\n"
+            "print(usable_cores(), numba.get_num_threads())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["1", "1"]
