@@ -37,12 +37,14 @@ import os
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
 from numba import njit, prange
 
+from .cpu_vector import LANES as VECTOR_WORDS
+from .cpu_vector import VERSION as VECTOR_VERSION
 from .engines import in_input_order, length_order
 from .scoring import Scoring
 
@@ -152,10 +154,11 @@ class KernelShape:
     rows: int = 1
     gates: str = "ternary"
     loads: str = "early"
+    vectors: int = 1
 
     def __post_init__(self):
-        if self.words < 1 or self.rows < 1 or self.gates not in ("ternary", "binary") \
-                or self.loads not in ("early", "late"):
+        if self.words < 1 or self.rows < 1 or self.gates not in ("ternary", "binary", "lut3") \
+                or self.loads not in ("early", "late") or self.vectors < 1:
             raise ValueError(f"bad kernel shape {self}")
 
     @property
@@ -163,7 +166,7 @@ class KernelShape:
         return self.words * WORD_BITS
 
     def __str__(self) -> str:
-        return f"words={self.words} rows={self.rows} gates={self.gates} loads={self.loads}"
+        return f"words={self.words} rows={self.rows} gates={self.gates} loads={self.loads} vectors={self.vectors}"
 
 
 #: the shape per instruction set (README, "CPU targets"). Measured on a
@@ -376,6 +379,141 @@ def _pass_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
     return lines
 
 
+def _circuit(planes: int, scoring: Scoring) -> str | None:
+    """The synthesised LUT3 network of the cell (bpbc/sw_cell_circuits.py), if there is one."""
+    from .sw_cell_circuits import CIRCUITS
+
+    return CIRCUITS.get((planes, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend))
+
+
+def _depends(table: int, position: int) -> bool:
+    """Whether the 3-input function ``table`` depends on input ``position`` (0: a, 1: b, 2: c)."""
+    bit = 4 >> position
+    return any((table >> i & 1) != (table >> (i ^ bit) & 1) for i in range(8))
+
+
+def _lut3_cell_statements(circuit: str, planes: int, parity: int, track_best: bool, words: int,
+                          row: int, rows: int) -> tuple[list[str], list[str]]:
+    """One cell of the 'lut3' shape (pattern row ``row`` of a pass of
+    ``rows``, vector of words w..w+7): the synthesised network ``circuit``,
+    every LUT one ``lut3`` (one vpternlogq), state in the layout of
+    :func:`_cell_statements`. F from the row above comes from the previous
+    cell of the pass in registers (row 0 loads it); the best planes ``bs<k>``
+    and the flag ``fl`` stay in registers through the pass
+    (:func:`_lut3_pass_statements` loads and stores them). Without
+    ``track_best`` only the LUTs that H, E, F and the flag need are kept.
+
+    Two stages: (A) the loads and the LUTs that need neither F nor the best
+    planes nor the flag (the diagonal's adder, its comparison with E), and
+    (B) the rest, which waits for the row above's F. A's names carry the
+    row (``_r<row>``), so the next row's A can run beside this row's B."""
+    from .sw_cells import parse_gates
+
+    b = planes
+    luts, outputs = parse_gates(circuit)
+    slots = {"h": parity * b, "h_left": (1 - parity) * b, "e": 2 * b, "f": 3 * b}
+
+    def slot(kind, k, row_above=False):
+        return (slots[kind] + k) * words + (row + (0 if row_above else 1)) * 4 * b * words
+
+    wanted = {name: source for name, source in outputs.items() if track_best or not name.startswith("BS")}
+    needed = set(wanted.values())
+    for name, _, ins in reversed(luts):
+        if name in needed:
+            needed.update(ins)
+    carried_inputs = {f"f{k}" for k in range(b)} | {f"bs{k}" for k in range(b)} | {"fl"}
+    late = set(carried_inputs)  # signals that wait for the row above
+    for name, _, ins in luts:
+        if any(i in late for i in ins):
+            late.add(name)
+
+    def signal(name):
+        return name if name in carried_inputs else f"{name}_r{row}"
+
+    stage_a = [f"{signal('m')} = vload(m{row}, w)"]
+    stage_b = []
+    for k in range(b):
+        stage_a.append(f"{signal(f'hd{k}')} = vload(rows, {slot('h_left', k, row_above=True)} + w)")
+        stage_a.append(f"{signal(f'e{k}')} = vload(rows, {slot('e', k)} + w)")
+        if row == 0:
+            stage_b.append(f"f{k} = vload(rows, {slot('f', k, row_above=True)} + w)")
+    for name, table, ins in luts:
+        if name not in needed:
+            continue
+        missing = [i for i in range(len(ins), 3) if _depends(table, i)]
+        if missing or any(i in ("0", "1") for i in ins):
+            raise ValueError(f"LUT {name} needs a constant input")
+        args = [signal(i) for i in ins + [ins[0]] * (3 - len(ins))]  # the function ignores the padding
+        (stage_b if name in late else stage_a).append(f"{signal(name)} = lut3(0x{table:02x}, {', '.join(args)})")
+    for name, source in wanted.items():
+        prefix = name.rstrip("0123456789")
+        k = int(name[len(prefix):]) if prefix != "FL" else 0
+        if prefix in ("H", "E"):
+            stage_b.append(f"vstore(rows, {slot(prefix.lower(), k)} + w, {signal(source)})")
+        elif prefix == "F" and row == rows - 1:
+            # F goes down the column: the next cell of the pass takes it from
+            # registers, the next pass (the row below) from memory
+            stage_b.append(f"vstore(rows, {slot('f', k)} + w, {signal(source)})")
+    # the next cell's inputs, assigned after every LUT of this one ran
+    carried = [f"f{k}" for k in range(b)] + ([f"bs{k}" for k in range(b)] if track_best else []) + ["fl"]
+    sources = {f"f{k}": wanted[f"F{k}"] for k in range(b)} | {f"bs{k}": wanted[f"BS{k}"] for k in range(b)
+                                                                if track_best} | {"fl": wanted["FL"]}
+    stage_b += [f"n_{name} = {signal(sources[name])}" for name in carried]
+    stage_b += [f"{name} = n_{name}" for name in carried]
+    return stage_a, stage_b
+
+
+def _interleave(first: list[str], second: list[str]) -> list[str]:
+    """Two independent statement lists merged evenly, each in its order."""
+    out = []
+    for i, line in enumerate(first):
+        out.append(line)
+        out += second[len(second) * i // len(first):len(second) * (i + 1) // len(first)]
+    return out if first else list(second)
+
+
+def _lut3_pass_statements(circuit: str, planes: int, parity: int, track_best: bool, words: int,
+                          rows: int, vectors: int = 1, pipelined: bool = False) -> list[str]:
+    """:func:`_lut3_vector_pass_statements` for ``vectors`` vectors at words
+    w, w + 8, ..., their statements interleaved one by one (they are
+    independent: the out-of-order core overlaps their dependency chains)."""
+    import re
+
+    one = _lut3_vector_pass_statements(circuit, planes, parity, track_best, words, rows, pipelined)
+    if vectors == 1:
+        return one
+    names = re.compile(r"\b(\w+_r\d+|f\d+|bs\d+|fl|n_\w+)\b")
+    copies = []
+    for v in range(vectors):
+        offset = f"w + {v * VECTOR_WORDS}" if v else "w"
+        copies.append([re.sub(r"\bw\b", offset, names.sub(rf"\g<1>_{v}", line)) for line in one])
+    return [line for group in zip(*copies) for line in group]
+
+
+def _lut3_vector_pass_statements(circuit: str, planes: int, parity: int, track_best: bool, words: int,
+                                 rows: int, pipelined: bool = False) -> list[str]:
+    """One pass of ``rows`` pattern rows over the vector at word w: the best
+    planes and the flag are loaded once, carried through the rows' cells in
+    registers and stored once. ``pipelined``: each row's stage A (see
+    :func:`_lut3_cell_statements`) is interleaved with the row above's stage
+    B, else the cells follow one another."""
+    lines = ["fl = vload(flag, w)"]
+    if track_best:
+        lines += [f"bs{k} = vload(best, {k * words} + w)" for k in range(planes)]
+    cells = [_lut3_cell_statements(circuit, planes, parity, track_best, words, row, rows) for row in range(rows)]
+    if pipelined:
+        lines += cells[0][0]
+        for row in range(rows):
+            lines += _interleave(cells[row][1], cells[row + 1][0] if row + 1 < rows else [])
+    else:
+        for stage_a, stage_b in cells:
+            lines += stage_a + stage_b
+    lines.append("vstore(flag, w, fl)")
+    if track_best:
+        lines += [f"vstore(best, {k * words} + w, bs{k})" for k in range(planes)]
+    return lines
+
+
 def _match_table_statements(words: int) -> list[str]:
     """Per column and word: the match word of each of the 16 base-set masks."""
     lines = [
@@ -398,7 +536,7 @@ _KERNEL_TEMPLATE = """\
 # target {target}, shape {shape}; do not edit
 import numpy as np
 from numba import njit
-
+{imports}
 WORDS = {words}
 ROW = {row}
 ROWS = {rows}
@@ -431,10 +569,10 @@ def sw_kernel(cols, block_length, pattern_codes, pattern_start, task_block, task
                 rows = st[(r - 1) * ROW:(r + ROWS) * ROW]
 {pass_views}
                 if even:
-                    for w in range(WORDS):
+                    for w in range({word_range}):
 {even_pass}
                 else:
-                    for w in range(WORDS):
+                    for w in range({word_range}):
 {odd_pass}
 {remainder}
         for k in range(out_best.shape[1]):
@@ -449,10 +587,10 @@ _REMAINDER_TEMPLATE = """\
                 rows = st[(r - 1) * ROW:(r + 1) * ROW]
 {views}
                 if even:
-                    for w in range(WORDS):
+                    for w in range({word_range}):
 {even_pass}
                 else:
-                    for w in range(WORDS):
+                    for w in range({word_range}):
 {odd_pass}
 """
 
@@ -470,19 +608,34 @@ def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = Tr
             lines.append(f"m{i} = match_table[o{i}:o{i} + WORDS]")
         return indented(lines, 16)
 
+    circuit = _circuit(planes, scoring) if shape.gates == "lut3" else None
+    if shape.gates == "lut3" and (circuit is None or shape.words % (VECTOR_WORDS * shape.vectors)):
+        # no network for this scoring (or words not whole vectors): the same layout with 2-input gates
+        shape, circuit = replace(shape, gates="binary"), None
+
     def passes(count):
+        if circuit is not None:
+            return {parity: indented(_lut3_pass_statements(circuit, planes, parity, track_best, shape.words, count,
+                                                           shape.vectors, shape.loads == "late"), 24)
+                    for parity in (0, 1)}
         return {parity: indented(_pass_statements(planes, scoring, parity, track_best, shape, count), 24)
                 for parity in (0, 1)}
 
+    if circuit is not None:
+        imports = f"from bpbc.cpu_vector import lut3, vload, vstore  # bpbc.cpu_vector version {VECTOR_VERSION}\n"
+        word_range = f"0, WORDS, {VECTOR_WORDS * shape.vectors}"
+    else:
+        imports, word_range = "", "WORDS"
     full = passes(shape.rows)
     remainder = ""
     if shape.rows > 1:
         one = passes(1)
-        remainder = _REMAINDER_TEMPLATE.format(views=views(1), even_pass=one[0], odd_pass=one[1])
+        remainder = _REMAINDER_TEMPLATE.format(views=views(1), even_pass=one[0], odd_pass=one[1],
+                                               word_range=word_range)
     return _KERNEL_TEMPLATE.format(
-        planes=planes, scoring=scoring, track_best=track_best, target=target, shape=shape,
+        planes=planes, scoring=scoring, track_best=track_best, target=target, shape=shape, imports=imports,
         words=shape.words, row=4 * planes * shape.words, rows=shape.rows, mask_codes=MASK_CODES,
-        match_table=indented(_match_table_statements(shape.words), 16),
+        match_table=indented(_match_table_statements(shape.words), 16), word_range=word_range,
         pass_views=views(shape.rows), even_pass=full[0], odd_pass=full[1], remainder=remainder.rstrip("\n"),
     )
 
@@ -509,6 +662,9 @@ def kernel(planes: int, scoring: Scoring, track_best: bool = True, shape: Kernel
     on first use. The source and its cache file are keyed by the target."""
     target = cpu_target()
     shape = shape or kernel_shape(target)
+    if shape.gates == "lut3" and target.isa != "avx512":
+        # vpternlogq is AVX-512 only: the same layout with 2-input gates
+        shape = replace(shape, gates="binary")
     source = _generate_kernel_source(planes, scoring, track_best, shape, target.label)
     digest = hashlib.sha1(f"{target.key}\n{source}".encode()).hexdigest()[:12]
     name = f"bpbc_sw_cpu_b{planes}_{digest}"
