@@ -102,11 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cpu_asm_count", description=__doc__.split("\n\n")[0])
     parser.add_argument("--planes", type=int, nargs="+", default=[6, 5])
     parser.add_argument("--shapes", nargs="+", default=None)
-    parser.add_argument("--dump", default=None, help="write the hot loop's instructions to DUMP_<planes>_<n>.s")
     args = parser.parse_args(argv)
     shapes = [parse_shape(s) for s in args.shapes] if args.shapes else [kernel_shape()]
     for planes in args.planes:
-        for n, shape in enumerate(shapes):
+        for shape in shapes:
             row = count_kernel(planes, Scoring(), planes != 5, shape)
             print(f"planes={planes} track_best={planes != 5} shape={shape} "
                   + " ".join(f"{k}={v}" for k, v in row.items()), flush=True)
