@@ -55,7 +55,7 @@ def test_lut3_pass_equals_the_binary_pass(key):
     planes = key[0]
     scoring = Scoring(*key[1:])
     rng = np.random.default_rng(planes)
-    for rows in (1, 3):
+    for rows in (1, 2, 3):
         for track_best in (True, False):
             for parity in (0, 1):
                 state = _state(rng, (rows + 1) * 4 * planes * WORDS)
@@ -99,8 +99,9 @@ def test_lut3_shape_falls_back_to_binary_gates_without_a_network():
     assert "lut3" not in odd_words
 
 
-def test_lut3_is_for_avx512_targets_only(monkeypatch):
+def test_lut3_is_for_avx512_targets_only(monkeypatch, tmp_path):
     """On a target without AVX-512 a 'lut3' shape compiles with 2-input gates."""
+    monkeypatch.setenv("BPBC_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cpu_engine, "cpu_target", lambda: cpu_engine.CpuTarget("haswell", "+avx2", "x86_64"))
     cpu_engine.kernel.cache_clear()
     try:
