@@ -3,7 +3,9 @@
 Instances are grouped into superblocks of ``words`` words (16: 1024 lanes);
 the innermost loop of the kernel runs over those words, so LLVM turns every
 bit-plane operation into vector instructions over all of them (AVX-512,
-AVX2, NEON, whatever numba compiles for).
+AVX2, NEON, whatever numba compiles for). On AVX-512 the kernel is written
+with explicit 512-bit vectors instead, its cell a synthesised network of
+3-input LUTs, one vpternlogq each (the 'lut3' shape, bpbc/cpu_vector.py).
 
 The kernel is generated per plane count b and scoring: straight-line code per
 bit plane keeps every plane in a register, and the scoring constants are
@@ -37,12 +39,14 @@ import os
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
 from numba import njit, prange
 
+from .cpu_vector import LANES as VECTOR_WORDS
+from .cpu_vector import VERSION as VECTOR_VERSION
 from .engines import in_input_order, length_order
 from .scoring import Scoring
 
@@ -139,13 +143,20 @@ class KernelShape:
       LLVM vectorises (``words * 64`` instances per superblock);
     * ``rows``: pattern rows computed per pass of that loop (F goes from one
       row to the next in registers, the flag and best are loaded and stored
-      once per pass);
-    * ``gates``: 'ternary' writes every gate as one 3-input function with no
-      shared inner node, so LLVM fuses each into one vpternlogq (AVX-512);
-      'binary' shares the XORs of a comparator with its select and keeps NOTs
-      out, for machines with 2-input logic only (AVX2, NEON, ...);
+      once per pass; a pattern whose length is not a multiple goes below
+      rows that match nothing, which change nothing);
+    * ``gates``: 'lut3' (AVX-512 only) runs the synthesised LUT3 network of
+      the cell (bpbc/sw_cell_circuits.py, the GPU's) on explicit 512-bit
+      vectors, every LUT one vpternlogq (bpbc/cpu_vector.py; ``words`` a
+      multiple of 8; for a scoring with no network, and on a target without
+      AVX-512, the kernel falls back to 'binary'); 'ternary' writes every gate
+      as one 3-input function with no shared inner node, so LLVM fuses each
+      into one vpternlogq (AVX-512); 'binary' shares the XORs of a comparator
+      with its select and keeps NOTs out, for machines with 2-input logic only
+      (AVX2, NEON, ...);
     * ``loads``: 'early' loads all of a cell's inputs first, 'late' loads each
-      just before its first use (shorter live ranges for 16 registers).
+      just before its first use (shorter live ranges for 16 registers; not
+      used by 'lut3').
     """
 
     words: int = 16
@@ -154,7 +165,7 @@ class KernelShape:
     loads: str = "early"
 
     def __post_init__(self):
-        if self.words < 1 or self.rows < 1 or self.gates not in ("ternary", "binary") \
+        if self.words < 1 or self.rows < 1 or self.gates not in ("ternary", "binary", "lut3") \
                 or self.loads not in ("early", "late"):
             raise ValueError(f"bad kernel shape {self}")
 
@@ -176,19 +187,31 @@ class KernelShape:
 #:   157 -> 150 and 228 -> 214): LLVM fuses only a gate of the form
 #:   a op (b op c) into one vpternlogq, so a majority or a select takes two
 #:   instructions either way, and the shared XORs save more than they cost;
-#: * 2 rows per pass: -3 to +7 % in the kernel, but each kernel takes 2.5
-#:   times as long to compile (12-16 s instead of 5-6.5 s), so one row; 3 rows
+#: * 2 rows per pass: -3 to +7 % in the kernel, but each kernel took 2.5
+#:   times as long to compile (12-16 s instead of 5-6.5 s, with a second,
+#:   one-row pass for the pattern's last rows then), so one row; 3 rows
 #:   gained nothing more, 4 with best spill (4x slower on AVX2);
 #: * 8 words or fewer are not vectorised at all (LLVM's loop vectoriser wants
 #:   16 iterations when it must check the arrays for overlap at run time), 32
 #:   words gave nothing;
 #: * loads late or early: the same spills.
 #:
-#: The best shape measured was the same for both targets, so every entry
-#: holds it; NEON and other targets were not measured and get it too (every
-#: shape is exact on any target: the tests run several).
+#: The best shape measured was the same for both targets, so the entries but
+#: AVX-512's hold it; NEON and other targets were not measured and get it too
+#: (every shape is exact on any target: the tests run several).
+#:
+#: AVX-512 since: 'lut3', 2 rows per pass (bench/cpu_cell_ab.py on the same
+#: Skylake-SP, one thread, 32768 reads of 150 vs 128, kernel ratios from one
+#: run, the machine shared and noisy: 1.6-1.9x at 6 planes with best, 1.8-2.2x
+#: at 5 flag only; per cell-word 21-22 instructions instead of 54 and 38,
+#: bench/cpu_asm_count.py). LLVM's vectoriser had picked 256-bit vectors (the
+#: target prefers them) and two instructions for many 3-input gates; the
+#: network of 96 LUTs (6 planes) becomes 91 vpternlogq per 512 cells. 2 rows:
+#: 1.0-1.2x of one row; 4 rows no faster than 2 and twice the compile time
+#: (18 s); interleaving two vectors or the next row's first half with a row's
+#: second half in the source: spills, slower.
 SHAPES = {
-    "avx512": KernelShape(16, 1, "binary", "early"),
+    "avx512": KernelShape(16, 2, "lut3", "early"),
     "avx2": KernelShape(16, 1, "binary", "early"),
     "neon": KernelShape(16, 1, "binary", "early"),
     "generic": KernelShape(16, 1, "binary", "early"),
@@ -376,6 +399,86 @@ def _pass_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
     return lines
 
 
+def _circuit(planes: int, scoring: Scoring) -> str | None:
+    """The synthesised LUT3 network of the cell (bpbc/sw_cell_circuits.py), if there is one."""
+    from .sw_cell_circuits import CIRCUITS
+
+    return CIRCUITS.get((planes, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend))
+
+
+def _depends(table: int, position: int) -> bool:
+    """Whether the 3-input function ``table`` depends on input ``position`` (0: a, 1: b, 2: c)."""
+    bit = 4 >> position
+    return any((table >> i & 1) != (table >> (i ^ bit) & 1) for i in range(8))
+
+
+def _lut3_cell_statements(circuit: str, planes: int, parity: int, track_best: bool, words: int,
+                          row: int, rows: int) -> list[str]:
+    """One cell of the 'lut3' shape (pattern row ``row`` of a pass of
+    ``rows``, the vector of words w..w+7): the synthesised network
+    ``circuit``, every LUT one ``lut3`` (one vpternlogq), the state in the
+    layout of :func:`_cell_statements`. F from the row above comes from the
+    previous cell of the pass in registers (row 0 loads it; only the pass's
+    last row stores it: no other F is read from memory); the best planes
+    ``bs<k>`` and the flag ``fl`` stay in registers through the pass
+    (:func:`_lut3_pass_statements` loads and stores them). Without
+    ``track_best`` only the LUTs that H, E, F and the flag need are kept."""
+    from .sw_cells import parse_gates
+
+    b = planes
+    luts, outputs = parse_gates(circuit)
+    slots = {"h": parity * b, "h_left": (1 - parity) * b, "e": 2 * b, "f": 3 * b}
+
+    def slot(kind, k, row_above=False):
+        return (slots[kind] + k) * words + (row + (0 if row_above else 1)) * 4 * b * words
+
+    wanted = {name: source for name, source in outputs.items() if track_best or not name.startswith("BS")}
+    needed = set(wanted.values())
+    for name, _, ins in reversed(luts):
+        if name in needed:
+            needed.update(ins)
+    lines = [f"m = vload(m{row}, w)"]
+    for k in range(b):
+        lines.append(f"hd{k} = vload(rows, {slot('h_left', k, row_above=True)} + w)")
+        lines.append(f"e{k} = vload(rows, {slot('e', k)} + w)")
+        if row == 0:
+            lines.append(f"f{k} = vload(rows, {slot('f', k, row_above=True)} + w)")
+    for name, table, ins in luts:
+        if name not in needed:
+            continue
+        if any(_depends(table, i) for i in range(len(ins), 3)) or any(i in ("0", "1") for i in ins):
+            raise ValueError(f"LUT {name} needs a constant input")
+        args = ins + [ins[0]] * (3 - len(ins))  # padding the function ignores
+        lines.append(f"{name} = lut3(0x{table:02x}, {', '.join(args)})")
+    for name, source in wanted.items():
+        prefix = name.rstrip("0123456789")
+        if prefix in ("H", "E") or (prefix == "F" and row == rows - 1):
+            lines.append(f"vstore(rows, {slot(prefix.lower(), int(name[len(prefix):]))} + w, {source})")
+    # the next cell's inputs, assigned after every LUT of this one ran
+    carried = {f"f{k}": wanted[f"F{k}"] for k in range(b)} | {"fl": wanted["FL"]}
+    if track_best:
+        carried |= {f"bs{k}": wanted[f"BS{k}"] for k in range(b)}
+    lines += [f"n_{name} = {source}" for name, source in carried.items()]
+    lines += [f"{name} = n_{name}" for name in carried]
+    return lines
+
+
+def _lut3_pass_statements(circuit: str, planes: int, parity: int, track_best: bool, words: int,
+                          rows: int) -> list[str]:
+    """One pass of ``rows`` pattern rows over the vector at word w: the best
+    planes and the flag are loaded once, carried through the rows' cells in
+    registers and stored once."""
+    lines = ["fl = vload(flag, w)"]
+    if track_best:
+        lines += [f"bs{k} = vload(best, {k * words} + w)" for k in range(planes)]
+    for row in range(rows):
+        lines += _lut3_cell_statements(circuit, planes, parity, track_best, words, row, rows)
+    lines.append("vstore(flag, w, fl)")
+    if track_best:
+        lines += [f"vstore(best, {k * words} + w, bs{k})" for k in range(planes)]
+    return lines
+
+
 def _match_table_statements(words: int) -> list[str]:
     """Per column and word: the match word of each of the 16 base-set masks."""
     lines = [
@@ -398,10 +501,18 @@ _KERNEL_TEMPLATE = """\
 # target {target}, shape {shape}; do not edit
 import numpy as np
 from numba import njit
-
+{imports}
 WORDS = {words}
 ROW = {row}
 ROWS = {rows}
+ALIGN = 8  # words: 64 bytes
+
+
+@njit(cache=True, nogil=True)
+def aligned_empty(n):
+    raw = np.empty(n + ALIGN, np.uint64)
+    at = (-(raw.ctypes.data // 8)) % ALIGN
+    return raw[at:at + n]
 
 
 @njit(cache=True, nogil=True)
@@ -411,51 +522,43 @@ def sw_kernel(cols, block_length, pattern_codes, pattern_start, task_block, task
     longest = 0
     for p in range(pattern_start.shape[0] - 1):
         longest = max(longest, pattern_start[p + 1] - pattern_start[p])
-    st = np.empty((longest + 1) * ROW, np.uint64)
-    best = np.empty({planes} * WORDS, np.uint64)
-    flag = np.empty(WORDS, np.uint64)
-    match_table = np.empty({mask_codes} * WORDS, np.uint64)
+    # every array on a 64-byte boundary: a vector never straddles two cache
+    # lines, and a vector stored is forwarded to the load that reads it back
+    st = aligned_empty((longest + ROWS) * ROW)
+    best = aligned_empty({planes} * WORDS)
+    flag = aligned_empty(WORDS)
+    match_table = aligned_empty({mask_codes} * WORDS)
     for t in range(start, stop):
         s = task_block[t]
         first = pattern_start[task_pattern[t]]
         m_rows = pattern_start[task_pattern[t] + 1] - first
-        st[:(m_rows + 1) * ROW] = 0
+        # whole passes: the pattern goes below ``pad`` rows that match nothing
+        # (mask 0); like the zero row above them, their H, E and F stay 0 in
+        # every lane, so the pattern's rows compute what they would without
+        pad = (-m_rows) % ROWS
+        padded = m_rows + pad
+        st[:(padded + 1) * ROW] = 0
         best[:] = 0
         flag[:] = 0
-        full = m_rows - m_rows % ROWS
         for j in range(block_length[s]):
             for w in range(WORDS):
 {match_table}
             even = j % 2 == 0
-            for r in range(1, full + 1, ROWS):
+            for r in range(1, padded + 1, ROWS):
                 rows = st[(r - 1) * ROW:(r + ROWS) * ROW]
 {pass_views}
                 if even:
-                    for w in range(WORDS):
+                    for w in range({word_range}):
 {even_pass}
                 else:
-                    for w in range(WORDS):
+                    for w in range({word_range}):
 {odd_pass}
-{remainder}
         for k in range(out_best.shape[1]):
             for w in range(WORDS):
                 out_best[t, k, w] = best[k * WORDS + w]
         for w in range(WORDS):
             out_flag[t, w] = flag[w]
 """
-
-_REMAINDER_TEMPLATE = """\
-            for r in range(full + 1, m_rows + 1):
-                rows = st[(r - 1) * ROW:(r + 1) * ROW]
-{views}
-                if even:
-                    for w in range(WORDS):
-{even_pass}
-                else:
-                    for w in range(WORDS):
-{odd_pass}
-"""
-
 
 def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = True,
                             shape: KernelShape = KernelShape(), target: str = "") -> str:
@@ -466,24 +569,36 @@ def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = Tr
     def views(count):
         lines = []
         for i in range(count):
-            lines.append(f"o{i} = pattern_codes[first + r - 1 + {i}] * WORDS")
+            if count == 1:
+                lines.append(f"o{i} = pattern_codes[first + r - 1] * WORDS")
+            else:
+                lines.append(f"o{i} = (pattern_codes[first + r - 1 + {i} - pad] if r + {i} > pad else 0) * WORDS")
             lines.append(f"m{i} = match_table[o{i}:o{i} + WORDS]")
         return indented(lines, 16)
 
+    circuit = _circuit(planes, scoring) if shape.gates == "lut3" else None
+    if shape.gates == "lut3" and (circuit is None or shape.words % VECTOR_WORDS):
+        # no network for this scoring (or words not whole vectors): the same layout with 2-input gates
+        shape, circuit = replace(shape, gates="binary"), None
+
     def passes(count):
+        if circuit is not None:
+            return {parity: indented(_lut3_pass_statements(circuit, planes, parity, track_best, shape.words, count),
+                                     24) for parity in (0, 1)}
         return {parity: indented(_pass_statements(planes, scoring, parity, track_best, shape, count), 24)
                 for parity in (0, 1)}
 
+    if circuit is not None:
+        imports = f"from bpbc.cpu_vector import lut3, vload, vstore  # bpbc.cpu_vector version {VECTOR_VERSION}\n"
+        word_range = f"0, WORDS, {VECTOR_WORDS}"
+    else:
+        imports, word_range = "", "WORDS"
     full = passes(shape.rows)
-    remainder = ""
-    if shape.rows > 1:
-        one = passes(1)
-        remainder = _REMAINDER_TEMPLATE.format(views=views(1), even_pass=one[0], odd_pass=one[1])
     return _KERNEL_TEMPLATE.format(
-        planes=planes, scoring=scoring, track_best=track_best, target=target, shape=shape,
+        planes=planes, scoring=scoring, track_best=track_best, target=target, shape=shape, imports=imports,
         words=shape.words, row=4 * planes * shape.words, rows=shape.rows, mask_codes=MASK_CODES,
-        match_table=indented(_match_table_statements(shape.words), 16),
-        pass_views=views(shape.rows), even_pass=full[0], odd_pass=full[1], remainder=remainder.rstrip("\n"),
+        match_table=indented(_match_table_statements(shape.words), 16), word_range=word_range,
+        pass_views=views(shape.rows), even_pass=full[0], odd_pass=full[1],
     )
 
 
@@ -509,6 +624,9 @@ def kernel(planes: int, scoring: Scoring, track_best: bool = True, shape: Kernel
     on first use. The source and its cache file are keyed by the target."""
     target = cpu_target()
     shape = shape or kernel_shape(target)
+    if shape.gates == "lut3" and target.isa != "avx512":
+        # vpternlogq is AVX-512 only: the same layout with 2-input gates
+        shape = replace(shape, gates="binary")
     source = _generate_kernel_source(planes, scoring, track_best, shape, target.label)
     digest = hashlib.sha1(f"{target.key}\n{source}".encode()).hexdigest()[:12]
     name = f"bpbc_sw_cpu_b{planes}_{digest}"

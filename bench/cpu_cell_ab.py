@@ -1,0 +1,112 @@
+"""CPU SW kernel alone, kernel shapes side by side, one thread.
+
+``python -m bench.cpu_cell_ab [--reads N] [--planes 5 6] [--shapes SHAPE ...]
+[--asm] [--out DIR]``: one random pattern of ``--pattern-length`` over
+``--reads`` random full-length reads; for every plane count (6: scores and
+flag, the usual full pass; 5: flag only, the usual first pass) and every
+shape (``words,rows,gates,loads``; default: the target's shape), the median
+time of the kernel on one thread over all superblocks, the shapes
+alternating within each repeat, and GCUPS per core. Checks that every shape
+gives the same best planes and flags as the first. ``--asm``: also counts
+the vector instructions of each kernel's word loop by class
+(bench/cpu_asm_count.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def parse_shape(text: str):
+    from bpbc.cpu_engine import KernelShape
+
+    words, rows, gates, loads = text.split(",")
+    return KernelShape(int(words), int(rows), gates, loads)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bpbc.alphabet import encode_pattern
+    from bpbc.cpu_engine import CpuEngine, PreparedReads, cpu_target, kernel_shape
+    from bpbc.patterns import PatternTable
+    from bpbc.scoring import Scoring
+
+    parser = argparse.ArgumentParser(prog="python -m bench.cpu_cell_ab", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reads", type=int, default=32768)
+    parser.add_argument("--read-length", type=int, default=150)
+    parser.add_argument("--pattern-length", type=int, default=128)
+    parser.add_argument("--planes", type=int, nargs="+", default=[6, 5])
+    parser.add_argument("--shapes", nargs="+", default=None, help="words,rows,gates,loads (default: the target's)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--asm", action="store_true")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    scoring = Scoring()
+    rng = np.random.default_rng(1)
+    masks = encode_pattern("".join(rng.choice(list("ACGT"), args.pattern_length)))
+    table = PatternTable.of([masks])
+    codes = rng.integers(0, 4, size=(args.reads, args.read_length), dtype=np.uint8)
+    lengths = np.full(args.reads, args.read_length, dtype=np.int64)
+    shapes = [parse_shape(s) for s in args.shapes] if args.shapes else [kernel_shape()]
+    cells = args.reads * args.read_length * args.pattern_length
+    target = cpu_target()
+    print(f"target {target.label}; {args.reads} reads x {args.read_length} vs {args.pattern_length}", flush=True)
+    rows = []
+    for planes in args.planes:
+        track_best = planes != 5
+        runs = []
+        for shape in shapes:
+            prepared = PreparedReads(codes, lengths, words=shape.words)
+            engine = CpuEngine(threads=1, shape=shape)
+            tasks = engine._all_tasks(prepared, table)
+
+            def go(engine=engine, prepared=prepared, tasks=tasks):
+                return engine._run(prepared, table, scoring, planes, *tasks, track_best=track_best)
+
+            t0 = time.perf_counter()
+            out = go()  # compile (or load from numba's cache) and warm up
+            compile_s = time.perf_counter() - t0
+            runs.append((shape, go, out, compile_s, []))
+        # outputs in lane order: superblocks of different words hold the same lanes in the same order
+        def lanes(best):
+            return best.transpose(0, 2, 1).reshape(best.shape[0] * best.shape[2], best.shape[1])
+
+        ref_best, ref_flag = lanes(runs[0][2][0]), runs[0][2][1].reshape(-1)
+        for shape, _, (best, flag), _, _ in runs[1:]:
+            same = np.array_equal(lanes(best), ref_best) and np.array_equal(flag.reshape(-1), ref_flag)
+            if not same:
+                print(f"MISMATCH: planes={planes} shape {shape} differs from {runs[0][0]}")
+                return 1
+        for _ in range(args.repeats):
+            for _, go, _, _, times in runs:
+                t0 = time.perf_counter()
+                go()
+                times.append(time.perf_counter() - t0)
+        base = float(np.median(runs[0][4]))
+        for shape, _, _, compile_s, times in runs:
+            seconds = float(np.median(times))
+            row = {"target": target.name, "planes": planes, "track_best": track_best, "shape": str(shape),
+                   "seconds": f"{seconds:.4f}", "gcups_per_core": f"{cells / seconds / 1e9:.3f}",
+                   "vs_first": f"{base / seconds:.3f}", "first_call_s": f"{compile_s:.1f}"}
+            if args.asm:
+                from .cpu_asm_count import count_kernel
+
+                row.update(count_kernel(planes, scoring, track_best, shape))
+            rows.append(row)
+            print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        fields = list(dict.fromkeys(k for row in rows for k in row))
+        with open(args.out / "cpu_cell_ab.csv", "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,111 @@
+"""The CPU kernel's 'lut3' cells (bpbc.cpu_engine, bpbc.cpu_vector), CPU only.
+
+The generated statements of a pass run with numpy words in place of vectors:
+the synthesised LUT3 networks (bpbc/sw_cell_circuits.py, each proven equal to
+the GPU's hand cell) against the CPU's own 2-input cells, on random words,
+garbage states included, for every network, both column parities, with and
+without the best planes, one and several rows per pass: every state word
+(but the F that goes to the next row in registers), best plane and flag
+equal, bit for bit.
+The compiled kernels are checked against the reference in test_engines.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bpbc import cpu_engine, sw_cells
+from bpbc.cpu_engine import KernelShape
+from bpbc.scoring import Scoring
+from bpbc.sw_cell_circuits import CIRCUITS
+
+LANES = cpu_engine.VECTOR_WORDS
+WORDS = 16
+
+
+def _vload(array, index):
+    return np.stack(array[index:index + LANES])
+
+
+def _vstore(array, index, value):
+    for k in range(LANES):
+        array[index + k] = value[k]
+
+
+def _lut3(table, a, b, c):
+    return sw_cells.lut3(table, a, b, c)
+
+
+def _state(rng, size, lanes=32):
+    array = np.empty(size, dtype=object)
+    for i in range(size):
+        array[i] = rng.integers(0, np.iinfo(np.uint64).max, lanes, dtype=np.uint64, endpoint=True)
+    return array
+
+
+def _run_pass(lines, ns, step):
+    code = compile("\n".join(lines), "<pass>", "exec")
+    for w in range(0, WORDS, step):
+        exec(code, ns | {"w": w})
+
+
+@pytest.mark.parametrize("key", sorted(CIRCUITS), ids=lambda k: f"b{k[0]}")
+def test_lut3_pass_equals_the_binary_pass(key):
+    planes = key[0]
+    scoring = Scoring(*key[1:])
+    rng = np.random.default_rng(planes)
+    for rows in (1, 2, 3):
+        for track_best in (True, False):
+            for parity in (0, 1):
+                state = _state(rng, (rows + 1) * 4 * planes * WORDS)
+                best = _state(rng, planes * WORDS)
+                flag = _state(rng, WORDS)
+                masks = {f"m{r}": _state(rng, WORDS) for r in range(rows)}
+                runs = []
+                binary = cpu_engine._pass_statements(planes, scoring, parity, track_best,
+                                                     KernelShape(WORDS, rows, "binary"), rows)
+                runs.append((binary, 1))
+                runs.append((cpu_engine._lut3_pass_statements(CIRCUITS[key], planes, parity, track_best, WORDS, rows),
+                             LANES))
+                outputs = []
+                for lines, step in runs:
+                    ns = {"rows": state.copy(), "best": best.copy(), "flag": flag.copy(), "z": np.uint64(0),
+                          "vload": _vload, "vstore": _vstore, "lut3": _lut3} | masks
+                    _run_pass(lines, ns, step)
+                    outputs.append(ns)
+                # F of a pass's rows but its last goes to the next row in
+                # registers: the binary pass stores it too, the lut3 pass not
+                # (no cell reads it from memory)
+                for ns in outputs:
+                    for row in range(rows - 1):
+                        for k in range(planes):
+                            at = (3 * planes + k) * WORDS + (row + 1) * 4 * planes * WORDS
+                            ns["rows"][at:at + WORDS] = 0
+                for ns in outputs[1:]:
+                    for name in ("rows", "flag") + (("best",) if track_best else ()):
+                        assert all(np.array_equal(x, y) for x, y in zip(ns[name], outputs[0][name])), \
+                            (rows, track_best, parity, name)
+
+
+def test_lut3_shape_falls_back_to_binary_gates_without_a_network():
+    shape = KernelShape(16, 2, "lut3")
+    source = cpu_engine._generate_kernel_source(6, Scoring(), True, shape, "t")
+    assert "lut3(0x" in source and "vpternlog" not in source
+    other = Scoring(match=1, mismatch=4, gap_open=6, gap_extend=1)
+    source = cpu_engine._generate_kernel_source(6, other, True, shape, "t")
+    assert "lut3" not in source and "gates=binary" in source
+    odd_words = cpu_engine._generate_kernel_source(6, Scoring(), True, KernelShape(12, 1, "lut3"), "t")
+    assert "lut3" not in odd_words
+
+
+def test_lut3_is_for_avx512_targets_only(monkeypatch, tmp_path):
+    """On a target without AVX-512 a 'lut3' shape compiles with 2-input gates."""
+    monkeypatch.setenv("BPBC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu_engine, "cpu_target", lambda: cpu_engine.CpuTarget("haswell", "+avx2", "x86_64"))
+    cpu_engine.kernel.cache_clear()
+    try:
+        run = cpu_engine.kernel(5, Scoring(), False, KernelShape(16, 1, "lut3"))
+        assert "lut3" not in run.py_func.__globals__
+    finally:
+        cpu_engine.kernel.cache_clear()
