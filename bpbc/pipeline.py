@@ -561,7 +561,7 @@ def screen_files(
         read_chunks = stack.enter_context(closing(prefetched(stages.timed(chunks, "read"))))
         screener = make_screener(settings, patterns, display_name(patterns_path))
         stages.seconds["setup"] = time.perf_counter() - started
-        limit_numba_threads(settings.threads)  # the second pass's kernels (CPU), in this thread
+        limit_numba_threads(settings.threads)  # numba kernels of this thread (encoding the second pass's reads)
         pattern_ids = screener.pattern_names
         pattern_lengths = screener.pattern_lengths.tolist()
         thresholds = screener.thresholds.tolist()
