@@ -78,6 +78,21 @@ def _transpose_rows(rows, width):
         mask ^= mask << np.uint64(j)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _rows_to_planes(rows, count, width, planes, g, start, stop):
+    """``rows[k, r]``, r < count, hold plane k of instance r of word group g
+    at positions [start, stop), bit p = position start + p: zero the rows of
+    the group's missing instances, transpose, and store the positions' plane
+    words in ``planes[g]``."""
+    for r in range(count, width):
+        for k in range(PLANES):
+            rows[k, r] = 0
+    _transpose_rows(rows, width)
+    for p in range(stop - start):
+        for k in range(PLANES):
+            planes[g, start + p, k] = rows[k, p]
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _transpose_blocks(source, target, width):
     for b in prange(source.shape[0]):
@@ -122,6 +137,13 @@ def _eight_codes(x):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _one_code(code):
+    """Bit 0 of (low, high, valid) of one code (uint64); >= 4 gives 0 in all three."""
+    ok = np.uint64(code < 4)
+    return code & ok, (code >> _U64_1) & ok, ok
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _code_words(codes, i, start, stop):
     """Planes (low, high, valid) of codes[i, start:stop] as uint64 words, bit
     p = position start + p; codes >= 4 give 0 in all three."""
@@ -142,12 +164,11 @@ def _code_words(codes, i, start, stop):
         valid |= eight_valid << shift
         p += 8
     while start + p < stop:
-        code = np.uint64(codes[i, start + p])
-        ok = np.uint64(code < 4)
         shift = np.uint64(p)
-        low |= (code & ok) << shift
-        high |= ((code >> _U64_1) & ok) << shift
-        valid |= ok << shift
+        one_low, one_high, one_valid = _one_code(np.uint64(codes[i, start + p]))
+        low |= one_low << shift
+        high |= one_high << shift
+        valid |= one_valid << shift
         p += 1
     return low, high, valid
 
@@ -178,13 +199,7 @@ def _streams_to_planes_kernel(streams, planes, width):
             for k in range(PLANES):
                 for r in range(count):
                     rows[k, r] = streams[first + r, k, c]
-                for r in range(count, width):
-                    rows[k, r] = 0
-            _transpose_rows(rows, width)
-            start = c * width
-            for p in range(min(width, length - start)):
-                for k in range(PLANES):
-                    planes[g, start + p, k] = rows[k, p]
+            _rows_to_planes(rows, count, width, planes, g, c * width, min(c * width + width, length))
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -204,13 +219,7 @@ def _pack_codes_kernel(codes, planes, width):
                 rows[0, r] = low
                 rows[1, r] = high
                 rows[2, r] = valid
-            for r in range(count, width):
-                for k in range(PLANES):
-                    rows[k, r] = 0
-            _transpose_rows(rows, width)
-            for p in range(stop - start):
-                for k in range(PLANES):
-                    planes[g, start + p, k] = rows[k, p]
+            _rows_to_planes(rows, count, width, planes, g, start, stop)
 
 
 def _check_codes(codes) -> np.ndarray:
@@ -287,11 +296,11 @@ def _byte_words(data, start, read_length, table, first, stop):
     while p < stop:
         code = np.uint64(table[data[start + p]])
         seen |= code
-        ok = np.uint64(code < 4)
         shift = np.uint64(p - first)
-        low |= (code & ok) << shift
-        high |= ((code >> _U64_1) & ok) << shift
-        valid |= ok << shift
+        one_low, one_high, one_valid = _one_code(code)
+        low |= one_low << shift
+        high |= one_high << shift
+        valid |= one_valid << shift
         p += 1
     return low, high, valid, (seen & _BYTE_BIT7) != 0
 
@@ -313,13 +322,7 @@ def _pack_bytes_kernel(data, starts, lengths, table, planes, width):
                 rows[1, r] = high
                 rows[2, r] = valid
                 bad[g] |= seen
-            for r in range(count, width):
-                for k in range(PLANES):
-                    rows[k, r] = 0
-            _transpose_rows(rows, width)
-            for p in range(stop - start):
-                for k in range(PLANES):
-                    planes[g, start + p, k] = rows[k, p]
+            _rows_to_planes(rows, count, width, planes, g, start, stop)
     return bad.any()
 
 
