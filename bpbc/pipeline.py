@@ -1,15 +1,14 @@
 """Screen sequence files chunk by chunk: read -> encode -> screen + traceback -> PAF, matched/unmatched reads, summary.
 
-Five stages overlap, each in its own thread: decompressing (a few blocks
+Six stages overlap, each in its own thread: decompressing (a few blocks
 ahead, see :class:`bpbc.io.SequenceSource`), parsing (plain FASTQ as raw
 bytes, see :mod:`bpbc.chunks`; it starts while the engine is set up),
-encoding and transposing for the engine, the screen and traceback (the
-calling thread, through one :class:`bpbc.screener.Screener`), and formatting
-and writing. At most two chunks wait between stages, so memory stays bounded
-whatever the input size.
-Output follows input order. ``--json`` reports the seconds of each stage. With
+encoding and transposing for the engine, the screen (the calling thread,
+through one :class:`bpbc.screener.Screener`), the traceback of the hits, and
+formatting and writing. At most two chunks wait between stages, so memory
+stays bounded whatever the input size. Output follows input order. ``--json`` reports the seconds of each stage. With
 one thread (``--threads 1``) the engine, the numba kernels and de/compression
-use one thread and the writing is done by the calling thread.
+use one thread and the traceback and writing are done by the calling thread.
 """
 
 from __future__ import annotations
