@@ -1,7 +1,9 @@
 """What a fresh ``bpbc-screen`` process spends before and around its first reads.
 
-Each step runs in a fresh interpreter, so its figure includes the steps
-before it (imports are cumulative); medians of ``--repeats`` runs. Steps
+Each step runs its source (``STEPS``) in a fresh interpreter, so its
+figure includes interpreter start and every import that source makes
+(``import bpbc.cli`` includes numpy and numba, ``import cupy`` numpy but
+not bpbc); medians of ``--repeats`` runs. Steps
 marked GPU run only where CuPy sees a device. Prints one line per step and
 writes ``startup.csv`` to ``--out``.
 
