@@ -74,7 +74,7 @@ def record_name(item, index: int, kind: str) -> str:
     return name.split(maxsplit=1)[0] if name else f"{kind}{index + 1}"
 
 
-def _joined_bytes(seqs) -> tuple[bytes, np.ndarray, list | None]:
+def joined_bytes(seqs) -> tuple[bytes, np.ndarray, list | None]:
     """All sequences as one bytes object, their lengths, and (only when a
     sequence could not be joined as ASCII text) the per-sequence bytes."""
     first = seqs[0] if seqs else None
@@ -117,7 +117,7 @@ def encode_reads(seqs, names=None) -> tuple[np.ndarray, np.ndarray]:
     or a function of the read's index (called only when there is an error).
     """
     global _fill_codes_compiled
-    joined, lengths, data = _joined_bytes(seqs)
+    joined, lengths, data = joined_bytes(seqs)
     n = len(lengths)
     width = int(lengths.max()) if n else 0
     flat_codes = READ_CODE[np.frombuffer(joined, dtype=np.uint8)]

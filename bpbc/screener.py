@@ -18,6 +18,7 @@ from typing import TypeVar, cast
 import numpy as np
 
 from .alphabet import as_bytes, encode_pattern, encode_reads, record_name
+from .chunks import JoinedReads
 from .engines import TwoPassEngine, select_engine
 from .errors import InternalError
 from .patterns import PatternTable, strands_of
@@ -60,6 +61,9 @@ class ReadBatch:
     def from_reads(cls, reads, engine) -> ReadBatch:
         """Encode ``reads`` (str, bytes or records with ``.sequence``) and prepare them for ``engine``."""
         reads = reads if isinstance(reads, list) else list(reads)
+        if getattr(engine, "prepare_bytes", None) is not None and reads:
+            # the engine encodes the joined bytes as it packs them
+            return cls.from_chunk(JoinedReads.of(reads), engine)
         # names are looked up only for an error message: most reads never need one
         codes, lengths = encode_reads(reads, lambda index: record_name(reads[index], index, "read"))
         return cls.from_codes(codes, lengths, engine)

@@ -239,6 +239,11 @@ class ScarceMemoryEngine(CpuEngine):
             raise MemoryError
         return super().prepare(codes, lengths)
 
+    def prepare_bytes(self, data, seq_start, lengths):
+        if len(lengths) > 40:
+            raise MemoryError
+        return super().prepare_bytes(data, seq_start, lengths)
+
     def flagged(self, prepared, *args):
         if prepared.n > 20:
             raise MemoryError
