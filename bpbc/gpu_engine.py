@@ -4,8 +4,10 @@ Reads travel as the FASTQ bytes they were read from and are encoded and
 bit-transposed on the GPU in one kernel (:meth:`GpuEngine.prepare_bytes`),
 or, given as codes, are packed on the host (2 bits per base plus a validity
 bit, as instance streams) and transposed by the ballot or swap kernel of
-:mod:`transpose.gpu`. ``sw.cu`` screens them; only the words holding a hit
-(or, for dense scores, the inverse-transposed scores) come back. cupy is imported and kernels are
+:mod:`transpose.gpu`. ``sw.cu`` screens them (for the Screener's two passes:
+a flag-only kernel one plane short, then the flagged reads again with scores);
+only the words holding a hit or flag (or, for dense scores, the
+inverse-transposed scores) come back. cupy is imported and kernels are
 compiled (NVRTC, then cached by CuPy on disk) on first use only.
 """
 
@@ -246,10 +248,12 @@ class GpuEngine:
 
     name = "gpu"
     word_bits = WORD_BITS
-    #: screen with a flag-only pass one plane short first (see Screener): the
-    #: flag-only kernel spends about a quarter fewer instructions per cell
-    #: (static SASS: bench/results/sass_static_flag_pass.md), and the second
-    #: pass runs over the few flagged reads only
+    #: screen with a flag-only pass one plane short first (see Screener): that
+    #: kernel takes 0.75x the time of the one-pass kernel (H100, 4M x 150 x
+    #: 128 at T = 40: 5.66 against 4.24 TCUPS), but on the H100 the whole
+    #: screen is not faster yet: pair_scores re-prepares the flagged reads
+    #: from host codes (a few ms even for a handful) and over few long reads
+    #: its kernel is one chain's serial sweep (bench/results/gpu_two_pass_h100.txt)
     two_pass = True
 
     def __init__(self, transpose: str = "swap", cell: str | None = None):

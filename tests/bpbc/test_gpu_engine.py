@@ -310,7 +310,7 @@ def test_two_pass_calls_match_the_cpu_engine(planes):
     gpu_reads, gpu_ks = gpu.flagged(gpu.prepare(codes, lengths), table, scoring, planes)
     assert np.array_equal(gpu_reads, cpu_reads) and np.array_equal(gpu_ks, cpu_ks)
     assert 100 < len(gpu_reads) < len(reads) * len(table)
-    assert len(np.unique(gpu_ks)) > 4
+    assert len(np.unique(gpu_ks)) >= 3 and (gpu_ks >= 6).any()  # several patterns, the striped one (k 6, 7) too
     rows, local = np.unique(gpu_reads, return_inverse=True)  # as the Screener asks: the flagged reads only
     for second in (planes + 1, planes + 3):
         expected = cpu.pair_scores(codes[rows], lengths[rows], local, gpu_ks, table, scoring, second)
