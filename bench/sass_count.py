@@ -1,6 +1,6 @@
 """Instructions per 32-cell word of the GPU SW kernel, read off its SASS (issue 10, item 1).
 
-The kernel ``sw_screen<B, R, P, MA, MI, OE, EX>`` of ``bpbc/sw.cu`` is compiled
+The kernel ``sw_screen<B, R, P, MA, MI, OE, EX, CELL, BEST>`` of ``bpbc/sw.cu`` is compiled
 for one (planes, scoring, pattern length) the way ``bpbc/gpu_engine.py``
 compiles it: the same source, the same name expression, NVRTC through CuPy
 with the options CuPy's ``RawModule`` passes (``-std=c++17`` from the engine;
@@ -212,11 +212,12 @@ def analyse(function: Function, key: str = "lop3") -> LoopReport:
 
 # ---------------------------------------------------------------- compiling
 
-def kernel_expression(planes: int, rows: int, lanes: int, scoring, cell: int = 1) -> str:
+def kernel_expression(planes: int, rows: int, lanes: int, scoring, cell: int = 1, best: bool = True) -> str:
     """The name expression gpu_engine._kernel compiles (tests check they agree);
-    cell: 1 = the synthesised cell where one exists, 0 = the hand-written one."""
+    cell: 1 = the synthesised cell where one exists, 0 = the hand-written one;
+    best: False = the flag-only kernel (the two-pass screen's first pass)."""
     return (f"sw_screen<{planes},{rows},{lanes},{scoring.match},{scoring.mismatch},"
-            f"{scoring.first_gap},{scoring.gap_extend},{cell}>")
+            f"{scoring.first_gap},{scoring.gap_extend},{cell},{int(best)}>")
 
 
 def cupy_arch() -> str | None:
@@ -462,50 +463,59 @@ def add_executed(rows: list[dict], source_csv: Path, cells: float) -> list[dict]
         arguments = [int(x) for x in re.findall(r"(?:\(int\))?\s*(-?\d+)", found.group(1))]
         planes = arguments[0]
         cell = {1: "synth", 0: "hand"}.get(arguments[7]) if len(arguments) > 7 else None
+        variant = VARIANTS[arguments[8]] if len(arguments) > 8 else None
         base = next((r for r in rows if int(r["planes"]) == planes and r["scope"] == "loop"
-                     and (cell is None or r.get("cell", cell) == cell)), None)
+                     and (cell is None or r.get("cell", cell) == cell)
+                     and (variant is None or r.get("variant", variant) == variant)), None)
         if base is None:
             continue
-        keep = {k: base.get(k, "") for k in ("kernel", "cell", "planes", "pattern_length", "rows_per_lane",
+        keep = {k: base.get(k, "") for k in ("kernel", "cell", "variant", "planes", "pattern_length", "rows_per_lane",
                                              "lanes_per_chain", "stripes", "scoring", "arch", "compiler", "registers")}
         keep["span"] = f"whole kernel, {cells:.6g} cells (ncu Instructions Executed)"
         out.append(executed_row(executed_counts(instructions), cells, keep))
     return out
 
 
+#: sw_screen's BEST argument -> variant name: "best" tracks the best score (one
+#: pass, and the second pass), "flag" keeps the overflow flag only (first pass)
+VARIANTS = {1: "best", 0: "flag"}
+
+
 def run(planes_list, pattern_length: int, scoring, compiler: str = "auto", arch: str | None = None,
-        sass_dir: Path | None = None, cells=("synth",)) -> list[dict]:
-    """Static counts per (cell, planes); cells: "synth" (the synthesised
-    cell where one exists, what the engine runs by default) and/or "hand"."""
+        sass_dir: Path | None = None, cells=("synth",), variants=("best",)) -> list[dict]:
+    """Static counts per (cell, variant, planes); cells: "synth" (the
+    synthesised cell where one exists, what the engine runs by default)
+    and/or "hand"; variants: "best" and/or "flag" (see VARIANTS)."""
     from bpbc.gpu_engine import cell_kind, chain_shape, kernel_source
 
     source = kernel_source()
     rows_per_lane, lanes, stripes = chain_shape(pattern_length)
     use_nvrtc = compiler == "nvrtc" or (compiler == "auto" and cupy_arch() is not None)
     rows = []
-    for cell in cells:
-        for planes in planes_list:
-            expression = kernel_expression(planes, rows_per_lane, lanes, scoring, cell_kind(cell))
-            if use_nvrtc:
-                cubin, mangled, how = compile_nvrtc(source, expression, arch)
-                target = arch or cupy_arch()
-            else:
-                target = arch or "90"
-                cubin, mangled, how = compile_nvcc(source, expression, target)
-            sass, usage = disassemble(cubin)
-            if sass_dir is not None:
-                sass_dir.mkdir(parents=True, exist_ok=True)
-                (sass_dir / f"sw_screen_{cell}_b{planes}_m{pattern_length}.sass").write_text(sass)
-                (sass_dir / f"sw_screen_{cell}_b{planes}_m{pattern_length}.res").write_text(usage)
-            functions = parse_sass(sass)
-            function = find_function(functions, mangled or "sw_screen")
-            report = analyse(function)
-            base = {"kernel": expression, "cell": cell, "planes": planes, "pattern_length": pattern_length,
-                    "rows_per_lane": rows_per_lane, "lanes_per_chain": lanes, "stripes": stripes,
-                    "scoring": f"{scoring.match}/{scoring.mismatch}/{scoring.gap_open}/{scoring.gap_extend}",
-                    "arch": f"sm_{target}", "compiler": how, "registers": registers(usage, mangled),
-                    "spills": spills(usage, mangled), "loop_blocks": report.blocks}
-            rows += report_rows(report, rows_per_lane, base)
+    for cell, variant, planes in ((c, v, b) for c in cells for v in variants for b in planes_list):
+        expression = kernel_expression(planes, rows_per_lane, lanes, scoring, cell_kind(cell), variant == "best")
+        if use_nvrtc:
+            cubin, mangled, how = compile_nvrtc(source, expression, arch)
+            target = arch or cupy_arch()
+        else:
+            target = arch or "90"
+            cubin, mangled, how = compile_nvcc(source, expression, target)
+        sass, usage = disassemble(cubin)
+        if sass_dir is not None:
+            sass_dir.mkdir(parents=True, exist_ok=True)
+            stem = f"sw_screen_{cell}_{variant}_b{planes}_m{pattern_length}"
+            (sass_dir / f"{stem}.sass").write_text(sass)
+            (sass_dir / f"{stem}.res").write_text(usage)
+        functions = parse_sass(sass)
+        function = find_function(functions, mangled or "sw_screen")
+        report = analyse(function)
+        base = {"kernel": expression, "cell": cell, "variant": variant, "planes": planes,
+                "pattern_length": pattern_length,
+                "rows_per_lane": rows_per_lane, "lanes_per_chain": lanes, "stripes": stripes,
+                "scoring": f"{scoring.match}/{scoring.mismatch}/{scoring.gap_open}/{scoring.gap_extend}",
+                "arch": f"sm_{target}", "compiler": how, "registers": registers(usage, mangled),
+                "spills": spills(usage, mangled), "loop_blocks": report.blocks}
+        rows += report_rows(report, rows_per_lane, base)
     return rows
 
 
@@ -543,6 +553,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cell", nargs="+", choices=("synth", "hand"), default=["synth"],
                         help="which cell(s): synth = the synthesised LUT3 cell where one exists (the default "
                              "engine's), hand = the hand-written one")
+    parser.add_argument("--variant", nargs="+", choices=tuple(VARIANTS.values()), default=["best"],
+                        help="best = the kernel that tracks the best score (one pass, second pass), "
+                             "flag = the flag-only first pass of the two-pass screen")
     parser.add_argument("--pattern-length", type=int, default=128)
     parser.add_argument("--scoring", default="2,3,5,2", help="match,mismatch,gap_open,gap_extend")
     parser.add_argument("--compiler", choices=("auto", "nvrtc", "nvcc"), default="auto",
@@ -561,13 +574,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.launch:
         launch_for_profiler(args.planes, args.pattern_length, scoring, args.launch, cells=args.cell)
         return 0
-    rows = run(args.planes, args.pattern_length, scoring, args.compiler, args.arch, args.sass_dir, args.cell)
+    rows = run(args.planes, args.pattern_length, scoring, args.compiler, args.arch, args.sass_dir, args.cell,
+               args.variant)
     if args.executed:
         rows = add_executed(rows, args.executed, args.cells)
     gpu = gpu_info()
     env = environment(gpu)
     path = write_csv(args.out / f"sass_{device_kind(gpu) if gpu else 'sm' + (args.arch or '90')}.csv", rows, env)
-    columns = ["cell", "planes", "scope", "registers", "spills", "per_word_total"] + [f"per_word_{c}" for c in CLASSES]
+    columns = ["cell", "variant", "planes", "scope", "registers", "spills", "per_word_total"] + [f"per_word_{c}" for c in CLASSES]
     print("  ".join(f"{c.replace('per_word_', ''):>10}" for c in columns))
     for row in rows:
         print("  ".join(f"{str(row[c]):>10}" for c in columns))

@@ -4,8 +4,10 @@ Reads travel as the FASTQ bytes they were read from and are encoded and
 bit-transposed on the GPU in one kernel (:meth:`GpuEngine.prepare_bytes`),
 or, given as codes, are packed on the host (2 bits per base plus a validity
 bit, as instance streams) and transposed by the ballot or swap kernel of
-:mod:`transpose.gpu`. ``sw.cu`` screens them; only the words holding a hit
-(or, for dense scores, the inverse-transposed scores) come back. cupy is imported and kernels are
+:mod:`transpose.gpu`. ``sw.cu`` screens them (for the Screener's two passes:
+a flag-only kernel one plane short, then the flagged reads again with scores);
+only the words holding a hit or flag (or, for dense scores, the
+inverse-transposed scores) come back. cupy is imported and kernels are
 compiled (NVRTC, then cached by CuPy on disk) on first use only.
 """
 
@@ -72,10 +74,11 @@ def cell_kind(cell: str | None = None) -> int:
     return CELL_KINDS[cell]
 
 
-def kernel_expression(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int = 1) -> str:
-    """The name expression of the sw_screen instance for one launch."""
+def kernel_expression(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int = 1, best: bool = True) -> str:
+    """The name expression of the sw_screen instance for one launch (``best``
+    False: the flag-only kernel of the two-pass screen's first pass)."""
     return (f"sw_screen<{planes},{rows},{lanes},{scoring.match},{scoring.mismatch},"
-            f"{scoring.first_gap},{scoring.gap_extend},{cell}>")
+            f"{scoring.first_gap},{scoring.gap_extend},{cell},{int(best)}>")
 
 
 def _compiled(name: str):
@@ -92,8 +95,8 @@ def _compiled(name: str):
 
 
 @cache
-def _kernel(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int = 1):
-    return _compiled(kernel_expression(planes, rows, lanes, scoring, cell))
+def _kernel(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int = 1, best: bool = True):
+    return _compiled(kernel_expression(planes, rows, lanes, scoring, cell, best))
 
 
 @cache
@@ -137,6 +140,24 @@ def _launches(table) -> list[_Launch]:
             launches.append(_Launch(part, rows, lanes, stripes, cupy.asarray(sub.masks), cupy.asarray(sub.starts)))
     table.engine_cache["gpu"] = launches
     return launches
+
+
+def lane_values(words: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+    """int32 value of bit ``lanes[i]`` across the planes ``words[i]`` (uint32,
+    (N, planes), least significant plane first): one instance's score."""
+    planes = words.shape[1]
+    bits = (words >> lanes.astype(np.uint32)[:, None]) & 1
+    return (bits.astype(np.int32) << np.arange(planes, dtype=np.int32)).sum(axis=1, dtype=np.int32)
+
+
+def set_lanes(hot: np.ndarray, words: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(i, lane, k, group) of every set bit of ``words`` (uint32), the words at
+    flat positions ``hot`` of a (K, G) array: bit ``lane`` of words[i], word
+    group ``group`` of oriented pattern ``k``; ordered by i, then lane."""
+    bits = np.arange(WORD_BITS, dtype=np.uint32)
+    i, lane = np.nonzero((words[:, None] >> bits) & 1)
+    k, group = np.divmod(hot[i], groups)
+    return i, lane, k, group
 
 
 @dataclass
@@ -227,8 +248,13 @@ class GpuEngine:
 
     name = "gpu"
     word_bits = WORD_BITS
-    #: the SW pass is cheap next to the rest of the run: one full pass
-    two_pass = False
+    #: screen with a flag-only pass one plane short first (see Screener): that
+    #: kernel takes 0.75x the time of the one-pass kernel (H100, 4M x 150 x
+    #: 128 at T = 40: 5.66 against 4.24 TCUPS), but on the H100 the whole
+    #: screen is not faster yet: pair_scores re-prepares the flagged reads
+    #: from host codes (a few ms even for a handful) and over few long reads
+    #: its kernel is one chain's serial sweep (bench/results/gpu_two_pass_h100.txt)
+    two_pass = True
 
     def __init__(self, transpose: str = "swap", cell: str | None = None):
         import cupy
@@ -259,16 +285,17 @@ class GpuEngine:
         the GPU); None when a byte lies outside the alphabet."""
         return PreparedReads.from_bytes(data, seq_start, lengths)
 
-    def launch(self, prepared: PreparedReads, table, scoring: Scoring, planes: int):
+    def launch(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, track_best: bool = True):
         """Run the SW kernel on every oriented pattern of ``table``; returns
-        the device arrays best planes (K, G, planes) and flags (K, G)."""
+        the device arrays best planes (K, G, planes, or 0 planes without
+        ``track_best``: the flag-only kernel) and flags (K, G)."""
         import cupy
 
         groups = prepared.groups
-        best = cupy.zeros((len(table), groups, planes), cupy.uint32)
+        best = cupy.zeros((len(table), groups, planes if track_best else 0), cupy.uint32)
         flag = cupy.zeros((len(table), groups), cupy.uint32)
         for launch in _launches(table):
-            kernel = _kernel(planes, launch.rows, launch.lanes, scoring, self.cell)
+            kernel = _kernel(planes, launch.rows, launch.lanes, scoring, self.cell, track_best)
             count = len(launch.ks)
             # chains in one wave of resident threads over all patterns of the
             # launch; chain c walks groups c, c + chains, ... so that long and
@@ -284,7 +311,7 @@ class GpuEngine:
                 stripe_columns = stripe_best = cupy.empty(1, cupy.uint32)
             contiguous = count == launch.ks[-1] - launch.ks[0] + 1
             out_best = best[launch.ks[0]:launch.ks[-1] + 1] if contiguous else cupy.empty(
-                (count, groups, planes), cupy.uint32)
+                (count, groups, best.shape[2]), cupy.uint32)
             out_flag = flag[launch.ks[0]:launch.ks[-1] + 1] if contiguous else cupy.empty((count, groups), cupy.uint32)
             blocks = -(-chains * launch.lanes // THREADS_PER_BLOCK)
             kernel((blocks, count), (THREADS_PER_BLOCK,), (
@@ -332,13 +359,48 @@ class GpuEngine:
         hot_mask = mask.reshape(-1)[hot].get()
         hot_best = best.reshape(-1, planes)[hot].get()
         hot_flag = flag.reshape(-1)[hot].get()
-        hot = hot.get()
-        bits = np.arange(WORD_BITS, dtype=np.uint32)
-        word, lane = np.nonzero((hot_mask[:, None] >> bits) & 1)
-        lane = lane.astype(np.uint32)
-        values = (((hot_best[word] >> lane[:, None]) & 1).astype(np.int32) << np.arange(planes)).sum(axis=1)
-        overflow = ((hot_flag[word] >> lane) & 1).astype(bool)
-        k, group = np.divmod(hot[word], groups)
+        word, lane, k, group = set_lanes(hot.get(), hot_mask, groups)
+        values = lane_values(hot_best[word], lane)
+        overflow = ((hot_flag[word] >> lane.astype(np.uint32)) & 1).astype(bool)
         reads = prepared.order[group * WORD_BITS + lane]
         order = np.lexsort((k, reads))
-        return reads[order], k[order], values[order].astype(np.int32), overflow[order]
+        return reads[order], k[order], values[order], overflow[order]
+
+    def flagged(self, prepared: PreparedReads, table, scoring: Scoring, planes: int) -> tuple[np.ndarray, np.ndarray]:
+        """(read, oriented pattern) of every instance whose score reaches
+        2**planes, sorted by read then pattern: the flag-only kernel, and only
+        the flag words with a bit set are copied back."""
+        import cupy
+
+        if prepared.n == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        _, flag = self.launch(prepared, table, scoring, planes, track_best=False)
+        hot = cupy.flatnonzero(flag)
+        hot_flag = flag.reshape(-1)[hot].get()
+        _, lane, k, group = set_lanes(hot.get(), hot_flag, prepared.groups)
+        position = group * WORD_BITS + lane
+        real = position < prepared.n  # padding lanes of the last group (never valid, so never flagged)
+        reads, k = prepared.order[position[real]], k[real]
+        order = np.lexsort((k, reads))
+        return reads[order], k[order]
+
+    def pair_scores(self, codes: np.ndarray, lengths: np.ndarray, reads: np.ndarray, ks: np.ndarray, table,
+                    scoring: Scoring, planes: int) -> tuple[np.ndarray, np.ndarray]:
+        """Scores and overflow flags of the instances (reads[i], ks[i]) only
+        (``codes``, ``lengths``: the reads that ``reads`` indexes). The reads
+        are screened against every pattern of ``table`` and only the words of
+        the asked instances come back: at a useful threshold few reads are
+        flagged, so this costs a small part of the first pass, in one launch."""
+        import cupy
+
+        if len(reads) == 0:
+            return np.zeros(0, np.int32), np.zeros(0, bool)
+        prepared = self.prepare(codes, lengths)
+        best, flag = self.launch(prepared, table, scoring, planes)
+        position = np.empty(prepared.n, np.int64)
+        position[prepared.order] = np.arange(prepared.n)  # lane of each read
+        group, lane = np.divmod(position[reads], WORD_BITS)
+        at_k, at_group = cupy.asarray(ks), cupy.asarray(group)
+        values = lane_values(best[at_k, at_group].get(), lane)
+        overflow = ((flag[at_k, at_group].get() >> lane.astype(np.uint32)) & 1).astype(bool)
+        return values, overflow

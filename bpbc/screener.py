@@ -230,8 +230,8 @@ class Screener:
     def _two_pass(self, planes: int) -> bool:
         """Whether a pass one plane short comes first: the flagged lanes of it
         are recomputed in full, so the result is the one-pass result, lane for
-        lane (README, "Two passes"). Only for engines where the pass is the
-        cost (the CPU), and not for exact scores."""
+        lane (README, "Two passes"). Only for engines that say so
+        (``two_pass``: both the CPU and the GPU), and not for exact scores."""
         return self.engine.two_pass and not self.exact_scores and planes >= MIN_TWO_PASS_PLANES
 
     # ------------------------------------------------------------ scores

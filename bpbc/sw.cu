@@ -7,6 +7,12 @@
 // rows are cut into stripes whose boundary row goes through global memory.
 // A group's best score travels down the chain at its last column.
 //
+// BEST = 0 is the first pass of the two-pass screen (gpu_engine.flagged): one
+// plane fewer and only the overflow flag, which is a superset of "score >= T"
+// because T >= 2^B there. No best registers and no best down the chain; the
+// cell's best output is left unused, so its LUTs (non-volatile lop3 asm) are
+// dead code the compiler drops (bench/results/sass_static_flag_pass.md).
+//
 // The cell update is the CPU engine's (bpbc/cpu_engine.py): a two's
 // complement adder for the diagonal with a per-lane addend, borrow-chain
 // comparators, and an overflow flag instead of saturation. Scoring constants
@@ -87,8 +93,9 @@ __device__ __forceinline__ void hand_cell(unsigned match, const unsigned (&hd)[B
 }
 
 // CELL: 1 = the synthesised cell SwCell<B, MA, MI, OE, EX> where one exists
-// (else the hand-written one), 0 = always the hand-written cell.
-template <int B, int R, int P, int MA, int MI, int OE, int EX, int CELL>
+// (else the hand-written one), 0 = always the hand-written cell. BEST: 1 =
+// best score and flag, 0 = the flag only (out_best is then not touched).
+template <int B, int R, int P, int MA, int MI, int OE, int EX, int CELL, int BEST>
 __global__ void __launch_bounds__(128) sw_screen(
     const unsigned* __restrict__ planes,       // (G, L, 3): low bit, high bit, valid
     const int* __restrict__ group_length,      // (G,), >= 1
@@ -96,7 +103,7 @@ __global__ void __launch_bounds__(128) sw_screen(
     const long long* __restrict__ pattern_start, // (K + 1,): pattern k = patterns[start[k]:start[k + 1]]
     unsigned* __restrict__ stripe_columns,     // (G, L, 2B): H, F below a stripe (one pattern per launch)
     unsigned* __restrict__ stripe_best,        // (G, B + 1): best, flag of a stripe
-    unsigned* __restrict__ out_best,           // (K, G, B)
+    unsigned* __restrict__ out_best,           // (K, G, B); unused without BEST
     unsigned* __restrict__ out_flag,           // (K, G)
     int groups, int length, int chains) {
     static_assert(32 % P == 0, "a chain must not span warps");
@@ -200,10 +207,14 @@ __global__ void __launch_bounds__(128) sw_screen(
                 const unsigned high_pair = (lo & pt[r]) | (~lo & pg[r]);
                 const unsigned match = va & ((hi & high_pair) | (~hi & low_pair));
                 unsigned h[B];
+                // without BEST the cell's best goes to a fresh zero array that
+                // nothing reads: its logic is dead, not carried from column to column
+                unsigned no_best[B] = {};
+                unsigned (&cell_best)[B] = BEST ? best : no_best;
                 if constexpr (SYNTHESISED) {
-                    SwCell<B, MA, MI, OE, EX>::update(match, hd, E[r], f, best, flag, h);
+                    SwCell<B, MA, MI, OE, EX>::update(match, hd, E[r], f, cell_best, flag, h);
                 } else {
-                    hand_cell<B, MA, MI, OE, EX>(match, hd, E[r], f, best, flag, h);
+                    hand_cell<B, MA, MI, OE, EX>(match, hd, E[r], f, cell_best, flag, h);
                 }
 #pragma unroll
                 for (int k = 0; k < B; ++k) hd[k] = H[r][k];  // diagonal of the next row
@@ -226,24 +237,30 @@ __global__ void __launch_bounds__(128) sw_screen(
             const bool group_end = active && j == len - 1;
             if (__any_sync(FULL_MASK, group_end)) {
                 unsigned in_best[B], in_flag = __shfl_up_sync(FULL_MASK, pub_flag, 1, P);
+                if constexpr (BEST) {
 #pragma unroll
-                for (int k = 0; k < B; ++k) in_best[k] = __shfl_up_sync(FULL_MASK, pub_best[k], 1, P);
+                    for (int k = 0; k < B; ++k) in_best[k] = __shfl_up_sync(FULL_MASK, pub_best[k], 1, P);
+                }
                 if (group_end) {
+                    const unsigned* above = stripe_best + (size_t)g * (B + 1);
                     if (lane == 0) {
-                        const unsigned* above = stripe_best + (size_t)g * (B + 1);
+                        if constexpr (BEST) {
 #pragma unroll
-                        for (int k = 0; k < B; ++k) in_best[k] = stripe > 0 ? above[k] : 0u;
+                            for (int k = 0; k < B; ++k) in_best[k] = stripe > 0 ? above[k] : 0u;
+                        }
                         in_flag = stripe > 0 ? above[B] : 0u;
                     }
-                    select_into<B>(pub_best, best, in_best, greater<B>(best, in_best));
+                    if constexpr (BEST) select_into<B>(pub_best, best, in_best, greater<B>(best, in_best));
                     pub_flag = flag | in_flag;
                     if (lane == P - 1) {
                         const bool last = stripe + 1 == stripes;
-                        unsigned* target = last ? out_best + (size_t)g * B : stripe_best + (size_t)g * (B + 1);
+                        if constexpr (BEST) {
+                            unsigned* target = last ? out_best + (size_t)g * B : stripe_best + (size_t)g * (B + 1);
 #pragma unroll
-                        for (int k = 0; k < B; ++k) target[k] = pub_best[k];
+                            for (int k = 0; k < B; ++k) target[k] = pub_best[k];
+                        }
                         if (last) out_flag[g] = pub_flag;
-                        else target[B] = pub_flag;
+                        else stripe_best[(size_t)g * (B + 1) + B] = pub_flag;
                     }
                 }
             }

@@ -125,6 +125,9 @@ def test_kernel_expression_matches_gpu_engine(monkeypatch):
     for planes, rows, lanes, scoring in [(6, 8, 16, Scoring()), (9, 4, 32, Scoring(1, 4, 6, 1))]:
         assert gpu_engine._kernel.__wrapped__(planes, rows, lanes, scoring) == sc.kernel_expression(
             planes, rows, lanes, scoring)
+        for cell in (0, 1):
+            assert gpu_engine._kernel.__wrapped__(planes, rows, lanes, scoring, cell, False) == sc.kernel_expression(
+                planes, rows, lanes, scoring, cell, False)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None or sc._tool("cuobjdump") is None,
@@ -140,3 +143,16 @@ def test_sw_kernel_counts_with_nvcc():
         assert float(loop[planes]["per_word_total"]) >= float(cell[planes]["per_word_total"])
         assert float(loop[planes]["per_word_shfl"]) > 0
     assert float(cell[6]["per_word_lop3"]) > float(cell[5]["per_word_lop3"])  # more planes, more gates
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None or sc._tool("cuobjdump") is None,
+                    reason="needs nvcc and cuobjdump")
+def test_flag_only_kernel_drops_the_best_logic():
+    """The flag-only kernel (BEST = 0) reuses the synthesised cell and leaves
+    its best output unused: the compiler must drop those LUTs (at B = 5 the
+    cell has 74 LUT3 with best, about 9 of them for it)."""
+    from bpbc.scoring import Scoring
+
+    rows = sc.run([5], 128, Scoring(), compiler="nvcc", variants=("best", "flag"))
+    cell = {r["variant"]: float(r["per_word_lop3"]) for r in rows if r["scope"] == "cell_block"}
+    assert cell["flag"] < cell["best"] - 6

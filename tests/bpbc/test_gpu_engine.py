@@ -18,11 +18,13 @@ import bpbc
 from bpbc.gpu_engine import KERNEL_PATH, THREADS_PER_BLOCK, chain_shape
 from tests.bpbc.conftest import random_pattern, random_read, related_pair
 
-#: (B, R, P, MA, MI, OE, EX, CELL): synthesised cells (B = 6, 9 at the default
-#: scoring, CELL 1), the hand-written one asked for (CELL 0) and as the fallback
-#: where no circuit exists (CELL 1, other B or scoring)
-INSTANTIATIONS = [(6, 4, 32, 2, 3, 7, 2, 1), (6, 8, 16, 2, 3, 7, 2, 0), (9, 8, 16, 2, 3, 7, 2, 1),
-                  (1, 1, 32, 2, 3, 7, 2, 1), (11, 8, 8, 5, 4, 11, 3, 1), (3, 5, 4, 1, 9, 20, 9, 0)]
+#: (B, R, P, MA, MI, OE, EX, CELL, BEST): synthesised cells (B = 6, 9 at the
+#: default scoring, CELL 1), the hand-written one asked for (CELL 0) and as the
+#: fallback where no circuit exists (CELL 1, other B or scoring); with the best
+#: score (BEST 1) and the flag-only first pass (BEST 0)
+INSTANTIATIONS = [(6, 4, 32, 2, 3, 7, 2, 1, 1), (6, 8, 16, 2, 3, 7, 2, 0, 1), (9, 8, 16, 2, 3, 7, 2, 1, 1),
+                  (1, 1, 32, 2, 3, 7, 2, 1, 1), (11, 8, 8, 5, 4, 11, 3, 1, 1), (3, 5, 4, 1, 9, 20, 9, 0, 1),
+                  (5, 8, 16, 2, 3, 7, 2, 1, 0), (5, 8, 16, 2, 3, 7, 2, 0, 0), (10, 8, 8, 5, 4, 11, 3, 1, 0)]
 
 
 def test_block_size_is_the_kernels_launch_bound():
@@ -49,6 +51,27 @@ def test_chain_shape_covers_the_pattern(length):
     assert 32 % lanes == 0 and 1 <= rows <= 8
     assert rows * lanes * stripes >= length
     assert rows * lanes * (stripes - 1) < length  # no empty stripe
+
+
+def test_set_lanes_and_lane_values_read_words_bit_by_bit():
+    """The host side of hits, flagged and pair_scores: which lanes of the
+    copied-back words are set, and an instance's score from its plane words."""
+    from bpbc.gpu_engine import lane_values, set_lanes
+
+    rng = np.random.default_rng(2)
+    groups = 3
+    hot = np.array([0, 4, 5, 8])  # flat (K, G) positions: k = hot // G, group = hot % G
+    words = rng.integers(0, 1 << 32, size=len(hot), dtype=np.uint64).astype(np.uint32)
+    words[1] = 0x80000001
+    i, lane, k, group = set_lanes(hot, words, groups)
+    expected = [(t, b) for t in range(len(hot)) for b in range(32) if (int(words[t]) >> b) & 1]
+    assert list(zip(i.tolist(), lane.tolist())) == expected
+    assert np.array_equal(k, hot[i] // groups) and np.array_equal(group, hot[i] % groups)
+    planes = rng.integers(0, 1 << 32, size=(len(i), 6), dtype=np.uint64).astype(np.uint32)
+    values = lane_values(planes, lane)
+    assert values.dtype == np.int32
+    assert values.tolist() == [sum(((int(w[p]) >> b) & 1) << p for p in range(6)) for w, b in zip(planes, lane)]
+    assert lane_values(np.zeros((0, 5), np.uint32), np.zeros(0, np.int64)).shape == (0,)
 
 
 def _random_workload(rng, n_reads):
@@ -255,3 +278,43 @@ def test_cli_finishes_while_another_process_holds_most_gpu_memory(tmp_path):
         holder.stdin.close()
         holder.wait(timeout=60)
         holder.stdout.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("planes", [4, 5, 6])
+def test_two_pass_calls_match_the_cpu_engine(planes):
+    """GPU flagged and pair_scores against the CPU engine's: random reads of
+    lengths that are not multiples of 32, a panel of patterns of different
+    lengths on both strands, one of them in several stripes."""
+    from bpbc.alphabet import encode_pattern, encode_reads
+    from bpbc.cpu_engine import CpuEngine
+    from bpbc.gpu_engine import GpuEngine
+    from bpbc.patterns import PatternTable
+    from bpbc.scoring import Scoring
+
+    rng = np.random.default_rng(planes)
+    patterns = [random_pattern(rng, n, iupac_rate=0.05) for n in (9, 33, 70, 300)]
+    assert chain_shape(300)[2] > 1
+    reads = _random_workload(rng, 5000)
+    concrete = [p.translate(str.maketrans("RYSWKMBDHVNU", "ACGTGACAAAGT")) for p in patterns]
+    for i in range(0, len(reads), 7):  # pieces of the patterns, so that many instances are flagged
+        piece = concrete[i % len(concrete)]
+        start = int(rng.integers(0, len(piece)))
+        reads[i] = reads[i][:40] + piece[start:start + int(rng.integers(5, 120))] + reads[i][40:]
+    codes, lengths = encode_reads(reads)
+    assert (lengths % 32 != 0).any() and len(reads) % 32 != 0
+    table = PatternTable.build([encode_pattern(p) for p in patterns], ("+", "-"))
+    scoring = Scoring()
+    cpu, gpu = CpuEngine(), GpuEngine()
+    cpu_reads, cpu_ks = cpu.flagged(cpu.prepare(codes, lengths), table, scoring, planes)
+    gpu_reads, gpu_ks = gpu.flagged(gpu.prepare(codes, lengths), table, scoring, planes)
+    assert np.array_equal(gpu_reads, cpu_reads) and np.array_equal(gpu_ks, cpu_ks)
+    assert 100 < len(gpu_reads) < len(reads) * len(table)
+    assert len(np.unique(gpu_ks)) >= 3 and (gpu_ks >= 6).any()  # several patterns, the striped one (k 6, 7) too
+    rows, local = np.unique(gpu_reads, return_inverse=True)  # as the Screener asks: the flagged reads only
+    for second in (planes + 1, planes + 3):
+        expected = cpu.pair_scores(codes[rows], lengths[rows], local, gpu_ks, table, scoring, second)
+        got = gpu.pair_scores(codes[rows], lengths[rows], local, gpu_ks, table, scoring, second)
+        assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+    empty = gpu.pair_scores(codes[:0], lengths[:0], np.zeros(0, np.int64), np.zeros(0, np.int64), table, scoring, 6)
+    assert empty[0].shape == (0,) and empty[1].shape == (0,)
