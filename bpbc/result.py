@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -32,24 +33,65 @@ class Alignment:
     length: int
 
 
-@dataclass(slots=True)
 class ScreenResult:
     """Result of :func:`bpbc.screen`.
 
-    ``scores[r, p, s]`` is the screen score of read r against pattern p on
-    strand ``strands[s]``. Where ``capped[r, p, s]`` is False it is the exact
-    Smith-Waterman score; where it is True the exact score is at least the
-    value given (and at least the threshold). Every instance whose score
-    reaches the threshold has an alignment with its exact score.
+    ``indices``: the reads that pass (sorted); ``alignments``: one per
+    (read, pattern, strand) instance whose score reaches the threshold, with
+    its exact score. ``scores[r, p, s]`` is the screen score of read r against
+    pattern p on strand ``strands[s]``. Where ``capped[r, p, s]`` is False it
+    is the exact Smith-Waterman score; where it is True the exact score is at
+    least the value given (and at least the threshold).
+
+    The screen itself computes only what the passing instances need; the
+    dense ``scores`` and ``capped`` are computed on first access (one more
+    pass over the reads), the ``alignments`` list is built on first access.
     """
 
-    indices: np.ndarray
-    scores: np.ndarray
-    capped: np.ndarray
-    alignments: list[Alignment]
-    threshold: int | list[int]
-    strands: tuple[str, ...]
-    pattern_names: list[str] = field(default_factory=list)
+    __slots__ = ("indices", "threshold", "strands", "pattern_names", "_table", "_alignments", "_dense", "_scores",
+                 "_capped")
+
+    def __init__(self, indices: np.ndarray, alignments: AlignmentTable, threshold: int | list[int],
+                 strands: tuple[str, ...], pattern_names: list[str],
+                 dense: Callable[[], tuple[np.ndarray, np.ndarray]]):
+        self.indices = indices
+        self.threshold = threshold
+        self.strands = strands
+        self.pattern_names = pattern_names
+        self._table = alignments
+        self._alignments: list[Alignment] | None = None
+        self._dense: Callable[[], tuple[np.ndarray, np.ndarray]] | None = dense
+        self._scores: np.ndarray | None = None
+        self._capped: np.ndarray | None = None
+
+    @property
+    def alignments(self) -> list[Alignment]:
+        if self._alignments is None:
+            self._alignments = self._table.to_list()
+        return self._alignments
+
+    def _compute_dense(self) -> None:
+        if self._dense is not None:
+            self._scores, self._capped = self._dense()
+            self._dense = None  # the reads it holds are no longer needed
+
+    @property
+    def scores(self) -> np.ndarray:
+        """(n_reads, n_patterns, n_strands) int32."""
+        self._compute_dense()
+        assert self._scores is not None
+        return self._scores
+
+    @property
+    def capped(self) -> np.ndarray:
+        """(n_reads, n_patterns, n_strands) bool: where the score is a lower bound."""
+        self._compute_dense()
+        assert self._capped is not None
+        return self._capped
+
+    def __repr__(self) -> str:
+        return (f"ScreenResult({len(self.indices)} passing reads, {len(self._table)} alignments, "
+                f"threshold={self.threshold!r}, strands={self.strands!r})")
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .result import ScreenResult
@@ -44,14 +46,15 @@ def screen(
         engine = reads.engine
     screener = Screener(patterns, threshold, scoring, strand, exact_scores, eqx, engine=engine, device=device,
                         threads=threads)
-    chunk = screener.run(reads, dense=True)
-    assert chunk.scores is not None and chunk.capped is not None  # dense
+    if not isinstance(reads, (list, ReadBatch)):
+        reads = list(reads)
+    chunk = screener.run(reads)
     return ScreenResult(
         indices=chunk.passing_reads.astype(np.int64),
-        scores=chunk.scores,
-        capped=chunk.capped,
-        alignments=chunk.alignments.to_list(),
+        alignments=chunk.alignments,
         threshold=threshold,
         strands=screener.strands,
         pattern_names=screener.pattern_names,
+        # the dense table, when asked for: the reads screened again, every score kept
+        dense=functools.partial(screener.scores, reads),
     )

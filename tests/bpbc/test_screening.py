@@ -49,6 +49,20 @@ def test_result_shapes_and_types(result, reads):
     assert np.array_equal(result.indices, np.unique(result.indices))
 
 
+def test_dense_scores_are_computed_when_first_read(reads):
+    """The screen computes only what the passing instances need; the dense
+    table comes from one more pass on first access, also for reads given as
+    an iterator, and agrees with the screen's own hits."""
+    result = bpbc.screen(iter(reads[:60]), [ADAPTER], threshold=30, device="cpu")
+    assert result._scores is None and result._alignments is None
+    assert result.scores.shape == (60, 1, 2) and result._dense is None
+    assert np.array_equal(result.indices, np.flatnonzero((result.scores >= 30).any(axis=(1, 2))))
+    aligned = {(a.read_index, result.strands.index(a.strand)): a.score for a in result.alignments}
+    assert set(aligned) == set(zip(*(index.tolist() for index in np.nonzero(result.scores[:, 0, :] >= 30))))
+    for (r, s), score in aligned.items():  # exact, or a lower bound where capped
+        assert score == result.scores[r, 0, s] or (result.capped[r, 0, s] and score > result.scores[r, 0, s])
+
+
 def test_indices_are_the_reads_with_a_passing_instance(result):
     passing = np.flatnonzero((result.scores >= 30).any(axis=(1, 2)))
     assert np.array_equal(result.indices, passing)
