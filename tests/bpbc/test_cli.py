@@ -574,11 +574,10 @@ def test_signal_while_reading_a_pipe_subprocess(tmp_path, signum, status, messag
     out.mkdir()
     command = [sys.executable, "-m", "bpbc", "-", str(PATTERNS), "-t", "20", "--device", "cpu", "--threads", "1", "-q",
                "-o", str(out / "o.paf"), "--matched", str(out / "m.fq.gz")]
-    # the same run to its end first, so that the kernels are compiled and
-    # cached: the signal must find the reader waiting on the pipe, not numba
-    # compiling in the main thread (a signal there is not what this tests)
-    subprocess.run(command, input=b"".join(record % i for i in range(100)), capture_output=True, cwd=tmp_path,
-                   env=env, check=True, timeout=600)
+    # the same run to its end first, on the same input, so that every kernel
+    # it needs is compiled and cached: the signal must find the reader waiting
+    # on the pipe, not numba compiling (a signal there is not what this tests)
+    subprocess.run(command, input=data, capture_output=True, cwd=tmp_path, env=env, check=True, timeout=600)
     for path in out.iterdir():
         path.unlink()
     process = subprocess.Popen(
