@@ -156,9 +156,7 @@ class KernelShape:
       (AVX2, NEON, ...);
     * ``loads``: 'early' loads all of a cell's inputs first, 'late' loads each
       just before its first use (shorter live ranges for 16 registers; not
-      used by 'lut3'); 'reload' (explicit vectors only) loads early and
-      loads E and F once more for their own updates, so they need not stay
-      in registers through the cell;
+      used by 'lut3');
     * ``vector``: 0 leaves the word loop to LLVM's vectoriser; 4 writes the
       'binary' or 'ternary' cell on explicit vectors of 4 words (256 bits,
       bpbc/cpu_vector.py: the loop steps one vector at a time, one register
@@ -174,8 +172,7 @@ class KernelShape:
 
     def __post_init__(self):
         if self.words < 1 or self.rows < 1 or self.gates not in ("ternary", "binary", "lut3") \
-                or self.loads not in ("early", "late", "reload") or self.vector not in (0, 4) \
-                or (self.loads == "reload" and not self.vector) \
+                or self.loads not in ("early", "late") or self.vector not in (0, 4) \
                 or (self.vector and self.words % self.vector):
             raise ValueError(f"bad kernel shape {self}")
 
@@ -339,7 +336,7 @@ def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
         return live
 
     emit(f"m = {read(f'm{row}', 0)}")
-    if shape.loads != "late":
+    if shape.loads == "early":
         for k in ks:
             emit(f"hd{k} = {read('rows', slot('h_left', k, row_above=True))}")
             emit(f"e{k} = {read('rows', slot('e', k))}")
@@ -404,9 +401,6 @@ def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
         for k in ks:
             emit(f"ho{k} &= ~bo")
     for gap in ("e", "f"):  # E' = max(E - ext, Hoe), F' likewise
-        if shape.loads == "reload":
-            for k in ks:
-                emit(f"{gap}{k} = vreload(rows, {slot(gap, k, row_above=gap == 'f')} + w)")
         if scoring.gap_extend >= limit:  # E - ext < 0 always
             for k in ks:
                 emit(write("rows", slot(gap, k), f"ho{k}"))
@@ -641,8 +635,8 @@ def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = Tr
         imports = "from bpbc.cpu_vector import lut3, vload, vstore" + version
         word_range = f"0, WORDS, {VECTOR_WORDS}"
     elif shape.vector:
-        imports = f"from bpbc.cpu_vector import vload{shape.vector} as vload, vreload{shape.vector} as vreload, " \
-            f"vstore, vzero{shape.vector} as vzero" + version
+        imports = f"from bpbc.cpu_vector import vload{shape.vector} as vload, vstore, vzero{shape.vector} as vzero" \
+            + version
         word_range = f"0, WORDS, {shape.vector}"
     else:
         imports, word_range = "", "WORDS"

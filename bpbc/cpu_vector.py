@@ -101,33 +101,8 @@ def _zero(vector: U64Vector):
     return zero
 
 
-def _reloader(vector: U64Vector):
-    @intrinsic
-    def reload(typingctx, array, index):
-        if not _contiguous_words(array) or not isinstance(index, types.Integer):
-            return None
-
-        def codegen(context, builder, signature, args):
-            index = context.cast(builder, args[1], signature.args[1], types.intp)
-            data = context.make_array(signature.args[0])(context, builder, args[0]).data
-            # an empty asm hands the array's address back: LLVM cannot prove
-            # the words the earlier load's, so it keeps no register (or
-            # stack slot) for that value until here. The asm has no side
-            # effect: LLVM computes it once per array, outside the loops
-            base = builder.asm(ir.FunctionType(data.type, [data.type]), "", "=r,0", [data], side_effect=False)
-            base.attributes.add("readnone")
-            base.attributes.add("nounwind")
-            return builder.load(builder.bitcast(builder.gep(base, [index]), _ir_type(vector).as_pointer()), align=8)
-
-        return vector(array, index), codegen
-
-    reload.__doc__ = f"The {vector.lanes} words array[index:index + {vector.lanes}], loaded again."
-    return reload
-
-
 vload8 = vload = _loader(u64x8)
 vload4 = _loader(u64x4)
-vreload4 = _reloader(u64x4)
 vzero8 = _zero(u64x8)
 vzero4 = _zero(u64x4)
 
