@@ -5,7 +5,8 @@ the innermost loop of the kernel runs over those words, so LLVM turns every
 bit-plane operation into vector instructions over all of them (AVX-512,
 AVX2, NEON, whatever numba compiles for). On AVX-512 the kernel is written
 with explicit 512-bit vectors instead, its cell a synthesised network of
-3-input LUTs, one vpternlogq each (the 'lut3' shape, bpbc/cpu_vector.py).
+3-input LUTs, one vpternlogq each (the 'lut3' shape, bpbc/cpu_vector.py); on
+AVX2 with explicit 256-bit vectors and the 2-input cell.
 
 The kernel is generated per plane count b and scoring: straight-line code per
 bit plane keeps every plane in a register, and the scoring constants are
@@ -221,22 +222,26 @@ class KernelShape:
 #:
 #: AVX2 since (issue 14): the 'binary' cell on explicit 256-bit vectors
 #: (``vector=4``), compiled for haswell on the same machine, one thread,
-#: bench/cpu_cell_ab.py alternating with the auto-vectorised shape in one
-#: run, 4 runs, kernel ratios 1.02-1.17x at 5 planes flag only (the pass over
-#: all reads), 0.91-1.20x at 6 with best (noise on the shared machine). The
-#: instructions per cell-word are the same (84 with best, 54 flag only;
-#: LLVM's vectoriser had already put one vector per signal): the gain is the
-#: loop without run-time overlap checks or remainder, and the kernel no
-#: longer depends on the vectoriser's choices. Measured and not kept: 'late'
-#: loads (same spills: LLVM's scheduler reorders the loads anyway), 2 rows
-#: per pass (0.95-1.1x, 2-3x the compile time), and a 2-input network
-#: synthesised by ABC onto AVX2's one-instruction gates (AND, OR, XOR, ANDN,
-#: NOT; genlib, ``map -a``, ``&nf``, with ``dch``/``dc2``/``mfs2``): 186-192
-#: gates at 5 planes flag only and 265-282 at 6 with best, against 165 and
-#: 235 for the hand 'binary' cell, whose comparators share their XORs with
-#: the selects (ABC's AND-inverter graphs lose them). The cell is bound by
-#: its 2-input logic (41 and 57 vector ops per cell-word on 3 ports), so AVX2
-#: stays well behind the 3-input AVX-512 cell.
+#: bench/cpu_cell_ab.py alternating with the auto-vectorised shape, kernel
+#: ratios 1.03-1.17x at 5 planes flag only (the command's pass over all
+#: reads), 1.05-1.10x at 5 with best (the library's), 0.91-1.20x at 6 with
+#: best (noise on the shared machine); the library row 2.71-2.75x parasail
+#: per core against 1.37-1.89x before (README). The instructions per
+#: cell-word are the same (84 with best, 54.5 flag only: LLVM's vectoriser
+#: had already put one vector per signal); gone are the loop's run-time
+#: overlap checks and remainder, and the kernel no longer depends on the
+#: vectoriser's choices. Compile time 10 % below the scalar shape's. Not
+#: kept: 'late' loads (same spills: LLVM's scheduler reorders the loads
+#: anyway); E and F loaded again for their updates (stack accesses 10.25 ->
+#: 5.5 per cell-word with best, 0.91-1.07x); 2 rows per pass (0.95-1.1x,
+#: 2-3x the compile time); a 2-input network synthesised by ABC onto AVX2's
+#: one-instruction gates (AND, OR, XOR, ANDN, NOT; genlib, ``map -a``,
+#: ``&nf``, with ``dch``/``dc2``/``mfs2``, from the GPU's cell or this one):
+#: 181-192 gates at 5 planes flag only and 251-282 at 6 with best, against
+#: 165 and 235 for the hand 'binary' cell, whose comparators share their
+#: XORs with the selects. The cell is bound by its 2-input logic (165
+#: operations per 256 cells flag only, on 3 ports), so AVX2 stays well
+#: behind the 3-input AVX-512 cell.
 SHAPES = {
     "avx512": KernelShape(16, 2, "lut3", "early"),
     "avx2": KernelShape(16, 1, "binary", "early", vector=4),
