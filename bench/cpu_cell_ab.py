@@ -1,10 +1,11 @@
 """CPU SW kernel alone, kernel shapes side by side, one thread.
 
 ``python -m bench.cpu_cell_ab [--reads N] [--planes 5 6] [--shapes SHAPE ...]
-[--asm] [--out DIR]``: one random pattern of ``--pattern-length`` over
+[--with-best] [--asm] [--out DIR]``: one random pattern of ``--pattern-length`` over
 ``--reads`` random full-length reads; for every plane count (6: scores and
-flag, the usual full pass; 5: flag only, the usual first pass) and every
-shape (``words,rows,gates,loads``; default: the target's shape), the median
+flag, the usual full pass; 5: flag only, the usual first pass, unless
+``--with-best``: the library's dense first pass) and every
+shape (``words,rows,gates,loads[,vector]``; default: the target's shape), the median
 time of the kernel on one thread over all superblocks, the shapes
 alternating within each repeat, and GCUPS per core. Checks that every shape
 gives the same best planes and flags as the first. ``--asm``: also counts
@@ -25,8 +26,8 @@ import numpy as np
 def parse_shape(text: str):
     from bpbc.cpu_engine import KernelShape
 
-    words, rows, gates, loads = text.split(",")
-    return KernelShape(int(words), int(rows), gates, loads)
+    words, rows, gates, loads, *vector = text.split(",")
+    return KernelShape(int(words), int(rows), gates, loads, *(int(v) for v in vector))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,8 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--read-length", type=int, default=150)
     parser.add_argument("--pattern-length", type=int, default=128)
     parser.add_argument("--planes", type=int, nargs="+", default=[6, 5])
-    parser.add_argument("--shapes", nargs="+", default=None, help="words,rows,gates,loads (default: the target's)")
+    parser.add_argument("--shapes", nargs="+", default=None, help="words,rows,gates,loads[,vector] (default: the target's)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--with-best", action="store_true",
+                        help="best planes at every plane count (5: the library's dense first pass)")
     parser.add_argument("--asm", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"target {target.label}; {args.reads} reads x {args.read_length} vs {args.pattern_length}", flush=True)
     rows = []
     for planes in args.planes:
-        track_best = planes != 5
+        track_best = planes != 5 or args.with_best
         runs = []
         for shape in shapes:
             prepared = PreparedReads(codes, lengths, words=shape.words)

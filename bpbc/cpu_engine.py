@@ -5,7 +5,8 @@ the innermost loop of the kernel runs over those words, so LLVM turns every
 bit-plane operation into vector instructions over all of them (AVX-512,
 AVX2, NEON, whatever numba compiles for). On AVX-512 the kernel is written
 with explicit 512-bit vectors instead, its cell a synthesised network of
-3-input LUTs, one vpternlogq each (the 'lut3' shape, bpbc/cpu_vector.py).
+3-input LUTs, one vpternlogq each (the 'lut3' shape, bpbc/cpu_vector.py); on
+AVX2 with explicit 256-bit vectors and the 2-input cell.
 
 The kernel is generated per plane count b and scoring: straight-line code per
 bit plane keeps every plane in a register, and the scoring constants are
@@ -156,17 +157,24 @@ class KernelShape:
       (AVX2, NEON, ...);
     * ``loads``: 'early' loads all of a cell's inputs first, 'late' loads each
       just before its first use (shorter live ranges for 16 registers; not
-      used by 'lut3').
+      used by 'lut3');
+    * ``vector``: 0 leaves the word loop to LLVM's vectoriser; 4 writes the
+      'binary' or 'ternary' cell on explicit vectors of 4 words (256 bits,
+      bpbc/cpu_vector.py: the loop steps one vector at a time, one register
+      per signal; ``words`` a multiple of 4). 'lut3' always takes vectors of
+      8 words.
     """
 
     words: int = 16
     rows: int = 1
     gates: str = "ternary"
     loads: str = "early"
+    vector: int = 0
 
     def __post_init__(self):
         if self.words < 1 or self.rows < 1 or self.gates not in ("ternary", "binary", "lut3") \
-                or self.loads not in ("early", "late"):
+                or self.loads not in ("early", "late") or self.vector not in (0, 4) \
+                or (self.vector and self.words % self.vector):
             raise ValueError(f"bad kernel shape {self}")
 
     @property
@@ -174,7 +182,8 @@ class KernelShape:
         return self.words * WORD_BITS
 
     def __str__(self) -> str:
-        return f"words={self.words} rows={self.rows} gates={self.gates} loads={self.loads}"
+        text = f"words={self.words} rows={self.rows} gates={self.gates} loads={self.loads}"
+        return text + (f" vector={self.vector}" if self.vector else "")
 
 
 #: the shape per instruction set (README, "CPU targets"). Measured on a
@@ -197,7 +206,7 @@ class KernelShape:
 #: * loads late or early: the same spills.
 #:
 #: The best shape measured was the same for both targets, so the entries but
-#: AVX-512's hold it; NEON and other targets were not measured and get it too
+#: AVX-512's and AVX2's (below) hold it; NEON and other targets were not measured and get it too
 #: (every shape is exact on any target: the tests run several).
 #:
 #: AVX-512 since: 'lut3', 2 rows per pass (bench/cpu_cell_ab.py on the same
@@ -210,9 +219,32 @@ class KernelShape:
 #: 1.0-1.2x of one row; 4 rows no faster than 2 and twice the compile time
 #: (18 s); interleaving two vectors or the next row's first half with a row's
 #: second half in the source: spills, slower.
+#:
+#: AVX2 since (issue 14): the 'binary' cell on explicit 256-bit vectors
+#: (``vector=4``), compiled for haswell on the same machine, one thread,
+#: bench/cpu_cell_ab.py alternating with the auto-vectorised shape, kernel
+#: ratios 1.03-1.17x at 5 planes flag only (the command's pass over all
+#: reads), 1.05-1.10x at 5 with best (the library's), 0.91-1.20x at 6 with
+#: best (noise on the shared machine); the library row 2.71-2.75x parasail
+#: per core against 1.37-1.89x before (README). The instructions per
+#: cell-word are the same (84 with best, 54.5 flag only: LLVM's vectoriser
+#: had already put one vector per signal); gone are the loop's run-time
+#: overlap checks and remainder, and the kernel no longer depends on the
+#: vectoriser's choices. Compile time 10 % below the scalar shape's. Not
+#: kept: 'late' loads (same spills: LLVM's scheduler reorders the loads
+#: anyway); E and F loaded again for their updates (stack accesses 10.25 ->
+#: 5.5 per cell-word with best, 0.91-1.07x); 2 rows per pass (0.95-1.1x,
+#: 2-3x the compile time); a 2-input network synthesised by ABC onto AVX2's
+#: one-instruction gates (AND, OR, XOR, ANDN, NOT; genlib, ``map -a``,
+#: ``&nf``, with ``dch``/``dc2``/``mfs2``, from the GPU's cell or this one):
+#: 181-192 gates at 5 planes flag only and 251-282 at 6 with best, against
+#: 165 and 235 for the hand 'binary' cell, whose comparators share their
+#: XORs with the selects. The cell is bound by its 2-input logic (165
+#: operations per 256 cells flag only, on 3 ports), so AVX2 stays well
+#: behind the 3-input AVX-512 cell.
 SHAPES = {
     "avx512": KernelShape(16, 2, "lut3", "early"),
-    "avx2": KernelShape(16, 1, "binary", "early"),
+    "avx2": KernelShape(16, 1, "binary", "early", vector=4),
     "neon": KernelShape(16, 1, "binary", "early"),
     "generic": KernelShape(16, 1, "binary", "early"),
 }
@@ -257,15 +289,15 @@ def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
 
     def slot(kind, k, row_above=False):
         # ``rows`` is the view of rows r0-1 .. r0+R-1: constant offsets, no signs
-        offset = (slots[kind] + k) * words + (row + (0 if row_above else 1)) * 4 * b * words
-        return f"rows[{offset} + w]"
+        return (slots[kind] + k) * words + (row + (0 if row_above else 1)) * 4 * b * words
 
+    read, write, zero = _word_access(shape)
     loaded = set()
 
     def load(name, kind, k, row_above=False):
         if shape.loads == "late" and (name, k) not in loaded:
             loaded.add((name, k))
-            emit(f"{name}{k} = {slot(kind, k, row_above)}")
+            emit(f"{name}{k} = {read('rows', slot(kind, k, row_above))}")
 
     def greater(x, y, out, load_x=None, load_y=None):
         # out = all-ones in lanes where x > y, from the lowest plane up
@@ -308,12 +340,12 @@ def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
                 emit(f"{borrow} = ~{x}{k} & {borrow}")
         return live
 
-    emit(f"m = m{row}[w]")
+    emit(f"m = {read(f'm{row}', 0)}")
     if shape.loads == "early":
         for k in ks:
-            emit(f"hd{k} = {slot('h_left', k, row_above=True)}")
-            emit(f"e{k} = {slot('e', k)}")
-            emit(f"f{k} = {slot('f', k, row_above=True)}")
+            emit(f"hd{k} = {read('rows', slot('h_left', k, row_above=True))}")
+            emit(f"e{k} = {read('rows', slot('e', k))}")
+            emit(f"f{k} = {read('rows', slot('f', k, row_above=True))}")
     # diag = hd + s, s = m ? ma : 2**b - mi (mod 2**b): per plane the addend
     # is a constant or m or ~m, so each stage is at most two 3-input gates
     add_match, add_mismatch = scoring.match % limit, (limit - scoring.mismatch) % limit
@@ -344,7 +376,7 @@ def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
             emit(f"p = hd{k} ^ {addend}")
             emit(f"d{k} = p ^ c")
             emit(f"c = (hd{k} & {addend}) | (c & p)")
-    carry_out = carry or "z"
+    carry_out = carry or zero
     # a match that carries out: true score >= 2**b, the lane passes
     over = "m" if scoring.match >= limit else f"m & {carry_out}"
     emit(f"fl = {over}" if row == 0 else f"fl |= {over}")
@@ -356,27 +388,27 @@ def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
     greater("t", "f", "g", load_y=lambda k: load("f", "f", k, row_above=True))
     select("h", "t", "f", "g")
     for k in ks:
-        emit(f"{slot('h', k)} = h{k}")
+        emit(write("rows", slot("h", k), f"h{k}"))
     if track_best:
         if row == 0:
             for k in ks:
-                emit(f"bs{k} = best[{k * words} + w]")
+                emit(f"bs{k} = {read('best', k * words)}")
         greater("h", "bs", "g")
         select("bs", "h", "bs", "g")
         if row == rows - 1:
             for k in ks:
-                emit(f"best[{k * words} + w] = bs{k}")
+                emit(write("best", k * words, f"bs{k}"))
     # Hoe = H - (open + ext), floored at 0 (always 0 when open + ext >= 2**b)
     if scoring.first_gap >= limit:
         for k in ks:
-            emit(f"ho{k} = z")
+            emit(f"ho{k} = {zero}")
     elif subtract("ho", "h", scoring.first_gap, "bo"):
         for k in ks:
             emit(f"ho{k} &= ~bo")
     for gap in ("e", "f"):  # E' = max(E - ext, Hoe), F' likewise
         if scoring.gap_extend >= limit:  # E - ext < 0 always
             for k in ks:
-                emit(f"{slot(gap, k)} = ho{k}")
+                emit(write("rows", slot(gap, k), f"ho{k}"))
             continue
         borrowed = subtract("y", gap, scoring.gap_extend, "by")
         greater("y", "ho", "g")
@@ -384,8 +416,20 @@ def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
             emit("g &= ~by")
         select("n", "y", "ho", "g")
         for k in ks:
-            emit(f"{slot(gap, k)} = n{k}")
+            emit(write("rows", slot(gap, k), f"n{k}"))
     return lines
+
+
+def _word_access(shape: KernelShape):
+    """(read, write, zero) for the cell's code: ``read(array, offset)`` is
+    the expression of the word (or vector) at ``offset + w``, ``write(array,
+    offset, value)`` the statement that stores one there, ``zero`` the
+    expression of a zero word (vector)."""
+    if not shape.vector:
+        return (lambda array, offset: f"{array}[{offset} + w]",
+                lambda array, offset, value: f"{array}[{offset} + w] = {value}", "z")
+    return (lambda array, offset: f"vload({array}, {offset} + w)",
+            lambda array, offset, value: f"vstore({array}, {offset} + w, {value})", "vzero()")
 
 
 def _pass_statements(planes: int, scoring: Scoring, parity: int, track_best: bool, shape: KernelShape,
@@ -395,7 +439,8 @@ def _pass_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
     lines = []
     for row in range(rows):
         lines += _cell_statements(planes, scoring, parity, track_best, shape, row, rows)
-    lines.append("flag[w] |= fl")
+    read, write, _ = _word_access(shape)
+    lines.append(write("flag", 0, f"{read('flag', 0)} | fl"))
     return lines
 
 
@@ -590,9 +635,14 @@ def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = Tr
         return {parity: indented(_pass_statements(planes, scoring, parity, track_best, shape, count), 24)
                 for parity in (0, 1)}
 
+    version = f"  # bpbc.cpu_vector version {VECTOR_VERSION}\n"
     if circuit is not None:
-        imports = f"from bpbc.cpu_vector import lut3, vload, vstore  # bpbc.cpu_vector version {VECTOR_VERSION}\n"
+        imports = "from bpbc.cpu_vector import lut3, vload, vstore" + version
         word_range = f"0, WORDS, {VECTOR_WORDS}"
+    elif shape.vector:
+        imports = f"from bpbc.cpu_vector import vload{shape.vector} as vload, vstore, vzero{shape.vector} as vzero" \
+            + version
+        word_range = f"0, WORDS, {shape.vector}"
     else:
         imports, word_range = "", "WORDS"
     full = passes(shape.rows)

@@ -1,55 +1,73 @@
-"""Explicit AVX-512 vectors for the CPU kernel's LUT3 cells (numba intrinsics).
+"""Explicit vectors of 64-bit words for the CPU kernel (numba intrinsics).
 
 LLVM's loop vectoriser turns the word loop of the generated kernel into
-vector code by itself, but on Skylake-SP it picks 256-bit vectors (the
-target prefers them) and it splits a 3-input function into two or more
-instructions. The 'lut3' kernel shape (``bpbc.cpu_engine``) writes the cell
-with these instead:
+vector code by itself, but it picks the vector width and the order of the
+work: on Skylake-SP it picks 256-bit vectors (the target prefers them) and
+splits a 3-input function into two or more instructions; on AVX2 (16
+registers) it interleaves the 4 vectors of a 16-word superblock and spills.
+The kernel shapes with ``vector`` set (``bpbc.cpu_engine``) write the cell
+with these instead, one vector per signal:
 
-* :data:`u64x8`: a numba type held as LLVM ``<8 x i64>``, one zmm register;
-* :func:`vload` / :func:`vstore`: 8 words of a contiguous uint64 array at a
-  word offset (unaligned);
-* :func:`lut3`: ``lut3(table, a, b, c)``, the 3-input function ``table`` (bit
-  4a + 2b + c, as LOP3 and vpternlogq number them; a compile-time constant)
-  as one ``llvm.x86.avx512.pternlog.q.512``: exactly one vpternlogq.
+* :data:`u64x8` (one zmm register) and :data:`u64x4` (one ymm register):
+  numba types held as LLVM ``<8 x i64>`` / ``<4 x i64>``; ``&``, ``|``,
+  ``^``, ``~`` (and ``&=``, ``|=``, ``^=``) work on them lane by lane, so
+  ``~a & b`` is one vpandn;
+* :func:`vload8` / :func:`vload4` (:func:`vload` is ``vload8``):
+  ``vload4(array, index)`` is the words array[index:index + 4] of a
+  contiguous uint64 array (unaligned); :func:`vstore` stores a vector of
+  either width; :func:`vzero4` / :func:`vzero8` are all-zero vectors;
+* :func:`lut3`: ``lut3(table, a, b, c)`` on u64x8, the 3-input function
+  ``table`` (bit 4a + 2b + c, as LOP3 and vpternlogq number them; a
+  compile-time constant) as one ``llvm.x86.avx512.pternlog.q.512``: exactly
+  one vpternlogq. Only for targets with AVX-512F (``CpuTarget.isa ==
+  'avx512'``): elsewhere the intrinsic does not exist.
 
-Only for targets with AVX-512F (``CpuTarget.isa == 'avx512'``): elsewhere
-the intrinsic does not exist and the kernel shapes use 2-input gates.
+The vector types and their operators are plain LLVM vector IR: LLVM
+lowers them on any target (two 128-bit halves on NEON, for instance).
 """
 
 from __future__ import annotations
 
+import operator
+
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
+from numba.core.imputils import lower_builtin
+from numba.core.typing.templates import AbstractTemplate, infer_global, signature
 from numba.extending import intrinsic, models, register_model
 
-#: 64-bit words per vector
+#: 64-bit words per AVX-512 vector (the 'lut3' shape)
 LANES = 8
-_VECTOR = ir.VectorType(ir.IntType(64), LANES)
 
 #: the version of these intrinsics, in every generated source (numba's cache
 #: of a kernel is keyed by the kernel's file, not by this module)
-VERSION = 1
+VERSION = 3
 
 
-class U64x8(types.Type):
-    def __init__(self):
-        super().__init__(name="u64x8")
+class U64Vector(types.Type):
+    def __init__(self, lanes: int):
+        self.lanes = lanes
+        super().__init__(name=f"u64x{lanes}")
 
 
-u64x8 = U64x8()
+u64x8 = U64Vector(8)
+u64x4 = U64Vector(4)
 
 
-@register_model(U64x8)
-class _U64x8Model(models.PrimitiveModel):
+def _ir_type(vector: U64Vector) -> ir.VectorType:
+    return ir.VectorType(ir.IntType(64), vector.lanes)
+
+
+@register_model(U64Vector)
+class _U64VectorModel(models.PrimitiveModel):
     def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, _VECTOR)
+        super().__init__(dmm, fe_type, _ir_type(fe_type))
 
 
-def _pointer(context, builder, array_type, array, index):
+def _pointer(context, builder, array_type, array, index, vector):
     data = context.make_array(array_type)(context, builder, array).data
-    return builder.bitcast(builder.gep(data, [index]), _VECTOR.as_pointer())
+    return builder.bitcast(builder.gep(data, [index]), _ir_type(vector).as_pointer())
 
 
 def _contiguous_words(array) -> bool:
@@ -57,31 +75,83 @@ def _contiguous_words(array) -> bool:
         and array.dtype == types.uint64
 
 
-@intrinsic
-def vload(typingctx, array, index):
-    """The 8 words array[index:index + 8] (array: 1-d contiguous uint64)."""
-    if not _contiguous_words(array) or not isinstance(index, types.Integer):
-        return None
+def _loader(vector: U64Vector):
+    @intrinsic
+    def load(typingctx, array, index):
+        if not _contiguous_words(array) or not isinstance(index, types.Integer):
+            return None
 
-    def codegen(context, builder, signature, args):
-        index = context.cast(builder, args[1], signature.args[1], types.intp)
-        return builder.load(_pointer(context, builder, signature.args[0], args[0], index), align=8)
+        def codegen(context, builder, signature, args):
+            index = context.cast(builder, args[1], signature.args[1], types.intp)
+            return builder.load(_pointer(context, builder, signature.args[0], args[0], index, vector), align=8)
 
-    return u64x8(array, index), codegen
+        return vector(array, index), codegen
+
+    load.__doc__ = f"The {vector.lanes} words array[index:index + {vector.lanes}] (array: 1-d contiguous uint64)."
+    return load
+
+
+def _zero(vector: U64Vector):
+    @intrinsic
+    def zero(typingctx):
+        def codegen(context, builder, signature, args):
+            return ir.Constant(_ir_type(vector), None)
+
+        return vector(), codegen
+
+    zero.__doc__ = f"{vector.lanes} zero words."
+    return zero
+
+
+vload8 = vload = _loader(u64x8)
+vload4 = _loader(u64x4)
+vzero8 = _zero(u64x8)
+vzero4 = _zero(u64x4)
 
 
 @intrinsic
 def vstore(typingctx, array, index, value):
-    """array[index:index + 8] = value."""
-    if not _contiguous_words(array) or not isinstance(index, types.Integer) or value != u64x8:
+    """array[index:index + lanes] = value."""
+    if not _contiguous_words(array) or not isinstance(index, types.Integer) or not isinstance(value, U64Vector):
         return None
 
     def codegen(context, builder, signature, args):
         index = context.cast(builder, args[1], signature.args[1], types.intp)
-        builder.store(args[2], _pointer(context, builder, signature.args[0], args[0], index), align=8)
+        pointer = _pointer(context, builder, signature.args[0], args[0], index, signature.args[2])
+        builder.store(args[2], pointer, align=8)
         return context.get_dummy_value()
 
     return types.void(array, index, value), codegen
+
+
+# The operators are typed and lowered straight to one LLVM instruction (no
+# @overload: that compiles and inlines a function per operator, and a cell
+# has hundreds of them: 35-45 % more compile time per kernel, measured)
+_GATES = {operator.and_: "and_", operator.iand: "and_", operator.or_: "or_", operator.ior: "or_",
+          operator.xor: "xor", operator.ixor: "xor"}
+
+
+class _VectorGate(AbstractTemplate):
+    def generic(self, args, kws):
+        if not kws and len(args) == 2 and isinstance(args[0], U64Vector) and args[0] == args[1]:
+            return signature(args[0], *args)
+        if not kws and self.key is operator.invert and len(args) == 1 and isinstance(args[0], U64Vector):
+            return signature(args[0], *args)
+        return None
+
+
+def _lower_gate(method):
+    def lower(context, builder, sig, args):
+        return getattr(builder, method)(*args)
+
+    return lower
+
+
+for _op, _method in _GATES.items():
+    infer_global(_op)(type(f"_Vector_{_op.__name__}", (_VectorGate,), {"key": _op}))
+    lower_builtin(_op, U64Vector, U64Vector)(_lower_gate(_method))
+infer_global(operator.invert)(type("_Vector_invert", (_VectorGate,), {"key": operator.invert}))
+lower_builtin(operator.invert, U64Vector)(_lower_gate("not_"))
 
 
 @intrinsic(prefer_literal=True)
@@ -93,7 +163,8 @@ def lut3(typingctx, table, a, b, c):
     value = table.literal_value
 
     def codegen(context, builder, signature, args):
-        fnty = ir.FunctionType(_VECTOR, [_VECTOR, _VECTOR, _VECTOR, ir.IntType(32)])
+        vector = _ir_type(u64x8)
+        fnty = ir.FunctionType(vector, [vector, vector, vector, ir.IntType(32)])
         fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.x86.avx512.pternlog.q.512")
         return builder.call(fn, [args[1], args[2], args[3], ir.Constant(ir.IntType(32), value)])
 

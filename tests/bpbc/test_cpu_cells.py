@@ -12,6 +12,8 @@ The compiled kernels are checked against the reference in test_engines.py.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -24,12 +26,12 @@ LANES = cpu_engine.VECTOR_WORDS
 WORDS = 16
 
 
-def _vload(array, index):
-    return np.stack(array[index:index + LANES])
+def _vload(array, index, lanes=LANES):
+    return np.stack(array[index:index + lanes])
 
 
 def _vstore(array, index, value):
-    for k in range(LANES):
+    for k in range(len(value)):
         array[index + k] = value[k]
 
 
@@ -109,3 +111,35 @@ def test_lut3_is_for_avx512_targets_only(monkeypatch, tmp_path):
         assert "lut3" not in run.py_func.__globals__
     finally:
         cpu_engine.kernel.cache_clear()
+
+
+def test_vector_binary_pass_equals_the_scalar_pass():
+    """The 'binary' cell written on explicit 4-word vectors (the AVX2 shape:
+    vload/vstore/vzero, operators on vectors) computes what the scalar one
+    does, word for word, for scorings with and without constant folds."""
+    scorings = [Scoring(), Scoring(match=1, mismatch=4, gap_open=6, gap_extend=1),
+                Scoring(match=40, mismatch=70, gap_open=60, gap_extend=40)]
+    rng = np.random.default_rng(3)
+    for scoring in scorings:
+        for planes, rows, track_best, parity in ((5, 1, False, 0), (6, 1, True, 1), (5, 2, True, 0)):
+            state = _state(rng, (rows + 1) * 4 * planes * WORDS, lanes=4)
+            best = _state(rng, planes * WORDS, lanes=4)
+            flag = _state(rng, WORDS, lanes=4)
+            masks = {f"m{r}": _state(rng, WORDS, lanes=4) for r in range(rows)}
+            outputs = []
+            for vector, step in ((0, 1), (4, 4)):
+                shape = KernelShape(WORDS, rows, "binary", vector=vector)
+                lines = cpu_engine._pass_statements(planes, scoring, parity, track_best, shape, rows)
+                assert ("vload(" in "\n".join(lines)) == bool(vector)
+                # numpy arrays stand for words here: ``x |= y`` would change
+                # an array another name shares (``fl = m``), where the
+                # kernel's words are values
+                lines = [re.sub(r"^(\w+) ([&|^])= (.*)$", r"\1 = \1 \2 (\3)", line) for line in lines]
+                ns = {"rows": state.copy(), "best": best.copy(), "flag": flag.copy(), "z": np.zeros(4, np.uint64),
+                      "vload": lambda a, i: _vload(a, i, 4), "vstore": _vstore,
+                      "vzero": lambda: np.zeros((4, 4), np.uint64)} | masks
+                _run_pass(lines, ns, step)
+                outputs.append(ns)
+            for name in ("rows", "flag", "best"):
+                assert all(np.array_equal(x, y) for x, y in zip(outputs[0][name], outputs[1][name])), \
+                    (scoring, planes, rows, name)
