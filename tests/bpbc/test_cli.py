@@ -572,8 +572,14 @@ def test_signal_while_reading_a_pipe_subprocess(tmp_path, signum, status, messag
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
     out = tmp_path / "out"
     out.mkdir()
-    command = [sys.executable, "-m", "bpbc", "-", str(PATTERNS), "-t", "20", "--device", "cpu", "--threads", "1", "-q",
-               "-o", str(out / "o.paf"), "--matched", str(out / "m.fq.gz")]
+    # Ctrl-C as a user at a terminal sends it: the command starts with SIGINT
+    # handled as Python does by default. A process started with SIGINT ignored
+    # (as a shell starts background jobs, or as it was in a pytest-xdist
+    # worker late in a run) inherits that and rightly keeps ignoring it.
+    restore_sigint = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                      "runpy.run_module('bpbc', run_name='__main__', alter_sys=True)")
+    command = [sys.executable, "-c", restore_sigint, "-", str(PATTERNS), "-t", "20", "--device", "cpu", "--threads", "1",
+               "-q", "-o", str(out / "o.paf"), "--matched", str(out / "m.fq.gz")]
     # the same run to its end first, on the same input, so that every kernel
     # it needs is compiled and cached: the signal must find the reader waiting
     # on the pipe, not numba compiling (a signal there is not what this tests)
@@ -592,7 +598,12 @@ def test_signal_while_reading_a_pipe_subprocess(tmp_path, signum, status, messag
             assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
             time.sleep(0.05)
         process.send_signal(signum)
-        returncode = process.wait(timeout=60)
+        try:
+            returncode = process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            with open(f"/proc/{process.pid}/status") as status_file:  # which signals it ignores, blocks, catches
+                masks = [line.strip() for line in status_file if line.startswith(("SigIgn", "SigBlk", "SigCgt"))]
+            raise AssertionError(f"the command did not stop; {masks}") from None
         err = process.stderr.read()
     finally:
         if process.poll() is None:
