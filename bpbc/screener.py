@@ -231,7 +231,8 @@ class Screener:
         """Whether a pass one plane short comes first: the flagged lanes of it
         are recomputed in full, so the result is the one-pass result, lane for
         lane (README, "Two passes"). Only for engines that say so
-        (``two_pass``: both the CPU and the GPU), and not for exact scores."""
+        (``two_pass``: the CPU engine; the GPU engine when asked), and not for
+        exact scores."""
         return self.engine.two_pass and not self.exact_scores and planes >= MIN_TWO_PASS_PLANES
 
     # ------------------------------------------------------------ scores
