@@ -18,6 +18,7 @@ Whatever the status, a run that does not succeed leaves no output file behind.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import signal
@@ -421,14 +422,16 @@ def run() -> None:
 
     wait_passively()
     status = main()
-    if status in (EXIT_INTERRUPTED, EXIT_TERMINATED):
-        # a reader thread may still be blocked reading its input (a pipe whose
-        # writer is idle) and hold the stream's lock: the interpreter's
-        # shutdown would wait for it and then abort, so end here
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(status)
-    sys.exit(status)
+    # Every output is committed or removed by now; end without the
+    # interpreter's teardown. After a run it took 0.3 s (numba's compiled
+    # code and LLVM freed object by object, on a 2-core Skylake-SP), and
+    # after an interrupt a reader thread may still be blocked reading its
+    # input (a pipe whose writer is idle) holding the stream's lock, which the
+    # teardown would wait for and then abort. The exit handlers still run.
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
