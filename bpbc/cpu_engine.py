@@ -257,6 +257,15 @@ def kernel_shape(target: CpuTarget | None = None) -> KernelShape:
 
 # ---------------------------------------------------------------- the generated kernel
 
+def _state_offset(planes: int, words: int, parity: int, row: int, kind: str, k: int, row_above: bool = False) -> int:
+    """Offset of plane ``k`` of ``kind`` (h: H of this column, h_left: H of
+    the column before, e, f) of pass row ``row`` (or the row above it) in
+    ``rows``, the view of rows r0-1 .. r0+R-1 of the state (the layout of
+    :func:`_cell_statements`): constant offsets, no signs."""
+    slot = {"h": parity * planes, "h_left": (1 - parity) * planes, "e": 2 * planes, "f": 3 * planes}[kind]
+    return (slot + k) * words + (row + (0 if row_above else 1)) * 4 * planes * words
+
+
 def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: bool = True,
                      shape: KernelShape = KernelShape(), row: int = 0, rows: int = 1) -> list[str]:
     """Straight-line code of one cell (pattern row ``row`` of a pass, word
@@ -285,11 +294,9 @@ def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: boo
     ternary = shape.gates == "ternary"
     lines: list[str] = []
     emit = lines.append
-    slots = {"h": parity * b, "h_left": (1 - parity) * b, "e": 2 * b, "f": 3 * b}
 
     def slot(kind, k, row_above=False):
-        # ``rows`` is the view of rows r0-1 .. r0+R-1: constant offsets, no signs
-        return (slots[kind] + k) * words + (row + (0 if row_above else 1)) * 4 * b * words
+        return _state_offset(planes, words, parity, row, kind, k, row_above)
 
     read, write, zero = _word_access(shape)
     loaded = set()
@@ -472,10 +479,9 @@ def _lut3_cell_statements(circuit: str, planes: int, parity: int, track_best: bo
 
     b = planes
     luts, outputs = parse_gates(circuit)
-    slots = {"h": parity * b, "h_left": (1 - parity) * b, "e": 2 * b, "f": 3 * b}
 
     def slot(kind, k, row_above=False):
-        return (slots[kind] + k) * words + (row + (0 if row_above else 1)) * 4 * b * words
+        return _state_offset(planes, words, parity, row, kind, k, row_above)
 
     wanted = {name: source for name, source in outputs.items() if track_best or not name.startswith("BS")}
     needed = set(wanted.values())
