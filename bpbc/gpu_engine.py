@@ -390,9 +390,10 @@ class GpuEngine:
                     scoring: Scoring, planes: int) -> tuple[np.ndarray, np.ndarray]:
         """Scores and overflow flags of the instances (reads[i], ks[i]) only
         (``codes``, ``lengths``: the reads that ``reads`` indexes). The reads
-        are screened against every pattern of ``table`` and only the words of
-        the asked instances come back: at a useful threshold few reads are
-        flagged, so this costs a small part of the first pass, in one launch."""
+        are prepared again from ``codes`` (packed on the host and uploaded:
+        a few ms even for a handful, bench/results/gpu_two_pass_h100.txt),
+        screened against every pattern of ``table`` in one launch, and only
+        the words of the asked instances come back."""
         import cupy
 
         if len(reads) == 0:
