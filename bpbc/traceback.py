@@ -47,6 +47,7 @@ import numpy as np
 from numba import njit, prange
 
 from bpbc.alphabet import INVALID
+from bpbc.cpu_vector import vload16, vmax16, vselect16, vsplat16, vstore16
 from bpbc.result import AlignmentTable, Texts
 from bpbc.scoring import Scoring
 
@@ -58,7 +59,7 @@ _H_SOURCE = 3
 _E_OPENED = 4  # E[i][j] came from H[i-1][j] (gap opened), else from E[i-1][j]
 _F_OPENED = 8  # F[i][j] came from H[i][j-1], else from F[i][j-1]
 _NEG = -(1 << 29)  # E and F on row/column 0: no gap can end there (int32 cells)
-LANES = 16  #: reads aligned together: one int32 AVX-512 vector per DP operation
+LANES = 16  #: reads aligned together: one 16 x int32 vector per DP value (one zmm, or two ymm)
 
 # result columns of the batch kernel
 _SCORE, _READ_START, _READ_END, _PAT_START, _PAT_END, _N_OPS, _NM, _MATCHES = range(8)
@@ -67,87 +68,72 @@ _EQX_LETTERS = np.array([ord("="), ord("X"), ord("I"), ord("D")], dtype=np.uint8
 _M_LETTERS = np.array([ord("M"), ord("M"), ord("I"), ord("D")], dtype=np.uint8)
 
 
-SLOTS = 8  # per column: H, E of the row above, then the carried h_diag, h_left, f, best, best_i, best_j
-
-
 @njit(cache=True, nogil=True)
 def _forward_lanes(block, pattern, match, mismatch, gap_open, gap_extend, pointers, result):
     """Gotoh forward pass for LANES reads at once (block: (n, LANES) codes,
     padded with INVALID); pointer bytes into pointers (n+1, m+1, LANES);
     result (LANES, 3): best, best_i, best_j (first maximum in (i, j) order).
-    State for column j sits in slots of one flat array, and the values carried
-    along a row move from column j-1's slots to column j's: every access is
-    ``cells[CONSTANT + q]`` of one view, so LLVM vectorises over the lanes."""
+    One 16-lane int32 vector per DP value (bpbc.cpu_vector): H and E of the
+    row above come from memory, everything carried along a row stays in
+    registers."""
     n = block.shape[0]
     m = pattern.shape[0]
     K = LANES
-    C = SLOTS * K
-    # every DP value, index and pointer bit is an int32 (numba would widen
-    # int32 arithmetic to int64, and 64-bit max and blends are several
-    # instructions each without AVX-512): np.int32 around each result lets
-    # LLVM keep 32-bit lanes throughout
-    oc = np.int32(gap_open + gap_extend)
-    ge = np.int32(gap_extend)
-    ma = np.int32(match)
-    mi = np.int32(-mismatch)
-    zero = np.int32(0)
-    neg = np.int32(_NEG)
-    from_zero, from_diag = np.int32(_H_FROM_ZERO), np.int32(_H_FROM_DIAG)
-    from_e, from_f = np.int32(_H_FROM_E), np.int32(_H_FROM_F)
-    e_flag, f_flag = np.int32(_E_OPENED), np.int32(_F_OPENED)
-    st = np.zeros((m + 1) * C, np.int32)
-    for j in range(m + 1):
-        st[j * C + K: j * C + 2 * K] = neg
+    flat_pointers = pointers.reshape(-1)
+    h_column = np.zeros((m + 1) * K, np.int32)  # H[i-1][j], then H[i][j]
+    e_column = np.full((m + 1) * K, _NEG, np.int32)  # E likewise
+    scratch = np.empty(K, np.int32)
+    open_cost = vsplat16(gap_open + gap_extend)
+    extend_cost = vsplat16(gap_extend)
+    match_score = vsplat16(match)
+    mismatch_score = vsplat16(-mismatch)
+    zero = vsplat16(0)
+    from_zero, from_diag = vsplat16(_H_FROM_ZERO), vsplat16(_H_FROM_DIAG)
+    from_e, from_f = vsplat16(_H_FROM_E), vsplat16(_H_FROM_F)
+    e_flag, f_flag = vsplat16(_E_OPENED), vsplat16(_F_OPENED)
+    best = zero
+    best_i = zero
+    best_j = zero
     for i in range(1, n + 1):
-        codes = block[i - 1]
-        row = np.int32(i)
-        for q in range(K):
-            st[2 * K + q] = st[q]  # h_diag = H[i-1][0]
-            st[3 * K + q] = 0  # h_left = H[i][0]
-            st[4 * K + q] = neg  # f
-            st[5 * K + q] = st[m * C + 5 * K + q]  # best so far: from the end of the previous row
-            st[6 * K + q] = st[m * C + 6 * K + q]
-            st[7 * K + q] = st[m * C + 7 * K + q]
+        for q in range(K):  # the read bases as IUPAC mask bits (none for INVALID)
+            code = block[i - 1, q]
+            scratch[q] = (1 << code) if code < 4 else 0
+        read_bits = vload16(scratch, 0)
+        row = vsplat16(i)
+        h_diag = zero  # H[i-1][0]
+        h_left = zero  # H[i][0]
+        f = vsplat16(_NEG)
+        row_pointers = i * (m + 1) * K
         for j in range(1, m + 1):
-            pm = np.int32(pattern[j - 1])
-            col = np.int32(j)
-            cells = st[(j - 1) * C:(j + 1) * C]
-            prow = pointers[i, j]
-            for q in range(K):
-                code = np.int32(codes[q])
-                s = ma if (code < 4) & (np.int32(np.int32(pm >> np.int32(code & 3)) & 1) == 1) else mi
-                h_up = cells[C + q]
-                e_open = np.int32(h_up - oc)
-                e_extend = np.int32(cells[C + K + q] - ge)
-                e_opened = e_open >= e_extend
-                e = max(e_open, e_extend)
-                f_open = np.int32(cells[3 * K + q] - oc)
-                f_extend = np.int32(cells[4 * K + q] - ge)
-                f_opened = f_open >= f_extend
-                f = max(f_open, f_extend)
-                diag = np.int32(cells[2 * K + q] + s)
-                source = from_diag if diag > 0 else from_zero
-                h = max(diag, zero)
-                source = from_e if e > h else source
-                h = max(h, e)
-                source = from_f if f > h else source
-                h = max(h, f)
-                source = np.int32(source | (e_flag if e_opened else zero))
-                prow[q] = np.uint8(source | (f_flag if f_opened else zero))
-                best = cells[5 * K + q]
-                better = h > best
-                cells[C + q] = h
-                cells[C + K + q] = e
-                cells[C + 2 * K + q] = h_up
-                cells[C + 3 * K + q] = h
-                cells[C + 4 * K + q] = f
-                cells[C + 5 * K + q] = h if better else best
-                cells[C + 6 * K + q] = row if better else cells[6 * K + q]
-                cells[C + 7 * K + q] = col if better else cells[7 * K + q]
-    for q in range(K):
-        result[q, 0] = st[m * C + 5 * K + q]
-        result[q, 1] = st[m * C + 6 * K + q]
-        result[q, 2] = st[m * C + 7 * K + q]
+            s = vselect16((read_bits & vsplat16(pattern[j - 1])) != zero, match_score, mismatch_score)
+            h_up = vload16(h_column, j * K)
+            e_open = h_up - open_cost
+            e_extend = vload16(e_column, j * K) - extend_cost
+            e = vmax16(e_open, e_extend)
+            f_open = h_left - open_cost
+            f_extend = f - extend_cost
+            f = vmax16(f_open, f_extend)
+            diag = h_diag + s
+            source = vselect16(diag > zero, from_diag, from_zero)
+            h = vmax16(diag, zero)
+            source = vselect16(e > h, from_e, source)
+            h = vmax16(h, e)
+            source = vselect16(f > h, from_f, source)
+            h = vmax16(h, f)
+            source = source | vselect16(e_open >= e_extend, e_flag, zero) | vselect16(f_open >= f_extend, f_flag, zero)
+            vstore16(flat_pointers, row_pointers + j * K, source)
+            vstore16(h_column, j * K, h)
+            vstore16(e_column, j * K, e)
+            better = h > best
+            best = vselect16(better, h, best)
+            best_i = vselect16(better, row, best_i)
+            best_j = vselect16(better, vsplat16(j), best_j)
+            h_diag = h_up
+            h_left = h
+    for column, lanes in enumerate((best, best_i, best_j)):
+        vstore16(scratch, 0, lanes)
+        for q in range(K):
+            result[q, column] = scratch[q]
 
 
 @njit(cache=True, nogil=True)
