@@ -125,6 +125,37 @@ def wait_passively() -> None:
         os.environ.setdefault(name, value)
 
 
+#: glibc's mallopt parameters (malloc.h) and the values its adaptive mmap
+#: threshold grows to on 64-bit systems (the trim threshold follows at twice it)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_ADAPTIVE_MMAP_THRESHOLD_MAX = 32 << 20
+_MALLOC_ENVIRONMENT = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
+
+
+def reuse_freed_buffers() -> bool:
+    """Let glibc's malloc in this process keep freed buffers for reuse where
+    its environment has turned that off; True where it did something.
+
+    A Dask nanny starts its worker with MALLOC_TRIM_THRESHOLD_=65536, and
+    setting any of these variables stops glibc from raising its mmap
+    threshold: every buffer of a chunk (megabytes, allocated and freed chunk
+    after chunk) is then new mmapped memory, faulted in page by page. A
+    5M-read GPU run took 6.2-6.4 s with that variable against 4.3-4.6 s
+    without (H200 host, 96 x 24 bp panel). This sets the thresholds that
+    glibc's own adaptation would reach; memory that is still freed goes
+    back to the system as before, above them."""
+    if not any(name in os.environ for name in _MALLOC_ENVIRONMENT):
+        return False  # glibc adapts by itself
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, _ADAPTIVE_MMAP_THRESHOLD_MAX)
+                and mallopt(_M_TRIM_THRESHOLD, 2 * _ADAPTIVE_MMAP_THRESHOLD_MAX))
+
+
 def usable_cores() -> int:
     """The cores this process may run on: its CPU affinity where the system
     tells it (a cpuset, taskset, a dask-cuda worker pinned to the cores near

@@ -7,6 +7,7 @@ subclass (the GPU one skipped where no GPU is usable).
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 
@@ -372,3 +373,16 @@ def test_numba_threads_follow_the_cpu_affinity():
             "print(usable_cores(), numba.get_num_threads())\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["1", "1"]
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
+def test_freed_buffers_are_reused_where_the_environment_said_otherwise():
+    """A Dask nanny sets MALLOC_TRIM_THRESHOLD_, which stops glibc adapting its
+    mmap threshold: bpbc then sets the thresholds itself; without such a
+    variable it leaves malloc alone. Each case in a process of its own."""
+    code = "from bpbc.engines import reuse_freed_buffers; print(reuse_freed_buffers())"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    for extra, expected in (({}, "False"), ({"MALLOC_TRIM_THRESHOLD_": "65536"}, "True")):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**clean, **extra})
+        assert done.stdout.strip() == expected
