@@ -184,14 +184,15 @@ def _walk(read, pattern, pointers, best_i, best_j, ops):
     return i, j, n_ops
 
 
-def _align_batch_body(codes, lengths, rows, pattern_codes, pattern_start, block_first, block_pattern,
+def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start, block_first, block_pattern,
                       match, mismatch, gap_open, gap_extend, ops):
     """Align reads ``codes[rows[t], :lengths[rows[t]]]``, block b (rows
     block_first[b] to block_first[b + 1], at most LANES) against oriented
     pattern block_pattern[b] of the flat table (pattern_codes, pattern_start),
     in parallel over blocks (pass rows sorted by length within a pattern to
-    waste little on padding). Fills ``ops[t]`` and returns an int64 (k, 8)
-    table (see the _SCORE.. column names). Padding rows hold INVALID codes:
+    waste little on padding). Instance t is the caller's instance order[t]:
+    fills ``ops[order[t]]`` and row order[t] of the int64 (k, 8) table it
+    returns (see the _SCORE.. column names). Padding rows hold INVALID codes:
     their cells stay below the real maximum, so they change no alignment."""
     k = rows.shape[0]
     out = np.zeros((k, 8), dtype=np.int64)
@@ -213,8 +214,8 @@ def _align_batch_body(codes, lengths, rows, pattern_codes, pattern_start, block_
         best = np.zeros((LANES, 3), dtype=np.int64)
         _forward_lanes(block, pattern, match, mismatch, gap_open, gap_extend, pointers, best)
         for q in range(count):
-            t = first + q
-            row = rows[t]
+            row = rows[first + q]
+            t = order[first + q]
             read = codes[row, : lengths[row]]
             rs, ps, n_ops = _walk(read, pattern, pointers[:, :, q], best[q, 1], best[q, 2], ops[t])
             n_match = 0
@@ -310,12 +311,10 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar):
     _, first, sizes = np.unique(sorted_ks, return_index=True, return_counts=True)
     block_first = np.concatenate(
         [np.arange(f, f + size, LANES) for f, size in zip(first, sizes)] + [np.array([count])]).astype(np.int64)
-    table_rows = np.empty((count, 8), dtype=np.int64)
-    table_rows[by_pattern] = align_batch(
-        codes, lengths, rows[by_pattern], table.masks, table.starts, block_first, sorted_ks[block_first[:-1]],
-        scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops,
+    table_rows = align_batch(
+        codes, lengths, rows[by_pattern], by_pattern, table.masks, table.starts, block_first,
+        sorted_ks[block_first[:-1]], scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops,
     )
-    ops[by_pattern] = ops.copy()
     letters = _EQX_LETTERS if eqx else _M_LETTERS
     reverse = np.ascontiguousarray(np.broadcast_to(reverse_cigar, (count,)), dtype=np.bool_)
     buf, offsets = cigars_of(ops, np.ascontiguousarray(table_rows[:, _N_OPS]), letters, reverse)
