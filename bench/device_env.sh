@@ -20,6 +20,7 @@ export PYTHONPATH=/tmp/site:$PWD
     nvcc --version | tail -2
     python3 -c 'import cupy, numpy, numba; print("cupy", cupy.__version__, "numpy", numpy.__version__, "numba", numba.__version__)'
     echo "cores: $(nproc)"
+    python3 -c 'import llvmlite.binding as llvm; print("host CPU (LLVM):", llvm.get_host_cpu_name())' 
     git log -1 --format='%H %d %s' 2>/dev/null || cat .git-head 2>/dev/null
 } >"$ENV_DIR/env.txt" 2>&1
 cat "$ENV_DIR/env.txt"
