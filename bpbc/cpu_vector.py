@@ -49,32 +49,36 @@ LANES = 8
 
 #: the version of these intrinsics, in every generated source (numba's cache
 #: of a kernel is keyed by the kernel's file, not by this module)
-VERSION = 3
+VERSION = 4
 
 
-class U64Vector(types.Type):
-    def __init__(self, lanes: int):
+class LaneVector(types.Type):
+    """A numba type held in one LLVM vector of ``lanes`` integers of ``bits`` bits."""
+
+    def __init__(self, name: str, bits: int, lanes: int):
+        self.bits = bits
         self.lanes = lanes
-        super().__init__(name=f"u64x{lanes}")
+        super().__init__(name=name)
+
+    @property
+    def ir_type(self) -> ir.VectorType:
+        return ir.VectorType(ir.IntType(self.bits), self.lanes)
 
 
-u64x8 = U64Vector(8)
-u64x4 = U64Vector(4)
-
-
-def _ir_type(vector: U64Vector) -> ir.VectorType:
-    return ir.VectorType(ir.IntType(64), vector.lanes)
-
-
-@register_model(U64Vector)
-class _U64VectorModel(models.PrimitiveModel):
+@register_model(LaneVector)
+class _LaneVectorModel(models.PrimitiveModel):
     def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, _ir_type(fe_type))
+        super().__init__(dmm, fe_type, fe_type.ir_type)
+
+
+u64x8 = LaneVector("u64x8", 64, 8)
+u64x4 = LaneVector("u64x4", 64, 4)
+_WORD_VECTORS = (u64x8, u64x4)
 
 
 def _pointer(context, builder, array_type, array, index, vector):
     data = context.make_array(array_type)(context, builder, array).data
-    return builder.bitcast(builder.gep(data, [index]), _ir_type(vector).as_pointer())
+    return builder.bitcast(builder.gep(data, [index]), vector.ir_type.as_pointer())
 
 
 def _contiguous_words(array) -> bool:
@@ -82,7 +86,7 @@ def _contiguous_words(array) -> bool:
         and array.dtype == types.uint64
 
 
-def _loader(vector: U64Vector):
+def _loader(vector: LaneVector):
     @intrinsic
     def load(typingctx, array, index):
         if not _contiguous_words(array) or not isinstance(index, types.Integer):
@@ -98,11 +102,11 @@ def _loader(vector: U64Vector):
     return load
 
 
-def _zero(vector: U64Vector):
+def _zero(vector: LaneVector):
     @intrinsic
     def zero(typingctx):
         def codegen(context, builder, signature, args):
-            return ir.Constant(_ir_type(vector), None)
+            return ir.Constant(vector.ir_type, None)
 
         return vector(), codegen
 
@@ -119,7 +123,7 @@ vzero4 = _zero(u64x4)
 @intrinsic
 def vstore(typingctx, array, index, value):
     """array[index:index + lanes] = value."""
-    if not _contiguous_words(array) or not isinstance(index, types.Integer) or not isinstance(value, U64Vector):
+    if not _contiguous_words(array) or not isinstance(index, types.Integer) or value not in _WORD_VECTORS:
         return None
 
     def codegen(context, builder, signature, args):
@@ -140,9 +144,9 @@ _GATES = {operator.and_: "and_", operator.iand: "and_", operator.or_: "or_", ope
 
 class _VectorGate(AbstractTemplate):
     def generic(self, args, kws):
-        if not kws and len(args) == 2 and isinstance(args[0], U64Vector) and args[0] == args[1]:
+        if not kws and len(args) == 2 and args[0] in _WORD_VECTORS and args[0] == args[1]:
             return signature(args[0], *args)
-        if not kws and self.key is operator.invert and len(args) == 1 and isinstance(args[0], U64Vector):
+        if not kws and self.key is operator.invert and len(args) == 1 and args[0] in _WORD_VECTORS:
             return signature(args[0], *args)
         return None
 
@@ -156,9 +160,9 @@ def _lower_gate(method):
 
 for _op, _method in _GATES.items():
     infer_global(_op)(type(f"_Vector_{_op.__name__}", (_VectorGate,), {"key": _op}))
-    lower_builtin(_op, U64Vector, U64Vector)(_lower_gate(_method))
+    lower_builtin(_op, LaneVector, LaneVector)(_lower_gate(_method))
 infer_global(operator.invert)(type("_Vector_invert", (_VectorGate,), {"key": operator.invert}))
-lower_builtin(operator.invert, U64Vector)(_lower_gate("not_"))
+lower_builtin(operator.invert, LaneVector)(_lower_gate("not_"))
 
 
 @intrinsic(prefer_literal=True)
@@ -170,7 +174,7 @@ def lut3(typingctx, table, a, b, c):
     value = table.literal_value
 
     def codegen(context, builder, signature, args):
-        vector = _ir_type(u64x8)
+        vector = u64x8.ir_type
         fnty = ir.FunctionType(vector, [vector, vector, vector, ir.IntType(32)])
         fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.x86.avx512.pternlog.q.512")
         return builder.call(fn, [args[1], args[2], args[3], ir.Constant(ir.IntType(32), value)])
@@ -185,43 +189,18 @@ def lut3(typingctx, table, a, b, c):
 # from column j to j + 1 goes through memory, and the run is bound by that
 # store-to-load chain (0.5-0.85 GCUPS measured on a Skylake-SP core).
 
-class I32Vector(types.Type):
-    def __init__(self, lanes: int):
-        self.lanes = lanes
-        super().__init__(name=f"i32x{lanes}")
+i32x16 = LaneVector("i32x16", 32, 16)
+mask16 = LaneVector("mask16", 1, 16)  #: what comparing two i32x16 gives
 
-
-class LaneMask(types.Type):
-    def __init__(self, lanes: int):
-        self.lanes = lanes
-        super().__init__(name=f"mask{lanes}")
-
-
-i32x16 = I32Vector(16)
-mask16 = LaneMask(16)
-
-
-@register_model(I32Vector)
-class _I32VectorModel(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, ir.VectorType(ir.IntType(32), fe_type.lanes))
-
-
-@register_model(LaneMask)
-class _LaneMaskModel(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, ir.VectorType(ir.IntType(1), fe_type.lanes))
-
-
-_I32_ARITHMETIC = {operator.add: "add", operator.sub: "sub", operator.and_: "and_", operator.or_: "or_"}
+# '&' and '|' are lowered above, for every LaneVector
+_I32_ARITHMETIC = {operator.add: "add", operator.sub: "sub", operator.and_: None, operator.or_: None}
 _I32_COMPARISONS = {operator.gt: ">", operator.ge: ">=", operator.ne: "!="}
 
 
 class _I32Binary(AbstractTemplate):
     def generic(self, args, kws):
-        if not kws and len(args) == 2 and isinstance(args[0], I32Vector) and args[0] == args[1]:
-            result = mask16 if self.key in _I32_COMPARISONS else args[0]
-            return signature(result, *args)
+        if not kws and tuple(args) == (i32x16, i32x16):
+            return signature(mask16 if self.key in _I32_COMPARISONS else i32x16, *args)
         return None
 
 
@@ -232,12 +211,13 @@ def _lower_compare(predicate):
     return lower
 
 
-for _op, _method in _I32_ARITHMETIC.items():
+for _op, _lowering in _I32_ARITHMETIC.items():
     infer_global(_op)(type(f"_I32_{_op.__name__}", (_I32Binary,), {"key": _op}))
-    lower_builtin(_op, I32Vector, I32Vector)(_lower_gate(_method))
+    if _lowering is not None:
+        lower_builtin(_op, LaneVector, LaneVector)(_lower_gate(_lowering))
 for _op, _predicate in _I32_COMPARISONS.items():
     infer_global(_op)(type(f"_I32_{_op.__name__}", (_I32Binary,), {"key": _op}))
-    lower_builtin(_op, I32Vector, I32Vector)(_lower_compare(_predicate))
+    lower_builtin(_op, LaneVector, LaneVector)(_lower_compare(_predicate))
 
 
 @intrinsic
@@ -248,7 +228,7 @@ def vsplat16(typingctx, value):
 
     def codegen(context, builder, signature, args):
         scalar = context.cast(builder, args[0], signature.args[0], types.int32)
-        vector = ir.Constant(ir.VectorType(ir.IntType(32), 16), None)
+        vector = ir.Constant(i32x16.ir_type, None)
         vector = builder.insert_element(vector, scalar, ir.Constant(ir.IntType(32), 0))
         return builder.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(ir.IntType(32), 16), [0] * 16))
 
@@ -279,31 +259,32 @@ def vselect16(typingctx, mask, a, b):
     return i32x16(mask, a, b), codegen
 
 
-def _contiguous(array, dtype) -> bool:
-    return isinstance(array, types.Array) and array.ndim == 1 and array.layout == "C" and array.dtype == dtype
+def _lane_array(array) -> bool:
+    """Whether vload16 / vstore16 take ``array``: 1-d contiguous int32 or uint8."""
+    return isinstance(array, types.Array) and array.ndim == 1 and array.layout == "C" \
+        and array.dtype in (types.int32, types.uint8)
 
 
-def _element_pointer(context, builder, array_type, array, index, index_type, element: ir.Type):
-    index = context.cast(builder, index, index_type, types.intp)
-    data = context.make_array(array_type)(context, builder, array).data
-    return builder.bitcast(builder.gep(data, [index]), ir.VectorType(element, 16).as_pointer())
+def _lanes_at(context, builder, signature, args):
+    """(pointer to the 16 elements array[index:index + 16], their bits: 32 or 8)."""
+    array_type, index_type = signature.args[0], signature.args[1]
+    bits = 32 if array_type.dtype == types.int32 else 8
+    index = context.cast(builder, args[1], index_type, types.intp)
+    data = context.make_array(array_type)(context, builder, args[0]).data
+    return builder.bitcast(builder.gep(data, [index]), ir.VectorType(ir.IntType(bits), 16).as_pointer()), bits
 
 
 @intrinsic
 def vload16(typingctx, array, index):
     """array[index:index + 16] as 16 int32 lanes (array: 1-d contiguous
     int32, or uint8, whose bytes are zero-extended)."""
-    if not (_contiguous(array, types.int32) or _contiguous(array, types.uint8)) \
-            or not isinstance(index, types.Integer):
+    if not _lane_array(array) or not isinstance(index, types.Integer):
         return None
 
     def codegen(context, builder, signature, args):
-        array_type = signature.args[0]
-        width = 32 if array_type.dtype == types.int32 else 8
-        pointer = _element_pointer(context, builder, array_type, args[0], args[1], signature.args[1],
-                                   ir.IntType(width))
-        value = builder.load(pointer, align=width // 8)
-        return value if width == 32 else builder.zext(value, ir.VectorType(ir.IntType(32), 16))
+        pointer, bits = _lanes_at(context, builder, signature, args)
+        value = builder.load(pointer, align=bits // 8)
+        return value if bits == 32 else builder.zext(value, i32x16.ir_type)
 
     return i32x16(array, index), codegen
 
@@ -312,17 +293,13 @@ def vload16(typingctx, array, index):
 def vstore16(typingctx, array, index, value):
     """array[index:index + 16] = value (array: 1-d contiguous int32, or uint8,
     which takes each lane's low byte)."""
-    if not (_contiguous(array, types.int32) or _contiguous(array, types.uint8)) \
-            or not isinstance(index, types.Integer) or value != i32x16:
+    if not _lane_array(array) or not isinstance(index, types.Integer) or value != i32x16:
         return None
 
     def codegen(context, builder, signature, args):
-        array_type = signature.args[0]
-        width = 32 if array_type.dtype == types.int32 else 8
-        pointer = _element_pointer(context, builder, array_type, args[0], args[1], signature.args[1],
-                                   ir.IntType(width))
-        lanes = args[2] if width == 32 else builder.trunc(args[2], ir.VectorType(ir.IntType(8), 16))
-        builder.store(lanes, pointer, align=width // 8)
+        pointer, bits = _lanes_at(context, builder, signature, args)
+        lanes = args[2] if bits == 32 else builder.trunc(args[2], ir.VectorType(ir.IntType(8), 16))
+        builder.store(lanes, pointer, align=bits // 8)
         return context.get_dummy_value()
 
     return types.void(array, index, value), codegen
