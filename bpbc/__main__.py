@@ -1,6 +1,6 @@
 """``python -m bpbc``: the same as the ``bpbc-screen`` command."""
 
-from bpbc.cli import run
+from bpbc.server import command
 
 if __name__ == "__main__":
-    run()
+    command()

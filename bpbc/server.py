@@ -1,0 +1,307 @@
+"""A ``bpbc-screen`` that stays loaded: ``bpbc-serve SOCKET`` and ``BPBC_SERVER``.
+
+A fresh ``bpbc-screen`` process spends its first one to two seconds on
+Python, numpy, numba's compiler and kernel cache, CuPy and the CUDA context
+(``python -m bench.startup``): on a GPU host that is more than reading a
+million reads takes. ``bpbc-serve SOCKET`` pays it once and then runs the
+command lines sent to it, one at a time, in its own process. A
+``bpbc-screen`` whose environment holds ``BPBC_SERVER=SOCKET`` hands its
+command line, its working directory and its standard input, output and
+error (the descriptors themselves, passed over the Unix socket) to that
+server, waits, and exits with the status the run ended with. Outputs, error
+messages and exit statuses are those of a run in the client's own process.
+Ctrl-C (SIGINT) or SIGTERM of the client stops the run in the server as it
+would stop a local run (status 130 or 143, no output left behind), and the
+server goes on serving. Where nothing listens at ``BPBC_SERVER``, the
+command says so on stderr and runs by itself.
+
+The run takes the server's environment (``BPBC_*``, ``OMP_*``,
+``CUDA_VISIBLE_DEVICES``, the umask), not the client's. The socket is the
+owner's only (mode 600). SIGTERM (or Ctrl-C while no run is under way)
+stops the server; Ctrl-C at its terminal during a run stops that run.
+
+Only the standard library is imported here, so a forwarding client starts
+in the time Python does; the server imports :mod:`bpbc.cli` and warms its
+engine before it listens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import threading
+
+#: the environment variable that sends ``bpbc-screen`` runs to a server
+SERVER_VARIABLE = "BPBC_SERVER"
+_STATUS = struct.Struct("!i")
+_LENGTH = struct.Struct("!I")
+_STOP = b"I"  # client to server: stop the run (the client got SIGINT or SIGTERM)
+_EXIT_INTERNAL, _EXIT_INTERRUPTED, _EXIT_TERMINATED = 3, 130, 128 + signal.SIGTERM
+
+
+def _receive_exactly(connection: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        part = connection.recv(size - len(data))
+        if not part:
+            raise ConnectionError("the connection closed early")
+        data += part
+    return data
+
+
+# ---------------------------------------------------------------- client side
+
+def forward(address: str, argv: list[str]) -> int | None:
+    """Run ``bpbc-screen argv`` in the server at ``address``: its exit status,
+    or None when no server listens there (the caller runs it by itself)."""
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        connection.connect(address)
+    except OSError as error:
+        connection.close()
+        print(f"bpbc-screen: {SERVER_VARIABLE}={address}: no bpbc server there ({error.strerror or error});"
+              " running here", file=sys.stderr)
+        return None
+    signalled: list[int] = []
+
+    def stop(signum, frame) -> None:
+        if not signalled:
+            signalled.append(signum)
+            try:
+                connection.sendall(_STOP)
+            except OSError:
+                pass
+
+    with connection:
+        request = json.dumps({"argv": list(argv), "cwd": os.getcwd()}).encode()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        socket.send_fds(connection, [_LENGTH.pack(len(request)) + request], [0, 1, 2])
+        previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            status = _STATUS.unpack(_receive_exactly(connection, _STATUS.size))[0]
+        except (ConnectionError, OSError):
+            print(f"bpbc-screen: internal error: the bpbc server at {address} stopped during the run",
+                  file=sys.stderr)
+            return _EXIT_INTERNAL
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+    if signalled:
+        return _EXIT_TERMINATED if signalled[0] == signal.SIGTERM else _EXIT_INTERRUPTED
+    return status
+
+
+def command() -> None:
+    """Console entry point of ``bpbc-screen``: through the server that
+    ``BPBC_SERVER`` names, else in this process (:func:`bpbc.cli.run`)."""
+    address = os.environ.get(SERVER_VARIABLE)
+    if address:
+        status = forward(address, sys.argv[1:])
+        if status is not None:
+            sys.exit(status)
+    from bpbc.cli import run
+
+    run()
+
+
+# ---------------------------------------------------------------- server side
+
+class _Run:
+    """The run under way in the server's main thread, stopped through SIGINT
+    when its client asks (or goes away). A stop that comes too late, when
+    the run has ended, is dropped."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()  # taken again by on_sigint in the main thread
+        self.active = False
+        self.stop_requested = False
+
+    def stop(self) -> None:
+        with self.lock:
+            if self.active:
+                self.stop_requested = True
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    def on_sigint(self, signum, frame) -> None:
+        with self.lock:
+            ours = self.stop_requested
+            self.stop_requested = False
+            active = self.active
+        if active or not ours:  # a run to stop, or Ctrl-C at the server's own terminal
+            raise KeyboardInterrupt
+
+
+#: the stdin streams of failed runs that read stdin (see _serve_one)
+_ABANDONED_INPUTS: list = []
+
+
+def _watch(connection: socket.socket, run: _Run) -> None:
+    """Stop the run when the client asks, or when it goes away."""
+    try:
+        connection.recv(1)
+    except OSError:
+        pass
+    run.stop()
+
+
+def _serve_one(connection: socket.socket, run: _Run, home: str) -> int | None:
+    """Run one client's command line; its exit status (None: no request)."""
+    from bpbc.cli import EXIT_INTERRUPTED, main
+
+    data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+    keep_stdin = False
+    try:
+        if len(fds) != 3 or len(data) < _LENGTH.size:
+            return None
+        size = _LENGTH.unpack(data[:_LENGTH.size])[0]
+        body = data[_LENGTH.size:]
+        if len(body) < size:
+            body += _receive_exactly(connection, size - len(body))
+        request = json.loads(body)
+        argv = list(request["argv"])
+        # The run reads the client's stdin through a fresh object on its
+        # descriptor (no buffered bytes of an earlier run), and writes to the
+        # client's stdout and stderr, put in place of the server's own.
+        saved = [os.dup(1), os.dup(2)]
+        server_stdin, run_stdin = sys.stdin, open(fds[0], closefd=False)  # noqa: SIM115
+        status = _EXIT_INTERNAL
+        try:
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os.dup2(fds[1], 1)
+            os.dup2(fds[2], 2)
+            sys.stdin = run_stdin
+            watcher = threading.Thread(target=_watch, args=(connection, run), daemon=True, name="bpbc-serve-watch")
+            try:
+                os.chdir(request["cwd"])
+                with run.lock:
+                    run.active = True
+                watcher.start()
+                status = main(argv)
+            except KeyboardInterrupt:  # the stop came before the run had begun
+                status = EXIT_INTERRUPTED
+            except OSError as error:  # the client's directory is gone
+                print(f"bpbc-screen: error: {request['cwd']}: {error.strerror or error}", file=sys.stderr)
+                status = 1
+            finally:
+                with run.lock:
+                    run.active = False
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except OSError:  # a closed pipe: the run has said so already
+                    pass
+        finally:
+            sys.stdin = server_stdin
+            for k, fd in ((1, saved[0]), (2, saved[1])):
+                os.dup2(fd, k)
+                os.close(fd)
+            os.chdir(home)
+            # A run that failed while reading stdin may leave its reader
+            # thread blocked in a read holding the stream's lock (a pipe whose
+            # writer is idle): the stream and its descriptor are kept, as the
+            # command's os._exit keeps them, so that neither closing it here
+            # nor a later read waits for or lands on anything else.
+            keep_stdin = status != 0 and "-" in argv
+            if keep_stdin:
+                _ABANDONED_INPUTS.append(run_stdin)
+        try:
+            connection.sendall(_STATUS.pack(status))
+        except OSError:
+            pass
+        return status
+    finally:
+        for fd in fds[1:] if keep_stdin else fds:
+            os.close(fd)
+
+
+def _listen(path: str) -> socket.socket:
+    if os.path.exists(path):
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except OSError:
+            os.unlink(path)  # left by a server that is gone
+        else:
+            raise FileExistsError(f"{path}: a bpbc server already listens there")
+        finally:
+            probe.close()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    umask = os.umask(0o177)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(umask)
+    listener.listen(16)
+    return listener
+
+
+def _warm_up(device: str) -> None:
+    """Load what the first run would: the command, numba's kernels of a small
+    screen, and on the GPU CuPy, the CUDA context and the kernels."""
+    import bpbc
+    from bpbc.cli import _command
+
+    _command()
+    bpbc.screen(["ACGTACGTTGCAACGTAGGT" * 4], ["ACGTACGTTGCA"], threshold=10, device=device)
+
+
+def serve(path: str, device: str = "auto", ready=None) -> None:
+    """Serve ``bpbc-screen`` runs at the Unix socket ``path`` until SIGTERM or
+    SIGINT (Ctrl-C at the server's own terminal); ``ready()`` is called once
+    it listens."""
+    _warm_up(device)
+    listener = _listen(path)
+    home = os.getcwd()
+    run = _Run()
+    previous = {signal.SIGINT: signal.signal(signal.SIGINT, run.on_sigint),
+                signal.SIGTERM: signal.signal(signal.SIGTERM, signal.default_int_handler)}
+    try:
+        if ready is not None:
+            ready()
+        while True:
+            connection, _ = listener.accept()
+            with connection:
+                status = _serve_one(connection, run, home)
+            # a client's SIGTERM stops its run through SIGINT (status 130): a
+            # run terminated (143) was so by a SIGTERM to this server
+            if status == _EXIT_TERMINATED:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        listener.close()
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def serve_command(argv: list[str] | None = None) -> None:
+    """Console entry point of ``bpbc-serve SOCKET [--device auto|cpu|gpu]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="bpbc-serve", description=(
+        "Keep bpbc loaded and run the bpbc-screen command lines sent to SOCKET: "
+        f"bpbc-screen runs there when {SERVER_VARIABLE}=SOCKET is in its environment."))
+    parser.add_argument("socket", metavar="SOCKET", help="path of the Unix socket to listen at")
+    parser.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+                        help="the engine to load before listening (each run still picks its own with --device)")
+    args = parser.parse_args(argv)
+    try:
+        serve(args.socket, args.device, ready=lambda: print(f"bpbc-serve: listening at {args.socket}",
+                                                            file=sys.stderr, flush=True))
+    except (OSError, RuntimeError) as error:
+        print(f"bpbc-serve: error: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    serve_command()

@@ -1,0 +1,121 @@
+"""bpbc-serve and BPBC_SERVER (bpbc.server): runs sent to a resident process
+give the outputs, messages and exit statuses of runs in the client's own
+process; Ctrl-C stops the run, not the server; SIGTERM stops the server.
+One server (CPU engine) serves the whole module."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.bpbc.test_cli import PACKAGE_ROOT, PATTERNS, READS, golden
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win32", reason="Unix sockets")
+
+
+def _env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "BPBC_SERVER"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
+    return {**env, **extra}
+
+
+def _start_server(path: Path) -> subprocess.Popen:
+    server = subprocess.Popen([sys.executable, "-m", "bpbc.server", str(path), "--device", "cpu"],
+                              env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240  # the warm-up may compile kernels on a cold cache
+    while not path.exists():
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            _, err = server.communicate()
+            raise AssertionError(f"bpbc-serve did not start: {err.decode()}")
+        time.sleep(0.1)
+    return server
+
+
+def _stop(server: subprocess.Popen) -> int:
+    server.terminate()
+    server.communicate(timeout=60)
+    return server.returncode
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    path = tmp_path_factory.mktemp("serve") / "bpbc.sock"
+    process = _start_server(path)
+    yield path
+    _stop(process)
+
+
+def _client(address, *args, cwd, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bpbc", *map(str, args)], input=stdin, capture_output=True,
+                          cwd=cwd, env=_env(BPBC_SERVER=str(address)), timeout=300)
+
+
+def test_runs_through_the_server_equal_the_golden_outputs(server, tmp_path):
+    """PAF to stdout and to a file given relative to the client's directory,
+    the reads from stdin, the summary on the client's stderr."""
+    done = _client(server, READS, PATTERNS, "-t", "20", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == golden("expected.paf")
+    assert b"reads screened" in done.stderr
+    done = _client(server, "-", PATTERNS, "-t", "20", "-o", "out.paf", "-q", cwd=tmp_path,
+                   stdin=READS.read_bytes())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == done.stderr == b""
+    assert (tmp_path / "out.paf").read_text() == golden("expected.paf")
+
+
+def test_errors_and_statuses_come_back(server, tmp_path):
+    done = _client(server, tmp_path / "missing.fq", PATTERNS, "-t", "20", "-o", "out.paf", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.decode().startswith("bpbc-screen: error: ") and "missing.fq" in done.stderr.decode()
+    assert b"Traceback" not in done.stderr
+    assert not (tmp_path / "out.paf").exists()
+    assert _client(server, READS, PATTERNS, "--no-such-option", cwd=tmp_path).returncode == 2
+
+
+def test_ctrl_c_stops_the_run_and_the_server_goes_on(server, tmp_path):
+    client = subprocess.Popen([sys.executable, "-m", "bpbc", "-", PATTERNS, "-t", "20", "-o", "out.paf", "-q"],
+                              stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+                              env=_env(BPBC_SERVER=str(server)))
+    client.stdin.write(READS.read_bytes())  # and the input stays open: the run waits for more
+    client.stdin.flush()
+    time.sleep(2)
+    client.send_signal(signal.SIGINT)
+    try:
+        status = client.wait(timeout=60)
+    finally:
+        client.stdin.close()
+        err = client.stderr.read()
+        client.stderr.close()
+    assert status == 130, err
+    assert not (tmp_path / "out.paf").exists()
+    done = _client(server, READS, PATTERNS, "-t", "20", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.decode() == golden("expected.paf")
+
+
+def test_without_a_server_the_command_runs_here(tmp_path):
+    done = _client(tmp_path / "nothing.sock", READS, PATTERNS, "-t", "20", cwd=tmp_path)
+    assert done.returncode == 0
+    assert done.stdout.decode() == golden("expected.paf")
+    assert b"no bpbc server there" in done.stderr and b"running here" in done.stderr
+
+
+def test_sigterm_stops_the_server_and_removes_its_socket(tmp_path):
+    path = tmp_path / "s.sock"
+    server = _start_server(path)
+    assert _start_server_again_fails(path)
+    assert _stop(server) == 0
+    assert not path.exists()
+
+
+def _start_server_again_fails(path: Path) -> bool:
+    done = subprocess.run([sys.executable, "-m", "bpbc.server", str(path), "--device", "cpu"], env=_env(),
+                          capture_output=True, timeout=300)
+    return done.returncode == 1 and b"already listens there" in done.stderr
