@@ -4,8 +4,11 @@ Each step runs its source (``STEPS``) in a fresh interpreter, so its
 figure includes interpreter start and every import that source makes
 (``import bpbc.cli`` includes numpy and numba, ``import cupy`` numpy but
 not bpbc); medians of ``--repeats`` runs. Steps
-marked GPU run only where CuPy sees a device. Prints one line per step and
-writes ``startup.csv`` to ``--out``.
+marked GPU run only where CuPy sees a device. With reads and patterns, the
+command itself (PAF, ``--matched`` and ``--unmatched`` as in the end-to-end
+rows) runs as a fresh process and through a ``bpbc-serve`` started once for
+the purpose (``BPBC_SERVER``, bpbc/server.py), beside a bare dnaio pass.
+Prints one line per step and writes ``startup.csv`` to ``--out``.
 
     python -m bench.startup [--reads FILE --patterns FASTA | --generate N] [--out DIR] [--repeats 3]
 
@@ -64,6 +67,16 @@ def _warm_gpu() -> None:
     bpbc.screen(["ACGTACGTAAGGCCTT" * 8], ["ACGTACGTAAGGCC"], threshold=10, device="gpu")
 
 
+def _start_server(path: str, device: str, env: dict) -> subprocess.Popen:
+    server = subprocess.Popen([sys.executable, "-m", "bpbc.server", path, "--device", device], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not os.path.exists(path):
+        if server.poll() is not None:
+            raise SystemExit("bpbc-serve did not start")
+        time.sleep(0.05)
+    return server
+
+
 def _seconds(args: list[str], env: dict) -> float:
     started = time.perf_counter()
     done = subprocess.run(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -91,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         gpu = cupy.cuda.runtime.getDeviceCount() > 0
     except Exception:  # noqa: BLE001 - any failure: no usable GPU
         gpu = False
-    steps = [(name, [sys.executable, "-c", source]) for name, needs_gpu, source in STEPS if gpu or not needs_gpu]
+    steps = [(name, [sys.executable, "-c", source], env) for name, needs_gpu, source in STEPS if gpu or not needs_gpu]
     work = tempfile.mkdtemp()
     if args.generate:
         from bench.sw_bench import _write_e2e_reads, e2e_patterns
@@ -103,17 +116,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.reads:
         from bench.sw_bench import _BARE_READ_PASS, _BPBC_READ_PASS
 
-        steps.append(("bare dnaio pass", [sys.executable, "-c", _BARE_READ_PASS, args.reads]))
-        steps.append(("bpbc reader alone", [sys.executable, "-c", _BPBC_READ_PASS, args.reads]))
+        bare = [sys.executable, "-c", _BARE_READ_PASS, args.reads]
+        steps.append(("bare dnaio pass", bare, env))
+        steps.append(("bpbc reader alone", [sys.executable, "-c", _BPBC_READ_PASS, args.reads], env))
         if args.patterns:
-            steps.append(("bpbc-screen", [sys.executable, "-m", "bpbc", args.reads, args.patterns, "--device",
-                                          args.device, "--threshold", "40", "--quiet", "-o", f"{work}/hits.paf"]))
+            screen = [sys.executable, "-m", "bpbc", args.reads, args.patterns, "--device", args.device,
+                      "--threshold", "40", "--quiet", "-o", f"{work}/hits.paf", "--matched", f"{work}/m.fq.gz",
+                      "--unmatched", f"{work}/u.fq.gz"]
+            steps.append(("bpbc-screen", screen, env))
+            socket_path = f"{work}/serve.sock"
+            server = _start_server(socket_path, args.device, env)
+            steps.append(("bpbc-screen through bpbc-serve", screen, dict(env, BPBC_SERVER=socket_path)))
+            steps.append(("bare dnaio pass, again", bare, env))
     rows = []
-    for name, command in steps:
-        _seconds(command, env)  # caches warm
-        runs = [_seconds(command, env) for _ in range(args.repeats)]
+    for name, command, step_env in steps:
+        _seconds(command, step_env)  # caches warm
+        runs = [_seconds(command, step_env) for _ in range(args.repeats)]
         rows.append({"step": name, "seconds": f"{np.median(runs):.3f}", "runs_s": " ".join(f"{r:.3f}" for r in runs)})
         print(f"{name:34s} {np.median(runs):7.3f} s   ({rows[-1]['runs_s']})", flush=True)
+    if args.reads and args.patterns:
+        server.terminate()
+        server.wait()
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "startup.csv"), "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=["step", "seconds", "runs_s"])
