@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="dask: cluster sizes (default 1 2 4, as far as there are GPUs; --quick: 1 2)")
     parser.add_argument("--check-reads", action="store_true",
                         help="dask: compare the matched and unmatched reads too (decompressed, md5)")
+    parser.add_argument("--serve", action="store_true",
+                        help="dask: every command through one bpbc-serve (no row pays a process start)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="dask: write the inputs and outputs under this directory and keep them")
     args = parser.parse_args(argv)
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         from .dask_bench import run
 
         rows = run(4000 if args.quick else args.dask_reads, args.quick, args.workers, args.repeats or 1,
-                   args.check_reads, args.keep)
+                   args.check_reads, args.keep, args.serve)
     elif args.command == "transpose":
         from .transpose_bench import run
 

@@ -26,6 +26,9 @@ targets: >= 1.8 on 2 GPUs, >= 3.4 on 4, for sharding mode b). The stage
 columns come from the command's ``--json`` (mode b: the slowest file's);
 ``read_share`` of mode (a) near 1 is the client's decompression and parsing
 bounding the run. ``--quick``: CPU workers, 4000 reads, about a minute (CI).
+``--serve``: every command, the single run's too, goes through one
+``bpbc-serve`` started for the purpose (``BPBC_SERVER``, bpbc/server.py), so
+no row pays a process start: the rows then compare screening throughput.
 """
 
 from __future__ import annotations
@@ -116,9 +119,9 @@ def running_cluster(workers: int, device: str):
         yield cluster.scheduler_address, kind
 
 
-def _run(command: list, what: str) -> float:
+def _run(command: list, what: str, env: dict | None = None) -> float:
     start = time.perf_counter()
-    done = subprocess.run([str(part) for part in command], capture_output=True)
+    done = subprocess.run([str(part) for part in command], capture_output=True, env=env)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"{what}: exit {done.returncode}: {done.stderr.decode()[-800:]}")
@@ -133,7 +136,7 @@ def _stage_columns(summaries: list[dict]) -> dict:
 
 
 def run(n: int = 10_000_000, quick: bool = False, counts=None, repeats: int = 1, check_reads: bool = False,
-        keep: Path | None = None) -> list[dict]:
+        keep: Path | None = None, serve: bool = False) -> list[dict]:
     cores = os.cpu_count() or 1
     device = "cpu" if quick else "gpu"
     available = cores if quick else gpu_count()
@@ -143,6 +146,7 @@ def run(n: int = 10_000_000, quick: bool = False, counts=None, repeats: int = 1,
     patterns, threshold = e2e_patterns()["panel_96x24"]
     rows: list[dict] = []
     work = Path(tempfile.mkdtemp(prefix="bpbc-dask-bench-", dir=keep))
+    server = None
     try:
         quarter = n // 4
         n = 4 * quarter
@@ -160,6 +164,14 @@ def run(n: int = 10_000_000, quick: bool = False, counts=None, repeats: int = 1,
         _write_e2e_reads(str(warm), 2000 if quick else 20000, 150, rng, patterns, 3)
         (work / "panel.fa").write_text("".join(f">p{k}\n{p}\n" for k, p in enumerate(patterns)))
         base = [sys.executable, "-m", "bpbc", "--threshold", threshold, "--device", device, "--quiet"]
+        env = None
+        if serve:
+            from bench.startup import _start_server
+
+            socket_path = str(work / "serve.sock")
+            server = _start_server(socket_path, device, dict(os.environ))
+            env = dict(os.environ, BPBC_SERVER=socket_path)
+        via = " through bpbc-serve" if serve else ""
         if quick:
             base += ["--chunk-size", "500"]
         out = work / "out"
@@ -180,7 +192,7 @@ def run(n: int = 10_000_000, quick: bool = False, counts=None, repeats: int = 1,
             try:
                 for _ in range(max(1, repeats)):
                     fresh_out()
-                    times.append(_run(command, f"{case} {method}"))
+                    times.append(_run(command, f"{case} {method}", env))
                 stems = [path.name.split(".")[0] for path in files]  # {stem}: q0, h0, whole
                 summaries = [json.loads((out / f"{s}.json").read_text()) for s in stems]
                 paf = _md5([out / f"{s}.paf" for s in stems])
@@ -213,8 +225,8 @@ def run(n: int = 10_000_000, quick: bool = False, counts=None, repeats: int = 1,
 
         # the reference: one process, one GPU (a first run on the small file fills the kernel caches)
         fresh_out()
-        _run(base + [warm, work / "panel.fa", "-o", out / "warm.paf"], "warm-up")
-        measure("single", f"bpbc-screen --device {device}", base + [whole, work / "panel.fa"] + outputs(False),
+        _run(base + [warm, work / "panel.fa", "-o", out / "warm.paf"], "warm-up", env)
+        measure("single", f"bpbc-screen --device {device}{via}", base + [whole, work / "panel.fa"] + outputs(False),
                 [whole], 1)
         for workers in counts:
             files = {1: [whole], 2: halves, 4: quarters}.get(workers, quarters)
@@ -223,22 +235,25 @@ def run(n: int = 10_000_000, quick: bool = False, counts=None, repeats: int = 1,
                 with running_cluster(workers, device) as (address, kind):
                     dask = ["--dask", address] + threads
                     fresh_out()
-                    _run(base + dask + [warm, work / "panel.fa", "-o", out / "warm.paf"], "cluster warm-up")
+                    _run(base + dask + [warm, work / "panel.fa", "-o", out / "warm.paf"], "cluster warm-up", env)
                     many = files if len(files) > 1 else [whole]
-                    measure("cluster_files", f"bpbc-screen FILES... --dask ADDRESS ({kind})",
+                    measure("cluster_files", f"bpbc-screen FILES... --dask ADDRESS ({kind}){via}",
                             base + dask + ["--reads-from", _listing(work, many), work / "panel.fa"] + outputs(True),
                             many, workers, cluster=kind, threads_per_worker=threads[1])
-                    measure("cluster_chunks", f"bpbc-screen whole.fq.gz --dask ADDRESS ({kind})",
+                    measure("cluster_chunks", f"bpbc-screen whole.fq.gz --dask ADDRESS ({kind}){via}",
                             base + dask + [whole, work / "panel.fa"] + outputs(False), [whole], workers,
                             cluster=kind, threads_per_worker=threads[1])
             except Exception as error:  # noqa: BLE001
                 rows.append({"case": "cluster", "workers": workers, "basis": "error", "error": error_text(error)})
                 say(f"bench dask: {rows[-1]}")
             many = files if len(files) > 1 else [whole]
-            measure("local", f"bpbc-screen FILES... --dask local:{workers} --device {device} (cluster start included)",
+            measure("local", f"bpbc-screen FILES... --dask local:{workers} --device {device} (cluster start included){via}",
                     base + ["--dask", f"local:{workers}", "--reads-from", _listing(work, many), work / "panel.fa"]
                     + outputs(True), many, workers)
     finally:
+        if server is not None:
+            server.terminate()
+            server.wait()
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
     return rows

@@ -256,6 +256,14 @@ def serve(path: str, device: str = "auto", ready=None) -> None:
     SIGINT (Ctrl-C at the server's own terminal); ``ready()`` is called once
     it listens."""
     _warm_up(device)
+    # A child process that outlives a run would keep the client's stdout and
+    # stderr open, and whoever reads them would wait for it: multiprocessing's
+    # resource tracker, started by the first run that starts processes
+    # (--dask local), lives as long as the server. Start it now, on the
+    # server's own streams.
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
     listener = _listen(path)
     home = os.getcwd()
     run = _Run()

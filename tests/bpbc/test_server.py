@@ -100,6 +100,18 @@ def test_ctrl_c_stops_the_run_and_the_server_goes_on(server, tmp_path):
     assert done.returncode == 0 and done.stdout.decode() == golden("expected.paf")
 
 
+def test_a_local_dask_cluster_leaves_no_process_holding_the_clients_streams(server, tmp_path):
+    """--dask local starts processes in the server; the run's client, whose
+    stdout and stderr are pipes here, must see them closed when it ends."""
+    pytest.importorskip("distributed")
+    listing = tmp_path / "reads.txt"
+    listing.write_text(f"{READS}\n")
+    done = _client(server, "--dask", "local:1", "--reads-from", listing, PATTERNS, "-t", "20", "--device", "cpu",
+                   "-o", "{stem}.paf", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "reads.paf").read_text() == golden("expected.paf")
+
+
 def test_without_a_server_the_command_runs_here(tmp_path):
     done = _client(tmp_path / "nothing.sock", READS, PATTERNS, "-t", "20", cwd=tmp_path)
     assert done.returncode == 0
