@@ -242,8 +242,13 @@ def _listen(path: str) -> socket.socket:
 
 
 def _warm_up(device: str) -> None:
-    """Load what the first run would: the command, numba's kernels of a small
-    screen, and on the GPU CuPy, the CUDA context and the kernels."""
+    """Set the process up as the command does and load what the first run
+    would: the command, numba's kernels of a small screen, and on the GPU
+    CuPy, the CUDA context and the kernels."""
+    from bpbc.engines import reuse_freed_buffers, wait_passively
+
+    wait_passively()  # before numba loads its OpenMP runtime
+    reuse_freed_buffers()
     import bpbc
     from bpbc.cli import _command
 
