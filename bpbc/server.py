@@ -40,6 +40,7 @@ SERVER_VARIABLE = "BPBC_SERVER"
 _STATUS = struct.Struct("!i")
 _LENGTH = struct.Struct("!I")
 _STOP = b"I"  # client to server: stop the run (the client got SIGINT or SIGTERM)
+#: bpbc.cli's statuses, restated: the client must not import bpbc.cli
 _EXIT_INTERNAL, _EXIT_INTERRUPTED, _EXIT_TERMINATED = 3, 130, 128 + signal.SIGTERM
 
 

@@ -131,3 +131,10 @@ def _start_server_again_fails(path: Path) -> bool:
     done = subprocess.run([sys.executable, "-m", "bpbc.server", str(path), "--device", "cpu"], env=_env(),
                           capture_output=True, timeout=300)
     return done.returncode == 1 and b"already listens there" in done.stderr
+
+
+def test_the_client_statuses_are_the_commands():
+    from bpbc import cli, server
+
+    assert (server._EXIT_INTERNAL, server._EXIT_INTERRUPTED, server._EXIT_TERMINATED) == (
+        cli.EXIT_INTERNAL, cli.EXIT_INTERRUPTED, cli.EXIT_TERMINATED)
