@@ -166,10 +166,10 @@ def run(n: int = 10_000_000, quick: bool = False, counts=None, repeats: int = 1,
         base = [sys.executable, "-m", "bpbc", "--threshold", threshold, "--device", device, "--quiet"]
         env = None
         if serve:
-            from bench.startup import _start_server
+            from bench.startup import start_server
 
             socket_path = str(work / "serve.sock")
-            server = _start_server(socket_path, device, dict(os.environ))
+            server = start_server(socket_path, device, dict(os.environ))
             env = dict(os.environ, BPBC_SERVER=socket_path)
         via = " through bpbc-serve" if serve else ""
         if quick:

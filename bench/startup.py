@@ -67,7 +67,7 @@ def _warm_gpu() -> None:
     bpbc.screen(["ACGTACGTAAGGCCTT" * 8], ["ACGTACGTAAGGCC"], threshold=10, device="gpu")
 
 
-def _start_server(path: str, device: str, env: dict) -> subprocess.Popen:
+def start_server(path: str, device: str, env: dict) -> subprocess.Popen:
     server = subprocess.Popen([sys.executable, "-m", "bpbc.server", path, "--device", device], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while not os.path.exists(path):
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                       "--unmatched", f"{work}/u.fq.gz"]
             steps.append(("bpbc-screen", screen, env))
             socket_path = f"{work}/serve.sock"
-            server = _start_server(socket_path, args.device, env)
+            server = start_server(socket_path, args.device, env)
             steps.append(("bpbc-screen through bpbc-serve", screen, dict(env, BPBC_SERVER=socket_path)))
             steps.append(("bare dnaio pass, again", bare, env))
     rows = []
