@@ -418,10 +418,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """Console entry point of ``bpbc-screen``."""
-    from .engines import reuse_freed_buffers, wait_passively
+    from .engines import set_up_process
 
-    wait_passively()
-    reuse_freed_buffers()
+    set_up_process()
     status = main()
     # Every output is committed or removed by now; end without the
     # interpreter's teardown. After a run it took 0.3 s (numba's compiled

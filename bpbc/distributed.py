@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from bpbc.engines import limit_numba_threads, reuse_freed_buffers, usable_cores, wait_passively
+from bpbc.engines import limit_numba_threads, set_up_process, usable_cores
 from bpbc.io import (STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, compression_threads, display_name,
                      read_patterns)
 from bpbc.pipeline import (CHUNK_RAMP, OrderedWorker, ScreenSettings, StageTimes, Summary, chunk_paf, chunk_size_for,
@@ -112,8 +112,7 @@ def worker_screener(job: Job):
     key = (job.key, threading.get_ident())
     screener = _screeners.get(key)
     if screener is None:
-        wait_passively()  # as the command does: a worker process is not started by it
-        reuse_freed_buffers()  # a Dask nanny's environment turns that off
+        set_up_process()  # as the command does: a worker process is not started by it
         screener = make_screener(job.settings, list(job.patterns), job.patterns_file)
         with _screeners_lock:
             while len(_screeners) >= _MAX_SCREENERS:
@@ -209,8 +208,7 @@ def screen_file(job: Job, reads_path: str, patterns_path: str, outputs: dict,
     the staging paths (or None). The summary names the files as the user gave
     them (``job``). When the run was given up meanwhile (Dask event
     ``abort_event`` set), the files just written are removed."""
-    wait_passively()
-    reuse_freed_buffers()
+    set_up_process()
     try:
         summary = screen_files(reads_path, patterns_path, job.settings, output=outputs["output"],
                                matched=outputs["matched"], unmatched=outputs["unmatched"])

@@ -117,12 +117,14 @@ def select_engine(device: str = "auto", threads: int | None = None) -> Engine:
 OPENMP_ENVIRONMENT = {"OMP_WAIT_POLICY": "PASSIVE"}
 
 
-def wait_passively() -> None:
-    """Set :data:`OPENMP_ENVIRONMENT` in this process where the user has not:
-    the command does it first thing, a Dask worker before its first task
-    (the OpenMP runtime reads it when numba first loads it)."""
+def set_up_process() -> None:
+    """Set :data:`OPENMP_ENVIRONMENT` where the user has not (the OpenMP
+    runtime reads it when numba first loads it) and let malloc reuse freed
+    buffers (:func:`reuse_freed_buffers`): the command does it first thing,
+    bpbc-serve before it loads anything, a Dask worker before its first task."""
     for name, value in OPENMP_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
+    reuse_freed_buffers()
 
 
 #: glibc's mallopt parameters (malloc.h) and the values its adaptive mmap

@@ -152,7 +152,7 @@ def _watch(connection: socket.socket, run: _Run) -> None:
 
 def _serve_one(connection: socket.socket, run: _Run, home: str) -> int | None:
     """Run one client's command line; its exit status (None: no request)."""
-    from bpbc.cli import EXIT_INTERRUPTED, main
+    from bpbc.cli import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, main
 
     data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
     keep_stdin = False
@@ -170,7 +170,7 @@ def _serve_one(connection: socket.socket, run: _Run, home: str) -> int | None:
         # client's stdout and stderr, put in place of the server's own.
         saved = [os.dup(1), os.dup(2)]
         server_stdin, run_stdin = sys.stdin, open(fds[0], closefd=False)  # noqa: SIM115
-        status = _EXIT_INTERNAL
+        status = EXIT_INTERNAL
         try:
             for stream in (sys.stdout, sys.stderr):
                 stream.flush()
@@ -188,7 +188,7 @@ def _serve_one(connection: socket.socket, run: _Run, home: str) -> int | None:
                 status = EXIT_INTERRUPTED
             except OSError as error:  # the client's directory is gone
                 print(f"bpbc-screen: error: {request['cwd']}: {error.strerror or error}", file=sys.stderr)
-                status = 1
+                status = EXIT_ERROR
             finally:
                 with run.lock:
                     run.active = False
@@ -246,10 +246,9 @@ def _warm_up(device: str) -> None:
     """Set the process up as the command does and load what the first run
     would: the command, numba's kernels of a small screen, and on the GPU
     CuPy, the CUDA context and the kernels."""
-    from bpbc.engines import reuse_freed_buffers, wait_passively
+    from bpbc.engines import set_up_process
 
-    wait_passively()  # before numba loads its OpenMP runtime
-    reuse_freed_buffers()
+    set_up_process()  # before numba loads its OpenMP runtime
     import bpbc
     from bpbc.cli import _command
 
