@@ -1,6 +1,6 @@
 """Time the GPU SW kernel alone (CUDA events, warm-up, median of repeats),
-and the two-pass screen (a flag-only pass one plane short, then exact
-scores of the flagged instances) on the same reads.
+and the engine's hits on the same reads in two passes (a flag-only pass one
+plane short, then the flagged lanes alone with scores) and in one.
 
 ``python bench/gpu_kernel.py [N]``: the first N cases of each table (all by default).
 """
@@ -56,61 +56,47 @@ def plant(prepared, pattern: str, every: int, at: int = 10) -> None:
         prepared.planes[::every, at:at + len(pattern), plane] = words
 
 
-def codes_of(prepared, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, lengths) of reads ``rows`` of random_prepared's batch (read i
-    is lane i: no sorting), read back from its planes: what the Screener
-    hands the second pass (there: encoded on the host from the chunk)."""
+def time_hits(prepared, pattern_masks, scoring, threshold: int, repeats: int = 5) -> dict:
+    """Median wall seconds of ``GpuEngine.hits`` (kernels, hit words,
+    copy-back, host sort; each call ends in a copy to the host) in two passes
+    (``two_pass``: the flag-only kernel one plane short over every lane, then
+    the flagged lanes gathered and screened with scores) and in one pass
+    (``one_pass``), calls alternating; ``pass1_kernel``: the flag-only kernel
+    alone (CUDA events). ``flagged``: lanes the first pass flagged; ``hits``:
+    instances returned (the two results are checked equal); ``default``:
+    the passes the engine takes by itself ("two" or "one")."""
     import cupy
 
-    from bpbc.gpu_engine import WORD_BITS
-
-    group, lane = np.divmod(rows, WORD_BITS)
-    words = prepared.planes[cupy.asarray(group)]  # (N, L, 3): every base valid
-    bits = (words >> cupy.asarray(lane.astype(np.uint32))[:, None, None]) & 1
-    codes = (bits[:, :, 0] | (bits[:, :, 1] << 1)).astype(cupy.uint8).get()
-    return codes, prepared.group_length[cupy.asarray(group)].get().astype(np.int64)
-
-
-def time_two_pass(engine, prepared, pattern_masks, scoring, threshold: int, repeats: int = 5) -> dict:
-    """Median seconds of the two-pass screen's parts, as Screener._hits runs
-    them: ``pass1_kernel`` (the flag-only kernel, CUDA events), ``flagged``
-    (engine.flagged: that kernel plus copying the flagged words back),
-    ``pass2`` (engine.pair_scores of the flagged instances: upload,
-    transpose, kernel, gather; the host work of getting their codes not
-    counted), ``total`` = flagged + pass2; ``one_pass_hits``: engine.hits
-    with the threshold's planes (kernel, hit words, copy-back), the one-pass
-    equivalent. Also ``instances``: how many the first pass flagged."""
-    import cupy
-
+    from bpbc.gpu_engine import GpuEngine, _flag_first_pays
     from bpbc.patterns import PatternTable
     from bpbc.scoring import score_planes
 
     table = PatternTable.of([pattern_masks])
     planes = score_planes(threshold)
     thresholds = np.array([threshold])
-    reads, ks = engine.flagged(prepared, table, scoring, planes - 1)  # compile and warm up
-    rows, local = np.unique(reads, return_inverse=True)
-    codes, lengths = codes_of(prepared, rows)
-    engine.pair_scores(codes, lengths, local, ks, table, scoring, planes)
-    engine.hits(prepared, table, scoring, planes, thresholds)
-    parts: dict[str, list[float]] = {"pass1_kernel": [], "flagged": [], "pass2": [], "one_pass_hits": []}
+    engines = {"two_pass": GpuEngine(flag_first=True), "one_pass": GpuEngine(flag_first=False)}
+    results = {name: engine.hits(prepared, table, scoring, planes, thresholds) for name, engine in engines.items()}
+    for expected, got in zip(results["one_pass"], results["two_pass"]):
+        if not np.array_equal(expected, got):
+            raise AssertionError("hits in two passes differ from hits in one pass")
+    _, flag = engines["one_pass"].launch(prepared, table, scoring, planes - 1, track_best=False)
+    parts: dict[str, list[float]] = {"pass1_kernel": [], "two_pass": [], "one_pass": []}
     for _ in range(repeats):
         start, stop = cupy.cuda.Event(), cupy.cuda.Event()
         start.record()
-        engine.launch(prepared, table, scoring, planes - 1, track_best=False)
+        engines["one_pass"].launch(prepared, table, scoring, planes - 1, track_best=False)
         stop.record()
         stop.synchronize()
         parts["pass1_kernel"].append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
-        for name, call in (("flagged", lambda: engine.flagged(prepared, table, scoring, planes - 1)),
-                           ("pass2", lambda: engine.pair_scores(codes, lengths, local, ks, table, scoring, planes)),
-                           ("one_pass_hits", lambda: engine.hits(prepared, table, scoring, planes, thresholds))):
+        for name, engine in engines.items():
             cupy.cuda.Device().synchronize()
             began = time.perf_counter()
-            call()  # each ends in a copy to the host: synchronous
+            engine.hits(prepared, table, scoring, planes, thresholds)
             parts[name].append(time.perf_counter() - began)
     result = {name: float(np.median(times)) for name, times in parts.items()}
-    result["total"] = result["flagged"] + result["pass2"]
-    result["instances"] = len(reads)
+    result["flagged"] = int(np.unpackbits(flag.reshape(-1)[cupy.flatnonzero(flag)].get().view(np.uint8)).sum())
+    result["hits"] = len(results["two_pass"][0])
+    result["default"] = "two" if _flag_first_pays(prepared, table) else "one"
     return result
 
 
@@ -131,8 +117,8 @@ if __name__ == "__main__":
         seconds = time_sw_kernel(engine, prepared, masks, Scoring(), score_planes(threshold))
         print(f"reads {n:>9} len {length:>5} pattern {m:>4} T {threshold:>3} shape {chain_shape(m)} "
               f"kernel {seconds * 1e3:9.3f} ms  {n * length * m / seconds / 1e12:6.3f} TCUPS", flush=True)
-    # the two-pass screen at issue 10's setting and the paper's; TCUPS over every
-    # cell of the screen (n x length x m), as in the rows above
+    # hits at issue 10's setting and the paper's, in two passes and in one;
+    # TCUPS over every cell of the screen (n x length x m), as in the rows above
     two_pass_cases = [(4_000_000, 150, 128, 40), (32768, 1024, 128, 40), (32768, 4096, 128, 40)]
     for n, length, m, threshold in two_pass_cases if len(sys.argv) < 2 else two_pass_cases[: int(sys.argv[1])]:
         pattern = "".join(rng.choice(list("ACGT"), m))
@@ -140,13 +126,12 @@ if __name__ == "__main__":
             prepared = random_prepared(n, length)
             if every:
                 plant(prepared, pattern, every)
-            t = time_two_pass(engine, prepared, encode_pattern(pattern), Scoring(), threshold)
+            t = time_hits(prepared, encode_pattern(pattern), Scoring(), threshold)
             planted = f"1/{every}" if every else "none"
-            print(f"two-pass reads {n:>9} len {length:>5} pattern {m:>4} T {threshold:>3} "
+            cells = n * length * m
+            print(f"hits reads {n:>9} len {length:>5} pattern {m:>4} T {threshold:>3} "
                   f"planes {score_planes(threshold) - 1}+{score_planes(threshold)} planted {planted:>4} "
-                  f"flagged {t['instances']:>7}  pass1 kernel {t['pass1_kernel'] * 1e3:8.3f} ms"
-                  f"  flagged {t['flagged'] * 1e3:8.3f} ms  pass2 {t['pass2'] * 1e3:8.3f} ms"
-                  f"  total {t['total'] * 1e3:8.3f} ms  {n * length * m / t['total'] / 1e12:6.3f} TCUPS"
-                  f"  (pass1 kernel alone {n * length * m / t['pass1_kernel'] / 1e12:6.3f};"
-                  f" one-pass hits {t['one_pass_hits'] * 1e3:8.3f} ms,"
-                  f" {n * length * m / t['one_pass_hits'] / 1e12:6.3f} TCUPS)", flush=True)
+                  f"flagged {t['flagged']:>7} hits {t['hits']:>7}  two passes {t['two_pass'] * 1e3:8.3f} ms"
+                  f" {cells / t['two_pass'] / 1e12:6.3f} TCUPS  one pass {t['one_pass'] * 1e3:8.3f} ms"
+                  f" {cells / t['one_pass'] / 1e12:6.3f} TCUPS  default {t['default']}  (flag-only kernel alone"
+                  f" {t['pass1_kernel'] * 1e3:8.3f} ms, {cells / t['pass1_kernel'] / 1e12:6.3f} TCUPS)", flush=True)

@@ -7,11 +7,13 @@
 // rows are cut into stripes whose boundary row goes through global memory.
 // A group's best score travels down the chain at its last column.
 //
-// BEST = 0 is the first pass of the two-pass screen (gpu_engine.flagged): one
+// BEST = 0 is the first pass of the two-pass screen (GpuEngine.hits): one
 // plane fewer and only the overflow flag, which is a superset of "score >= T"
 // because T >= 2^B there. No best registers and no best down the chain; the
 // cell's best output is left unused, so its LUTs (non-volatile lop3 asm) are
 // dead code the compiler drops (bench/results/sass_static_flag_pass.md).
+// The second pass screens only the flagged lanes, gathered into word groups
+// of their own (gather_lanes), each pattern its own range of groups.
 //
 // The cell update is the CPU engine's (bpbc/cpu_engine.py): a two's
 // complement adder for the diagonal with a per-lane addend, borrow-chain
@@ -105,6 +107,11 @@ __global__ void __launch_bounds__(128) sw_screen(
     unsigned* __restrict__ stripe_best,        // (G, B + 1): best, flag of a stripe
     unsigned* __restrict__ out_best,           // (K, G, B); unused without BEST
     unsigned* __restrict__ out_flag,           // (K, G)
+    // ranged = 0: every pattern screens all G groups (the two arrays unused).
+    // Else pattern k screens groups group_first[k] .. + group_count[k] - 1
+    // only, and its outputs are those groups' rows of out_best (G, B) and
+    // out_flag (G,). (A flag, not null pointers: CuPy passes None as -1.)
+    const int* __restrict__ group_first, const int* __restrict__ group_count, int ranged,
     int groups, int length, int chains) {
     static_assert(32 % P == 0, "a chain must not span warps");
     constexpr bool SYNTHESISED = CELL == 1 && SwCell<B, MA, MI, OE, EX>::available;
@@ -116,8 +123,20 @@ __global__ void __launch_bounds__(128) sw_screen(
     const unsigned char* pattern = patterns + pattern_start[blockIdx.y];
     const int m = (int)(pattern_start[blockIdx.y + 1] - pattern_start[blockIdx.y]);
     const int stripes = (m + P * R - 1) / (P * R);
-    out_best += (size_t)blockIdx.y * groups * B;
-    out_flag += (size_t)blockIdx.y * groups;
+    if (!ranged) {
+        out_best += (size_t)blockIdx.y * groups * B;
+        out_flag += (size_t)blockIdx.y * groups;
+    } else {
+        // this pattern's range of groups, seen from here as groups 0 .. count - 1
+        const size_t first = group_first[blockIdx.y];
+        groups = group_count[blockIdx.y];
+        planes += first * length * 3;
+        group_length += first;
+        stripe_columns += first * length * (2 * B);
+        stripe_best += first * (B + 1);
+        out_best += first * B;
+        out_flag += first;
+    }
     const int thread = blockIdx.x * blockDim.x + threadIdx.x;
     const int chain = thread / P;
     const int lane = thread % P;
@@ -300,5 +319,64 @@ extern "C" __global__ void hit_words(const unsigned* __restrict__ best,  // (K, 
         const long long left = n - 32LL * g;
         const unsigned valid = left >= 32 ? FULL_MASK : ((1u << left) - 1u);
         mask[index] = (greater | equal | flag[index]) & valid;
+    }
+}
+
+// The first pass's flagged lanes, as the second pass's batch: the lanes of
+// pattern k fill its new word groups, which start at group first[k], in the
+// order of the batch (rank: the flagged lanes of pattern k in the words
+// before this one); src_position[slot] = 32 group + lane of the flagged lane.
+extern "C" __global__ void flagged_lanes(const unsigned* __restrict__ flag,     // (K, G)
+                                         const long long* __restrict__ rank,    // (K, G)
+                                         const int* __restrict__ first,         // (K,)
+                                         int* __restrict__ src_position,        // (new groups * 32,)
+                                         int patterns, int groups) {
+    const long long total = (long long)patterns * groups;
+    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < total;
+         index += (long long)gridDim.x * blockDim.x) {
+        unsigned word = flag[index];
+        if (word == 0) continue;
+        const int group = (int)(index % groups);
+        long long slot = first[index / groups] * 32LL + rank[index];
+        for (; word != 0; word &= word - 1) src_position[slot++] = group * 32 + __ffs(word) - 1;
+    }
+}
+
+// The second pass's batch: lane l of new word group h is lane p % 32 of word
+// group p / 32 of planes, p = src_position[32 h + l] (p < 0: an empty lane,
+// all words 0, so invalid). One warp per new group: each column's three
+// words are one ballot each. A new group's length is its source groups'
+// longest (past a read's end its columns are invalid and change no score),
+// and lane_mask[h] has the bits of its real lanes.
+extern "C" __global__ void gather_lanes(const unsigned* __restrict__ planes,       // (G, L, 3)
+                                        const int* __restrict__ group_length,     // (G,)
+                                        const int* __restrict__ src_position,     // (H * 32,)
+                                        unsigned* __restrict__ out_planes,        // (H, L, 3)
+                                        int* __restrict__ out_length,             // (H,)
+                                        unsigned* __restrict__ lane_mask,         // (H,)
+                                        int new_groups, int length) {
+    const int lane = threadIdx.x & 31;
+    const int warps = gridDim.x * (blockDim.x / 32);
+    for (int h = (blockIdx.x * blockDim.x + threadIdx.x) / 32; h < new_groups; h += warps) {
+        const int position = src_position[h * 32 + lane];
+        const int group = position >= 0 ? position / 32 : -1;
+        const unsigned shift = position & 31;
+        const unsigned* column = planes + (size_t)(group >= 0 ? group : 0) * length * 3;
+        unsigned* out = out_planes + (size_t)h * length * 3;
+        for (int j = 0; j < length; ++j) {
+#pragma unroll
+            for (int p = 0; p < 3; ++p) {
+                const unsigned bit = group >= 0 ? (column[j * 3 + p] >> shift) & 1u : 0u;
+                out[j * 3 + p] = __ballot_sync(FULL_MASK, bit);
+            }
+        }
+        int longest = group >= 0 ? group_length[group] : 1;
+#pragma unroll
+        for (int offset = 16; offset > 0; offset /= 2) longest = max(longest, __shfl_xor_sync(FULL_MASK, longest, offset));
+        const unsigned real = __ballot_sync(FULL_MASK, group >= 0);
+        if (lane == 0) {
+            out_length[h] = longest;
+            lane_mask[h] = real;
+        }
     }
 }

@@ -264,7 +264,7 @@ class TestGpuEngine(EngineParity):
     def make_engine(cls):
         from bpbc.gpu_engine import GpuEngine
 
-        return GpuEngine(two_pass=True)  # its two-pass calls too (off by default)
+        return GpuEngine()
 
 
 @pytest.mark.parametrize("words", [1, 2, 16])

@@ -35,7 +35,7 @@ def test_block_size_is_the_kernels_launch_bound():
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 def test_sw_kernel_compiles_for_sm90(tmp_path):
     args = ("const unsigned*, const int*, const unsigned char*, const long long*, unsigned*, unsigned*, unsigned*, "
-            "unsigned*, int, int, int")
+            "unsigned*, const int*, const int*, int, int, int, int")
     source = tmp_path / "instantiate.cu"
     source.write_text(f'#include "{KERNEL_PATH}"\n' + "".join(
         f"template __global__ void sw_screen<{','.join(map(str, t))}>({args});\n" for t in INSTANTIATIONS))
@@ -281,11 +281,14 @@ def test_cli_finishes_while_another_process_holds_most_gpu_memory(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("planes", [4, 5, 6])
-def test_two_pass_calls_match_the_cpu_engine(planes):
-    """GPU flagged and pair_scores against the CPU engine's: random reads of
-    lengths that are not multiples of 32, a panel of patterns of different
-    lengths on both strands, one of them in several stripes."""
+@pytest.mark.parametrize("planes", [4, 5, 6, 9])
+def test_hits_in_two_passes_are_the_one_pass_hits(planes):
+    """GPU hits with the flag-only first pass and the flagged lanes gathered
+    for the second (flag_first) against hits in one pass and against the CPU
+    engine: random reads of lengths that are not multiples of 32, a panel of
+    patterns of different lengths on both strands, one of them in several
+    stripes; thresholds where the first pass flags many lanes, few, and
+    none."""
     from bpbc.alphabet import encode_pattern, encode_reads
     from bpbc.cpu_engine import CpuEngine
     from bpbc.gpu_engine import GpuEngine
@@ -305,16 +308,23 @@ def test_two_pass_calls_match_the_cpu_engine(planes):
     assert (lengths % 32 != 0).any() and len(reads) % 32 != 0
     table = PatternTable.build([encode_pattern(p) for p in patterns], ("+", "-"))
     scoring = Scoring()
-    cpu, gpu = CpuEngine(), GpuEngine()
-    cpu_reads, cpu_ks = cpu.flagged(cpu.prepare(codes, lengths), table, scoring, planes)
-    gpu_reads, gpu_ks = gpu.flagged(gpu.prepare(codes, lengths), table, scoring, planes)
-    assert np.array_equal(gpu_reads, cpu_reads) and np.array_equal(gpu_ks, cpu_ks)
-    assert 100 < len(gpu_reads) < len(reads) * len(table)
-    assert len(np.unique(gpu_ks)) >= 3 and (gpu_ks >= 6).any()  # several patterns, the striped one (k 6, 7) too
-    rows, local = np.unique(gpu_reads, return_inverse=True)  # as the Screener asks: the flagged reads only
-    for second in (planes + 1, planes + 3):
-        expected = cpu.pair_scores(codes[rows], lengths[rows], local, gpu_ks, table, scoring, second)
-        got = gpu.pair_scores(codes[rows], lengths[rows], local, gpu_ks, table, scoring, second)
-        assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
-    empty = gpu.pair_scores(codes[:0], lengths[:0], np.zeros(0, np.int64), np.zeros(0, np.int64), table, scoring, 6)
-    assert empty[0].shape == (0,) and empty[1].shape == (0,)
+    cpu, two_pass, one_pass = CpuEngine(), GpuEngine(flag_first=True), GpuEngine(flag_first=False)
+    scores, overflow = cpu.scores(cpu.prepare(codes, lengths), table, scoring, planes)
+    low = 1 << (planes - 1)
+    for thresholds in (np.full(len(table), low), np.linspace(low, (1 << planes) - 1, len(table)).astype(np.int64),
+                       np.full(len(table), (1 << planes) - 1)):
+        expected_reads, expected_ks = np.nonzero((scores >= thresholds) | overflow)
+        results = [engine.hits(engine.prepare(codes, lengths), table, scoring, planes, thresholds)
+                   for engine in (two_pass, one_pass)]
+        for reads_, ks, values, flags in results:
+            assert np.array_equal(reads_, expected_reads) and np.array_equal(ks, expected_ks)
+            assert np.array_equal(values, scores[reads_, ks]) and np.array_equal(flags, overflow[reads_, ks])
+    flagged_reads, flagged_ks = np.nonzero(scores >= low)
+    if planes < 9:  # the first pass flagged many lanes of several patterns, the striped one (k 6, 7) too
+        assert 100 < len(flagged_reads) < len(reads) * len(table)
+        assert len(np.unique(flagged_ks)) >= 3 and (flagged_ks >= 6).any()
+    else:  # none: the second pass has nothing to do
+        assert len(flagged_reads) == 0
+    empty = two_pass.hits(two_pass.prepare(codes[:40] * 0 + 4, lengths[:40]), table, scoring, planes,
+                          np.full(len(table), low))
+    assert all(column.shape == (0,) for column in empty)
