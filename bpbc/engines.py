@@ -23,6 +23,7 @@ oriented patterns; every call covers all of them:
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import numpy as np
@@ -166,6 +167,23 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # no affinity on this system
         return os.cpu_count() or 1
+
+
+@contextmanager
+def numba_threads(threads: int | None):
+    """Inside the block, numba's parallel kernels run by the calling thread
+    use at most ``threads`` threads (None: unchanged); restored after."""
+    if threads is None:
+        yield
+        return
+    import numba
+
+    before = numba.get_num_threads()
+    limit_numba_threads(threads)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def limit_numba_threads(threads: int | None) -> None:

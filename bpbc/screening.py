@@ -6,6 +6,7 @@ import functools
 
 import numpy as np
 
+from .engines import numba_threads
 from .result import ScreenResult
 from .scoring import Scoring
 from .screener import ReadBatch, Screener
@@ -37,7 +38,9 @@ def screen(
     ``.sequence`` (and ``.name``, used in messages) such as dnaio's; patterns
     may also be a mapping name -> sequence. ``reads`` may also be a
     :class:`ReadBatch`, encoded and prepared ahead; its engine is then the
-    one used. ``device`` is 'auto', 'cpu' or 'gpu'. ``engine`` reuses an
+    one used. ``device`` is 'auto', 'cpu' or 'gpu'. ``threads`` caps the CPU
+    threads of the call: the CPU engine's and those of the numba kernels that
+    encode and align (None: all usable cores). ``engine`` reuses an
     engine from :func:`bpbc.engines.select_engine`. To screen many batches
     against the same patterns, build a :class:`bpbc.Screener` once instead.
     """
@@ -48,7 +51,8 @@ def screen(
                         threads=threads)
     if not isinstance(reads, (list, ReadBatch)):
         reads = list(reads)
-    chunk = screener.run(reads)
+    with numba_threads(threads):  # the encoding and traceback kernels too
+        chunk = screener.run(reads)
     return ScreenResult(
         indices=chunk.passing_reads.astype(np.int64),
         alignments=chunk.alignments,
@@ -56,5 +60,10 @@ def screen(
         strands=screener.strands,
         pattern_names=screener.pattern_names,
         # the dense table, when asked for: the reads screened again, every score kept
-        dense=functools.partial(screener.scores, reads),
+        dense=functools.partial(_dense_scores, screener, reads, threads),
     )
+
+
+def _dense_scores(screener: Screener, reads, threads: int | None):
+    with numba_threads(threads):
+        return screener.scores(reads)

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import bpbc
 from bpbc.alphabet import SequenceError, encode_pattern, encode_reads, reverse_complement_masks
 from bpbc.patterns import PatternTable
 from bpbc.reference import sw_score_codes
@@ -373,6 +374,29 @@ def test_numba_threads_follow_the_cpu_affinity():
             "print(usable_cores(), numba.get_num_threads())\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["1", "1"]
+
+
+def test_the_library_call_runs_its_numba_kernels_on_the_threads_it_was_given(monkeypatch):
+    """bpbc.screen(threads=1) runs the encoding and traceback kernels on one
+    thread (numba's setting of the calling thread), and leaves the setting
+    as it found it."""
+    import numba
+
+    from bpbc import cpu_engine
+
+    seen = []
+    align = cpu_engine.CpuEngine.hits
+
+    def hits(self, *args):
+        seen.append(numba.get_num_threads())
+        return align(self, *args)
+
+    monkeypatch.setattr(cpu_engine.CpuEngine, "hits", hits)
+    monkeypatch.setattr(cpu_engine.CpuEngine, "two_pass", False)
+    before = numba.get_num_threads()
+    result = bpbc.screen(["ACGTTGCAACGGTAGGCT", "TTTT"], ["ACGTTGCAACGG"], threshold=20, device="cpu", threads=1)
+    assert list(result.indices) == [0] and seen == [1]
+    assert numba.get_num_threads() == before
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
