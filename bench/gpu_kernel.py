@@ -56,7 +56,7 @@ def plant(prepared, pattern: str, every: int, at: int = 10) -> None:
         prepared.planes[::every, at:at + len(pattern), plane] = words
 
 
-def time_hits(prepared, pattern_masks, scoring, threshold: int, repeats: int = 5) -> dict:
+def time_hits(prepared, pattern_masks: list, scoring, threshold: int, repeats: int = 5) -> dict:
     """Median wall seconds of ``GpuEngine.hits`` (kernels, hit words,
     copy-back, host sort; each call ends in a copy to the host) in two passes
     (``two_pass``: the flag-only kernel one plane short over every lane, then
@@ -71,9 +71,9 @@ def time_hits(prepared, pattern_masks, scoring, threshold: int, repeats: int = 5
     from bpbc.patterns import PatternTable
     from bpbc.scoring import score_planes
 
-    table = PatternTable.of([pattern_masks])
+    table = PatternTable.of(pattern_masks)
     planes = score_planes(threshold)
-    thresholds = np.array([threshold])
+    thresholds = np.full(len(table), threshold)
     engines = {"two_pass": GpuEngine(flag_first=True), "one_pass": GpuEngine(flag_first=False)}
     results = {name: engine.hits(prepared, table, scoring, planes, thresholds) for name, engine in engines.items()}
     for expected, got in zip(results["one_pass"], results["two_pass"]):
@@ -117,19 +117,26 @@ if __name__ == "__main__":
         seconds = time_sw_kernel(engine, prepared, masks, Scoring(), score_planes(threshold))
         print(f"reads {n:>9} len {length:>5} pattern {m:>4} T {threshold:>3} shape {chain_shape(m)} "
               f"kernel {seconds * 1e3:9.3f} ms  {n * length * m / seconds / 1e12:6.3f} TCUPS", flush=True)
-    # hits at issue 10's setting and the paper's, in two passes and in one;
-    # TCUPS over every cell of the screen (n x length x m), as in the rows above
-    two_pass_cases = [(4_000_000, 150, 128, 40), (32768, 1024, 128, 40), (32768, 4096, 128, 40)]
-    for n, length, m, threshold in two_pass_cases if len(sys.argv) < 2 else two_pass_cases[: int(sys.argv[1])]:
-        pattern = "".join(rng.choice(list("ACGT"), m))
-        for every in (0, 16):  # no read planted, and all reads of every 16th word group
+    # hits at issue 10's settings and the paper's, in two passes and in one;
+    # TCUPS over every cell of the screen (n x length x sum of pattern lengths)
+    from bench.sw_bench import pattern_panel
+
+    hits_cases = [(4_000_000, 150, [128], 40), (4_000_000, 150, [60], 40), (4_000_000, 150, [20], 30),
+                  (1_000_000, 150, "panel", 40), (32768, 1024, [128], 40), (32768, 4096, [128], 40)]
+    for n, length, lengths, threshold in hits_cases if len(sys.argv) < 2 else hits_cases[: int(sys.argv[1])]:
+        if lengths == "panel":  # 100 patterns of 20-60 bp, a tenth of their bases degenerate
+            patterns, plantings = pattern_panel(np.random.default_rng(3), 100), (0,)
+        else:
+            patterns, plantings = ["".join(rng.choice(list("ACGT"), m)) for m in lengths], (0, 16)
+        for every in plantings:  # no read planted, and all reads of every 16th word group
             prepared = random_prepared(n, length)
             if every:
-                plant(prepared, pattern, every)
-            t = time_hits(prepared, encode_pattern(pattern), Scoring(), threshold)
+                plant(prepared, patterns[0], every)
+            t = time_hits(prepared, [encode_pattern(p) for p in patterns], Scoring(), threshold)
             planted = f"1/{every}" if every else "none"
-            cells = n * length * m
-            print(f"hits reads {n:>9} len {length:>5} pattern {m:>4} T {threshold:>3} "
+            cells = n * length * sum(map(len, patterns))
+            shown = f"{len(patterns)} x 20-60" if lengths == "panel" else str(lengths[0])
+            print(f"hits reads {n:>9} len {length:>5} pattern {shown:>9} T {threshold:>3} "
                   f"planes {score_planes(threshold) - 1}+{score_planes(threshold)} planted {planted:>4} "
                   f"flagged {t['flagged']:>7} hits {t['hits']:>7}  two passes {t['two_pass'] * 1e3:8.3f} ms"
                   f" {cells / t['two_pass'] / 1e12:6.3f} TCUPS  one pass {t['one_pass'] * 1e3:8.3f} ms"
