@@ -189,6 +189,20 @@ def lane_values(words: np.ndarray, lanes: np.ndarray) -> np.ndarray:
     return (bits.astype(np.int32) << np.arange(planes, dtype=np.int32)).sum(axis=1, dtype=np.int32)
 
 
+def hit_mask(best: np.ndarray, flag: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """The hit_words kernel on the host, word-wise: bit j of the result is set
+    where lane j of best (N, planes) is at least its word's threshold
+    (thresholds (N,)) or overflowed (flag (N,))."""
+    greater = np.zeros(len(best), np.uint32)
+    equal = np.full(len(best), 0xFFFFFFFF, np.uint32)
+    for plane in range(best.shape[1] - 1, -1, -1):  # from the top plane down
+        x = best[:, plane]
+        t = np.where((thresholds >> plane) & 1, np.uint32(0xFFFFFFFF), np.uint32(0))
+        greater |= equal & x & ~t
+        equal &= ~(x ^ t)
+    return greater | equal | flag
+
+
 def set_lanes(hot: np.ndarray, words: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(i, lane, k, group) of every set bit of ``words`` (uint32), the words at
     flat positions ``hot`` of a (K, G) array: bit ``lane`` of words[i], word
@@ -463,15 +477,14 @@ class GpuEngine:
         # few words (those of the flagged lanes): all of them come back, in one copy
         words = cupy.concatenate([best, flag[:, None], lane_mask[:, None],
                                   src_position.reshape(-1, WORD_BITS).view(cupy.uint32)], axis=1).get()
-        lanes_of = np.arange(WORD_BITS, dtype=np.uint32)
-        real = ((words[:, planes + 1, None] >> lanes_of) & 1).astype(bool)  # (new groups, 32)
-        new_group, lane = np.nonzero(real)
-        values = lane_values(words[new_group, :planes], lane)
-        overflow = _lane_bits(words[new_group, planes], lane)
-        ks = np.repeat(np.arange(count), sizes)[new_group]
-        keep = overflow | (values >= thresholds[ks])
-        positions = words[new_group[keep], planes + 2 + lane[keep]].astype(np.int64)
-        return _sorted_hits(prepared.order[positions], ks[keep], values[keep], overflow[keep])
+        group_pattern = np.repeat(np.arange(count), sizes)
+        hits = hit_mask(words[:, :planes], words[:, planes], thresholds[group_pattern]) & words[:, planes + 1]
+        hot = np.flatnonzero(hits)
+        word, lane, _, _ = set_lanes(hot, hits[hot], 1)
+        new_group = hot[word]
+        positions = words[new_group, planes + 2 + lane].astype(np.int64)
+        return _sorted_hits(prepared.order[positions], group_pattern[new_group],
+                            lane_values(words[new_group, :planes], lane), _lane_bits(words[new_group, planes], lane))
 
 
 def _flag_first_pays(prepared: PreparedReads, table) -> bool:

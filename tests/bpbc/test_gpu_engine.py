@@ -74,6 +74,22 @@ def test_set_lanes_and_lane_values_read_words_bit_by_bit():
     assert lane_values(np.zeros((0, 5), np.uint32), np.zeros(0, np.int64)).shape == (0,)
 
 
+def test_hit_mask_marks_the_lanes_at_or_above_their_threshold_or_overflowed():
+    """The host twin of the hit_words kernel (the second pass's hits), lane by lane."""
+    from bpbc.gpu_engine import hit_mask, lane_values
+
+    rng = np.random.default_rng(5)
+    for planes in (1, 4, 6, 9):
+        best = rng.integers(0, 1 << 32, size=(50, planes), dtype=np.uint64).astype(np.uint32)
+        flag = rng.integers(0, 1 << 32, size=50, dtype=np.uint64).astype(np.uint32) & 0x0F0F0F0F
+        thresholds = rng.integers(0, 1 << planes, size=50)
+        mask = hit_mask(best, flag, thresholds)
+        for lane in range(32):
+            lanes = np.full(50, lane)
+            expected = (lane_values(best, lanes) >= thresholds) | (((flag >> np.uint32(lane)) & 1) == 1)
+            assert np.array_equal(((mask >> np.uint32(lane)) & 1) == 1, expected)
+
+
 def _random_workload(rng, n_reads):
     reads = []
     for i in range(n_reads):
