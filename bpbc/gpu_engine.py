@@ -4,11 +4,11 @@ Reads travel as the FASTQ bytes they were read from and are encoded and
 bit-transposed on the GPU in one kernel (:meth:`GpuEngine.prepare_bytes`),
 or, given as codes, are packed on the host (2 bits per base plus a validity
 bit, as instance streams) and transposed by the ballot or swap kernel of
-:mod:`transpose.gpu`. ``sw.cu`` screens them; for hits in two passes on the
-device (a flag-only kernel one plane short over every lane, then the flagged
-lanes alone, gathered into word groups of their own, with scores). Only the
-words holding a hit (or, for dense scores, the inverse-transposed scores)
-come back. cupy is imported and kernels are
+:mod:`transpose.gpu`. ``sw.cu`` screens them, the hits in two passes where
+that pays (a flag-only kernel one plane short over every lane, then the
+flagged lanes alone, gathered on the device into word groups of their own,
+with scores). Only the words holding a hit (or, for dense scores, the
+inverse-transposed scores) come back. cupy is imported and kernels are
 compiled (NVRTC, then cached by CuPy on disk) on first use only.
 """
 
@@ -38,8 +38,8 @@ FLAG_FIRST_ENV = "BPBC_GPU_FLAG_FIRST"  #: "0": hits in one pass, "1": in two wh
 #: planes) and cost a second pass of at least one serial sweep over the
 #: reads' columns per stripe (about 2.3 us each) plus a few small launches and
 #: copies. Measured on the H100 (bench/gpu_kernel.py, 2026-11-23): 4M x 150 bp
-#: against 128 bp, 15.5 ms in two passes against 18.1 ms in one; 32768 x 1024
-#: bp, 3.7 against 1.4 ms.
+#: against 128 bp, 14.5 ms in two passes against 18.2 ms in one; 32768 x 1024
+#: bp, 3.0 against 1.6 ms (bench/README.md, "GPU hits in two passes").
 ONE_PASS_CELLS_PER_SECOND = 4.2e12
 SECOND_PASS_SECONDS = 1e-3
 SECOND_PASS_COLUMN_SECONDS = 2.3e-6
