@@ -206,7 +206,7 @@ class EngineParity:
         """The two-pass screen's engine calls: the flagged instances of a
         short pass, then exact scores of just those instances."""
         if not engine.two_pass:
-            pytest.skip("this engine screens in one pass")
+            pytest.skip("the Screener's two passes are the CPU engine's (the GPU takes its own inside hits)")
         codes, lengths, prepared, table = self._panel(engine, 5)
         scores, overflow = engine.scores(prepared, table, Scoring(), 5)
         reads, ks = engine.flagged(prepared, table, Scoring(), 5)
