@@ -431,7 +431,7 @@ class GpuEngine:
 
         thresholds = np.asarray(thresholds, np.int64)
         if prepared.n == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, bool)
+            return _no_hits()
         if planes >= 2 and (thresholds >= 1 << (planes - 1)).all() and (
                 self.flag_first or (self.flag_first is None and _flag_first_pays(prepared, table))):
             return self._hits_of_flagged_lanes(prepared, table, scoring, planes, thresholds)
@@ -455,7 +455,7 @@ class GpuEngine:
         flagged_on_device = lanes.sum(axis=1)
         flagged = flagged_on_device.get()
         if not flagged.any():
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, bool)
+            return _no_hits()
         # pattern k's flagged lanes fill new word groups first[k] .. first[k] + sizes[k] - 1 (computed
         # on both sides: an upload would wait for the device)
         sizes = -(-flagged // WORD_BITS)
@@ -521,6 +521,11 @@ def _hit_words(best, flag, thresholds: np.ndarray, rows: int, groups: int, plane
 def _lane_bits(words: np.ndarray, lanes: np.ndarray) -> np.ndarray:
     """Bit ``lanes[i]`` of ``words[i]``, as bool."""
     return ((words >> lanes.astype(np.uint32)) & 1).astype(bool)
+
+
+def _no_hits() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:meth:`GpuEngine.hits` of a batch without any."""
+    return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, bool)
 
 
 def _sorted_hits(reads: np.ndarray, ks: np.ndarray, values: np.ndarray, overflow: np.ndarray):
