@@ -35,14 +35,15 @@ CELL_ENV = "BPBC_GPU_CELL"  #: "synth" (default) or "hand": the A/B switch of th
 FLAG_FIRST_ENV = "BPBC_GPU_FLAG_FIRST"  #: "0": hits in one pass, "1": in two where valid (benches' A/B switch)
 #: When hits() takes two passes by itself (``flag_first`` None): they save
 #: about a quarter of the one-pass kernel's time (about 4.2e12 cells/s at 6
-#: planes) and cost a second pass of at least one serial sweep over the
-#: reads' columns per stripe (about 2.3 us each) plus a few small launches and
-#: copies. Measured on the H100 (bench/gpu_kernel.py, 2026-11-23): 4M x 150 bp
-#: against 128 bp, 14.5 ms in two passes against 18.2 ms in one; 32768 x 1024
-#: bp, 3.0 against 1.6 ms (bench/README.md, "GPU hits in two passes").
+#: planes) and cost a second pass: small launches and copies (about 0.35 ms)
+#: and a serial sweep over the reads' columns per stripe (about 0.9 us each).
+#: Measured on the H100 (bench/gpu_kernel.py, 2026-11-23, second session):
+#: two passes against one, 4M x 150 bp against 128 bp 14.4 against 18.2 ms;
+#: against 20 bp 2.6 against 3.0 ms; 32768 x 1024 bp against 128 bp 2.1
+#: against 1.5 ms (bench/README.md, "GPU hits in two passes").
 ONE_PASS_CELLS_PER_SECOND = 4.2e12
-SECOND_PASS_SECONDS = 1e-3
-SECOND_PASS_COLUMN_SECONDS = 2.3e-6
+SECOND_PASS_SECONDS = 0.35e-3
+SECOND_PASS_COLUMN_SECONDS = 0.9e-6
 THREADS_PER_BLOCK = 128  #: matches __launch_bounds__ in sw.cu
 ROWS_PER_LANE = (4, 5, 3, 6, 2, 8, 7, 1)  #: candidates, best first on a tie
 
@@ -61,6 +62,18 @@ def chain_shape(pattern_length: int) -> tuple[int, int, int]:
             best = (cost, rows, lanes, stripes)
     assert best is not None  # ROWS_PER_LANE is not empty
     return best[1:]
+
+
+def latency_shape(shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    """A chain shape for a sweep over few word groups, where the GPU is idle
+    but for a chain or two and time is the serial sweep over the columns:
+    at most 4 rows per lane, in twice the lanes while a warp has room (on
+    the H100, 1 group of 1024 columns against 128 bp: 0.80 ms in (4, 32, 1),
+    1.18 in (8, 16, 1))."""
+    rows, lanes, stripes = shape
+    while rows > 4 and lanes < 32:
+        rows, lanes = -(-rows // 2), lanes * 2
+    return rows, lanes, stripes
 
 
 def kernel_source() -> str:
@@ -112,8 +125,8 @@ def _kernel(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int = 1,
 
 
 @cache
-def _hit_words_kernel():
-    return _compiled("hit_words")
+def _hit_records_kernel():
+    return _compiled("hit_records")
 
 
 @cache
@@ -122,10 +135,8 @@ def _flagged_lanes_kernel():
 
 
 @cache
-def _popcount():
-    import cupy
-
-    return cupy.ElementwiseKernel("uint32 word", "int32 count", "count = __popc(word)", "bpbc_popcount")
+def _second_pass_ranges_kernel():
+    return _compiled("second_pass_ranges")
 
 
 @cache
@@ -158,17 +169,20 @@ class _Launch:
     starts: Any  # cupy int64 (len(ks) + 1,)
 
 
-def _launches(table) -> list[_Launch]:
+def _launches(table, latency: bool = False) -> list[_Launch]:
     """The table cut into launches: patterns of one chain shape together
-    (a pattern that needs stripes alone: its stripe buffers are per launch)."""
+    (a pattern that needs stripes alone: its stripe buffers are per launch);
+    with ``latency``, in :func:`latency_shape`."""
     import cupy
 
-    cached = table.engine_cache.get("gpu")
+    key = "gpu-latency" if latency else "gpu"
+    cached = table.engine_cache.get(key)
     if cached is not None:
         return cached
     shapes: dict[tuple[int, int, int], list[int]] = {}
     for k, m in enumerate(table.lengths.tolist()):
-        shapes.setdefault(chain_shape(m), []).append(k)
+        shape = chain_shape(m)
+        shapes.setdefault(latency_shape(shape) if latency else shape, []).append(k)
     launches = []
     for (rows, lanes, stripes), ks in shapes.items():
         step = 1 if stripes > 1 else MAX_PATTERNS_PER_LAUNCH
@@ -177,7 +191,7 @@ def _launches(table) -> list[_Launch]:
             sub = table.subset(part)
             launches.append(_Launch(part, cupy.asarray(part), rows, lanes, stripes, cupy.asarray(sub.masks),
                                     cupy.asarray(sub.starts)))
-    table.engine_cache["gpu"] = launches
+    table.engine_cache[key] = launches
     return launches
 
 
@@ -187,20 +201,6 @@ def lane_values(words: np.ndarray, lanes: np.ndarray) -> np.ndarray:
     planes = words.shape[1]
     bits = (words >> lanes.astype(np.uint32)[:, None]) & 1
     return (bits.astype(np.int32) << np.arange(planes, dtype=np.int32)).sum(axis=1, dtype=np.int32)
-
-
-def hit_mask(best: np.ndarray, flag: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
-    """The hit_words kernel on the host, word-wise: bit j of the result is set
-    where lane j of best (N, planes) is at least its word's threshold
-    (thresholds (N,)) or overflowed (flag (N,))."""
-    greater = np.zeros(len(best), np.uint32)
-    equal = np.full(len(best), 0xFFFFFFFF, np.uint32)
-    for plane in range(best.shape[1] - 1, -1, -1):  # from the top plane down
-        x = best[:, plane]
-        t = np.where((thresholds >> plane) & 1, np.uint32(0xFFFFFFFF), np.uint32(0))
-        greater |= equal & x & ~t
-        equal &= ~(x ^ t)
-    return greater | equal | flag
 
 
 def set_lanes(hot: np.ndarray, words: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -327,6 +327,10 @@ class GpuEngine:
         #: what running out of device (or pinned host) memory raises; the
         #: Screener then frees the pools and splits the batch
         self.out_of_memory = (cupy.cuda.memory.OutOfMemoryError, MemoryError)
+        #: records hit_records has room for, and words (columns x 3) of the
+        #: second pass's batch: what the last batches needed (they grow)
+        self._record_capacity = 1 << 16
+        self._second_pass_words = 1 << 22
 
     def release_memory(self) -> None:
         """Hand CuPy's cached blocks back to the driver (after running out of memory)."""
@@ -344,22 +348,23 @@ class GpuEngine:
         return PreparedReads.from_bytes(data, seq_start, lengths)
 
     def launch(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, track_best: bool = True,
-               group_ranges: tuple[Any, np.ndarray] | None = None):
+               group_ranges: Any = None, latency: bool = False):
         """Run the SW kernel on every oriented pattern of ``table``; returns
         the device arrays best planes (K, G, planes, or 0 planes without
         ``track_best``: the flag-only kernel) and flags (K, G). With
         ``group_ranges``: pattern k screens only word groups first[k] ..
         first[k] + count[k] - 1 of the batch, ranges that do not overlap,
         and the outputs are (G, planes) and (G,), each group's row written by
-        its pattern; (ranges, count): ``ranges`` a cupy int32 (2, K) array of
-        first and count, ``count`` the same counts on the host."""
+        its pattern (``group_ranges``: first and count, a cupy int32 (2, K)
+        array; groups outside every range are left 0). ``latency``:
+        chains of :func:`latency_shape` (for a sweep over few groups)."""
         import cupy
 
         groups = prepared.groups
         leading = (len(table),) if group_ranges is None else ()
         best = cupy.zeros(leading + (groups, planes if track_best else 0), cupy.uint32)
         flag = cupy.zeros(leading + (groups,), cupy.uint32)
-        for launch in _launches(table):
+        for launch in _launches(table, latency):
             kernel = _kernel(planes, launch.rows, launch.lanes, scoring, self.cell, track_best)
             count = len(launch.ks)
             if group_ranges is None:
@@ -371,10 +376,8 @@ class GpuEngine:
                 out_flag = flag[launch.ks[0]:launch.ks[-1] + 1] if contiguous else cupy.empty(
                     (count, groups), cupy.uint32)
             else:
-                swept = int(group_ranges[1][launch.ks].max())
-                if swept == 0:
-                    continue
-                first, group_count = group_ranges[0][:, launch.ks_on_device]
+                swept = groups  # at most (the ranges stay on the device)
+                first, group_count = group_ranges[:, launch.ks_on_device]
                 contiguous, out_best, out_flag = True, best, flag
             # chains in one wave of resident threads over all patterns of the
             # launch; chain c walks groups c, c + chains, ... so that long and
@@ -435,12 +438,18 @@ class GpuEngine:
         if planes >= 2 and (thresholds >= 1 << (planes - 1)).all() and (
                 self.flag_first or (self.flag_first is None and _flag_first_pays(prepared, table))):
             return self._hits_of_flagged_lanes(prepared, table, scoring, planes, thresholds)
+        import cupy
+
         count, groups = len(table), prepared.groups
+        thresholds_on_device = cupy.asarray(thresholds.astype(np.int32))  # before the kernel: the copy waits
         best, flag = self.launch(prepared, table, scoring, planes)
-        hot, hot_mask, hot_best, hot_flag = _hit_words(best, flag, thresholds, count, groups, planes, prepared.n)
-        word, lane, k, group = set_lanes(hot, hot_mask, groups)
+        counter = cupy.zeros(1, cupy.uint64)
+        records = _HitRecords(self, best, flag, thresholds_on_device, count, groups, planes, counter, n=prepared.n)
+        packed = records.fetch(int(counter.get()[0]))
+        hot = packed[:, 0].astype(np.int64)
+        word, lane, k, group = set_lanes(hot, packed[:, 1], groups)
         reads = prepared.order[group * WORD_BITS + lane]
-        return _sorted_hits(reads, k, lane_values(hot_best[word], lane), _lane_bits(hot_flag[word], lane))
+        return _sorted_hits(reads, k, lane_values(packed[word, 3:], lane), _lane_bits(packed[word, 2], lane))
 
     def _hits_of_flagged_lanes(self, prepared: PreparedReads, table, scoring: Scoring, planes: int,
                                thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -448,24 +457,51 @@ class GpuEngine:
         import cupy
 
         count, groups = len(table), prepared.groups
+        thresholds_on_device = cupy.asarray(thresholds.astype(np.int32))  # before the kernels: the copy waits
         _, flag = self.launch(prepared, table, scoring, planes - 1, track_best=False)
-        # the flagged lanes of each pattern, and of each pattern in the words before each word
-        lanes = _popcount()(flag).astype(cupy.int64)
-        rank = cupy.cumsum(lanes, axis=1) - lanes
-        flagged_on_device = lanes.sum(axis=1)
-        flagged = flagged_on_device.get()
-        if not flagged.any():
-            return _no_hits()
-        # pattern k's flagged lanes fill new word groups first[k] .. first[k] + sizes[k] - 1 (computed
-        # on both sides: an upload would wait for the device)
-        sizes = -(-flagged // WORD_BITS)
-        new_groups = int(sizes.sum())
-        sizes_on_device = (flagged_on_device + WORD_BITS - 1) // WORD_BITS
-        ranges = cupy.stack([cupy.cumsum(sizes_on_device) - sizes_on_device, sizes_on_device]).astype(cupy.int32)
-        src_position = cupy.full(new_groups * WORD_BITS, -1, cupy.int32)  # -1: an empty lane
+        # counts[:K]: each pattern's flagged lanes; counts[K]: the second pass's hit records
+        counts = cupy.zeros(count + 1, cupy.uint64)
         _flagged_lanes_kernel()((_blocks(count * groups),), (256,), (
-            flag, rank, ranges[0], src_position, np.int32(count), np.int32(groups)))
-        gathered = PreparedReads(int(flagged.sum()), np.zeros(0, np.int64),  # lanes map back through src_position
+            flag, counts, _unused(), _unused(), np.int32(1), np.int32(count), np.int32(groups), np.int64(0)))
+        # the second pass goes into buffers of the room the last batch needed (no copy to the host
+        # between the passes, so the host runs ahead of the device), and once more where they fell short
+        new_groups = max(1, min(count * groups, self._second_pass_words // (3 * prepared.width)))
+        second = self._second_pass(prepared, table, scoring, planes, flag, counts, thresholds_on_device, new_groups)
+        copied = counts.get()
+        needed = int((-(-copied[:count].astype(np.int64) // WORD_BITS)).sum())
+        if needed == 0:
+            return _no_hits()
+        if needed > new_groups:
+            self._second_pass_words = 2 * needed * 3 * prepared.width
+            counts[count:] = 0
+            second = self._second_pass(prepared, table, scoring, planes, flag, counts, thresholds_on_device, needed)
+            copied = counts.get()
+        packed = second.fetch(int(copied[count]))  # (pattern, hit mask, flag, best planes, positions)
+        word, lane, _, _ = set_lanes(packed[:, 0], packed[:, 1], 1)
+        positions = packed[word, 3 + planes + lane].astype(np.int64)
+        return _sorted_hits(prepared.order[positions], packed[word, 0].astype(np.int64),
+                            lane_values(packed[word, 3:3 + planes], lane), _lane_bits(packed[word, 2], lane))
+
+    def _second_pass(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, flag, counts,
+                     thresholds, new_groups: int):
+        """Enqueue the second pass of :meth:`_hits_of_flagged_lanes` into
+        ``new_groups`` word groups: the flagged lanes (first pass's flags,
+        their counts per pattern in ``counts[:K]``) gathered, screened with
+        scores, and their hit records written (counted in ``counts[K]``).
+        Returns the :class:`_HitRecords`."""
+        import cupy
+
+        count, groups = len(table), prepared.groups
+        cursor = cupy.empty(count, cupy.uint64)
+        ranges = cupy.empty((2, count), cupy.int32)  # first, count
+        _second_pass_ranges_kernel()((1,), (32,), (
+            counts, cursor, ranges[0], ranges[1], np.int32(count), np.int64(new_groups)))
+        src_position = cupy.full(new_groups * WORD_BITS, -1, cupy.int32)  # -1: an empty lane
+        word_pattern = cupy.zeros(new_groups, cupy.int32)
+        _flagged_lanes_kernel()((_blocks(count * groups),), (256,), (
+            flag, cursor, src_position, word_pattern, np.int32(0), np.int32(count), np.int32(groups),
+            np.int64(new_groups * WORD_BITS)))
+        gathered = PreparedReads(0, np.zeros(0, np.int64),  # lanes map back through src_position
                                  cupy.empty((new_groups, prepared.width, 3), cupy.uint32),
                                  cupy.empty(new_groups, cupy.int32))
         lane_mask = cupy.empty(new_groups, cupy.uint32)
@@ -473,18 +509,53 @@ class GpuEngine:
         _gather_lanes_kernel()((min(-(-new_groups // warps), 1 << 16),), (THREADS_PER_BLOCK,), (
             prepared.planes, prepared.group_length, src_position, gathered.planes, gathered.group_length,
             lane_mask, np.int32(new_groups), np.int32(prepared.width)))
-        best, flag = self.launch(gathered, table, scoring, planes, group_ranges=(ranges, sizes))
-        # few words (those of the flagged lanes): all of them come back, in one copy
-        words = cupy.concatenate([best, flag[:, None], lane_mask[:, None],
-                                  src_position.reshape(-1, WORD_BITS).view(cupy.uint32)], axis=1).get()
-        group_pattern = np.repeat(np.arange(count), sizes)
-        hits = hit_mask(words[:, :planes], words[:, planes], thresholds[group_pattern]) & words[:, planes + 1]
-        hot = np.flatnonzero(hits)
-        word, lane, _, _ = set_lanes(hot, hits[hot], 1)
-        new_group = hot[word]
-        positions = words[new_group, planes + 2 + lane].astype(np.int64)
-        return _sorted_hits(prepared.order[positions], group_pattern[new_group],
-                            lane_values(words[new_group, :planes], lane), _lane_bits(words[new_group, planes], lane))
+        best, flag = self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True)
+        records = _HitRecords(self, best, flag, thresholds, 1, new_groups, planes, counts[count:],
+                              ranged=(word_pattern, lane_mask, src_position))
+        return records
+
+
+class _HitRecords:
+    """The hit_records kernel, enqueued: the words of (rows, groups) results
+    (launch's best and flag) that hold a lane at or above its pattern's
+    threshold (``thresholds``: int32 on the device) or overflowing, as
+    records (flat word index, hit mask, flag, best planes; with ``ranged``:
+    its pattern in place of the index, and the batch positions of its 32
+    lanes after the planes), counted in ``counter`` (a
+    one-word uint64 device array). Row r is pattern r's groups, holding the
+    first ``n`` lanes of the batch; or, with ``ranged`` (word_pattern,
+    lane_mask, src_position, device arrays), one row of second-pass words.
+    Records go into a buffer of the room the engine's last batches needed;
+    :meth:`fetch` runs the kernel again where that fell short."""
+
+    def __init__(self, engine: "GpuEngine", best, flag, thresholds, rows: int, groups: int, planes: int, counter,
+                 n: int = 0, ranged: tuple[Any, Any, Any] | None = None):
+        self.engine, self.counter = engine, counter
+        self.width = 3 + planes + (WORD_BITS if ranged is not None else 0)
+        self.words = rows * groups
+        self.arguments = (best, flag, thresholds, *(ranged or (_unused(),) * 3), np.int32(ranged is not None),
+                          np.int32(rows), np.int32(groups), np.int32(planes), np.int64(n))
+        self.capacity = min(self.words, engine._record_capacity)
+        self.records = self._run()
+
+    def _run(self):
+        import cupy
+
+        records = cupy.empty((self.capacity, self.width), cupy.uint32)
+        _hit_records_kernel()((_blocks(self.words),), (256,), (
+            *self.arguments, records, self.counter, np.int64(self.capacity)))
+        return records
+
+    def fetch(self, found: int) -> np.ndarray:
+        """The records (uint32, (found, width)) by their first field, given their number
+        (``counter`` as copied to the host after the kernel ran)."""
+        if found > self.capacity:
+            self.engine._record_capacity = 2 * found  # for the batches after this one too
+            self.capacity = found
+            self.counter.fill(0)
+            self.records = self._run()
+        packed = self.records[:found].get()
+        return packed[np.argsort(packed[:, 0], kind="stable")]  # the kernel appends in no set order
 
 
 def _flag_first_pays(prepared: PreparedReads, table) -> bool:
@@ -501,23 +572,6 @@ def _blocks(items: int, threads: int = 256) -> int:
     return max(1, min(-(-items // threads), 1 << 16))
 
 
-def _hit_words(best, flag, thresholds: np.ndarray, rows: int, groups: int, planes: int, n: int):
-    """The words of (rows, groups) results holding one of the first ``n``
-    lanes at or above its row's threshold or overflowing, copied back in one
-    transfer: their flat positions, hit masks, best planes (N, planes) and
-    flags."""
-    import cupy
-
-    mask = cupy.empty((rows, groups), cupy.uint32)
-    _hit_words_kernel()((_blocks(rows * groups),), (256,), (
-        best, flag, cupy.asarray(thresholds.astype(np.int32)), mask, np.int32(rows), np.int32(groups),
-        np.int32(planes), np.int64(n)))
-    hot = cupy.flatnonzero(mask)
-    packed = cupy.concatenate([hot.astype(cupy.uint32)[:, None], mask.reshape(-1)[hot][:, None],
-                               flag.reshape(-1)[hot][:, None], best.reshape(-1, planes)[hot]], axis=1).get()
-    return packed[:, 0].astype(np.int64), packed[:, 1], packed[:, 3:], packed[:, 2]
-
-
 def _lane_bits(words: np.ndarray, lanes: np.ndarray) -> np.ndarray:
     """Bit ``lanes[i]`` of ``words[i]``, as bool."""
     return ((words >> lanes.astype(np.uint32)) & 1).astype(bool)
@@ -529,5 +583,6 @@ def _no_hits() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _sorted_hits(reads: np.ndarray, ks: np.ndarray, values: np.ndarray, overflow: np.ndarray):
-    order = np.lexsort((ks, reads))
+    # by read, then pattern: one key (each pair is there once), faster than lexsort
+    order = np.argsort(reads * (int(ks.max(initial=0)) + 1) + ks)
     return reads[order], ks[order], values[order], overflow[order]

@@ -295,57 +295,137 @@ __global__ void __launch_bounds__(128) sw_screen(
     }
 }
 
-// Words that hold a passing lane: bit i of mask[k * G + g] is set when lane
-// i of group g scores at least thresholds[k] on pattern k, or overflowed,
-// and is a real instance (i < n - 32 g). Only these words leave the device.
-extern "C" __global__ void hit_words(const unsigned* __restrict__ best,  // (K, G, B)
-                                     const unsigned* __restrict__ flag,  // (K, G)
-                                     const int* __restrict__ thresholds, // (K,), < 2^B
-                                     unsigned* __restrict__ mask,        // (K, G)
-                                     int patterns, int groups, int planes, long long n) {
-    const long long total = (long long)patterns * groups;
-    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < total;
-         index += (long long)gridDim.x * blockDim.x) {
-        const int k = (int)(index / groups);
-        const int g = (int)(index % groups);
-        const int t = thresholds[k];
-        unsigned greater = 0, equal = FULL_MASK;  // best vs t, from the top plane down
-        for (int b = planes - 1; b >= 0; --b) {
-            const unsigned x = best[index * planes + b];
-            const unsigned tb = ((t >> b) & 1) ? FULL_MASK : 0u;
-            greater |= equal & x & ~tb;
-            equal &= ~(x ^ tb);
+// Warp-aggregated atomicAdd of each lane's `value` to counter[key], lanes of
+// one key in one atomic: returns each lane's offset (the counter before it,
+// plus the values of the warp's lanes of its key below it). Every lane of
+// the warp must call it.
+__device__ __forceinline__ unsigned long long warp_add(unsigned long long* counter, int key, unsigned value) {
+    const unsigned lane = threadIdx.x & 31;
+    const unsigned peers = __match_any_sync(FULL_MASK, key);
+    const unsigned leader = __ffs(peers) - 1;
+    unsigned below = 0, total = 0;
+    for (unsigned rest = peers; rest != 0; rest &= rest - 1) {
+        const unsigned peer = __ffs(rest) - 1;
+        const unsigned v = __shfl_sync(peers, value, peer);
+        total += v;
+        if (peer < lane) below += v;
+    }
+    unsigned long long base = 0;
+    if (lane == leader && total != 0) base = atomicAdd(counter + key, (unsigned long long)total);
+    return __shfl_sync(peers, base, leader) + below;
+}
+
+// The words that hold a passing lane, appended to `records` in no set order
+// (the caller sorts the hits): record = (flat word index, hit mask, flag,
+// best planes 0 .. B-1; with `ranged`: the word's pattern in place of its
+// index, and the batch position of each of its 32 lanes after the planes),
+// at most `capacity`; counter[0] counts them all (a
+// caller whose buffer was short runs it again with a larger one). Bit i of
+// the hit mask: lane i of the word scores at least its pattern's threshold
+// or overflowed, and is a real instance. Words are (rows, groups): word
+// r * groups + g is group g of pattern r (thresholds[r]) and holds the
+// lanes 32 g .. of a batch of n; or, with `ranged`, word g of the second
+// pass: pattern word_pattern[g], real lanes lane_mask[g], lane i from batch
+// position src_position[32 g + i].
+extern "C" __global__ void hit_records(const unsigned* __restrict__ best,        // (rows * groups, B)
+                                       const unsigned* __restrict__ flag,        // (rows * groups,)
+                                       const int* __restrict__ thresholds,       // (K,), < 2^B
+                                       const int* __restrict__ word_pattern,     // (groups,): ranged only
+                                       const unsigned* __restrict__ lane_mask,   // (groups,): ranged only
+                                       const int* __restrict__ src_position,     // (groups * 32,): ranged only
+                                       int ranged, int rows, int groups, int planes, long long n,
+                                       unsigned* __restrict__ records,           // (capacity, width)
+                                       unsigned long long* __restrict__ counter, long long capacity) {
+    const long long total = (long long)rows * groups;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const int width = 3 + planes + (ranged ? 32 : 0);
+    // every lane of a warp goes round the loop equally often (warp_add)
+    for (long long base = (long long)blockIdx.x * blockDim.x; base < total; base += stride) {
+        const long long index = base + threadIdx.x;
+        unsigned mask = 0;
+        if (index < total) {
+            const int g = (int)(index % groups);
+            const int t = thresholds[ranged ? word_pattern[g] : (int)(index / groups)];
+            unsigned greater = 0, equal = FULL_MASK;  // best vs t, from the top plane down
+            for (int b = planes - 1; b >= 0; --b) {
+                const unsigned x = best[index * planes + b];
+                const unsigned tb = ((t >> b) & 1) ? FULL_MASK : 0u;
+                greater |= equal & x & ~tb;
+                equal &= ~(x ^ tb);
+            }
+            const long long left = n - 32LL * g;
+            const unsigned real = ranged ? lane_mask[g] : left >= 32 ? FULL_MASK : ((1u << left) - 1u);
+            mask = (greater | equal | flag[index]) & real;
         }
-        const long long left = n - 32LL * g;
-        const unsigned valid = left >= 32 ? FULL_MASK : ((1u << left) - 1u);
-        mask[index] = (greater | equal | flag[index]) & valid;
+        const unsigned long long slot = warp_add(counter, 0, mask != 0);
+        if (mask != 0 && slot < (unsigned long long)capacity) {
+            unsigned* record = records + slot * width;
+            record[0] = ranged ? (unsigned)word_pattern[index] : (unsigned)index;
+            record[1] = mask;
+            record[2] = flag[index];
+            for (int b = 0; b < planes; ++b) record[3 + b] = best[index * planes + b];
+            if (ranged) {
+                for (int i = 0; i < 32; ++i) record[3 + planes + i] = (unsigned)src_position[index * 32 + i];
+            }
+        }
     }
 }
 
-// The first pass's flagged lanes, as the second pass's batch: the lanes of
-// pattern k fill its new word groups, which start at group first[k], in the
-// order of the batch (rank: the flagged lanes of pattern k in the words
-// before this one); src_position[slot] = 32 group + lane of the flagged lane.
-extern "C" __global__ void flagged_lanes(const unsigned* __restrict__ flag,     // (K, G)
-                                         const long long* __restrict__ rank,    // (K, G)
-                                         const int* __restrict__ first,         // (K,)
-                                         int* __restrict__ src_position,        // (new groups * 32,)
-                                         int patterns, int groups) {
+// The first pass's flagged lanes (flag (K, G)). count = 1: counted per
+// pattern, counter[k] += the flagged lanes of pattern k. count = 0: placed,
+// counter[k] being the cursor of pattern k (32 first[k], from
+// second_pass_ranges; its lanes fill its new word groups from group
+// first[k] on, in no set order): src_position[slot] = 32 group + lane of
+// each flagged lane and word_pattern[slot / 32] = k, for slots below
+// `slots` (the buffers' room; the caller sees a shortfall in the counts).
+extern "C" __global__ void flagged_lanes(const unsigned* __restrict__ flag,          // (K, G)
+                                         unsigned long long* __restrict__ counter,   // (K,): counts or cursors
+                                         int* __restrict__ src_position,             // (slots,)
+                                         int* __restrict__ word_pattern,             // (slots / 32,)
+                                         int count, int patterns, int groups, long long slots) {
     const long long total = (long long)patterns * groups;
-    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < total;
-         index += (long long)gridDim.x * blockDim.x) {
-        unsigned word = flag[index];
-        if (word == 0) continue;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long base = (long long)blockIdx.x * blockDim.x; base < total; base += stride) {
+        const long long index = base + threadIdx.x;
+        unsigned word = index < total ? flag[index] : 0u;
+        const int k = index < total ? (int)(index / groups) : 0;
+        unsigned long long slot = warp_add(counter, k, __popc(word));
+        if (count) continue;
         const int group = (int)(index % groups);
-        long long slot = first[index / groups] * 32LL + rank[index];
-        for (; word != 0; word &= word - 1) src_position[slot++] = group * 32 + __ffs(word) - 1;
+        for (; word != 0 && slot < (unsigned long long)slots; word &= word - 1, ++slot) {
+            src_position[slot] = group * 32 + __ffs(word) - 1;
+            word_pattern[slot / 32] = k;
+        }
+    }
+}
+
+// The second pass's ranges from the first pass's counts of flagged lanes
+// per pattern: pattern k screens new word groups first[k] .. + count[k] - 1,
+// within `capacity` groups (count[k] cut short where they run out: the
+// caller checks the counts and goes again with more room), and places its
+// lanes from cursor[k] = 32 first[k] on. One thread: K is small.
+extern "C" __global__ void second_pass_ranges(const unsigned long long* __restrict__ flagged, // (K,)
+                                              unsigned long long* __restrict__ cursor,        // (K,)
+                                              int* __restrict__ first,                        // (K,)
+                                              int* __restrict__ count,                        // (K,)
+                                              int patterns, long long capacity) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    long long next = 0;
+    for (int k = 0; k < patterns; ++k) {
+        const long long size = (long long)((flagged[k] + 31) / 32);
+        const long long room = capacity > next ? capacity - next : 0;
+        first[k] = (int)(next < capacity ? next : capacity);
+        count[k] = (int)(size < room ? size : room);
+        cursor[k] = 32ULL * (unsigned long long)first[k];
+        next += size;
     }
 }
 
 // The second pass's batch: lane l of new word group h is lane p % 32 of word
 // group p / 32 of planes, p = src_position[32 h + l] (p < 0: an empty lane,
 // all words 0, so invalid). One warp per new group: each column's three
-// words are one ballot each. A new group's length is its source groups'
+// words are one ballot each (a group with no lane is left as it is: no
+// pattern's range holds it). A new group's length is its source groups'
 // longest (past a read's end its columns are invalid and change no score),
 // and lane_mask[h] has the bits of its real lanes.
 extern "C" __global__ void gather_lanes(const unsigned* __restrict__ planes,       // (G, L, 3)
@@ -360,6 +440,9 @@ extern "C" __global__ void gather_lanes(const unsigned* __restrict__ planes,    
     for (int h = (blockIdx.x * blockDim.x + threadIdx.x) / 32; h < new_groups; h += warps) {
         const int position = src_position[h * 32 + lane];
         const int group = position >= 0 ? position / 32 : -1;
+        const unsigned real = __ballot_sync(FULL_MASK, group >= 0);
+        if (lane == 0) lane_mask[h] = real;
+        if (real == 0) continue;
         const unsigned shift = position & 31;
         const unsigned* column = planes + (size_t)(group >= 0 ? group : 0) * length * 3;
         unsigned* out = out_planes + (size_t)h * length * 3;
@@ -373,10 +456,6 @@ extern "C" __global__ void gather_lanes(const unsigned* __restrict__ planes,    
         int longest = group >= 0 ? group_length[group] : 1;
 #pragma unroll
         for (int offset = 16; offset > 0; offset /= 2) longest = max(longest, __shfl_xor_sync(FULL_MASK, longest, offset));
-        const unsigned real = __ballot_sync(FULL_MASK, group >= 0);
-        if (lane == 0) {
-            out_length[h] = longest;
-            lane_mask[h] = real;
-        }
+        if (lane == 0) out_length[h] = longest;
     }
 }

@@ -54,8 +54,8 @@ def test_chain_shape_covers_the_pattern(length):
 
 
 def test_set_lanes_and_lane_values_read_words_bit_by_bit():
-    """The host side of hits, flagged and pair_scores: which lanes of the
-    copied-back words are set, and an instance's score from its plane words."""
+    """The host side of hits: which lanes of the copied-back words are set,
+    and an instance's score from its plane words."""
     from bpbc.gpu_engine import lane_values, set_lanes
 
     rng = np.random.default_rng(2)
@@ -74,20 +74,19 @@ def test_set_lanes_and_lane_values_read_words_bit_by_bit():
     assert lane_values(np.zeros((0, 5), np.uint32), np.zeros(0, np.int64)).shape == (0,)
 
 
-def test_hit_mask_marks_the_lanes_at_or_above_their_threshold_or_overflowed():
-    """The host twin of the hit_words kernel (the second pass's hits), lane by lane."""
-    from bpbc.gpu_engine import hit_mask, lane_values
+def test_latency_shape_trades_rows_for_lanes_and_still_covers_the_pattern():
+    """The second pass's chains over few word groups: at most 4 rows per
+    lane unless a warp has no room for more lanes, the same stripes."""
+    from bpbc.gpu_engine import chain_shape, latency_shape
 
-    rng = np.random.default_rng(5)
-    for planes in (1, 4, 6, 9):
-        best = rng.integers(0, 1 << 32, size=(50, planes), dtype=np.uint64).astype(np.uint32)
-        flag = rng.integers(0, 1 << 32, size=50, dtype=np.uint64).astype(np.uint32) & 0x0F0F0F0F
-        thresholds = rng.integers(0, 1 << planes, size=50)
-        mask = hit_mask(best, flag, thresholds)
-        for lane in range(32):
-            lanes = np.full(50, lane)
-            expected = (lane_values(best, lanes) >= thresholds) | (((flag >> np.uint32(lane)) & 1) == 1)
-            assert np.array_equal(((mask >> np.uint32(lane)) & 1) == 1, expected)
+    assert latency_shape((8, 16, 1)) == (4, 32, 1)
+    assert latency_shape((8, 8, 1)) == (4, 16, 1)
+    assert latency_shape((5, 32, 2)) == (5, 32, 2)
+    for length in range(1, 700):
+        shape = chain_shape(length)
+        rows, lanes, stripes = latency_shape(shape)
+        assert 32 % lanes == 0 and rows * lanes >= shape[0] * shape[1] and stripes == shape[2]
+        assert rows <= 4 or lanes == 32
 
 
 def _random_workload(rng, n_reads):
@@ -304,7 +303,8 @@ def test_hits_in_two_passes_are_the_one_pass_hits(planes):
     engine: random reads of lengths that are not multiples of 32, a panel of
     patterns of different lengths on both strands, one of them in several
     stripes; thresholds where the first pass flags many lanes, few, and
-    none."""
+    none; and with buffers too short for the second pass and the hit records
+    (the engine goes again with more room)."""
     from bpbc.alphabet import encode_pattern, encode_reads
     from bpbc.cpu_engine import CpuEngine
     from bpbc.gpu_engine import GpuEngine
@@ -330,8 +330,11 @@ def test_hits_in_two_passes_are_the_one_pass_hits(planes):
     for thresholds in (np.full(len(table), low), np.linspace(low, (1 << planes) - 1, len(table)).astype(np.int64),
                        np.full(len(table), (1 << planes) - 1)):
         expected_reads, expected_ks = np.nonzero((scores >= thresholds) | overflow)
+        short = [GpuEngine(flag_first=flag_first) for flag_first in (True, False)]
+        for engine in short:
+            engine._second_pass_words = engine._record_capacity = 1
         results = [engine.hits(engine.prepare(codes, lengths), table, scoring, planes, thresholds)
-                   for engine in (two_pass, one_pass)]
+                   for engine in (two_pass, one_pass, *short)]
         for reads_, ks, values, flags in results:
             assert np.array_equal(reads_, expected_reads) and np.array_equal(ks, expected_ks)
             assert np.array_equal(values, scores[reads_, ks]) and np.array_equal(flags, overflow[reads_, ks])
