@@ -130,6 +130,13 @@ def _hit_records_kernel():
 
 
 @cache
+def _popcount():
+    import cupy
+
+    return cupy.ElementwiseKernel("uint32 word", "int32 count", "count = __popc(word)", "bpbc_popcount")
+
+
+@cache
 def _flagged_lanes_kernel():
     return _compiled("flagged_lanes")
 
@@ -459,14 +466,17 @@ class GpuEngine:
         count, groups = len(table), prepared.groups
         thresholds_on_device = cupy.asarray(thresholds.astype(np.int32))  # before the kernels: the copy waits
         _, flag = self.launch(prepared, table, scoring, planes - 1, track_best=False)
-        # counts[:K]: each pattern's flagged lanes; counts[K]: the second pass's hit records
+        # the flagged lanes of each pattern (counts[:K]), and of each pattern in the words before each
+        # word (rank); counts[K]: the second pass's hit records
+        lanes = _popcount()(flag).astype(cupy.int64)
+        rank = cupy.cumsum(lanes, axis=1) - lanes
         counts = cupy.zeros(count + 1, cupy.uint64)
-        _flagged_lanes_kernel()((_blocks(count * groups),), (256,), (
-            flag, counts, _unused(), _unused(), np.int32(1), np.int32(count), np.int32(groups), np.int64(0)))
+        counts[:count] = lanes.sum(axis=1)
         # the second pass goes into buffers of the room the last batch needed (no copy to the host
         # between the passes, so the host runs ahead of the device), and once more where they fell short
         new_groups = max(1, min(count * groups, self._second_pass_words // (3 * prepared.width)))
-        second = self._second_pass(prepared, table, scoring, planes, flag, counts, thresholds_on_device, new_groups)
+        second = self._second_pass(prepared, table, scoring, planes, flag, rank, counts, thresholds_on_device,
+                                   new_groups)
         copied = counts.get()
         needed = int((-(-copied[:count].astype(np.int64) // WORD_BITS)).sum())
         if needed == 0:
@@ -474,20 +484,23 @@ class GpuEngine:
         if needed > new_groups:
             self._second_pass_words = 2 * needed * 3 * prepared.width
             counts[count:] = 0
-            second = self._second_pass(prepared, table, scoring, planes, flag, counts, thresholds_on_device, needed)
+            second = self._second_pass(prepared, table, scoring, planes, flag, rank, counts, thresholds_on_device,
+                                       needed)
             copied = counts.get()
-        packed = second.fetch(int(copied[count]))  # (pattern, hit mask, flag, best planes, positions)
+        packed = second.fetch(int(copied[count]))  # (new group, hit mask, flag, best planes, positions)
         word, lane, _, _ = set_lanes(packed[:, 0], packed[:, 1], 1)
         positions = packed[word, 3 + planes + lane].astype(np.int64)
-        return _sorted_hits(prepared.order[positions], packed[word, 0].astype(np.int64),
+        group_pattern = np.repeat(np.arange(count), -(-copied[:count].astype(np.int64) // WORD_BITS))
+        return _sorted_hits(prepared.order[positions], group_pattern[packed[word, 0]],
                             lane_values(packed[word, 3:3 + planes], lane), _lane_bits(packed[word, 2], lane))
 
-    def _second_pass(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, flag, counts,
+    def _second_pass(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, flag, rank, counts,
                      thresholds, new_groups: int):
         """Enqueue the second pass of :meth:`_hits_of_flagged_lanes` into
         ``new_groups`` word groups: the flagged lanes (first pass's flags,
-        their counts per pattern in ``counts[:K]``) gathered, screened with
-        scores, and their hit records written (counted in ``counts[K]``).
+        their ranks, their counts per pattern in ``counts[:K]``) gathered in
+        the order of the batch, screened with scores, and their hit records
+        written (counted in ``counts[K]``).
         Returns the :class:`_HitRecords`."""
         import cupy
 
@@ -499,7 +512,7 @@ class GpuEngine:
         src_position = cupy.full(new_groups * WORD_BITS, -1, cupy.int32)  # -1: an empty lane
         word_pattern = cupy.zeros(new_groups, cupy.int32)
         _flagged_lanes_kernel()((_blocks(count * groups),), (256,), (
-            flag, cursor, src_position, word_pattern, np.int32(0), np.int32(count), np.int32(groups),
+            flag, rank, cursor, src_position, word_pattern, np.int32(count), np.int32(groups),
             np.int64(new_groups * WORD_BITS)))
         gathered = PreparedReads(0, np.zeros(0, np.int64),  # lanes map back through src_position
                                  cupy.empty((new_groups, prepared.width, 3), cupy.uint32),
@@ -519,9 +532,8 @@ class _HitRecords:
     """The hit_records kernel, enqueued: the words of (rows, groups) results
     (launch's best and flag) that hold a lane at or above its pattern's
     threshold (``thresholds``: int32 on the device) or overflowing, as
-    records (flat word index, hit mask, flag, best planes; with ``ranged``:
-    its pattern in place of the index, and the batch positions of its 32
-    lanes after the planes), counted in ``counter`` (a
+    records (flat word index, hit mask, flag, best planes[, with ``ranged``:
+    the batch positions of its 32 lanes]), counted in ``counter`` (a
     one-word uint64 device array). Row r is pattern r's groups, holding the
     first ``n`` lanes of the batch; or, with ``ranged`` (word_pattern,
     lane_mask, src_position, device arrays), one row of second-pass words.
@@ -547,7 +559,7 @@ class _HitRecords:
         return records
 
     def fetch(self, found: int) -> np.ndarray:
-        """The records (uint32, (found, width)) by their first field, given their number
+        """The records (uint32, (found, width)) by word, given their number
         (``counter`` as copied to the host after the kernel ran)."""
         if found > self.capacity:
             self.engine._record_capacity = 2 * found  # for the batches after this one too
@@ -555,7 +567,7 @@ class _HitRecords:
             self.counter.fill(0)
             self.records = self._run()
         packed = self.records[:found].get()
-        return packed[np.argsort(packed[:, 0], kind="stable")]  # the kernel appends in no set order
+        return packed[np.argsort(packed[:, 0])]  # the kernel appends in no set order
 
 
 def _flag_first_pays(prepared: PreparedReads, table) -> bool:

@@ -295,31 +295,20 @@ __global__ void __launch_bounds__(128) sw_screen(
     }
 }
 
-// Warp-aggregated atomicAdd of each lane's `value` to counter[key], lanes of
-// one key in one atomic: returns each lane's offset (the counter before it,
-// plus the values of the warp's lanes of its key below it). Every lane of
-// the warp must call it.
-__device__ __forceinline__ unsigned long long warp_add(unsigned long long* counter, int key, unsigned value) {
+// A slot for each lane of the warp that asks for one (`take`), from
+// *counter, in one atomicAdd per warp. Every lane of the warp must call it.
+__device__ __forceinline__ unsigned long long warp_slot(unsigned long long* counter, bool take) {
     const unsigned lane = threadIdx.x & 31;
-    const unsigned peers = __match_any_sync(FULL_MASK, key);
-    const unsigned leader = __ffs(peers) - 1;
-    unsigned below = 0, total = 0;
-    for (unsigned rest = peers; rest != 0; rest &= rest - 1) {
-        const unsigned peer = __ffs(rest) - 1;
-        const unsigned v = __shfl_sync(peers, value, peer);
-        total += v;
-        if (peer < lane) below += v;
-    }
+    const unsigned takers = __ballot_sync(FULL_MASK, take);
     unsigned long long base = 0;
-    if (lane == leader && total != 0) base = atomicAdd(counter + key, (unsigned long long)total);
-    return __shfl_sync(peers, base, leader) + below;
+    if (lane == 0 && takers != 0) base = atomicAdd(counter, (unsigned long long)__popc(takers));
+    return __shfl_sync(FULL_MASK, base, 0) + __popc(takers & ((1u << lane) - 1u));
 }
 
 // The words that hold a passing lane, appended to `records` in no set order
 // (the caller sorts the hits): record = (flat word index, hit mask, flag,
-// best planes 0 .. B-1; with `ranged`: the word's pattern in place of its
-// index, and the batch position of each of its 32 lanes after the planes),
-// at most `capacity`; counter[0] counts them all (a
+// best planes 0 .. B-1[, with `ranged`: the batch position of each of the
+// word's 32 lanes]), at most `capacity`; counter[0] counts them all (a
 // caller whose buffer was short runs it again with a larger one). Bit i of
 // the hit mask: lane i of the word scores at least its pattern's threshold
 // or overflowed, and is a real instance. Words are (rows, groups): word
@@ -339,7 +328,7 @@ extern "C" __global__ void hit_records(const unsigned* __restrict__ best,       
     const long long total = (long long)rows * groups;
     const long long stride = (long long)gridDim.x * blockDim.x;
     const int width = 3 + planes + (ranged ? 32 : 0);
-    // every lane of a warp goes round the loop equally often (warp_add)
+    // every lane of a warp goes round the loop equally often (warp_slot)
     for (long long base = (long long)blockIdx.x * blockDim.x; base < total; base += stride) {
         const long long index = base + threadIdx.x;
         unsigned mask = 0;
@@ -357,10 +346,10 @@ extern "C" __global__ void hit_records(const unsigned* __restrict__ best,       
             const unsigned real = ranged ? lane_mask[g] : left >= 32 ? FULL_MASK : ((1u << left) - 1u);
             mask = (greater | equal | flag[index]) & real;
         }
-        const unsigned long long slot = warp_add(counter, 0, mask != 0);
+        const unsigned long long slot = warp_slot(counter, mask != 0);
         if (mask != 0 && slot < (unsigned long long)capacity) {
             unsigned* record = records + slot * width;
-            record[0] = ranged ? (unsigned)word_pattern[index] : (unsigned)index;
+            record[0] = (unsigned)index;
             record[1] = mask;
             record[2] = flag[index];
             for (int b = 0; b < planes; ++b) record[3 + b] = best[index * planes + b];
@@ -371,27 +360,26 @@ extern "C" __global__ void hit_records(const unsigned* __restrict__ best,       
     }
 }
 
-// The first pass's flagged lanes (flag (K, G)). count = 1: counted per
-// pattern, counter[k] += the flagged lanes of pattern k. count = 0: placed,
-// counter[k] being the cursor of pattern k (32 first[k], from
-// second_pass_ranges; its lanes fill its new word groups from group
-// first[k] on, in no set order): src_position[slot] = 32 group + lane of
-// each flagged lane and word_pattern[slot / 32] = k, for slots below
-// `slots` (the buffers' room; the caller sees a shortfall in the counts).
-extern "C" __global__ void flagged_lanes(const unsigned* __restrict__ flag,          // (K, G)
-                                         unsigned long long* __restrict__ counter,   // (K,): counts or cursors
-                                         int* __restrict__ src_position,             // (slots,)
-                                         int* __restrict__ word_pattern,             // (slots / 32,)
-                                         int count, int patterns, int groups, long long slots) {
+// The first pass's flagged lanes (flag (K, G)), placed in the order of the
+// batch: pattern k's lanes fill its new word groups from cursor[k] = 32
+// first[k] on (second_pass_ranges), rank[k, g] being its flagged lanes in
+// the words before word g: src_position[slot] = 32 g + lane of each, and
+// word_pattern[slot / 32] = k, for slots below `slots` (the buffers' room;
+// the caller sees a shortfall in the counts).
+extern "C" __global__ void flagged_lanes(const unsigned* __restrict__ flag,            // (K, G)
+                                         const long long* __restrict__ rank,           // (K, G)
+                                         const unsigned long long* __restrict__ cursor, // (K,)
+                                         int* __restrict__ src_position,               // (slots,)
+                                         int* __restrict__ word_pattern,               // (slots / 32,)
+                                         int patterns, int groups, long long slots) {
     const long long total = (long long)patterns * groups;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long base = (long long)blockIdx.x * blockDim.x; base < total; base += stride) {
-        const long long index = base + threadIdx.x;
-        unsigned word = index < total ? flag[index] : 0u;
-        const int k = index < total ? (int)(index / groups) : 0;
-        unsigned long long slot = warp_add(counter, k, __popc(word));
-        if (count) continue;
+    for (long long index = blockIdx.x * (long long)blockDim.x + threadIdx.x; index < total;
+         index += (long long)gridDim.x * blockDim.x) {
+        unsigned word = flag[index];
+        if (word == 0) continue;
+        const int k = (int)(index / groups);
         const int group = (int)(index % groups);
+        unsigned long long slot = cursor[k] + rank[index];
         for (; word != 0 && slot < (unsigned long long)slots; word &= word - 1, ++slot) {
             src_position[slot] = group * 32 + __ffs(word) - 1;
             word_pattern[slot / 32] = k;
