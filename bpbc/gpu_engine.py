@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from .engines import in_input_order, length_order
 from .scoring import Scoring
@@ -200,24 +201,6 @@ def _launches(table, latency: bool = False) -> list[_Launch]:
                                     cupy.asarray(sub.starts)))
     table.engine_cache[key] = launches
     return launches
-
-
-def lane_values(words: np.ndarray, lanes: np.ndarray) -> np.ndarray:
-    """int32 value of bit ``lanes[i]`` across the planes ``words[i]`` (uint32,
-    (N, planes), least significant plane first): one instance's score."""
-    planes = words.shape[1]
-    bits = (words >> lanes.astype(np.uint32)[:, None]) & 1
-    return (bits.astype(np.int32) << np.arange(planes, dtype=np.int32)).sum(axis=1, dtype=np.int32)
-
-
-def set_lanes(hot: np.ndarray, words: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(i, lane, k, group) of every set bit of ``words`` (uint32), the words at
-    flat positions ``hot`` of a (K, G) array: bit ``lane`` of words[i], word
-    group ``group`` of oriented pattern ``k``; ordered by i, then lane."""
-    bits = np.arange(WORD_BITS, dtype=np.uint32)
-    i, lane = np.nonzero((words[:, None] >> bits) & 1)
-    k, group = np.divmod(hot[i], groups)
-    return i, lane, k, group
 
 
 @dataclass
@@ -453,10 +436,7 @@ class GpuEngine:
         counter = cupy.zeros(1, cupy.uint64)
         records = _HitRecords(self, best, flag, thresholds_on_device, count, groups, planes, counter, n=prepared.n)
         packed = records.fetch(int(counter.get()[0]))
-        hot = packed[:, 0].astype(np.int64)
-        word, lane, k, group = set_lanes(hot, packed[:, 1], groups)
-        reads = prepared.order[group * WORD_BITS + lane]
-        return _sorted_hits(reads, k, lane_values(packed[word, 3:], lane), _lane_bits(packed[word, 2], lane))
+        return expand_hits(packed, planes, groups, prepared.order, np.zeros(0, np.int64))
 
     def _hits_of_flagged_lanes(self, prepared: PreparedReads, table, scoring: Scoring, planes: int,
                                thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -488,11 +468,8 @@ class GpuEngine:
                                        needed)
             copied = counts.get()
         packed = second.fetch(int(copied[count]))  # (new group, hit mask, flag, best planes, positions)
-        word, lane, _, _ = set_lanes(packed[:, 0], packed[:, 1], 1)
-        positions = packed[word, 3 + planes + lane].astype(np.int64)
         group_pattern = np.repeat(np.arange(count), -(-copied[:count].astype(np.int64) // WORD_BITS))
-        return _sorted_hits(prepared.order[positions], group_pattern[packed[word, 0]],
-                            lane_values(packed[word, 3:3 + planes], lane), _lane_bits(packed[word, 2], lane))
+        return expand_hits(packed, planes, 1, prepared.order, group_pattern)
 
     def _second_pass(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, flag, rank, counts,
                      thresholds, new_groups: int):
@@ -584,17 +561,58 @@ def _blocks(items: int, threads: int = 256) -> int:
     return max(1, min(-(-items // threads), 1 << 16))
 
 
-def _lane_bits(words: np.ndarray, lanes: np.ndarray) -> np.ndarray:
-    """Bit ``lanes[i]`` of ``words[i]``, as bool."""
-    return ((words >> lanes.astype(np.uint32)) & 1).astype(bool)
-
-
 def _no_hits() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:meth:`GpuEngine.hits` of a batch without any."""
     return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, bool)
 
 
-def _sorted_hits(reads: np.ndarray, ks: np.ndarray, values: np.ndarray, overflow: np.ndarray):
-    # by read, then pattern: one key (each pair is there once), faster than lexsort
-    order = np.argsort(reads * (int(ks.max(initial=0)) + 1) + ks)
-    return reads[order], ks[order], values[order], overflow[order]
+def expand_hits(records: np.ndarray, planes: int, groups: int, order: np.ndarray,
+                group_pattern: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:meth:`GpuEngine.hits` from hit records (uint32 (N, width), sorted by
+    word: flat word index, hit mask, flag, best planes[, 32 batch
+    positions]): (read, oriented pattern, score, overflow) of every lane set
+    in a hit mask, sorted by read, then pattern. Word w is group w % groups
+    of pattern w // groups (lane i: batch position 32 group + i); or, where
+    ``group_pattern`` is not empty (the second pass), of pattern
+    group_pattern[w], lane i from the position in the record. ``order``
+    maps batch positions to reads."""
+    reads, ks, values, overflow = _expand_hits(records, planes, groups, order, group_pattern)
+    if len(reads) > 1:
+        key = reads * (int(ks.max()) + 1) + ks  # one per (read, pattern): there is each pair once
+        if (key[1:] < key[:-1]).any():  # (often sorted already: reads in batch order)
+            by_key = np.argsort(key)
+            return reads[by_key], ks[by_key], values[by_key], overflow[by_key]
+    return reads, ks, values, overflow
+
+
+@njit(cache=True, nogil=True)
+def _expand_hits(records, planes, groups, order, group_pattern):
+    hits = 0
+    for i in range(len(records)):
+        mask = records[i, 1]
+        while mask:
+            mask &= mask - np.uint32(1)
+            hits += 1
+    reads = np.empty(hits, np.int64)
+    ks = np.empty(hits, np.int64)
+    values = np.empty(hits, np.int32)
+    overflow = np.empty(hits, np.bool_)
+    h = 0
+    for i in range(len(records)):
+        word = np.int64(records[i, 0])
+        for lane in range(32):
+            if (records[i, 1] >> np.uint32(lane)) & np.uint32(1):
+                if len(group_pattern):
+                    ks[h] = group_pattern[word]
+                    position = np.int64(records[i, 3 + planes + lane])
+                else:
+                    ks[h] = word // groups
+                    position = (word % groups) * 32 + lane
+                value = 0
+                for b in range(planes):
+                    value |= np.int32((records[i, 3 + b] >> np.uint32(lane)) & np.uint32(1)) << b
+                values[h] = value
+                overflow[h] = (records[i, 2] >> np.uint32(lane)) & np.uint32(1) == 1
+                reads[h] = order[position]
+                h += 1
+    return reads, ks, values, overflow

@@ -53,25 +53,49 @@ def test_chain_shape_covers_the_pattern(length):
     assert rows * lanes * (stripes - 1) < length  # no empty stripe
 
 
-def test_set_lanes_and_lane_values_read_words_bit_by_bit():
-    """The host side of hits: which lanes of the copied-back words are set,
-    and an instance's score from its plane words."""
-    from bpbc.gpu_engine import lane_values, set_lanes
+@pytest.mark.parametrize("second_pass", [False, True])
+def test_expand_hits_reads_the_records_lane_by_lane(second_pass):
+    """The host side of hits: each set lane of a hit record as (read,
+    pattern, score, overflow), against a plain loop over the bits, sorted by
+    read then pattern."""
+    from bpbc.gpu_engine import expand_hits
 
     rng = np.random.default_rng(2)
-    groups = 3
-    hot = np.array([0, 4, 5, 8])  # flat (K, G) positions: k = hot // G, group = hot % G
-    words = rng.integers(0, 1 << 32, size=len(hot), dtype=np.uint64).astype(np.uint32)
-    words[1] = 0x80000001
-    i, lane, k, group = set_lanes(hot, words, groups)
-    expected = [(t, b) for t in range(len(hot)) for b in range(32) if (int(words[t]) >> b) & 1]
-    assert list(zip(i.tolist(), lane.tolist())) == expected
-    assert np.array_equal(k, hot[i] // groups) and np.array_equal(group, hot[i] % groups)
-    planes = rng.integers(0, 1 << 32, size=(len(i), 6), dtype=np.uint64).astype(np.uint32)
-    values = lane_values(planes, lane)
-    assert values.dtype == np.int32
-    assert values.tolist() == [sum(((int(w[p]) >> b) & 1) << p for p in range(6)) for w, b in zip(planes, lane)]
-    assert lane_values(np.zeros((0, 5), np.uint32), np.zeros(0, np.int64)).shape == (0,)
+    planes, groups, patterns = 6, 10, 3
+    n = groups * 32 - 7
+    order = rng.permutation(n)  # batch position -> read
+    words = np.sort(rng.choice(patterns * groups, 9, replace=False))
+    if second_pass:  # words: new groups of patterns 0, 0, 1, 2, ...; lanes from anywhere in the batch
+        group_pattern = np.sort(rng.integers(0, patterns, len(words)))
+        words = np.arange(len(words))
+        positions = rng.permutation(n)[:len(words) * 32].reshape(-1, 32)  # each lane once
+    else:
+        group_pattern = np.zeros(0, np.int64)
+        positions = np.zeros((len(words), 0), np.int64)
+    masks = rng.integers(0, 1 << 32, len(words), dtype=np.uint64).astype(np.uint32)
+    masks[0], masks[-1] = 0xFFFFFFFF, 0x80000001
+    if not second_pass:  # no lane past the batch's end
+        masks = np.where(words % groups == groups - 1, masks & np.uint32((1 << (n % 32)) - 1), masks)
+    flags = rng.integers(0, 1 << 32, len(words), dtype=np.uint64).astype(np.uint32)
+    best = rng.integers(0, 1 << 32, (len(words), planes), dtype=np.uint64).astype(np.uint32)
+    records = np.concatenate([words[:, None], masks[:, None], flags[:, None], best, positions], axis=1).astype(np.uint32)
+    expected = []
+    for i, word in enumerate(words.tolist()):
+        for lane in range(32):
+            if (int(masks[i]) >> lane) & 1:
+                if second_pass:
+                    k, position = int(group_pattern[word]), int(positions[i, lane])
+                else:
+                    k, position = word // groups, (word % groups) * 32 + lane
+                value = sum(((int(best[i, b]) >> lane) & 1) << b for b in range(planes))
+                expected.append((int(order[position]), k, value, bool((int(flags[i]) >> lane) & 1)))
+    expected.sort()
+    reads, ks, values, overflow = expand_hits(records, planes, 1 if second_pass else groups, order, group_pattern)
+    assert reads.dtype == ks.dtype == np.int64 and values.dtype == np.int32 and overflow.dtype == bool
+    assert list(zip(reads.tolist(), ks.tolist(), values.tolist(), overflow.tolist())) == expected
+    assert len(expected) > 32
+    empty = expand_hits(records[:0], planes, groups, order, group_pattern)
+    assert all(column.shape == (0,) for column in empty)
 
 
 def test_latency_shape_trades_rows_for_lanes_and_still_covers_the_pattern():
