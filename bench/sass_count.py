@@ -11,15 +11,17 @@ same source with the same language options for ``--arch`` (``compiler`` column
 says which). ``cuobjdump -sass`` (or ``nvdisasm``) disassembles the cubin.
 
 The inner loop is the innermost backward branch region of the kernel with
-the most LOP3 (for ``sw_screen``: the ``while`` loop that advances one read
-column per iteration). One iteration updates R pattern rows of one column in
-each thread, i.e. R words of 32 cells, so "per word" = count / R. Two scopes:
+the most LOP3 (for ``sw_screen``: the ``while`` loop that advances
+``columns_per_turn`` read columns per iteration, one step each). One step
+updates R pattern rows of one column in each thread, i.e. R words of 32
+cells. Two scopes:
 
 * ``loop``: every instruction of the loop body once (all its basic blocks,
-  the rarely taken ones too: an upper bound of one steady-state iteration);
+  the rarely taken ones too: an upper bound of one steady-state iteration),
+  per word = count / (columns_per_turn R);
 * ``cell_block``: the loop's largest basic block, the straight-line cell
-  updates of the R rows (what the gate circuit costs, without the loop's
-  bookkeeping).
+  updates of the R rows of one step (what the gate circuit costs, without
+  the loop's bookkeeping), per word = count / R.
 
 ``executed`` rows (optional, from Nsight Compute's per-instruction
 "Instructions Executed", see ``--executed``) weight every instruction by how
@@ -428,14 +430,21 @@ def executed_counts(rows: list[tuple[int, str, float]]) -> Counter:
 
 # ---------------------------------------------------------------- rows
 
+def columns_per_turn(planes: int, rows_per_lane: int) -> int:
+    """Column steps per turn of sw_screen's loop: two where H and E alternate
+    between two register buffers (TWO_BUFFERS in bpbc/sw.cu: B R <= 64), else one."""
+    return 2 if planes * rows_per_lane <= 64 else 1
+
+
 def report_rows(report: LoopReport, rows_per_lane: int, base: dict) -> list[dict]:
     out = []
-    for scope, counts, span in (("loop", report.loop, report.span),
-                                ("cell_block", report.cell_block, report.cell_block_span)):
+    steps = columns_per_turn(int(base["planes"]), rows_per_lane)
+    for scope, counts, span, words in (("loop", report.loop, report.span, steps * rows_per_lane),
+                                       ("cell_block", report.cell_block, report.cell_block_span, rows_per_lane)):
         total = sum(counts.values())
         row = dict(base, scope=scope, span=f"0x{span[0]:x}-0x{span[1]:x}", instructions=total,
-                   words_per_iteration=rows_per_lane, per_word_total=f"{total / rows_per_lane:.2f}")
-        row.update({f"per_word_{name}": f"{counts[name] / rows_per_lane:.2f}" for name in CLASSES})
+                   words_per_iteration=words, per_word_total=f"{total / words:.2f}")
+        row.update({f"per_word_{name}": f"{counts[name] / words:.2f}" for name in CLASSES})
         out.append(row)
     return out
 

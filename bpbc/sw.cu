@@ -118,6 +118,9 @@ __global__ void __launch_bounds__(128) sw_screen(
     // keep the 4R pattern words in registers (else rebuilt every column) only
     // where they fit: at B R > 64 (B = 9, 10 at R = 8) pinning them spills
     constexpr bool PIN_MASKS = B * R <= 64;
+    // H and E in two register buffers, two column steps a turn, where they
+    // fit too (at B = 9, 10 and R = 8 they spilled; one buffer there)
+    constexpr bool TWO_BUFFERS = PIN_MASKS;
 
     // one grid row per oriented pattern: every pattern and strand in one launch
     const unsigned char* pattern = patterns + pattern_start[blockIdx.y];
@@ -162,13 +165,17 @@ __global__ void __launch_bounds__(128) sw_screen(
                 pt[r] = __shfl_sync(FULL_MASK, pt[r], threadIdx.x & 31);
             }
         }
-        unsigned H[R][B], E[R][B], best[B], out_h[B], out_f[B], prev_in_h[B], pub_best[B];
+        // H, E and top (H of the row above row 0 in the previous column: its
+        // diagonal) in two buffers each: a step reads one and writes the other,
+        // two steps a turn, so that no register copies carry them over (with
+        // TWO_BUFFERS; else a step reads and writes buffer 0)
+        unsigned H[2][R][B], E[2][R][B], top[2][B], best[B], out_f[B], pub_best[B];
         unsigned flag = 0, pub_flag = 0;
 #pragma unroll
         for (int k = 0; k < B; ++k) {
-            best[k] = out_h[k] = out_f[k] = prev_in_h[k] = pub_best[k] = 0;
+            best[k] = out_f[k] = pub_best[k] = top[0][k] = top[1][k] = 0;
 #pragma unroll
-            for (int r = 0; r < R; ++r) H[r][k] = E[r][k] = 0;
+            for (int r = 0; r < R; ++r) H[0][r][k] = E[0][r][k] = H[1][r][k] = E[1][r][k] = 0;
         }
         int wait = lane;  // lane p starts p steps late: the wavefront skew
         int g = chain, j = 0;
@@ -176,12 +183,19 @@ __global__ void __launch_bounds__(128) sw_screen(
         int len = done ? 1 : group_length[g];
         __syncwarp();  // the previous stripe's boundary writes are visible
 
-        while (__any_sync(FULL_MASK, !done)) {
+        // one column step: reads H, E, top of buffer c, writes those of buffer n
+        auto step = [&](const int c, const int n) {
+            unsigned (&Hc)[R][B] = H[c];
+            unsigned (&Ec)[R][B] = E[c];
+            unsigned (&Ac)[B] = top[c];
+            unsigned (&Hn)[R][B] = H[n];
+            unsigned (&En)[R][B] = E[n];
+            unsigned (&An)[B] = top[n];
             const bool active = wait == 0 && !done;
             unsigned in_h[B], in_f[B];
 #pragma unroll
             for (int k = 0; k < B; ++k) {
-                in_h[k] = __shfl_up_sync(FULL_MASK, out_h[k], 1, P);
+                in_h[k] = __shfl_up_sync(FULL_MASK, Hc[R - 1][k], 1, P);
                 in_f[k] = __shfl_up_sync(FULL_MASK, out_f[k], 1, P);
             }
             if (lane == 0) {
@@ -207,49 +221,53 @@ __global__ void __launch_bounds__(128) sw_screen(
                 asm volatile("");
 #pragma unroll
                 for (int k = 0; k < B; ++k) {
-                    best[k] = prev_in_h[k] = 0;
+                    best[k] = Ac[k] = 0;
 #pragma unroll
-                    for (int r = 0; r < R; ++r) H[r][k] = E[r][k] = 0;
+                    for (int r = 0; r < R; ++r) Hc[r][k] = Ec[r][k] = 0;
                 }
                 flag = 0;
             }
-            unsigned hd[B], f[B];
+            unsigned f[B], h[B], h_above[B];
 #pragma unroll
-            for (int k = 0; k < B; ++k) {
-                hd[k] = prev_in_h[k];
-                f[k] = in_f[k];
-                prev_in_h[k] = in_h[k];
-            }
+            for (int k = 0; k < B; ++k) f[k] = in_f[k];
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 const unsigned low_pair = (lo & pc[r]) | (~lo & pa[r]);
                 const unsigned high_pair = (lo & pt[r]) | (~lo & pg[r]);
                 const unsigned match = va & ((hi & high_pair) | (~hi & low_pair));
-                unsigned h[B];
                 // without BEST the cell's best goes to a fresh zero array that
                 // nothing reads: its logic is dead, not carried from column to column
                 unsigned no_best[B] = {};
                 unsigned (&cell_best)[B] = BEST ? best : no_best;
+                // the diagonal: the row above in the previous column
+                const unsigned (&hd)[B] = r == 0 ? Ac : Hc[r > 0 ? r - 1 : 0];
+#pragma unroll
+                for (int k = 0; k < B; ++k) En[r][k] = Ec[r][k];
                 if constexpr (SYNTHESISED) {
-                    SwCell<B, MA, MI, OE, EX>::update(match, hd, E[r], f, cell_best, flag, h);
+                    SwCell<B, MA, MI, OE, EX>::update(match, hd, En[r], f, cell_best, flag, h);
                 } else {
-                    hand_cell<B, MA, MI, OE, EX>(match, hd, E[r], f, cell_best, flag, h);
+                    hand_cell<B, MA, MI, OE, EX>(match, hd, En[r], f, cell_best, flag, h);
                 }
+                // the row above's new H goes in only now: with one buffer (c == n)
+                // this row still read its old value as the diagonal
 #pragma unroll
-                for (int k = 0; k < B; ++k) hd[k] = H[r][k];  // diagonal of the next row
-#pragma unroll
-                for (int k = 0; k < B; ++k) H[r][k] = h[k];
+                for (int k = 0; k < B; ++k) {
+                    if (r > 0) Hn[r > 0 ? r - 1 : 0][k] = h_above[k];
+                    h_above[k] = h[k];
+                }
             }
 #pragma unroll
             for (int k = 0; k < B; ++k) {
-                out_h[k] = H[R - 1][k];
-                out_f[k] = f[k];
+                Hn[R - 1][k] = h_above[k];
+                An[k] = in_h[k];  // after row 0 read Ac (the same array with one buffer)
             }
+#pragma unroll
+            for (int k = 0; k < B; ++k) out_f[k] = f[k];
             if (active && lane == P - 1 && stripe + 1 < stripes) {
                 unsigned* below = stripe_columns + ((size_t)g * length + j) * (2 * B);
 #pragma unroll
                 for (int k = 0; k < B; ++k) {
-                    below[k] = out_h[k];
+                    below[k] = Hn[R - 1][k];
                     below[B + k] = out_f[k];
                 }
             }
@@ -290,6 +308,15 @@ __global__ void __launch_bounds__(128) sw_screen(
                 g += chains;
                 done = g >= groups;
                 if (!done) len = group_length[g];
+            }
+        };
+        while (__any_sync(FULL_MASK, !done)) {
+            if constexpr (TWO_BUFFERS) {
+                step(0, 1);
+                if (!__any_sync(FULL_MASK, !done)) break;
+                step(1, 0);
+            } else {
+                step(0, 0);
             }
         }
     }

@@ -74,9 +74,11 @@ def test_basic_blocks_split_at_targets_and_branches(small):
 def test_report_rows_divide_by_words():
     report = sc.LoopReport("f", (0, 0x70), sc.class_counts([sc.Instruction(0, "LOP3.LUT", "")] * 8),
                            sc.class_counts([sc.Instruction(0, "LOP3.LUT", "")] * 4), (0, 0x30), 1, None)
-    rows = sc.report_rows(report, 4, {"planes": 6})
-    assert rows[0]["scope"] == "loop" and rows[0]["per_word_lop3"] == "2.00" and rows[0]["per_word_total"] == "2.00"
+    rows = sc.report_rows(report, 4, {"planes": 6})  # the loop: two column steps of 4 words
+    assert rows[0]["scope"] == "loop" and rows[0]["per_word_lop3"] == "1.00" and rows[0]["per_word_total"] == "1.00"
     assert rows[1]["scope"] == "cell_block" and rows[1]["per_word_lop3"] == "1.00"
+    rows = sc.report_rows(report, 8, {"planes": 9})  # B R > 64: one buffer, one step a turn
+    assert rows[0]["per_word_lop3"] == "1.00" and rows[1]["per_word_lop3"] == "0.50"
 
 
 NCU_SOURCE = (
@@ -154,5 +156,5 @@ def test_flag_only_kernel_drops_the_best_logic():
     from bpbc.scoring import Scoring
 
     rows = sc.run([5], 128, Scoring(), compiler="nvcc", variants=("best", "flag"))
-    cell = {r["variant"]: float(r["per_word_lop3"]) for r in rows if r["scope"] == "cell_block"}
-    assert cell["flag"] < cell["best"] - 6
+    loop = {r["variant"]: float(r["per_word_lop3"]) for r in rows if r["scope"] == "loop"}
+    assert loop["flag"] < loop["best"] - 6
