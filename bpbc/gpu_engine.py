@@ -477,8 +477,7 @@ class GpuEngine:
         ``new_groups`` word groups: the flagged lanes (first pass's flags,
         their ranks, their counts per pattern in ``counts[:K]``) gathered in
         the order of the batch, screened with scores, and their hit records
-        written (counted in ``counts[K]``).
-        Returns the :class:`_HitRecords`."""
+        written (counted in ``counts[K]``): the :class:`_HitRecords`."""
         import cupy
 
         count, groups = len(table), prepared.groups
@@ -500,9 +499,8 @@ class GpuEngine:
             prepared.planes, prepared.group_length, src_position, gathered.planes, gathered.group_length,
             lane_mask, np.int32(new_groups), np.int32(prepared.width)))
         best, flag = self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True)
-        records = _HitRecords(self, best, flag, thresholds, 1, new_groups, planes, counts[count:],
-                              ranged=(word_pattern, lane_mask, src_position))
-        return records
+        return _HitRecords(self, best, flag, thresholds, 1, new_groups, planes, counts[count:],
+                           ranged=(word_pattern, lane_mask, src_position))
 
 
 class _HitRecords:
