@@ -116,7 +116,8 @@ def _leftovers(directory: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    # ":0": its HTTP server on a free port (on a taken 8787 distributed would warn, an error here)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                   silence_logs=logging.CRITICAL) as cluster, \
             distributed.Client(cluster, set_as_default=False) as client:  # nothing may rely on a default client
         client.wait_for_workers(2)
