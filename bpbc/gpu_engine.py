@@ -458,7 +458,8 @@ class GpuEngine:
         second = self._second_pass(prepared, table, scoring, planes, flag, rank, counts, thresholds_on_device,
                                    new_groups)
         copied = counts.get()
-        needed = int((-(-copied[:count].astype(np.int64) // WORD_BITS)).sum())
+        sizes = -(-copied[:count].astype(np.int64) // WORD_BITS)  # each pattern's new word groups
+        needed = int(sizes.sum())
         if needed == 0:
             return _no_hits()
         if needed > new_groups:
@@ -468,7 +469,7 @@ class GpuEngine:
                                        needed)
             copied = counts.get()
         packed = second.fetch(int(copied[count]))  # (new group, hit mask, flag, best planes, positions)
-        group_pattern = np.repeat(np.arange(count), -(-copied[:count].astype(np.int64) // WORD_BITS))
+        group_pattern = np.repeat(np.arange(count), sizes)
         return expand_hits(packed, planes, 1, prepared.order, group_pattern)
 
     def _second_pass(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, flag, rank, counts,
