@@ -181,6 +181,21 @@ __global__ void __launch_bounds__(128) sw_screen(
         int g = chain, j = 0;
         bool done = chain >= chains || g >= groups;
         int len = done ? 1 : group_length[g];
+        // the read planes of the column the next step takes (0 while the lane
+        // waits or is done), loaded a step ahead: their latency then overlaps
+        // a whole step, where before the step's first LOP3 waited on them
+        // (with one warp per scheduler, in small batches, no other warp hid it)
+        unsigned lo = 0, hi = 0, va = 0;
+        auto load_column = [&](const bool on, const int group, const int column_index) {
+            lo = hi = va = 0;
+            if (on) {
+                const unsigned* column = planes + ((size_t)group * length + column_index) * 3;
+                lo = column[0];
+                hi = column[1];
+                va = column[2];
+            }
+        };
+        load_column(wait == 0 && !done, g, 0);
         __syncwarp();  // the previous stripe's boundary writes are visible
 
         // one column step: reads H, E, top of buffer c, writes those of buffer n
@@ -206,13 +221,14 @@ __global__ void __launch_bounds__(128) sw_screen(
                     in_f[k] = (active && stripe > 0) ? above[B + k] : 0u;
                 }
             }
-            unsigned lo = 0, hi = 0, va = 0;
-            if (active) {
-                const unsigned* column = planes + ((size_t)g * length + j) * 3;
-                lo = column[0];
-                hi = column[1];
-                va = column[2];
-            }
+            // where this lane steps next (it stays put while it waits or is
+            // done), and that column's planes, loaded now for the next step
+            const unsigned lo_now = lo, hi_now = hi, va_now = va;
+            const bool next_group = active && j + 1 == len;
+            const int next_g = next_group ? g + chains : g;
+            const int next_j = next_group ? 0 : j + (active ? 1 : 0);
+            const bool next_done = done || next_g >= groups;
+            load_column(wait <= 1 && !next_done, next_g, next_j);
             // a new group: column -1 and the gap states are 0. The empty
             // volatile asm keeps this a branch, taken in the few columns where
             // a lane of the warp starts a group: without it the compiler turns
@@ -232,9 +248,9 @@ __global__ void __launch_bounds__(128) sw_screen(
             for (int k = 0; k < B; ++k) f[k] = in_f[k];
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-                const unsigned low_pair = (lo & pc[r]) | (~lo & pa[r]);
-                const unsigned high_pair = (lo & pt[r]) | (~lo & pg[r]);
-                const unsigned match = va & ((hi & high_pair) | (~hi & low_pair));
+                const unsigned low_pair = (lo_now & pc[r]) | (~lo_now & pa[r]);
+                const unsigned high_pair = (lo_now & pt[r]) | (~lo_now & pg[r]);
+                const unsigned match = va_now & ((hi_now & high_pair) | (~hi_now & low_pair));
                 // without BEST the cell's best goes to a fresh zero array that
                 // nothing reads: its logic is dead, not carried from column to column
                 unsigned no_best[B] = {};
@@ -301,14 +317,11 @@ __global__ void __launch_bounds__(128) sw_screen(
                     }
                 }
             }
-            if (wait > 0) {
-                --wait;
-            } else if (!done && ++j == len) {
-                j = 0;
-                g += chains;
-                done = g >= groups;
-                if (!done) len = group_length[g];
-            }
+            if (wait > 0) --wait;
+            g = next_g;
+            j = next_j;
+            done = next_done;
+            if (next_group && !done) len = group_length[g];
         };
         while (__any_sync(FULL_MASK, !done)) {
             if constexpr (TWO_BUFFERS) {
