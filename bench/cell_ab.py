@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     masks = encode_pattern("".join(rng.choice(list("ACGT"), args.pattern_length)))
     prepared = random_prepared(args.reads, args.read_length, seed=1)
     cells = args.reads * args.read_length * args.pattern_length
-    rows_per_lane, lanes, _ = chain_shape(args.pattern_length)
+    rows_per_lane, lanes, stripes = chain_shape(args.pattern_length)
     circuits = available()
     device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     rows = []
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             best, flag = engine.launch(prepared, PatternTable.of([masks]), scoring, planes)
             outputs[cell] = (best.get(), flag.get())
             row = {"device": device, "cell": cell, "synthesised": synthesised and cell == "synth", "planes": planes,
-                   "kernel": kernel_expression(planes, rows_per_lane, lanes, scoring, engine.cell),
+                   "kernel": kernel_expression(planes, rows_per_lane, lanes, scoring, engine.cell, True, stripes > 1),
                    "reads": args.reads, "read_length": args.read_length, "pattern_length": args.pattern_length,
                    "seconds": f"{seconds:.6f}", "tcups": f"{cells / seconds / 1e12:.3f}"}
             rows.append(row)

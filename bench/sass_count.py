@@ -214,14 +214,6 @@ def analyse(function: Function, key: str = "lop3") -> LoopReport:
 
 # ---------------------------------------------------------------- compiling
 
-def kernel_expression(planes: int, rows: int, lanes: int, scoring, cell: int = 1, best: bool = True) -> str:
-    """The name expression gpu_engine._kernel compiles (tests check they agree);
-    cell: 1 = the synthesised cell where one exists, 0 = the hand-written one;
-    best: False = the flag-only kernel (the two-pass screen's first pass)."""
-    return (f"sw_screen<{planes},{rows},{lanes},{scoring.match},{scoring.mismatch},"
-            f"{scoring.first_gap},{scoring.gap_extend},{cell},{int(best)}>")
-
-
 def cupy_arch() -> str | None:
     try:
         import cupy
@@ -495,14 +487,15 @@ def run(planes_list, pattern_length: int, scoring, compiler: str = "auto", arch:
     """Static counts per (cell, variant, planes); cells: "synth" (the
     synthesised cell where one exists, what the engine runs by default)
     and/or "hand"; variants: "best" and/or "flag" (see VARIANTS)."""
-    from bpbc.gpu_engine import cell_kind, chain_shape, kernel_source
+    from bpbc.gpu_engine import cell_kind, chain_shape, kernel_expression, kernel_source
 
     source = kernel_source()
     rows_per_lane, lanes, stripes = chain_shape(pattern_length)
     use_nvrtc = compiler == "nvrtc" or (compiler == "auto" and cupy_arch() is not None)
     rows = []
     for cell, variant, planes in ((c, v, b) for c in cells for v in variants for b in planes_list):
-        expression = kernel_expression(planes, rows_per_lane, lanes, scoring, cell_kind(cell), variant == "best")
+        expression = kernel_expression(planes, rows_per_lane, lanes, scoring, cell_kind(cell), variant == "best",
+                                       stripes > 1)
         if use_nvrtc:
             cubin, mangled, how = compile_nvrtc(source, expression, arch)
             target = arch or cupy_arch()

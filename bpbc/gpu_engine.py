@@ -100,11 +100,13 @@ def cell_kind(cell: str | None = None) -> int:
     return CELL_KINDS[cell]
 
 
-def kernel_expression(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int = 1, best: bool = True) -> str:
+def kernel_expression(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int = 1, best: bool = True,
+                      striped: bool = False) -> str:
     """The name expression of the sw_screen instance for one launch (``best``
-    False: the flag-only kernel of the two-pass screen's first pass)."""
+    False: the flag-only kernel of the two-pass screen's first pass;
+    ``striped``: a pattern of the launch needs more than one stripe)."""
     return (f"sw_screen<{planes},{rows},{lanes},{scoring.match},{scoring.mismatch},"
-            f"{scoring.first_gap},{scoring.gap_extend},{cell},{int(best)}>")
+            f"{scoring.first_gap},{scoring.gap_extend},{cell},{int(best)},{int(striped)}>")
 
 
 def _compiled(name: str):
@@ -121,8 +123,9 @@ def _compiled(name: str):
 
 
 @cache
-def _kernel(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int = 1, best: bool = True):
-    return _compiled(kernel_expression(planes, rows, lanes, scoring, cell, best))
+def _kernel(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int = 1, best: bool = True,
+            striped: bool = False):
+    return _compiled(kernel_expression(planes, rows, lanes, scoring, cell, best, striped))
 
 
 @cache
@@ -355,7 +358,7 @@ class GpuEngine:
         best = cupy.zeros(leading + (groups, planes if track_best else 0), cupy.uint32)
         flag = cupy.zeros(leading + (groups,), cupy.uint32)
         for launch in _launches(table, latency):
-            kernel = _kernel(planes, launch.rows, launch.lanes, scoring, self.cell, track_best)
+            kernel = _kernel(planes, launch.rows, launch.lanes, scoring, self.cell, track_best, launch.stripes > 1)
             count = len(launch.ks)
             if group_ranges is None:
                 swept = groups  # word groups each pattern sweeps

@@ -97,7 +97,10 @@ __device__ __forceinline__ void hand_cell(unsigned match, const unsigned (&hd)[B
 // CELL: 1 = the synthesised cell SwCell<B, MA, MI, OE, EX> where one exists
 // (else the hand-written one), 0 = always the hand-written cell. BEST: 1 =
 // best score and flag, 0 = the flag only (out_best is then not touched).
-template <int B, int R, int P, int MA, int MI, int OE, int EX, int CELL, int BEST>
+// STRIPED: 0 = every pattern of the launch fits one stripe (P R rows), so
+// the stripe boundary's loads and stores are not compiled in: with one warp
+// per scheduler (small batches) each branch the warp takes costs fetch stalls.
+template <int B, int R, int P, int MA, int MI, int OE, int EX, int CELL, int BEST, int STRIPED>
 __global__ void __launch_bounds__(128) sw_screen(
     const unsigned* __restrict__ planes,       // (G, L, 3): low bit, high bit, valid
     const int* __restrict__ group_length,      // (G,), >= 1
@@ -125,7 +128,7 @@ __global__ void __launch_bounds__(128) sw_screen(
     // one grid row per oriented pattern: every pattern and strand in one launch
     const unsigned char* pattern = patterns + pattern_start[blockIdx.y];
     const int m = (int)(pattern_start[blockIdx.y + 1] - pattern_start[blockIdx.y]);
-    const int stripes = (m + P * R - 1) / (P * R);
+    const int stripes = STRIPED ? (m + P * R - 1) / (P * R) : 1;
     if (!ranged) {
         out_best += (size_t)blockIdx.y * groups * B;
         out_flag += (size_t)blockIdx.y * groups;
@@ -181,6 +184,8 @@ __global__ void __launch_bounds__(128) sw_screen(
         int g = chain, j = 0;
         bool done = chain >= chains || g >= groups;
         int len = done ? 1 : group_length[g];
+        // the length of this chain's next group, loaded a group ahead
+        int len_after = !done && g + chains < groups ? group_length[g + chains] : 0;
         // the read planes of the column the next step takes (0 while the lane
         // waits or is done), loaded a step ahead: their latency then overlaps
         // a whole step, where before the step's first LOP3 waited on them
@@ -198,7 +203,9 @@ __global__ void __launch_bounds__(128) sw_screen(
         load_column(wait == 0 && !done, g, 0);
         __syncwarp();  // the previous stripe's boundary writes are visible
 
-        // one column step: reads H, E, top of buffer c, writes those of buffer n
+        // One column step: reads H, E, top of buffer c, writes those of buffer
+        // n. Its common path has no branch: the rare work (a group's end, the
+        // reset before a lane's next group) sits behind one warp vote.
         auto step = [&](const int c, const int n) {
             unsigned (&Hc)[R][B] = H[c];
             unsigned (&Ec)[R][B] = E[c];
@@ -212,13 +219,16 @@ __global__ void __launch_bounds__(128) sw_screen(
             for (int k = 0; k < B; ++k) {
                 in_h[k] = __shfl_up_sync(FULL_MASK, Hc[R - 1][k], 1, P);
                 in_f[k] = __shfl_up_sync(FULL_MASK, out_f[k], 1, P);
+                if (lane == 0) in_h[k] = in_f[k] = 0u;  // the first stripe's row -1
             }
-            if (lane == 0) {
-                const unsigned* above = stripe_columns + ((size_t)g * length + j) * (2 * B);
+            if constexpr (STRIPED) {
+                if (lane == 0 && active && stripe > 0) {
+                    const unsigned* above = stripe_columns + ((size_t)g * length + j) * (2 * B);
 #pragma unroll
-                for (int k = 0; k < B; ++k) {
-                    in_h[k] = (active && stripe > 0) ? above[k] : 0u;
-                    in_f[k] = (active && stripe > 0) ? above[B + k] : 0u;
+                    for (int k = 0; k < B; ++k) {
+                        in_h[k] = above[k];
+                        in_f[k] = above[B + k];
+                    }
                 }
             }
             // where this lane steps next (it stays put while it waits or is
@@ -229,20 +239,6 @@ __global__ void __launch_bounds__(128) sw_screen(
             const int next_j = next_group ? 0 : j + (active ? 1 : 0);
             const bool next_done = done || next_g >= groups;
             load_column(wait <= 1 && !next_done, next_g, next_j);
-            // a new group: column -1 and the gap states are 0. The empty
-            // volatile asm keeps this a branch, taken in the few columns where
-            // a lane of the warp starts a group: without it the compiler turns
-            // the B (2R + 2) + 1 register reset into selects run every column.
-            if (active && j == 0) {
-                asm volatile("");
-#pragma unroll
-                for (int k = 0; k < B; ++k) {
-                    best[k] = Ac[k] = 0;
-#pragma unroll
-                    for (int r = 0; r < R; ++r) Hc[r][k] = Ec[r][k] = 0;
-                }
-                flag = 0;
-            }
             unsigned f[B], h[B], h_above[B];
 #pragma unroll
             for (int k = 0; k < B; ++k) f[k] = in_f[k];
@@ -279,24 +275,29 @@ __global__ void __launch_bounds__(128) sw_screen(
             }
 #pragma unroll
             for (int k = 0; k < B; ++k) out_f[k] = f[k];
-            if (active && lane == P - 1 && stripe + 1 < stripes) {
-                unsigned* below = stripe_columns + ((size_t)g * length + j) * (2 * B);
+            if constexpr (STRIPED) {
+                if (active && lane == P - 1 && stripe + 1 < stripes) {
+                    unsigned* below = stripe_columns + ((size_t)g * length + j) * (2 * B);
 #pragma unroll
-                for (int k = 0; k < B; ++k) {
-                    below[k] = Hn[R - 1][k];
-                    below[B + k] = out_f[k];
+                    for (int k = 0; k < B; ++k) {
+                        below[k] = Hn[R - 1][k];
+                        below[B + k] = out_f[k];
+                    }
                 }
             }
             const bool group_end = active && j == len - 1;
-            if (__any_sync(FULL_MASK, group_end)) {
+            // the next step starts a group (the lane's first, or the next of its
+            // chain): column -1 and the gap states are 0 there
+            const bool starts = (wait == 1 && !done) || (next_group && !next_done);
+            if (__any_sync(FULL_MASK, group_end || starts)) {
                 unsigned in_best[B], in_flag = __shfl_up_sync(FULL_MASK, pub_flag, 1, P);
                 if constexpr (BEST) {
 #pragma unroll
                     for (int k = 0; k < B; ++k) in_best[k] = __shfl_up_sync(FULL_MASK, pub_best[k], 1, P);
                 }
                 if (group_end) {
-                    const unsigned* above = stripe_best + (size_t)g * (B + 1);
                     if (lane == 0) {
+                        const unsigned* above = stripe_best + (size_t)g * (B + 1);
                         if constexpr (BEST) {
 #pragma unroll
                             for (int k = 0; k < B; ++k) in_best[k] = stripe > 0 ? above[k] : 0u;
@@ -316,17 +317,35 @@ __global__ void __launch_bounds__(128) sw_screen(
                         else stripe_best[(size_t)g * (B + 1) + B] = pub_flag;
                     }
                 }
+                // after the group's end read best and flag. The empty volatile
+                // asm keeps this a branch: else the compiler turns the
+                // B (2R + 2) + 1 register reset into selects
+                if (starts) {
+                    asm volatile("");
+#pragma unroll
+                    for (int k = 0; k < B; ++k) {
+                        best[k] = An[k] = 0;
+#pragma unroll
+                        for (int r = 0; r < R; ++r) Hn[r][k] = En[r][k] = 0;
+                    }
+                    flag = 0;
+                }
             }
             if (wait > 0) --wait;
+            // (written as selects and a predicated load, not a branch)
+            const int after = next_g + chains;
+            if (next_group) len = len_after;
+            if (next_group) len_after = 0;
+            if (next_group && after < groups) len_after = group_length[after];
             g = next_g;
             j = next_j;
             done = next_done;
-            if (next_group && !done) len = group_length[g];
         };
+        // two steps a turn, the second over a finished warp too: harmless (it
+        // writes nothing) and cheaper than a vote and branch between them
         while (__any_sync(FULL_MASK, !done)) {
             if constexpr (TWO_BUFFERS) {
                 step(0, 1);
-                if (!__any_sync(FULL_MASK, !done)) break;
                 step(1, 0);
             } else {
                 step(0, 0);

@@ -119,19 +119,6 @@ def test_add_executed_rows(tmp_path):
     assert executed["per_word_lop3"] == "32.00" and executed["per_word_shfl"] == "2.00"
 
 
-def test_kernel_expression_matches_gpu_engine(monkeypatch):
-    from bpbc import gpu_engine
-    from bpbc.scoring import Scoring
-
-    monkeypatch.setattr(gpu_engine, "_compiled", lambda name: name)
-    for planes, rows, lanes, scoring in [(6, 8, 16, Scoring()), (9, 4, 32, Scoring(1, 4, 6, 1))]:
-        assert gpu_engine._kernel.__wrapped__(planes, rows, lanes, scoring) == sc.kernel_expression(
-            planes, rows, lanes, scoring)
-        for cell in (0, 1):
-            assert gpu_engine._kernel.__wrapped__(planes, rows, lanes, scoring, cell, False) == sc.kernel_expression(
-                planes, rows, lanes, scoring, cell, False)
-
-
 @pytest.mark.skipif(shutil.which("nvcc") is None or sc._tool("cuobjdump") is None,
                     reason="needs nvcc and cuobjdump")
 def test_sw_kernel_counts_with_nvcc():

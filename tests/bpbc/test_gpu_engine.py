@@ -22,9 +22,9 @@ from tests.bpbc.conftest import random_pattern, random_read, related_pair
 #: default scoring, CELL 1), the hand-written one asked for (CELL 0) and as the
 #: fallback where no circuit exists (CELL 1, other B or scoring); with the best
 #: score (BEST 1) and the flag-only first pass (BEST 0)
-INSTANTIATIONS = [(6, 4, 32, 2, 3, 7, 2, 1, 1), (6, 8, 16, 2, 3, 7, 2, 0, 1), (9, 8, 16, 2, 3, 7, 2, 1, 1),
-                  (1, 1, 32, 2, 3, 7, 2, 1, 1), (11, 8, 8, 5, 4, 11, 3, 1, 1), (3, 5, 4, 1, 9, 20, 9, 0, 1),
-                  (5, 8, 16, 2, 3, 7, 2, 1, 0), (5, 8, 16, 2, 3, 7, 2, 0, 0), (10, 8, 8, 5, 4, 11, 3, 1, 0)]
+INSTANTIATIONS = [(6, 4, 32, 2, 3, 7, 2, 1, 1, 0), (6, 8, 16, 2, 3, 7, 2, 0, 1, 1), (9, 8, 16, 2, 3, 7, 2, 1, 1, 0),
+                  (1, 1, 32, 2, 3, 7, 2, 1, 1, 1), (11, 8, 8, 5, 4, 11, 3, 1, 1, 1), (3, 5, 4, 1, 9, 20, 9, 0, 1, 0),
+                  (5, 8, 16, 2, 3, 7, 2, 1, 0, 0), (5, 8, 16, 2, 3, 7, 2, 0, 0, 1), (10, 8, 8, 5, 4, 11, 3, 1, 0, 1)]
 
 
 def test_block_size_is_the_kernels_launch_bound():

@@ -66,8 +66,9 @@ def test_cell_kind_from_argument_and_environment(monkeypatch):
     monkeypatch.setenv(gpu_engine.CELL_ENV, "fast")
     with pytest.raises(ValueError, match="BPBC_GPU_CELL"):
         gpu_engine.cell_kind()
-    assert gpu_engine.kernel_expression(6, 8, 16, Scoring(), 0) == "sw_screen<6,8,16,2,3,7,2,0,1>"
-    assert gpu_engine.kernel_expression(5, 8, 16, Scoring(), 1, best=False) == "sw_screen<5,8,16,2,3,7,2,1,0>"
+    assert gpu_engine.kernel_expression(6, 8, 16, Scoring(), 0) == "sw_screen<6,8,16,2,3,7,2,0,1,0>"
+    assert gpu_engine.kernel_expression(5, 8, 16, Scoring(), 1, best=False) == "sw_screen<5,8,16,2,3,7,2,1,0,0>"
+    assert gpu_engine.kernel_expression(6, 4, 32, Scoring(), 1, striped=True) == "sw_screen<6,4,32,2,3,7,2,1,1,1>"
 
 
 # ------------------------------------------------------------ hand cell (sw.cu)
@@ -240,8 +241,8 @@ def test_kernel_source_compiles_as_one_main_file(tmp_path):
     source = tmp_path / "kernel.cu"
     source.write_text(gpu_engine.kernel_source() + "".join(
         f"void* k{i} = (void*)&sw_screen<{args}>;\n"
-        for i, args in enumerate(("6,8,16,2,3,7,2,1,1", "6,8,16,2,3,7,2,0,1", "11,4,32,2,3,7,2,1,1",
-                                  "5,8,16,2,3,7,2,1,0", "5,8,16,2,3,7,2,0,0"))))
+        for i, args in enumerate(("6,8,16,2,3,7,2,1,1,0", "6,8,16,2,3,7,2,0,1,1", "11,4,32,2,3,7,2,1,1,1",
+                                  "5,8,16,2,3,7,2,1,0,0", "5,8,16,2,3,7,2,0,0,1"))))
     result = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-Werror", "all-warnings", "-cubin", "-o",
                              str(tmp_path / "k.cubin"), str(source)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
