@@ -35,14 +35,15 @@ CELL_KINDS = {"synth": 1, "hand": 0}
 CELL_ENV = "BPBC_GPU_CELL"  #: "synth" (default) or "hand": the A/B switch of the benches
 FLAG_FIRST_ENV = "BPBC_GPU_FLAG_FIRST"  #: "0": hits in one pass, "1": in two where valid (benches' A/B switch)
 #: When hits() takes two passes by itself (``flag_first`` None): they save
-#: about a quarter of the one-pass kernel's time (about 4.2e12 cells/s at 6
+#: about a quarter of the one-pass kernel's time (about 4.8e12 cells/s at 6
 #: planes) and cost a second pass: small launches and copies (about 0.35 ms)
 #: and a serial sweep over the reads' columns per stripe (about 0.9 us each).
-#: Measured on the H100 (bench/gpu_kernel.py, 2026-11-23, second session):
-#: two passes against one, 4M x 150 bp against 128 bp 14.4 against 18.2 ms;
-#: against 20 bp 2.6 against 3.0 ms; 32768 x 1024 bp against 128 bp 2.1
-#: against 1.5 ms (bench/README.md, "GPU hits in two passes").
-ONE_PASS_CELLS_PER_SECOND = 4.2e12
+#: Measured on the H100 (bench/gpu_kernel.py, 2026-11-23, ninth session):
+#: two passes against one, 4M x 150 bp against 128 bp 11.9-12.0 against
+#: 16.1-16.2 ms; against 60 bp 6.2-6.3 against 8.3 ms; 32768 x 1024 bp
+#: against 128 bp 1.6-1.7 against 1.1-1.2 ms (bench/README.md, "GPU hits in
+#: two passes").
+ONE_PASS_CELLS_PER_SECOND = 4.8e12
 SECOND_PASS_SECONDS = 0.35e-3
 SECOND_PASS_COLUMN_SECONDS = 0.9e-6
 THREADS_PER_BLOCK = 128  #: matches __launch_bounds__ in sw.cu
