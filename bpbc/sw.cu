@@ -204,8 +204,8 @@ __global__ void __launch_bounds__(128) sw_screen(
         __syncwarp();  // the previous stripe's boundary writes are visible
 
         // One column step: reads H, E, top of buffer c, writes those of buffer
-        // n. Its common path has no branch: the rare work (a group's end, the
-        // reset before a lane's next group) sits behind one warp vote.
+        // n. Its common path takes one branch: the rare work (a group's end,
+        // the reset before a lane's next group) sits behind one warp vote.
         auto step = [&](const int c, const int n) {
             unsigned (&Hc)[R][B] = H[c];
             unsigned (&Ec)[R][B] = E[c];
