@@ -18,10 +18,11 @@ import bpbc
 from bpbc.gpu_engine import KERNEL_PATH, THREADS_PER_BLOCK, chain_shape
 from tests.bpbc.conftest import random_pattern, random_read, related_pair
 
-#: (B, R, P, MA, MI, OE, EX, CELL, BEST): synthesised cells (B = 6, 9 at the
-#: default scoring, CELL 1), the hand-written one asked for (CELL 0) and as the
-#: fallback where no circuit exists (CELL 1, other B or scoring); with the best
-#: score (BEST 1) and the flag-only first pass (BEST 0)
+#: (B, R, P, MA, MI, OE, EX, CELL, BEST, STRIPED): synthesised cells (B = 6, 9
+#: at the default scoring, CELL 1), the hand-written one asked for (CELL 0) and
+#: as the fallback where no circuit exists (CELL 1, other B or scoring); with
+#: the best score (BEST 1) and the flag-only first pass (BEST 0); with and
+#: without the stripe boundary's code (STRIPED)
 INSTANTIATIONS = [(6, 4, 32, 2, 3, 7, 2, 1, 1, 0), (6, 8, 16, 2, 3, 7, 2, 0, 1, 1), (9, 8, 16, 2, 3, 7, 2, 1, 1, 0),
                   (1, 1, 32, 2, 3, 7, 2, 1, 1, 1), (11, 8, 8, 5, 4, 11, 3, 1, 1, 1), (3, 5, 4, 1, 9, 20, 9, 0, 1, 0),
                   (5, 8, 16, 2, 3, 7, 2, 1, 0, 0), (5, 8, 16, 2, 3, 7, 2, 0, 0, 1), (10, 8, 8, 5, 4, 11, 3, 1, 0, 1)]
@@ -371,3 +372,42 @@ def test_hits_in_two_passes_are_the_one_pass_hits(planes):
     empty = two_pass.hits(two_pass.prepare(codes[:40] * 0 + 4, lengths[:40]), table, scoring, planes,
                           np.full(len(table), low))
     assert all(column.shape == (0,) for column in empty)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("planes", [5, 6, 9])
+def test_chains_that_walk_many_groups_match_the_cpu(planes):
+    """With the engine told of one multiprocessor, each chain walks dozens of
+    word groups of different lengths, 1 column among them: the group ends,
+    the resets before the next group and the next group's length (loaded a
+    group ahead) all run many times per chain. Scores and hits (both passes)
+    against the CPU engine, on a pattern of one stripe and one of several."""
+    from bpbc.alphabet import encode_pattern, encode_reads
+    from bpbc.cpu_engine import CpuEngine
+    from bpbc.gpu_engine import GpuEngine
+    from bpbc.patterns import PatternTable
+    from bpbc.scoring import Scoring
+
+    rng = np.random.default_rng(100 + planes)
+    reads = _random_workload(rng, 6000) + [random_read(rng, int(rng.integers(1, 3))) for _ in range(100)]
+    patterns = [random_pattern(rng, 40, iupac_rate=0.05), random_pattern(rng, 300, iupac_rate=0.05)]
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.build([encode_pattern(p) for p in patterns], ("+", "-"))
+    scoring = Scoring()
+    cpu = CpuEngine()
+    scores, overflow = cpu.scores(cpu.prepare(codes, lengths), table, scoring, planes)
+    thresholds = np.full(len(table), 1 << (planes - 1))
+    expected_reads, expected_ks = np.nonzero((scores >= thresholds) | overflow)
+    assert len(expected_reads) > 0
+    for flag_first in (True, False):
+        engine = GpuEngine(flag_first=flag_first)
+        engine.multiprocessors = 1
+        prepared = engine.prepare(codes, lengths)
+        # one multiprocessor holds a few blocks of 128 threads: a few dozen
+        # chains of 8 lanes (40 bp, 2 strands) or 32 (300 bp), several groups each
+        assert prepared.groups >= 150
+        got_scores, got_overflow = engine.scores(prepared, table, scoring, planes)
+        assert np.array_equal(got_scores, scores) and np.array_equal(got_overflow, overflow)
+        reads_, ks, values, flags = engine.hits(prepared, table, scoring, planes, thresholds)
+        assert np.array_equal(reads_, expected_reads) and np.array_equal(ks, expected_ks)
+        assert np.array_equal(values, scores[reads_, ks]) and np.array_equal(flags, overflow[reads_, ks])
