@@ -118,6 +118,7 @@ if __name__ == "__main__":
     rng = np.random.default_rng(1)
     cases = [(4_000_000, 150, 128, 40), (32768, 1024, 128, 40), (32768, 4096, 128, 40), (1_000_000, 150, 20, 30),
              (1_000_000, 150, 60, 40), (1_000_000, 150, 300, 40)]
+
     def chosen(table: list) -> list:
         if len(sys.argv) < 2:
             return table

@@ -310,8 +310,8 @@ class GpuEngine:
         #: exists, the default) or "hand"; default from $BPBC_GPU_CELL
         self.cell = cell_kind(cell)
         #: whether hits() screens every lane with the flag-only kernel one
-        #: plane short first (0.75x the time of the one-pass kernel: 5.66
-        #: against 4.24 TCUPS on the H100 at 4M x 150 x 128, T = 40), then only
+        #: plane short first (0.72x the time of the one-pass kernel: 6.8
+        #: against 4.85 TCUPS on the H100 at 4M x 150 x 128, T = 40), then only
         #: the flagged lanes with scores: True, False, or None (the default,
         #: also $BPBC_GPU_FLAG_FIRST unset): where it is expected to pay
         if flag_first is None:
