@@ -10,7 +10,12 @@ time of the kernel on one thread over all superblocks, the shapes
 alternating within each repeat, and GCUPS per core. Checks that every shape
 gives the same best planes and flags as the first. ``--asm``: also counts
 the vector instructions of each kernel's word loop by class
-(bench/cpu_asm_count.py).
+(bench/cpu_asm_count.py). ``--screen T``: also the screen as
+``bpbc.Screener`` runs it at threshold T on one thread (forward strand, the
+target's shape): the flag-only pass one plane short over every read, then
+the flagged (read, pattern) pairs alone with scores; on the same reads, and
+with the pattern planted in every 16th read; its hits checked against the
+one-pass kernel's scores at T's plane count.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--with-best", action="store_true",
                         help="best planes at every plane count (5: the library's dense first pass)")
     parser.add_argument("--asm", action="store_true")
+    parser.add_argument("--screen", type=int, default=None, metavar="T")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     scoring = Scoring()
@@ -101,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
                 row.update(count_kernel(planes, scoring, track_best, shape))
             rows.append(row)
             print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+    if args.screen is not None:
+        rows += screen_rows(codes, lengths, masks, args.screen, args.repeats, target.name, cells)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         fields = list(dict.fromkeys(k for row in rows for k in row))
@@ -109,6 +117,42 @@ def main(argv: list[str] | None = None) -> int:
             writer.writeheader()
             writer.writerows(rows)
     return 0
+
+
+def screen_rows(codes, lengths, masks, threshold: int, repeats: int, target: str, cells: int) -> list[dict]:
+    """The two-pass screen's rows (see ``--screen``), one per planting."""
+    from bpbc.cpu_engine import CpuEngine
+    from bpbc.patterns import PatternTable
+    from bpbc.scoring import Scoring, score_planes
+    from bpbc.screener import ReadBatch, Screener
+
+    pattern = "".join("ACGT"[int(mask).bit_length() - 1] for mask in masks)
+    planes = score_planes(threshold)
+    rows = []
+    for every in (0, 16):
+        planted = codes.copy()
+        if every:  # the pattern's bases over columns 10.. of every 16th read
+            planted[::every, 10:10 + len(masks)] = [int(mask).bit_length() - 1 for mask in masks]
+        engine = CpuEngine(threads=1)
+        screener = Screener([pattern], threshold, strand="forward", engine=engine, threads=1)
+        batch = ReadBatch.from_codes(planted, lengths, engine)
+        hits = screener.hits(batch)  # compile and warm up
+        scores, overflow = engine.scores(batch.prepared, PatternTable.of([masks]), Scoring(), planes)
+        expected = np.flatnonzero((scores[:, 0] >= threshold) | overflow[:, 0])
+        if not np.array_equal(hits.read, expected):
+            raise AssertionError("the two-pass screen's hits differ from the one-pass kernel's")
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            screener.hits(batch)
+            times.append(time.perf_counter() - t0)
+        seconds = float(np.median(times))
+        row = {"target": target, "planes": planes, "track_best": "two passes", "shape": f"screen T={threshold}",
+               "planted": f"1/{every}" if every else "none", "hits": len(hits), "seconds": f"{seconds:.4f}",
+               "gcups_per_core": f"{cells / seconds / 1e9:.3f}"}
+        rows.append(row)
+        print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+    return rows
 
 
 if __name__ == "__main__":
