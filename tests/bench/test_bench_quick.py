@@ -49,3 +49,20 @@ def test_csv_header_holds_every_column_of_every_row(tmp_path):
     assert [row["case"] for row in back] == ["table2", "end_to_end"]
     assert back[1]["read_s"] == "2" and back[1]["write_s"] == "3" and back[0]["read_s"] == ""
     assert back[0]["gpu"] == "none"
+
+
+def test_cpu_cell_ab_times_the_kernel_and_the_two_pass_screen(tmp_path):
+    import csv
+
+    from bench import cpu_cell_ab
+
+    assert cpu_cell_ab.main(["--reads", "1024", "--planes", "6", "--repeats", "1", "--screen", "40",
+                             "--out", str(tmp_path)]) == 0
+    with open(tmp_path / "cpu_cell_ab.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    kernel, unplanted, planted = rows
+    assert kernel["track_best"] == "True" and unplanted["track_best"] == planted["track_best"] == "two passes"
+    # every 16th read carries the whole pattern: those 64 hit, and random reads of 150 bp do not
+    assert (unplanted["planted"], unplanted["hits"]) == ("none", "0")
+    assert (planted["planted"], planted["hits"]) == ("1/16", "64")
+    assert all(float(row["gcups_per_core"]) > 0 for row in rows)
