@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     scoring = Scoring()
     rng = np.random.default_rng(1)
-    masks = encode_pattern("".join(rng.choice(list("ACGT"), args.pattern_length)))
+    pattern = "".join(rng.choice(list("ACGT"), args.pattern_length))
+    masks = encode_pattern(pattern)
     table = PatternTable.of([masks])
     codes = rng.integers(0, 4, size=(args.reads, args.read_length), dtype=np.uint8)
     lengths = np.full(args.reads, args.read_length, dtype=np.int64)
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     if args.screen is not None:
-        rows += screen_rows(codes, lengths, masks, args.screen, args.repeats, target.name, cells)
+        rows += screen_rows(codes, lengths, pattern, args.screen, args.repeats, target.name, cells)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         fields = list(dict.fromkeys(k for row in rows for k in row))
@@ -119,20 +120,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def screen_rows(codes, lengths, masks, threshold: int, repeats: int, target: str, cells: int) -> list[dict]:
+def screen_rows(codes, lengths, pattern: str, threshold: int, repeats: int, target: str, cells: int) -> list[dict]:
     """The two-pass screen's rows (see ``--screen``), one per planting."""
+    from bpbc.alphabet import encode_pattern, encode_reads
     from bpbc.cpu_engine import CpuEngine
     from bpbc.patterns import PatternTable
     from bpbc.scoring import Scoring, score_planes
     from bpbc.screener import ReadBatch, Screener
 
-    pattern = "".join("ACGT"[int(mask).bit_length() - 1] for mask in masks)
+    masks = encode_pattern(pattern)
+    pattern_codes = encode_reads([pattern])[0][0]
     planes = score_planes(threshold)
     rows = []
     for every in (0, 16):
         planted = codes.copy()
         if every:  # the pattern's bases over columns 10.. of every 16th read
-            planted[::every, 10:10 + len(masks)] = [int(mask).bit_length() - 1 for mask in masks]
+            planted[::every, 10:10 + len(pattern)] = pattern_codes
         engine = CpuEngine(threads=1)
         screener = Screener([pattern], threshold, strand="forward", engine=engine, threads=1)
         batch = ReadBatch.from_codes(planted, lengths, engine)
