@@ -4,9 +4,10 @@
 kernel is compiled again without numba's cache (cached code cannot be
 inspected), the hot block is found (the basic block with the most vector
 instructions: the vectorised loop of a pass, even and odd columns alike, or
-the whole pass where the word loop was unrolled), and its instructions are
-counted by class and divided by the cell-words it covers (a vector's words,
-or the superblock's, times the rows per pass).
+the whole pass where the word loop was unrolled; the 'lut3' kernel's pass of
+one vector), and its instructions are counted by class and divided by the
+cell-words it covers (a vector's words, or the superblock's, times the rows
+per pass).
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ def hot_block(asm: str, shape) -> tuple[list[str], int]:
     if loop is not None and 2 * vectors(loop) >= vectors(biggest):
         width = 8 if any("zmm" in i for i in loop[1]) else 4
         return loop[1], width * shape.rows
+    if shape.gates == "lut3" and any("zmm" in i for i in biggest[1]):
+        return biggest[1], 8 * shape.rows  # the 'lut3' kernel's pass: one vector of each row
     return biggest[1], shape.words * shape.rows
 
 

@@ -144,7 +144,8 @@ class KernelShape:
       LLVM vectorises (``words * 64`` instances per superblock);
     * ``rows``: pattern rows computed per pass of that loop (F goes from one
       row to the next in registers, the flag and best are loaded and stored
-      once per pass; a pattern whose length is not a multiple goes below
+      once per pass; 'lut3' keeps all three in registers across passes, the
+      rows only unroll; a pattern whose length is not a multiple goes below
       rows that match nothing, which change nothing);
     * ``gates``: 'lut3' (AVX-512 only) runs the synthesised LUT3 network of
       the cell (bpbc/sw_cell_circuits.py, the GPU's) on explicit 512-bit
@@ -219,6 +220,20 @@ class KernelShape:
 #: 1.0-1.2x of one row; 4 rows no faster than 2 and twice the compile time
 #: (18 s); interleaving two vectors or the next row's first half with a row's
 #: second half in the source: spills, slower.
+#:
+#: Zen 4 (2-core AMD EPYC, AVX-512, numba 0.68.1), tenth session: the
+#: 'lut3' kernel's loops turned vector-major (_VECTOR_MAJOR_LOOPS): one
+#: thread, 32768 reads of 150 vs 128, best of 4 alternating runs, 6 planes
+#: with best 20.2 -> 22.0 GCUPS per core, 5 flag only 31-32 -> 32-33. Per
+#: 512 cells at 6 planes with best: 90 vpternlogq, 13 loads, 12 stores
+#: (H, E), 12 spill accesses, where the column-major loops had 19 loads,
+#: 18.5 stores and 9 spill accesses (bench/cpu_asm_count.py). Tried on top and not kept, no faster: the best
+#: planes raised in a loop of their own over the column's stored H (6 loads
+#: a cell, no best registers during the cell: spills 12 -> 2.5 a cell, but
+#: 12 LUTs more); each state word loaded just before its first LUT; the
+#: LUTs reordered by a greedy scheduler for fewer live values (ABC's order
+#: peaks at 39 live values at 6 planes with best, the reordered one at 36);
+#: rows 1 and 4; words 8.
 #:
 #: AVX2 since (issue 14): the 'binary' cell on explicit 256-bit vectors
 #: (``vector=4``), compiled for haswell on the same machine, one thread,
@@ -465,16 +480,16 @@ def _depends(table: int, position: int) -> bool:
 
 
 def _lut3_cell_statements(circuit: str, planes: int, parity: int, track_best: bool, words: int,
-                          row: int, rows: int) -> list[str]:
-    """One cell of the 'lut3' shape (pattern row ``row`` of a pass of
-    ``rows``, the vector of words w..w+7): the synthesised network
-    ``circuit``, every LUT one ``lut3`` (one vpternlogq), the state in the
-    layout of :func:`_cell_statements`. F from the row above comes from the
-    previous cell of the pass in registers (row 0 loads it; only the pass's
-    last row stores it: no other F is read from memory); the best planes
-    ``bs<k>`` and the flag ``fl`` stay in registers through the pass
-    (:func:`_lut3_pass_statements` loads and stores them). Without
-    ``track_best`` only the LUTs that H, E, F and the flag need are kept."""
+                          row: int) -> list[str]:
+    """One cell of the 'lut3' shape (pattern row ``row`` of a pass, the
+    vector of words w..w+7): the synthesised network ``circuit``, every LUT
+    one ``lut3`` (one vpternlogq), H and E in the state layout of
+    :func:`_cell_statements`. F from the row above (``f<k>``), the best
+    planes (``bs<k>``) and the flag (``fl``) come in and go out as
+    variables: the kernel carries them in registers down the whole column
+    (F) and through the whole task (best, flag), so no cell loads or stores
+    them. Without ``track_best`` only the LUTs that H, E, F and the flag
+    need are kept."""
     from .sw_cells import parse_gates
 
     b = planes
@@ -492,8 +507,6 @@ def _lut3_cell_statements(circuit: str, planes: int, parity: int, track_best: bo
     for k in range(b):
         lines.append(f"hd{k} = vload(rows, {slot('h_left', k, row_above=True)} + w)")
         lines.append(f"e{k} = vload(rows, {slot('e', k)} + w)")
-        if row == 0:
-            lines.append(f"f{k} = vload(rows, {slot('f', k, row_above=True)} + w)")
     for name, table, ins in luts:
         if name not in needed:
             continue
@@ -503,7 +516,7 @@ def _lut3_cell_statements(circuit: str, planes: int, parity: int, track_best: bo
         lines.append(f"{name} = lut3(0x{table:02x}, {', '.join(args)})")
     for name, source in wanted.items():
         prefix = name.rstrip("0123456789")
-        if prefix in ("H", "E") or (prefix == "F" and row == rows - 1):
+        if prefix in ("H", "E"):
             lines.append(f"vstore(rows, {slot(prefix.lower(), int(name[len(prefix):]))} + w, {source})")
     # the next cell's inputs, assigned after every LUT of this one ran
     carried = {f"f{k}": wanted[f"F{k}"] for k in range(b)} | {"fl": wanted["FL"]}
@@ -516,35 +529,77 @@ def _lut3_cell_statements(circuit: str, planes: int, parity: int, track_best: bo
 
 def _lut3_pass_statements(circuit: str, planes: int, parity: int, track_best: bool, words: int,
                           rows: int) -> list[str]:
-    """One pass of ``rows`` pattern rows over the vector at word w: the best
-    planes and the flag are loaded once, carried through the rows' cells in
-    registers and stored once."""
-    lines = ["fl = vload(flag, w)"]
-    if track_best:
-        lines += [f"bs{k} = vload(best, {k * words} + w)" for k in range(planes)]
+    """One pass of ``rows`` pattern rows over the vector at word w (F, best
+    and flag in and out as variables, see :func:`_lut3_cell_statements`)."""
+    lines = []
     for row in range(rows):
-        lines += _lut3_cell_statements(circuit, planes, parity, track_best, words, row, rows)
-    lines.append("vstore(flag, w, fl)")
-    if track_best:
-        lines += [f"vstore(best, {k * words} + w, bs{k})" for k in range(planes)]
+        lines += _lut3_cell_statements(circuit, planes, parity, track_best, words, row)
     return lines
 
 
-def _match_table_statements(words: int) -> list[str]:
-    """Per column and word: the match word of each of the 16 base-set masks."""
-    lines = [
-        "lo = cols[s, j, 0, w]",
-        "hi = cols[s, j, 1, w]",
-        "va = cols[s, j, 2, w]",
+def _match_table_statements(words: int, vector: bool = False) -> list[str]:
+    """Per column and word (or vector of words, ``vector``): the match word
+    of each of the 16 base-set masks."""
+    if vector:
+        lines = [f"{name} = vload(cols[s, j, {p}], w)" for p, name in enumerate(("lo", "hi", "va"))]
+        zero, store = "vzero()", lambda at, value: f"vstore(match_table, {at} + w, {value})"
+    else:
+        lines = [f"{name} = cols[s, j, {p}, w]" for p, name in enumerate(("lo", "hi", "va"))]
+        zero, store = "z", lambda at, value: f"match_table[{at} + w] = {value}"
+    lines += [
         "base0 = va & ~hi & ~lo",
         "base1 = va & ~hi & lo",
         "base2 = va & hi & ~lo",
         "base3 = va & hi & lo",
     ]
     for mask in range(MASK_CODES):
-        terms = " | ".join(f"base{base}" for base in range(4) if mask >> base & 1) or "z"
-        lines.append(f"match_table[{mask * words} + w] = {terms}")
+        terms = " | ".join(f"base{base}" for base in range(4) if mask >> base & 1) or zero
+        lines.append(store(mask * words, terms))
     return lines
+
+
+#: the task's loops of the generic kernel: per column, the pattern rows in
+#: passes of ROWS, each pass over all words of the superblock
+_COLUMN_MAJOR_LOOPS = """\
+for j in range(block_length[s]):
+    for w in range(WORDS):
+{match_table}
+    even = j % 2 == 0
+    for r in range(1, padded + 1, ROWS):
+        rows = st[(r - 1) * ROW:(r + ROWS) * ROW]
+{pass_views}
+        if even:
+            for w in range({word_range}):
+{even_pass}
+        else:
+            for w in range({word_range}):
+{odd_pass}"""
+
+#: the task's loops of the 'lut3' kernel: one vector of words at a time
+#: through the whole task, so that the best planes and the flag stay in
+#: registers from the first cell to the last, and F down each column. The
+#: column-major loops stored and loaded them again every pass (6.5 stores a
+#: cell at 6 planes with best), and stores are what the cell waits on: on
+#: Zen 4 a 512-bit store takes 2 cycles and does not overlap the logic (8
+#: vpternlogq alone 4.6 cycles, with 2 stores 8.0), so the 12 stores of H
+#: and E a cell cost about as much as its 96 LUTs (see SHAPES)
+_VECTOR_MAJOR_LOOPS = """\
+for w in range(0, WORDS, LANES):
+{zero_carried}
+    for j in range(block_length[s]):
+{match_table}
+{zero_f}
+        if j % 2 == 0:
+            for r in range(1, padded + 1, ROWS):
+                rows = st[(r - 1) * ROW:(r + ROWS) * ROW]
+{pass_views}
+{even_pass}
+        else:
+            for r in range(1, padded + 1, ROWS):
+                rows = st[(r - 1) * ROW:(r + ROWS) * ROW]
+{pass_views}
+{odd_pass}
+{store_carried}"""
 
 
 _KERNEL_TEMPLATE = """\
@@ -591,19 +646,7 @@ def sw_kernel(cols, block_length, pattern_codes, pattern_start, task_block, task
         st[:(padded + 1) * ROW] = 0
         best[:] = 0
         flag[:] = 0
-        for j in range(block_length[s]):
-            for w in range(WORDS):
-{match_table}
-            even = j % 2 == 0
-            for r in range(1, padded + 1, ROWS):
-                rows = st[(r - 1) * ROW:(r + ROWS) * ROW]
-{pass_views}
-                if even:
-                    for w in range({word_range}):
-{even_pass}
-                else:
-                    for w in range({word_range}):
-{odd_pass}
+{task_body}
         for k in range(out_best.shape[1]):
             for w in range(WORDS):
                 out_best[t, k, w] = best[k * WORDS + w]
@@ -617,7 +660,7 @@ def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = Tr
     def indented(lines, depth):
         return "\n".join(" " * depth + line for line in lines)
 
-    def views(count):
+    def views(count, depth):
         lines = []
         for i in range(count):
             if count == 1:
@@ -625,7 +668,7 @@ def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = Tr
             else:
                 lines.append(f"o{i} = (pattern_codes[first + r - 1 + {i} - pad] if r + {i} > pad else 0) * WORDS")
             lines.append(f"m{i} = match_table[o{i}:o{i} + WORDS]")
-        return indented(lines, 16)
+        return indented(lines, depth)
 
     circuit = _circuit(planes, scoring) if shape.gates == "lut3" else None
     if shape.gates == "lut3" and (circuit is None or shape.words % VECTOR_WORDS):
@@ -634,29 +677,37 @@ def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = Tr
         # -3 to +7 % in the kernel; see SHAPES)
         shape, circuit = replace(shape, gates="binary", rows=1), None
 
-    def passes(count):
-        if circuit is not None:
-            return {parity: indented(_lut3_pass_statements(circuit, planes, parity, track_best, shape.words, count),
-                                     24) for parity in (0, 1)}
-        return {parity: indented(_pass_statements(planes, scoring, parity, track_best, shape, count), 24)
-                for parity in (0, 1)}
-
     version = f"  # bpbc.cpu_vector version {VECTOR_VERSION}\n"
     if circuit is not None:
-        imports = "from bpbc.cpu_vector import lut3, vload, vstore" + version
-        word_range = f"0, WORDS, {VECTOR_WORDS}"
-    elif shape.vector:
-        imports = f"from bpbc.cpu_vector import vload{shape.vector} as vload, vstore, vzero{shape.vector} as vzero" \
-            + version
-        word_range = f"0, WORDS, {shape.vector}"
+        imports = "from bpbc.cpu_vector import LANES, lut3, vload, vstore, vzero8 as vzero" + version
+        carried = [f"f{k}" for k in range(planes)]
+        zero_carried = ["fl = vzero()"] + ([f"bs{k} = vzero()" for k in range(planes)] if track_best else [])
+        store_carried = ["vstore(flag, w, fl)"] + (
+            [f"vstore(best, {k * shape.words} + w, bs{k})" for k in range(planes)] if track_best else [])
+        loops = _VECTOR_MAJOR_LOOPS.format(
+            zero_carried=indented(zero_carried, 4), store_carried=indented(store_carried, 4),
+            match_table=indented(_match_table_statements(shape.words, vector=True), 8),
+            zero_f=indented([f"{name} = vzero()" for name in carried], 8),
+            pass_views=views(shape.rows, 16),
+            **{f"{name}_pass": indented(_lut3_pass_statements(circuit, planes, parity, track_best, shape.words,
+                                                              shape.rows), 16)
+               for name, parity in (("even", 0), ("odd", 1))})
     else:
-        imports, word_range = "", "WORDS"
-    full = passes(shape.rows)
+        if shape.vector:
+            imports = f"from bpbc.cpu_vector import vload{shape.vector} as vload, vstore, " \
+                f"vzero{shape.vector} as vzero" + version
+            word_range = f"0, WORDS, {shape.vector}"
+        else:
+            imports, word_range = "", "WORDS"
+        loops = _COLUMN_MAJOR_LOOPS.format(
+            match_table=indented(_match_table_statements(shape.words), 8), word_range=word_range,
+            pass_views=views(shape.rows, 8),
+            **{f"{name}_pass": indented(_pass_statements(planes, scoring, parity, track_best, shape, shape.rows), 16)
+               for name, parity in (("even", 0), ("odd", 1))})
     return _KERNEL_TEMPLATE.format(
         planes=planes, scoring=scoring, track_best=track_best, target=target, shape=shape, imports=imports,
         words=shape.words, row=4 * planes * shape.words, rows=shape.rows, mask_codes=MASK_CODES,
-        match_table=indented(_match_table_statements(shape.words), 16), word_range=word_range,
-        pass_views=views(shape.rows), even_pass=full[0], odd_pass=full[1],
+        task_body=indented(loops.split("\n"), 8),
     )
 
 

@@ -57,37 +57,44 @@ def test_lut3_pass_equals_the_binary_pass(key):
     planes = key[0]
     scoring = Scoring(*key[1:])
     rng = np.random.default_rng(planes)
+    f_slot = 3 * planes * WORDS  # F of a row, in the binary layout
+    row_words = 4 * planes * WORDS
     for rows in (1, 2, 3):
         for track_best in (True, False):
             for parity in (0, 1):
-                state = _state(rng, (rows + 1) * 4 * planes * WORDS)
+                state = _state(rng, (rows + 1) * row_words)
                 best = _state(rng, planes * WORDS)
                 flag = _state(rng, WORDS)
                 masks = {f"m{r}": _state(rng, WORDS) for r in range(rows)}
-                runs = []
-                binary = cpu_engine._pass_statements(planes, scoring, parity, track_best,
-                                                     KernelShape(WORDS, rows, "binary"), rows)
-                runs.append((binary, 1))
-                runs.append((cpu_engine._lut3_pass_statements(CIRCUITS[key], planes, parity, track_best, WORDS, rows),
-                             LANES))
-                outputs = []
-                for lines, step in runs:
-                    ns = {"rows": state.copy(), "best": best.copy(), "flag": flag.copy(), "z": np.uint64(0),
-                          "vload": _vload, "vstore": _vstore, "lut3": _lut3} | masks
-                    _run_pass(lines, ns, step)
-                    outputs.append(ns)
-                # F of a pass's rows but its last goes to the next row in
-                # registers: the binary pass stores it too, the lut3 pass not
-                # (no cell reads it from memory)
-                for ns in outputs:
-                    for row in range(rows - 1):
-                        for k in range(planes):
-                            at = (3 * planes + k) * WORDS + (row + 1) * 4 * planes * WORDS
-                            ns["rows"][at:at + WORDS] = 0
-                for ns in outputs[1:]:
-                    for name in ("rows", "flag") + (("best",) if track_best else ()):
-                        assert all(np.array_equal(x, y) for x, y in zip(ns[name], outputs[0][name])), \
-                            (rows, track_best, parity, name)
+                binary = {"rows": state.copy(), "best": best.copy(), "flag": flag.copy(), "z": np.uint64(0)} | masks
+                _run_pass(cpu_engine._pass_statements(planes, scoring, parity, track_best,
+                                                      KernelShape(WORDS, rows, "binary"), rows), binary, 1)
+                # the lut3 pass takes F of the row above, the best planes and
+                # the flag as variables and leaves them there (the kernel
+                # carries them in registers)
+                lut3 = {"rows": state.copy(), "best": best.copy(), "flag": flag.copy()}
+                carried = [f"f{k}" for k in range(planes)] + ["fl"] + (
+                    [f"bs{k}" for k in range(planes)] if track_best else [])
+                code = compile("\n".join(cpu_engine._lut3_pass_statements(CIRCUITS[key], planes, parity, track_best,
+                                                                          WORDS, rows)), "<pass>", "exec")
+                for w in range(0, WORDS, LANES):
+                    # F of the row above the pass and of its last row, where the binary pass keeps them
+                    homes = {f"f{k}": ("rows", f_slot + k * WORDS) for k in range(planes)} | {"fl": ("flag", 0)} \
+                        | {f"bs{k}": ("best", k * WORDS) for k in range(planes)}
+                    ns = {"w": w, "rows": lut3["rows"], "vload": _vload, "vstore": _vstore, "lut3": _lut3} | masks
+                    ns |= {name: _vload(lut3[homes[name][0]], homes[name][1] + w) for name in carried}
+                    exec(code, ns)
+                    for name in carried:
+                        array, at = homes[name]
+                        _vstore(lut3[array], at + w + (rows * row_words if array == "rows" else 0), ns[name])
+                # the binary pass stores F of every row; the lut3 pass of
+                # none (above: its last row's, which no cell reads from memory)
+                for row in range(rows - 1):
+                    at = f_slot + (row + 1) * row_words
+                    binary["rows"][at:at + planes * WORDS] = lut3["rows"][at:at + planes * WORDS]
+                for name in ("rows", "flag") + (("best",) if track_best else ()):
+                    assert all(np.array_equal(x, y) for x, y in zip(lut3[name], binary[name])), \
+                        (rows, track_best, parity, name)
 
 
 def test_lut3_shape_falls_back_to_binary_gates_without_a_network():
