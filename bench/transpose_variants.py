@@ -1,8 +1,8 @@
 """Variants of transpose/kernels.cu timed side by side on a GPU (issue 10, item 5).
 
 ``python -m bench.transpose_variants [--out DIR]`` compiles kernels.cu with
-some of its tuning constants changed (BALLOT_DELIVERY, UNPACK_BALLOT_DELIVERY,
-MIN_BLOCKS_PER_SM, CC_UNROLL, INFLIGHT), checks that every variant's output is bit-identical to the
+some of its tuning constants changed (BALLOT_DELIVERY, BALLOT_DIRECT_STORE,
+UNPACK_BALLOT_DELIVERY, MIN_BLOCKS_PER_SM, CC_UNROLL, INFLIGHT), checks that every variant's output is bit-identical to the
 shipped kernels', and times them (CUDA events, median) at 4M and 16M
 instances of 150 bp; plus a vote-rate probe: warp votes per clock per SM on
 this GPU (a kernel of nothing but independent __ballot_sync, whose bit tests
@@ -112,8 +112,9 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9, probes_on
     warps = constant(base, "WARPS_PER_BLOCK")
     copy_rate = _gpu_copy_rate(1 << 30)
     rows = []
-    forward_variants = [dict(BALLOT_DELIVERY=d, MIN_BLOCKS_PER_SM=mb, CC_UNROLL=u) for d in (0, 3)
-                        for mb in (0, 6) for u in (1, 2)]
+    forward_variants = [dict(BALLOT_DELIVERY=d, BALLOT_DIRECT_STORE=direct, MIN_BLOCKS_PER_SM=mb, CC_UNROLL=u)
+                        for d, direct, mb, u in ((0, 1, 6, 1), (0, 0, 0, 1), (0, 1, 0, 1), (0, 0, 6, 1),
+                                                 (0, 1, 6, 2), (3, 0, 6, 1))]
     inverse_variants = [dict(INFLIGHT=k, UNPACK_BALLOT_DELIVERY=d) for k in (4, 8, 16) for d in (3, 0)]
     rng = cupy.random.default_rng(0)
     blocks = -(-length // 32)
@@ -129,7 +130,7 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9, probes_on
         for variant in forward_variants:
             for method in ("ballot", "swap"):
                 key = (method, variant["MIN_BLOCKS_PER_SM"], variant["CC_UNROLL"],
-                       variant["BALLOT_DELIVERY"] if method == "ballot" else -1)
+                       (variant["BALLOT_DELIVERY"], variant["BALLOT_DIRECT_STORE"]) if method == "ballot" else -1)
                 if key in seen:
                     continue
                 seen.add(key)
@@ -146,7 +147,7 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9, probes_on
                 seconds = median_seconds_gpu(call, repeats)
                 rows.append({"direction": "forward", "method": f"gpu_{method}", "instances": n, "read_length": length,
                              "variant": " ".join(f"{k}={v}" for k, v in variant.items() if method == "ballot"
-                                                 or k != "BALLOT_DELIVERY"),
+                                                 or not k.startswith("BALLOT_")),
                              "registers": kernel.num_regs, "local_bytes": kernel.local_size_bytes,
                              "identical_to_shipped": same, "seconds": f"{seconds:.6g}",
                              "bytes_per_s": f"{moved / seconds:.4g}", "copy_bytes_per_s": f"{copy_rate:.4g}",

@@ -44,13 +44,28 @@ constexpr int OUT_WORDS = WARP * PLANES * CHUNK + 4; // one chunk of planes, + a
 // 3: lane 0 writes four words at a time to a shared row, every lane reads its own.
 // Measured on an H100 (bench/results/transpose_variants_h100.csv): 0 is the
 // fastest for streams -> planes, 3 for the unpack (UNPACK_BALLOT_DELIVERY).
+// Tried and removed (tenth session): all 32 lanes writing the (identical)
+// ballot words four at a time into the shared image in output order, with no
+// per-lane delivery at all: 1.5 instructions per word instead of 2.5, but
+// 0.56 of the copy at 16M instances against 0.69 (issue 0.51 a scheduler
+// cycle against 0.79: the stores of one address by every lane stall).
 constexpr int BALLOT_DELIVERY = 0;
+// With delivery 0 or 2 the ballot kernel's lanes hold a block's output words
+// as three coalesced rows of 32: 1 stores them straight to global memory, 0
+// through the shared image and 16-byte stores like the swap kernel. Without
+// the image a warp needs a third less shared memory, so that 6 blocks fit an
+// SM (MIN_BLOCKS_PER_SM). Direct stores, 6 blocks and CC_UNROLL 2 together
+// were the fastest ballot variant in each of three runs on an H100, 2-6 %
+// faster than delivery through the image with neither
+// (bench/results/transpose_direct_store_h100/).
+constexpr int BALLOT_DIRECT_STORE = 1;
 constexpr int UNPACK_BALLOT_DELIVERY = 3;
 // Position blocks transposed per pass of the block loop (unrolled).
-constexpr int CC_UNROLL = 1;
+constexpr int CC_UNROLL = 2;
 // Minimum resident blocks per multiprocessor asked of the compiler
-// (__launch_bounds__): 0 leaves it to the compiler (64 and 96 registers).
-constexpr int MIN_BLOCKS_PER_SM = 0;
+// (__launch_bounds__): 0 leaves it to the compiler (80 and 96 registers);
+// 6 holds the forward kernels to 80.
+constexpr int MIN_BLOCKS_PER_SM = 6;
 
 // Lane constants of the swap network: round j = 16, 8, 4, 2, 1 exchanges
 // with lane ^ j; a lane keeps the columns on its side of bit j and takes the
@@ -175,8 +190,9 @@ __device__ __forceinline__ void streams_to_planes(const word_t* __restrict__ str
                                                   int length, int blocks, long long groups)
 {
     __shared__ __align__(16) word_t stage_all[WARPS_PER_BLOCK][2][STAGE_WORDS];  // two: fetch ahead
-    __shared__ __align__(16) word_t out_all[WARPS_PER_BLOCK][OUT_WORDS];
-    __shared__ __align__(16) word_t row_all[WARPS_PER_BLOCK][kSwap ? 4 : PLANES * WARP];  // ballot words
+    constexpr bool kDirect = !kSwap && BALLOT_DIRECT_STORE && (BALLOT_DELIVERY == 0 || BALLOT_DELIVERY == 2);
+    __shared__ __align__(16) word_t out_all[WARPS_PER_BLOCK][kDirect ? 4 : OUT_WORDS];
+    __shared__ __align__(16) word_t row_all[WARPS_PER_BLOCK][!kSwap && BALLOT_DELIVERY == 3 ? PLANES * WARP : 4];
     word_t* row = row_all[threadIdx.x / WARP];
     const int warp = threadIdx.x / WARP;
     const int lane = threadIdx.x % WARP;
@@ -275,7 +291,16 @@ __device__ __forceinline__ void streams_to_planes(const word_t* __restrict__ str
                                     slot[q / WARP] = lane == q % WARP ? word : slot[q / WARP];
                             }
                         }
-                        if constexpr (BALLOT_DELIVERY != 1) {
+                        if constexpr (kDirect) {
+                            // output word q = 32 s + lane of the block; the chunk's last
+                            // block may hold fewer than 32 positions
+                            const int block_words = PLANES * min(WARP, length - (c0 + cc) * WARP);
+                            word_t* global_out = planes + base + (long long)cc * WARP * PLANES;
+#pragma unroll
+                            for (int s = 0; s < PLANES; ++s)
+                                if (s * WARP + lane < block_words)
+                                    global_out[s * WARP + lane] = slot[s];
+                        } else if constexpr (BALLOT_DELIVERY != 1) {
 #pragma unroll
                             for (int s = 0; s < PLANES; ++s)
                                 block_out[s * WARP + lane] = slot[s];
@@ -283,9 +308,11 @@ __device__ __forceinline__ void streams_to_planes(const word_t* __restrict__ str
                     }
                 }
             }
-            __syncwarp();
-            const int words = PLANES * min(WARP * count, length - c0 * WARP);
-            store_run(planes, base, out, lead, words, lane);
+            if constexpr (!kDirect) {
+                __syncwarp();
+                const int words = PLANES * min(WARP * count, length - c0 * WARP);
+                store_run(planes, base, out, lead, words, lane);
+            }
         }
     }
 }
