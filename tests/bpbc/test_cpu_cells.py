@@ -77,10 +77,10 @@ def test_lut3_pass_equals_the_binary_pass(key):
                     [f"bs{k}" for k in range(planes)] if track_best else [])
                 code = compile("\n".join(cpu_engine._lut3_pass_statements(CIRCUITS[key], planes, parity, track_best,
                                                                           WORDS, rows)), "<pass>", "exec")
+                # where the binary pass keeps them (F: of the row above the pass; out: of its last row)
+                homes = {f"f{k}": ("rows", f_slot + k * WORDS) for k in range(planes)} | {"fl": ("flag", 0)} \
+                    | {f"bs{k}": ("best", k * WORDS) for k in range(planes)}
                 for w in range(0, WORDS, LANES):
-                    # F of the row above the pass and of its last row, where the binary pass keeps them
-                    homes = {f"f{k}": ("rows", f_slot + k * WORDS) for k in range(planes)} | {"fl": ("flag", 0)} \
-                        | {f"bs{k}": ("best", k * WORDS) for k in range(planes)}
                     ns = {"w": w, "rows": lut3["rows"], "vload": _vload, "vstore": _vstore, "lut3": _lut3} | masks
                     ns |= {name: _vload(lut3[homes[name][0]], homes[name][1] + w) for name in carried}
                     exec(code, ns)
