@@ -581,8 +581,9 @@ for j in range(block_length[s]):
 #: column-major loops stored and loaded them again every pass (6.5 stores a
 #: cell at 6 planes with best), and stores are what the cell waits on: on
 #: Zen 4 a 512-bit store takes 2 cycles and does not overlap the logic (8
-#: vpternlogq alone 4.6 cycles, with 2 stores 8.0), so the 12 stores of H
-#: and E a cell cost about as much as its 96 LUTs (see SHAPES)
+#: vpternlogq alone 4.6 cycles, with 2 stores 7.5-8.0: bench/cpu_store_probe.c),
+#: so the 12 stores of H and E a cell cost about as much as its 96 LUTs (see
+#: SHAPES)
 _VECTOR_MAJOR_LOOPS = """\
 for w in range(0, WORDS, LANES):
 {zero_carried}
