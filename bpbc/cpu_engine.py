@@ -230,7 +230,8 @@ class KernelShape:
 #: 18.5 stores and 9 spill accesses (bench/cpu_asm_count.py). Tried on top and not kept, no faster: the best
 #: planes raised in a loop of their own over the column's stored H (6 loads
 #: a cell, no best registers during the cell: spills 12 -> 2.5 a cell, but
-#: 12 LUTs more); each state word loaded just before its first LUT; the
+#: 12 LUTs more; with the select skipped where no lane rose, 20.9 against
+#: 22.3 GCUPS); each state word loaded just before its first LUT; the
 #: LUTs reordered by a greedy scheduler for fewer live values (ABC's order
 #: peaks at 39 live values at 6 planes with best, the reordered one at 36);
 #: rows 1 and 4; words 8.
