@@ -113,8 +113,8 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9, probes_on
     copy_rate = _gpu_copy_rate(1 << 30)
     rows = []
     forward_variants = [dict(BALLOT_DELIVERY=d, BALLOT_DIRECT_STORE=direct, MIN_BLOCKS_PER_SM=mb, CC_UNROLL=u)
-                        for d, direct, mb, u in ((0, 1, 6, 1), (0, 0, 0, 1), (0, 1, 0, 1), (0, 0, 6, 1),
-                                                 (0, 1, 6, 2), (3, 0, 6, 1))]
+                        for d, direct, mb, u in ((0, 1, 6, 4), (0, 0, 0, 1), (0, 1, 6, 2), (0, 1, 6, 8),
+                                                 (0, 1, 0, 4), (0, 1, 7, 2))]
     inverse_variants = [dict(INFLIGHT=k, UNPACK_BALLOT_DELIVERY=d) for k in (4, 8, 16) for d in (3, 0)]
     rng = cupy.random.default_rng(0)
     blocks = -(-length // 32)

@@ -54,14 +54,15 @@ constexpr int BALLOT_DELIVERY = 0;
 // as three coalesced rows of 32: 1 stores them straight to global memory, 0
 // through the shared image and 16-byte stores like the swap kernel. Without
 // the image a warp needs a third less shared memory, so that 6 blocks fit an
-// SM (MIN_BLOCKS_PER_SM). Direct stores, 6 blocks and CC_UNROLL 2 together
-// were the fastest ballot variant in each of three runs on an H100, 2-6 %
-// faster than delivery through the image with neither
-// (bench/results/transpose_direct_store_h100/).
+// SM (MIN_BLOCKS_PER_SM). Direct stores, 6 blocks and CC_UNROLL 4 together:
+// 0.73-0.75 of the copy at 16M instances in three runs on an H100, against
+// 0.67-0.69 through the image with neither (the swap kernel unchanged,
+// bench/results/transpose_direct_store_h100/).
 constexpr int BALLOT_DIRECT_STORE = 1;
 constexpr int UNPACK_BALLOT_DELIVERY = 3;
-// Position blocks transposed per pass of the block loop (unrolled).
-constexpr int CC_UNROLL = 2;
+// Position blocks transposed per pass of the block loop (unrolled): 4 keeps
+// more of the ballot kernel's votes and stores in flight than 1 or 2 (and 8).
+constexpr int CC_UNROLL = 4;
 // Minimum resident blocks per multiprocessor asked of the compiler
 // (__launch_bounds__): 0 leaves it to the compiler (80 and 96 registers);
 // 6 holds the forward kernels to 80.
