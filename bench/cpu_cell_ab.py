@@ -31,8 +31,8 @@ import numpy as np
 def parse_shape(text: str):
     from bpbc.cpu_engine import KernelShape
 
-    words, rows, gates, loads, *vector = text.split(",")
-    return KernelShape(int(words), int(rows), gates, loads, *(int(v) for v in vector))
+    words, rows, gates, loads, *rest = text.split(",")
+    return KernelShape(int(words), int(rows), gates, loads, *(int(v) for v in rest))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--read-length", type=int, default=150)
     parser.add_argument("--pattern-length", type=int, default=128)
     parser.add_argument("--planes", type=int, nargs="+", default=[6, 5])
-    parser.add_argument("--shapes", nargs="+", default=None, help="words,rows,gates,loads[,vector] (default: the target's)")
+    parser.add_argument("--shapes", nargs="+", default=None, help="words,rows,gates,loads[,vector[,stripe_bytes]] (default: the target's)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--with-best", action="store_true",
                         help="best planes at every plane count (5: the library's dense first pass)")

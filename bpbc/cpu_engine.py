@@ -159,6 +159,10 @@ class KernelShape:
     * ``loads``: 'early' loads all of a cell's inputs first, 'late' loads each
       just before its first use (shorter live ranges for 16 registers; not
       used by 'lut3');
+    * ``stripe_bytes``: 'lut3' only: the pattern's rows go in stripes, each
+      over all columns, of as many rows (a multiple of ``rows``) as keep the
+      state one vector loads and stores within this many bytes, so that it
+      stays in L1 (see _VECTOR_MAJOR_LOOPS); 0: the whole pattern at once;
     * ``vector``: 0 leaves the word loop to LLVM's vectoriser; 4 writes the
       'binary' or 'ternary' cell on explicit vectors of 4 words (256 bits,
       bpbc/cpu_vector.py: the loop steps one vector at a time, one register
@@ -171,11 +175,12 @@ class KernelShape:
     gates: str = "ternary"
     loads: str = "early"
     vector: int = 0
+    stripe_bytes: int = 0
 
     def __post_init__(self):
         if self.words < 1 or self.rows < 1 or self.gates not in ("ternary", "binary", "lut3") \
                 or self.loads not in ("early", "late") or self.vector not in (0, 4) \
-                or (self.vector and self.words % self.vector):
+                or (self.vector and self.words % self.vector) or self.stripe_bytes < 0:
             raise ValueError(f"bad kernel shape {self}")
 
     @property
@@ -184,7 +189,7 @@ class KernelShape:
 
     def __str__(self) -> str:
         text = f"words={self.words} rows={self.rows} gates={self.gates} loads={self.loads}"
-        return text + (f" vector={self.vector}" if self.vector else "")
+        return text + (f" vector={self.vector}" if self.vector else "") + (f" stripe_bytes={self.stripe_bytes}" if self.stripe_bytes else "")
 
 
 #: the shape per instruction set (README, "CPU targets"). Measured on a
@@ -259,7 +264,7 @@ class KernelShape:
 #: operations per 256 cells flag only, on 3 ports), so AVX2 stays well
 #: behind the 3-input AVX-512 cell.
 SHAPES = {
-    "avx512": KernelShape(16, 2, "lut3", "early"),
+    "avx512": KernelShape(16, 2, "lut3", "early", stripe_bytes=24576),
     "avx2": KernelShape(16, 1, "binary", "early", vector=4),
     "neon": KernelShape(16, 1, "binary", "early"),
     "generic": KernelShape(16, 1, "binary", "early"),
@@ -279,7 +284,16 @@ def _state_offset(planes: int, words: int, parity: int, row: int, kind: str, k: 
     ``rows``, the view of rows r0-1 .. r0+R-1 of the state (the layout of
     :func:`_cell_statements`): constant offsets, no signs."""
     slot = {"h": parity * planes, "h_left": (1 - parity) * planes, "e": 2 * planes, "f": 3 * planes}[kind]
-    return (slot + k) * words + (row + (0 if row_above else 1)) * 4 * planes * words
+    return (slot + k) * words + (row + (0 if row_above else 1)) * _row_words(planes, words)
+
+
+def _row_words(planes: int, words: int) -> int:
+    """Words of one row of the state: 4 slots of ``planes`` planes of
+    ``words`` words, and one vector (64 bytes) more, so that consecutive rows
+    start on different cache sets: at 4 x 6 x 16 words (3 KB) without it the
+    rows of a pass fall into half the L1 sets, and the state of a 32-row
+    stripe does not stay in a 48 KB L1 (1.5x slower, Emerald Rapids)."""
+    return 4 * planes * words + VECTOR_WORDS
 
 
 def _cell_statements(planes: int, scoring: Scoring, parity: int, track_best: bool = True,
@@ -562,6 +576,7 @@ def _match_table_statements(words: int, vector: bool = False) -> list[str]:
 #: the task's loops of the generic kernel: per column, the pattern rows in
 #: passes of ROWS, each pass over all words of the superblock
 _COLUMN_MAJOR_LOOPS = """\
+st[:(padded + 1) * ROW] = 0
 for j in range(block_length[s]):
     for w in range(WORDS):
 {match_table}
@@ -584,24 +599,68 @@ for j in range(block_length[s]):
 #: Zen 4 a 512-bit store takes 2 cycles and does not overlap the logic (8
 #: vpternlogq alone 4.6 cycles, with 2 stores 7.5-8.0: bench/cpu_store_probe.c),
 #: so the 12 stores of H and E a cell cost about as much as its 96 LUTs (see
-#: SHAPES)
+#: SHAPES).
+#:
+#: The pattern's rows go in stripes of STRIPE rows, each over all columns, so
+#: that the state the cells load and store (the stripe's rows of H and E, a
+#: few KB a row) stays in L1: a cell's stores that miss L1 cost more than its
+#: logic. Between stripes go the stripe's bottom row, H(bottom, j) and F
+#: (bottom, j) of every column j (``hb``, ``fb``): the next stripe's first row
+#: takes its F from ``fb[j]`` and finds its diagonal H(top, j-1) in its row
+#: 0, which column j-1 filled from ``hb[j-1]``.
 _VECTOR_MAJOR_LOOPS = """\
 for w in range(0, WORDS, LANES):
 {zero_carried}
-    for j in range(block_length[s]):
+    hb[:block_length[s] * BOUNDARY] = 0
+    fb[:block_length[s] * BOUNDARY] = 0
+    for top in range(0, padded, STRIPE):
+        bottom = min(top + STRIPE, padded)
+        for q in range(0, (bottom - top + 1) * ROW, ROW):
+            for k in range(0, 3 * {planes} * WORDS, WORDS):
+                vstore(st, q + k + w, vzero())
+        for j in range(block_length[s]):
 {match_table}
-{zero_f}
-        if j % 2 == 0:
-            for r in range(1, padded + 1, ROWS):
-                rows = st[(r - 1) * ROW:(r + ROWS) * ROW]
+            at = j * BOUNDARY
+{load_f}
+            if j % 2 == 0:
+{pass_top_even}
+                for r in range(top + 1, bottom + 1, ROWS):
+                    rows = st[(r - top - 1) * ROW:(r - top + ROWS) * ROW]
 {pass_views}
 {even_pass}
-        else:
-            for r in range(1, padded + 1, ROWS):
-                rows = st[(r - 1) * ROW:(r + ROWS) * ROW]
+{pass_bottom_even}
+            else:
+{pass_top_odd}
+                for r in range(top + 1, bottom + 1, ROWS):
+                    rows = st[(r - top - 1) * ROW:(r - top + ROWS) * ROW]
 {pass_views}
 {odd_pass}
+{pass_bottom_odd}
+{store_f}
 {store_carried}"""
+
+
+def _stripe_rows(shape: KernelShape, planes: int) -> int:
+    """Pattern rows per stripe of the 'lut3' kernel: the state of a row that
+    one vector touches is 3 slots (H of even and odd columns, E) of
+    ``planes`` vectors of 64 bytes."""
+    if not shape.stripe_bytes:
+        return 1 << 30
+    fitting = shape.stripe_bytes // (3 * planes * VECTOR_WORDS * 8)
+    return max(1, fitting // shape.rows) * shape.rows
+
+
+def _stripe_boundary_statements(planes: int, words: int, parity: int) -> tuple[list[str], list[str]]:
+    """(before, after) the passes of column j of parity ``parity``: before,
+    H(top, j) from ``hb`` into the stripe's row 0, in the slot where column
+    j + 1 reads its diagonal; after, H(bottom, j) from the stripe's last row
+    into ``hb`` for the next stripe (in that order: column j + 1 needs the
+    old ``hb[j]``)."""
+    before = [f"vstore(st, {(parity * planes + k) * words} + w, vload(hb, at + {k * VECTOR_WORDS}))"
+              for k in range(planes)]
+    after = [f"vstore(hb, at + {k * VECTOR_WORDS}, vload(st, (bottom - top) * ROW + {(parity * planes + k) * words} + w))"
+             for k in range(planes)]
+    return before, after
 
 
 _KERNEL_TEMPLATE = """\
@@ -614,7 +673,7 @@ WORDS = {words}
 ROW = {row}
 ROWS = {rows}
 ALIGN = 8  # words: 64 bytes
-
+{constants}
 
 @njit(cache=True, nogil=True)
 def aligned_empty(n):
@@ -636,7 +695,7 @@ def sw_kernel(cols, block_length, pattern_codes, pattern_start, task_block, task
     best = aligned_empty({planes} * WORDS)
     flag = aligned_empty(WORDS)
     match_table = aligned_empty({mask_codes} * WORDS)
-    for t in range(start, stop):
+{allocations}    for t in range(start, stop):
         s = task_block[t]
         first = pattern_start[task_pattern[t]]
         m_rows = pattern_start[task_pattern[t] + 1] - first
@@ -645,7 +704,6 @@ def sw_kernel(cols, block_length, pattern_codes, pattern_start, task_block, task
         # every lane, so the pattern's rows compute what they would without
         pad = (-m_rows) % ROWS
         padded = m_rows + pad
-        st[:(padded + 1) * ROW] = 0
         best[:] = 0
         flag[:] = 0
 {task_body}
@@ -686,15 +744,23 @@ def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = Tr
         zero_carried = ["fl = vzero()"] + ([f"bs{k} = vzero()" for k in range(planes)] if track_best else [])
         store_carried = ["vstore(flag, w, fl)"] + (
             [f"vstore(best, {k * shape.words} + w, bs{k})" for k in range(planes)] if track_best else [])
+        boundary = {}
+        for name, parity in (("even", 0), ("odd", 1)):
+            before, after = _stripe_boundary_statements(planes, shape.words, parity)
+            boundary |= {f"pass_top_{name}": indented(before, 16), f"pass_bottom_{name}": indented(after, 16)}
         loops = _VECTOR_MAJOR_LOOPS.format(
-            zero_carried=indented(zero_carried, 4), store_carried=indented(store_carried, 4),
-            match_table=indented(_match_table_statements(shape.words, vector=True), 8),
-            zero_f=indented([f"{name} = vzero()" for name in carried], 8),
-            pass_views=views(shape.rows, 16),
+            planes=planes, zero_carried=indented(zero_carried, 4), store_carried=indented(store_carried, 4),
+            match_table=indented(_match_table_statements(shape.words, vector=True), 12),
+            load_f=indented([f"{name} = vload(fb, at + {k * VECTOR_WORDS})" for k, name in enumerate(carried)], 12),
+            store_f=indented([f"vstore(fb, at + {k * VECTOR_WORDS}, {name})" for k, name in enumerate(carried)], 12),
+            pass_views=views(shape.rows, 20), **boundary,
             **{f"{name}_pass": indented(_lut3_pass_statements(circuit, planes, parity, track_best, shape.words,
-                                                              shape.rows), 16)
+                                                              shape.rows), 20)
                for name, parity in (("even", 0), ("odd", 1))})
+        constants = f"STRIPE = {_stripe_rows(shape, planes)}\nBOUNDARY = {planes} * LANES  # words per column of hb and fb\n"
+        allocations = "    hb = aligned_empty(cols.shape[1] * BOUNDARY)\n    fb = aligned_empty(cols.shape[1] * BOUNDARY)\n"
     else:
+        constants = allocations = ""
         if shape.vector:
             imports = f"from bpbc.cpu_vector import vload{shape.vector} as vload, vstore, " \
                 f"vzero{shape.vector} as vzero" + version
@@ -708,8 +774,8 @@ def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = Tr
                for name, parity in (("even", 0), ("odd", 1))})
     return _KERNEL_TEMPLATE.format(
         planes=planes, scoring=scoring, track_best=track_best, target=target, shape=shape, imports=imports,
-        words=shape.words, row=4 * planes * shape.words, rows=shape.rows, mask_codes=MASK_CODES,
-        task_body=indented(loops.split("\n"), 8),
+        words=shape.words, row=_row_words(planes, shape.words), rows=shape.rows, mask_codes=MASK_CODES,
+        task_body=indented(loops.split("\n"), 8), constants=constants, allocations=allocations,
     )
 
 

@@ -295,7 +295,8 @@ def test_padding_lanes_are_not_packed_but_the_layout_is_the_same(words):
 def test_every_kernel_shape_gives_the_same_scores():
     """Each shape the CPU engine can take (the per-target table's and others:
     3-input gates, LUT3 cells, 2 and 3 rows per pass over patterns of lengths
-    that are not multiples, 32 words, explicit 4-word vectors) gives
+    that are not multiples, LUT3 cells in stripes of 4 and 3 rows, 32 words,
+    explicit 4-word vectors) gives
     the same scores and flags, and the flagged pass the same instances, on
     whatever target numba compiles for here."""
     from bpbc.cpu_engine import SHAPES, CpuEngine, KernelShape
@@ -303,6 +304,8 @@ def test_every_kernel_shape_gives_the_same_scores():
     shapes = sorted(set(SHAPES.values()) | {KernelShape(16, 1, "ternary", "early"),
                                             KernelShape(32, 2, "ternary", "late"),
                                             KernelShape(16, 1, "lut3"), KernelShape(32, 3, "lut3"),
+                                            KernelShape(16, 2, "lut3", stripe_bytes=4 * 960),
+                                            KernelShape(16, 3, "lut3", stripe_bytes=1),
                                             KernelShape(8, 2, "binary", "late", vector=4)}, key=str)
     rng = np.random.default_rng(21)
     pairs = [related_pair(rng, int(rng.integers(1, 150)), 37, rate=0.1, iupac_rate=0.05) for _ in range(300)]
