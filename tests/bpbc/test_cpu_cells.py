@@ -58,7 +58,7 @@ def test_lut3_pass_equals_the_binary_pass(key):
     scoring = Scoring(*key[1:])
     rng = np.random.default_rng(planes)
     f_slot = 3 * planes * WORDS  # F of a row, in the binary layout
-    row_words = 4 * planes * WORDS
+    row_words = cpu_engine._row_words(planes, WORDS)
     for rows in (1, 2, 3):
         for track_best in (True, False):
             for parity in (0, 1):
@@ -129,7 +129,7 @@ def test_vector_binary_pass_equals_the_scalar_pass():
     rng = np.random.default_rng(3)
     for scoring in scorings:
         for planes, rows, track_best, parity in ((5, 1, False, 0), (6, 1, True, 1), (5, 2, True, 0)):
-            state = _state(rng, (rows + 1) * 4 * planes * WORDS, lanes=4)
+            state = _state(rng, (rows + 1) * cpu_engine._row_words(planes, WORDS), lanes=4)
             best = _state(rng, planes * WORDS, lanes=4)
             flag = _state(rng, WORDS, lanes=4)
             masks = {f"m{r}": _state(rng, WORDS, lanes=4) for r in range(rows)}
