@@ -241,6 +241,21 @@ class KernelShape:
 #: peaks at 39 live values at 6 planes with best, the reordered one at 36);
 #: rows 1 and 4; words 8.
 #:
+#: Emerald Rapids (2-core Xeon, AVX-512, 48 KB L1, numba 0.68.1), eleventh
+#: session: the vector-major kernel ran 17.8 GCUPS per core at 6 planes with
+#: best, 26 when its H and E stores went to a scratch line instead of the
+#: state, and 26 for a 32-row pattern whose state fits L1 once rows are one
+#: vector apart (without that, 3 KB rows fall into half the L1 sets). So the
+#: pattern's rows now go in stripes of at most 24 KB of state
+#: (``stripe_bytes``, 20 rows at 6 planes; 16, 24, 32 or 48 KB within 2 %
+#: here). Three pairs alternating with the kernel before
+#: (bench/results/cpu_stripes_emr/): 6 planes with best 13.7-17.3 -> 25.1-25.9
+#: GCUPS per core, 5 flag only 18.9-24.2 -> 33.8-38.0. 1, 2 or 4 rows a pass
+#: and 8 or 16 words all within 2 % of each other now; the table of match
+#: words for only the codes the pattern uses, no faster. (The Skylake-SP's
+#: bands of 8 or 16 rows, above, had the column-major loops, which stored
+#: best and flag every pass, and rows in half the sets.)
+#:
 #: AVX2 since (issue 14): the 'binary' cell on explicit 256-bit vectors
 #: (``vector=4``), compiled for haswell on the same machine, one thread,
 #: bench/cpu_cell_ab.py alternating with the auto-vectorised shape, kernel
