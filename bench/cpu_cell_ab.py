@@ -5,7 +5,7 @@
 ``--reads`` random full-length reads; for every plane count (6: scores and
 flag, the usual full pass; 5: flag only, the usual first pass, unless
 ``--with-best``: the library's dense first pass) and every
-shape (``words,rows,gates,loads[,vector]``; default: the target's shape), the median
+shape (``words,rows,gates,loads[,vector[,stripe_bytes]]``; default: the target's shape), the median
 time of the kernel on one thread over all superblocks, the shapes
 alternating within each repeat, and GCUPS per core. Checks that every shape
 gives the same best planes and flags as the first. ``--asm``: also counts
@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--read-length", type=int, default=150)
     parser.add_argument("--pattern-length", type=int, default=128)
     parser.add_argument("--planes", type=int, nargs="+", default=[6, 5])
-    parser.add_argument("--shapes", nargs="+", default=None, help="words,rows,gates,loads[,vector[,stripe_bytes]] (default: the target's)")
+    parser.add_argument("--shapes", nargs="+", default=None,
+                        help="words,rows,gates,loads[,vector[,stripe_bytes]] (default: the target's)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--with-best", action="store_true",
                         help="best planes at every plane count (5: the library's dense first pass)")

@@ -189,7 +189,8 @@ class KernelShape:
 
     def __str__(self) -> str:
         text = f"words={self.words} rows={self.rows} gates={self.gates} loads={self.loads}"
-        return text + (f" vector={self.vector}" if self.vector else "") + (f" stripe_bytes={self.stripe_bytes}" if self.stripe_bytes else "")
+        text += f" vector={self.vector}" if self.vector else ""
+        return text + (f" stripe_bytes={self.stripe_bytes}" if self.stripe_bytes else "")
 
 
 #: the shape per instruction set (README, "CPU targets"). Measured on a
@@ -660,7 +661,7 @@ def _stripe_rows(shape: KernelShape, planes: int) -> int:
     one vector touches is 3 slots (H of even and odd columns, E) of
     ``planes`` vectors of 64 bytes."""
     if not shape.stripe_bytes:
-        return 1 << 30
+        return 1 << 30  # the whole pattern at once
     fitting = shape.stripe_bytes // (3 * planes * VECTOR_WORDS * 8)
     return max(1, fitting // shape.rows) * shape.rows
 
@@ -688,6 +689,7 @@ WORDS = {words}
 ROW = {row}
 ROWS = {rows}
 ALIGN = 8  # words: 64 bytes
+STRIPE = {stripe}  # pattern rows at a time
 {constants}
 
 @njit(cache=True, nogil=True)
@@ -706,7 +708,7 @@ def sw_kernel(cols, block_length, pattern_codes, pattern_start, task_block, task
         longest = max(longest, pattern_start[p + 1] - pattern_start[p])
     # every array on a 64-byte boundary: a vector never straddles two cache
     # lines, and a vector stored is forwarded to the load that reads it back
-    st = aligned_empty((longest + ROWS) * ROW)
+    st = aligned_empty((min(longest, STRIPE) + ROWS) * ROW)
     best = aligned_empty({planes} * WORDS)
     flag = aligned_empty(WORDS)
     match_table = aligned_empty({mask_codes} * WORDS)
@@ -759,7 +761,7 @@ def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = Tr
         zero_carried = ["fl = vzero()"] + ([f"bs{k} = vzero()" for k in range(planes)] if track_best else [])
         store_carried = ["vstore(flag, w, fl)"] + (
             [f"vstore(best, {k * shape.words} + w, bs{k})" for k in range(planes)] if track_best else [])
-        boundary = {}
+        boundary: dict[str, str] = {}
         for name, parity in (("even", 0), ("odd", 1)):
             before, after = _stripe_boundary_statements(planes, shape.words, parity)
             boundary |= {f"pass_top_{name}": indented(before, 16), f"pass_bottom_{name}": indented(after, 16)}
@@ -772,10 +774,11 @@ def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = Tr
             **{f"{name}_pass": indented(_lut3_pass_statements(circuit, planes, parity, track_best, shape.words,
                                                               shape.rows), 20)
                for name, parity in (("even", 0), ("odd", 1))})
-        constants = f"STRIPE = {_stripe_rows(shape, planes)}\nBOUNDARY = {planes} * LANES  # words per column of hb and fb\n"
+        stripe = _stripe_rows(shape, planes)
+        constants = f"BOUNDARY = {planes} * LANES  # words per column of hb and fb\n"
         allocations = "    hb = aligned_empty(cols.shape[1] * BOUNDARY)\n    fb = aligned_empty(cols.shape[1] * BOUNDARY)\n"
     else:
-        constants = allocations = ""
+        stripe, constants, allocations = 1 << 30, "", ""  # the whole pattern at once
         if shape.vector:
             imports = f"from bpbc.cpu_vector import vload{shape.vector} as vload, vstore, " \
                 f"vzero{shape.vector} as vzero" + version
@@ -790,7 +793,7 @@ def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = Tr
     return _KERNEL_TEMPLATE.format(
         planes=planes, scoring=scoring, track_best=track_best, target=target, shape=shape, imports=imports,
         words=shape.words, row=_row_words(planes, shape.words), rows=shape.rows, mask_codes=MASK_CODES,
-        task_body=indented(loops.split("\n"), 8), constants=constants, allocations=allocations,
+        task_body=indented(loops.split("\n"), 8), stripe=stripe, constants=constants, allocations=allocations,
     )
 
 
