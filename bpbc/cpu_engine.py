@@ -623,12 +623,12 @@ for j in range(block_length[s]):
 #: logic. Between stripes go the stripe's bottom row, H(bottom, j) and F
 #: (bottom, j) of every column j (``hb``, ``fb``): the next stripe's first row
 #: takes its F from ``fb[j]`` and finds its diagonal H(top, j-1) in its row
-#: 0, which column j-1 filled from ``hb[j-1]``.
+#: 0, which column j-1 filled from ``hb[j-1]``. The first stripe starts from
+#: zeros and the last leaves nothing, so a pattern of one stripe moves no
+#: boundary at all.
 _VECTOR_MAJOR_LOOPS = """\
 for w in range(0, WORDS, LANES):
 {zero_carried}
-    hb[:block_length[s] * BOUNDARY] = 0
-    fb[:block_length[s] * BOUNDARY] = 0
     for top in range(0, padded, STRIPE):
         bottom = min(top + STRIPE, padded)
         for q in range(0, (bottom - top + 1) * ROW, ROW):
@@ -637,21 +637,29 @@ for w in range(0, WORDS, LANES):
         for j in range(block_length[s]):
 {match_table}
             at = j * BOUNDARY
+            if top > 0:
 {load_f}
+            else:
+{zero_f}
             if j % 2 == 0:
+                if top > 0:
 {pass_top_even}
                 for r in range(top + 1, bottom + 1, ROWS):
                     rows = st[(r - top - 1) * ROW:(r - top + ROWS) * ROW]
 {pass_views}
 {even_pass}
+                if bottom < padded:
 {pass_bottom_even}
             else:
+                if top > 0:
 {pass_top_odd}
                 for r in range(top + 1, bottom + 1, ROWS):
                     rows = st[(r - top - 1) * ROW:(r - top + ROWS) * ROW]
 {pass_views}
 {odd_pass}
+                if bottom < padded:
 {pass_bottom_odd}
+            if bottom < padded:
 {store_f}
 {store_carried}"""
 
@@ -764,12 +772,13 @@ def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = Tr
         boundary: dict[str, str] = {}
         for name, parity in (("even", 0), ("odd", 1)):
             before, after = _stripe_boundary_statements(planes, shape.words, parity)
-            boundary |= {f"pass_top_{name}": indented(before, 16), f"pass_bottom_{name}": indented(after, 16)}
+            boundary |= {f"pass_top_{name}": indented(before, 20), f"pass_bottom_{name}": indented(after, 20)}
         loops = _VECTOR_MAJOR_LOOPS.format(
             planes=planes, zero_carried=indented(zero_carried, 4), store_carried=indented(store_carried, 4),
             match_table=indented(_match_table_statements(shape.words, vector=True), 12),
-            load_f=indented([f"{name} = vload(fb, at + {k * VECTOR_WORDS})" for k, name in enumerate(carried)], 12),
-            store_f=indented([f"vstore(fb, at + {k * VECTOR_WORDS}, {name})" for k, name in enumerate(carried)], 12),
+            load_f=indented([f"{name} = vload(fb, at + {k * VECTOR_WORDS})" for k, name in enumerate(carried)], 16),
+            zero_f=indented([f"{name} = vzero()" for name in carried], 16),
+            store_f=indented([f"vstore(fb, at + {k * VECTOR_WORDS}, {name})" for k, name in enumerate(carried)], 16),
             pass_views=views(shape.rows, 20), **boundary,
             **{f"{name}_pass": indented(_lut3_pass_statements(circuit, planes, parity, track_best, shape.words,
                                                               shape.rows), 20)
