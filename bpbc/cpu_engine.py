@@ -664,12 +664,16 @@ for w in range(0, WORDS, LANES):
 {store_carried}"""
 
 
+#: rows per stripe that stand for "the whole pattern in one stripe"
+WHOLE_PATTERN = 1 << 30
+
+
 def _stripe_rows(shape: KernelShape, planes: int) -> int:
     """Pattern rows per stripe of the 'lut3' kernel: the state of a row that
     one vector touches is 3 slots (H of even and odd columns, E) of
     ``planes`` vectors of 64 bytes."""
     if not shape.stripe_bytes:
-        return 1 << 30  # the whole pattern at once
+        return WHOLE_PATTERN
     fitting = shape.stripe_bytes // (3 * planes * VECTOR_WORDS * 8)
     return max(1, fitting // shape.rows) * shape.rows
 
@@ -787,7 +791,7 @@ def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = Tr
         constants = f"BOUNDARY = {planes} * LANES  # words per column of hb and fb\n"
         allocations = "    hb = aligned_empty(cols.shape[1] * BOUNDARY)\n    fb = aligned_empty(cols.shape[1] * BOUNDARY)\n"
     else:
-        stripe, constants, allocations = 1 << 30, "", ""  # the whole pattern at once
+        stripe, constants, allocations = WHOLE_PATTERN, "", ""  # the column-major loops have no stripes
         if shape.vector:
             imports = f"from bpbc.cpu_vector import vload{shape.vector} as vload, vstore, " \
                 f"vzero{shape.vector} as vzero" + version
