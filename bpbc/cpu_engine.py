@@ -642,26 +642,25 @@ for w in range(0, WORDS, LANES):
             else:
 {zero_f}
             if j % 2 == 0:
-                if top > 0:
-{pass_top_even}
-                for r in range(top + 1, bottom + 1, ROWS):
-                    rows = st[(r - top - 1) * ROW:(r - top + ROWS) * ROW]
-{pass_views}
-{even_pass}
-                if bottom < padded:
-{pass_bottom_even}
+{even_passes}
             else:
-                if top > 0:
-{pass_top_odd}
-                for r in range(top + 1, bottom + 1, ROWS):
-                    rows = st[(r - top - 1) * ROW:(r - top + ROWS) * ROW]
-{pass_views}
-{odd_pass}
-                if bottom < padded:
-{pass_bottom_odd}
+{odd_passes}
             if bottom < padded:
 {store_f}
 {store_carried}"""
+
+
+#: the passes of one column of a stripe, for the column's parity (the
+#: parity is folded into the state offsets, so each parity has its own copy)
+_STRIPE_COLUMN_PASSES = """\
+if top > 0:
+{pass_top}
+for r in range(top + 1, bottom + 1, ROWS):
+    rows = st[(r - top - 1) * ROW:(r - top + ROWS) * ROW]
+{pass_views}
+{passes}
+if bottom < padded:
+{pass_bottom}"""
 
 
 #: rows per stripe that stand for "the whole pattern in one stripe"
@@ -773,20 +772,20 @@ def _generate_kernel_source(planes: int, scoring: Scoring, track_best: bool = Tr
         zero_carried = ["fl = vzero()"] + ([f"bs{k} = vzero()" for k in range(planes)] if track_best else [])
         store_carried = ["vstore(flag, w, fl)"] + (
             [f"vstore(best, {k * shape.words} + w, bs{k})" for k in range(planes)] if track_best else [])
-        boundary: dict[str, str] = {}
+        column_passes = {}
         for name, parity in (("even", 0), ("odd", 1)):
             before, after = _stripe_boundary_statements(planes, shape.words, parity)
-            boundary |= {f"pass_top_{name}": indented(before, 20), f"pass_bottom_{name}": indented(after, 20)}
+            passes = _STRIPE_COLUMN_PASSES.format(
+                pass_top=indented(before, 4), pass_views=views(shape.rows, 4), pass_bottom=indented(after, 4),
+                passes=indented(_lut3_pass_statements(circuit, planes, parity, track_best, shape.words, shape.rows), 4))
+            column_passes[f"{name}_passes"] = indented(passes.split("\n"), 16)
         loops = _VECTOR_MAJOR_LOOPS.format(
             planes=planes, zero_carried=indented(zero_carried, 4), store_carried=indented(store_carried, 4),
             match_table=indented(_match_table_statements(shape.words, vector=True), 12),
             load_f=indented([f"{name} = vload(fb, at + {k * VECTOR_WORDS})" for k, name in enumerate(carried)], 16),
             zero_f=indented([f"{name} = vzero()" for name in carried], 16),
             store_f=indented([f"vstore(fb, at + {k * VECTOR_WORDS}, {name})" for k, name in enumerate(carried)], 16),
-            pass_views=views(shape.rows, 20), **boundary,
-            **{f"{name}_pass": indented(_lut3_pass_statements(circuit, planes, parity, track_best, shape.words,
-                                                              shape.rows), 20)
-               for name, parity in (("even", 0), ("odd", 1))})
+            **column_passes)
         stripe = _stripe_rows(shape, planes)
         constants = f"BOUNDARY = {planes} * LANES  # words per column of hb and fb\n"
         allocations = "    hb = aligned_empty(cols.shape[1] * BOUNDARY)\n    fb = aligned_empty(cols.shape[1] * BOUNDARY)\n"
