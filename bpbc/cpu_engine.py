@@ -48,7 +48,7 @@ from numba import njit, prange
 
 from .cpu_vector import LANES as VECTOR_WORDS
 from .cpu_vector import VERSION as VECTOR_VERSION
-from .engines import in_input_order, length_order
+from .order import in_input_order, length_order
 from .scoring import Scoring
 
 WORD_BITS = 64

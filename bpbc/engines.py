@@ -60,22 +60,6 @@ class TwoPassEngine(Engine, Protocol):
                     scoring: Any, planes: int) -> tuple[np.ndarray, np.ndarray]: ...
 
 
-def length_order(lengths: np.ndarray) -> np.ndarray:
-    """The order engines lay a batch out in: by read length, stable, so that
-    the reads sharing a word are of similar length."""
-    return np.argsort(lengths, kind="stable")
-
-
-def in_input_order(order: np.ndarray, values: np.ndarray, flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(n, K) int32 scores and bool flags in input order from (K, n) arrays in
-    ``order`` (lane i holds read order[i])."""
-    scores = np.empty(values.shape[::-1], dtype=np.int32)
-    overflow = np.empty(flags.shape[::-1], dtype=bool)
-    scores[order] = values.T
-    overflow[order] = flags.T
-    return scores, overflow
-
-
 def gpu_unavailable_reason() -> str | None:
     """None when a CUDA GPU is usable through CuPy, else why not."""
     try:

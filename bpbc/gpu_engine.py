@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from .engines import in_input_order, length_order
+from .order import in_input_order, length_order
 from .scoring import Scoring
 
 WORD_BITS = 32
