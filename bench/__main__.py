@@ -1,12 +1,13 @@
-"""``python -m bench transpose|sw|dask [--quick] [--out DIR]``: run a benchmark, write CSV (and PNG).
+"""``python -m bench BENCHMARK [options]``: run one benchmark of the suite (docs/benchmarks.md).
 
-``python -m bench sass [...]``: instructions per 32-cell word of the SW kernel (bench/sass_count.py);
-``python -m bench dpx [...]``: the DPX word-wise peer beside bpbc (bench/dpx_peer.py);
-``python -m bench fuzz --inputs N [--out DIR]``: fuzz the command's input paths (see bench/fuzz.py)."""
+``transpose``, ``sw`` and ``dask`` are parsed here and write ``DIR/<benchmark>_<device>.csv``
+(and PNG plots); the others are their own scripts, run through this entry point:
+see ``python -m bench NAME --help``."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 
@@ -14,23 +15,38 @@ from . import say
 from .environment import RESULTS_DIR, device_kind, environment, gpu_info, write_csv
 from .plots import plot
 
+#: benchmarks that are scripts of their own: name -> module (each has ``main(argv)``)
+SCRIPTS = {
+    "sass": "sass_count",
+    "dpx": "dpx_peer",
+    "fuzz": "fuzz",
+    "startup": "startup",
+    "gpu-kernel": "gpu_kernel",
+    "cpu-kernel": "cpu_cell_ab",
+    "transpose-variants": "transpose_variants",
+}
+
+
+def result_stem(command: str, device: str, quick: bool = False, only: list[str] | None = None,
+                serve: bool = False) -> str:
+    """The name of a run's result files: one current file per benchmark and
+    device, where the sw parts run alone (``--only``) and the dask runs through
+    bpbc-serve count as benchmarks of their own."""
+    parts = list(only or []) if command == "sw" else []
+    served = ["serve"] if command == "dask" and serve else []
+    return "_".join([command, *(["quick"] if quick else []), *parts, *served, device])
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "sass":
-        from .sass_count import main as sass_main
-
-        return sass_main(argv[1:])
-    if argv and argv[0] == "dpx":
-        from .dpx_peer import main as dpx_main
-
-        return dpx_main(argv[1:])
-    if argv[:1] == ["fuzz"]:
-        from .fuzz import main as fuzz
-
-        return fuzz(argv[1:], prog="python -m bench fuzz")
+    if argv and argv[0] in SCRIPTS:
+        script = importlib.import_module(f"{__package__}.{SCRIPTS[argv[0]]}")
+        if argv[0] == "fuzz":
+            return script.main(argv[1:], prog="python -m bench fuzz")
+        return script.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("command", choices=("transpose", "sw", "dask"), help="(also: sass, dpx; see their --help)")
+    parser.add_argument("command", choices=("transpose", "sw", "dask"),
+                        help=f"(also: {', '.join(SCRIPTS)}; see their --help)")
     parser.add_argument("--quick", action="store_true", help="CPU only, small sizes, seconds (CI)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (default bench/results)")
     parser.add_argument("--repeats", type=int, default=None, help="timed repetitions (median)")
@@ -38,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--length", type=int, default=150, help="transpose: read length")
     parser.add_argument("--cpu-max", type=int, default=None,
                         help="transpose: CPU transposes only up to this many instances (0: none)")
-    parser.add_argument("--legacy", action="store_true",
-                        help="transpose: also time the previous kernels (bench/legacy, v1) in the same run")
+    parser.add_argument("--v1", action="store_true",
+                        help="transpose: also time the first kernels (bench/transpose_v1.cu) in the same run")
     parser.add_argument("--e2e-reads", type=int, nargs="+", default=[1 << 20],
                         help="sw: reads in the end-to-end runs (default 1048576)")
     parser.add_argument("--check-cpu", action="store_true",
@@ -69,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu = None if args.quick else gpu_info()
     kind = device_kind(gpu)
     env = environment(gpu)
-    stem = f"{args.command}_{'quick_' if args.quick else ''}{kind}"
+    stem = result_stem(args.command, kind, quick=args.quick, only=args.only, serve=args.serve)
     if args.command == "dask":
         from .dask_bench import run
 
@@ -79,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         from .transpose_bench import run
 
         rows, _ = run(args.sizes, args.length, args.repeats or (3 if args.quick else 5), args.quick,
-                      legacy=args.legacy, **({} if args.cpu_max is None else {"cpu_max": args.cpu_max}))
+                      v1=args.v1, **({} if args.cpu_max is None else {"cpu_max": args.cpu_max}))
         plot(rows, "instances", args.out / f"{stem}.png", f"bit transposes, L={args.length} ({kind})",
              series=("direction", "method"))
     else:
@@ -87,10 +103,11 @@ def main(argv: list[str] | None = None) -> int:
 
         rows, _ = run(args.quick, args.repeats or (2 if args.quick else 3), args.e2e_reads, args.only, args.check_cpu,
                        args.pairs_reads, args.stream_reads, args.stream_device, args.tools_reads)
-        plot(rows, "read_length", args.out / f"{stem}_table2.png", f"SW, pattern 128 ({kind})",
-             where=lambda r: r.get("case") == "table2")
-        plot(rows, "instances", args.out / f"{stem}_screening.png", f"screening, 150 bp reads ({kind})",
-             series=("case", "method"), where=lambda r: str(r.get("case", "")).startswith("screen_"))
+        plot(rows, "read_length", args.out / f"{result_stem('sw', kind, args.quick, ['table2'])}.png",
+             f"SW, pattern 128 ({kind})", where=lambda r: r.get("case") == "table2")
+        plot(rows, "instances", args.out / f"{result_stem('sw', kind, args.quick, ['screen'])}.png",
+             f"screening, 150 bp reads ({kind})", series=("case", "method"),
+             where=lambda r: str(r.get("case", "")).startswith("screen_"))
     path = write_csv(args.out / f"{stem}.csv", rows, env)
     say(f"bench {args.command}: {len(rows)} rows -> {path}")
     return 0

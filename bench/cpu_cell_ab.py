@@ -21,7 +21,6 @@ one-pass kernel's scores at T's plane count.
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from pathlib import Path
 
@@ -112,12 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.screen is not None:
         rows += screen_rows(codes, lengths, pattern, args.screen, args.repeats, target.name, cells)
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        fields = list(dict.fromkeys(k for row in rows for k in row))
-        with open(args.out / "cpu_cell_ab.csv", "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=fields)
-            writer.writeheader()
-            writer.writerows(rows)
+        from .environment import device_kind, environment, write_csv
+
+        write_csv(args.out / f"cpu_cell_ab_{device_kind(None)}.csv", rows, environment(None))
     return 0
 
 

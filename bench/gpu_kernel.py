@@ -2,8 +2,8 @@
 and the engine's hits on the same reads in two passes (a flag-only pass one
 plane short, then the flagged lanes alone with scores) and in one.
 
-``python bench/gpu_kernel.py [N | I,J,...]``: the first N cases of each table,
-or the cases of those indices (all by default).
+``python -m bench gpu-kernel [N | I,J,...]``: the first N cases of each table,
+or the cases of those indices (all by default); one line per case on stdout.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def time_hits(prepared, pattern_masks: list, scoring, threshold: int, repeats: i
     return result
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
     import sys
 
     from bpbc.alphabet import encode_pattern
@@ -119,12 +119,14 @@ if __name__ == "__main__":
     cases = [(4_000_000, 150, 128, 40), (32768, 1024, 128, 40), (32768, 4096, 128, 40), (1_000_000, 150, 20, 30),
              (1_000_000, 150, 60, 40), (1_000_000, 150, 300, 40)]
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+
     def chosen(table: list) -> list:
-        if len(sys.argv) < 2:
+        if not argv:
             return table
-        if "," in sys.argv[1]:
-            return [table[int(i)] for i in sys.argv[1].split(",") if int(i) < len(table)]
-        return table[: int(sys.argv[1])]
+        if "," in argv[0]:
+            return [table[int(i)] for i in argv[0].split(",") if int(i) < len(table)]
+        return table[: int(argv[0])]
 
     for n, length, m, threshold in chosen(cases):
         prepared = random_prepared(n, length)
@@ -159,3 +161,8 @@ if __name__ == "__main__":
                   f" {cells / t['two_pass'] / 1e12:6.3f} TCUPS  one pass {t['one_pass'] * 1e3:8.3f} ms"
                   f" {cells / t['one_pass'] / 1e12:6.3f} TCUPS  default {t['default']}  (flag-only kernel alone"
                   f" {t['pass1_kernel'] * 1e3:8.3f} ms, {cells / t['pass1_kernel'] / 1e12:6.3f} TCUPS)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -522,9 +522,10 @@ def run(planes_list, pattern_length: int, scoring, compiler: str = "auto", arch:
 
 
 def launch_for_profiler(planes_list, pattern_length: int, scoring, reads: int, read_length: int = 150,
-                        cells=("synth",)) -> None:
-    """One GpuEngine.launch per plane count on random reads, for Nsight Compute
-    (ncu --kernel-name regex:sw_screen ...): prints the cells of each launch."""
+                        cells=("synth",), variants=("best",)) -> None:
+    """One GpuEngine.launch per cell, variant and plane count on random reads,
+    for Nsight Compute (ncu --kernel-name regex:sw_screen ...): prints the
+    cells of each launch."""
     import cupy
 
     from bpbc.alphabet import encode_pattern
@@ -538,11 +539,12 @@ def launch_for_profiler(planes_list, pattern_length: int, scoring, reads: int, r
     table = PatternTable.of([encode_pattern("".join(rng.choice(list("ACGT"), pattern_length)))])
     for cell in cells:
         engine = GpuEngine(cell=cell)
-        for planes in planes_list:
-            engine.launch(prepared, table, scoring, planes)
-            cupy.cuda.Device().synchronize()
-            print(f"launch cell={cell} planes={planes} reads={reads} read_length={read_length} "
-                  f"pattern_length={pattern_length} cells={reads * read_length * pattern_length}", flush=True)
+        for variant in variants:
+            for planes in planes_list:
+                engine.launch(prepared, table, scoring, planes, track_best=variant == "best")
+                cupy.cuda.Device().synchronize()
+                print(f"launch cell={cell} variant={variant} planes={planes} reads={reads} read_length={read_length} "
+                      f"pattern_length={pattern_length} cells={reads * read_length * pattern_length}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -571,10 +573,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="cells of each profiled launch (default: --launch 1048576 at 150 x 128)")
     parser.add_argument("--launch", type=int, default=None, metavar="READS",
                         help="instead: launch the kernel once per plane count on READS random reads (for ncu)")
+    parser.add_argument("--read-length", type=int, default=150, help="length of the --launch reads")
     args = parser.parse_args(argv)
     scoring = Scoring(*(int(x) for x in args.scoring.split(",")))
     if args.launch:
-        launch_for_profiler(args.planes, args.pattern_length, scoring, args.launch, cells=args.cell)
+        launch_for_profiler(args.planes, args.pattern_length, scoring, args.launch, args.read_length,
+                            cells=args.cell, variants=args.variant)
         return 0
     rows = run(args.planes, args.pattern_length, scoring, args.compiler, args.arch, args.sass_dir, args.cell,
                args.variant)

@@ -8,7 +8,7 @@ marked GPU run only where CuPy sees a device. With reads and patterns, the
 command itself (PAF, ``--matched`` and ``--unmatched`` as in the end-to-end
 rows) runs as a fresh process and through a ``bpbc-serve`` started once for
 the purpose (``BPBC_SERVER``, bpbc/server.py), beside a bare dnaio pass.
-Prints one line per step and writes ``startup.csv`` to ``--out``.
+Prints one line per step and writes ``startup_<device>.csv`` to ``--out``.
 
     python -m bench.startup [--reads FILE --patterns FASTA | --generate N] [--out DIR] [--repeats 3]
 
@@ -19,7 +19,6 @@ end-to-end rows (``python -m bench sw --only e2e``), threshold 40.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import subprocess
 import sys
@@ -28,6 +27,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from bench.environment import RESULTS_DIR, device_kind, environment, gpu_info, write_csv
 
 #: (name, needs a GPU, Python source run with -c)
 STEPS = [
@@ -87,13 +88,14 @@ def _seconds(args: list[str], env: dict) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m bench startup", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reads", help="also time a bare dnaio pass, bpbc's reader and bpbc-screen on this file")
     parser.add_argument("--patterns", help="patterns for the bpbc-screen rows (FASTA)")
     parser.add_argument("--generate", type=int, metavar="N",
                         help="screen N generated reads against the end-to-end rows' 128 bp pattern")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--out", default="bench/results")
+    parser.add_argument("--out", default=str(RESULTS_DIR))
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).parents[1]),
@@ -137,11 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.reads and args.patterns:
         server.terminate()
         server.wait()
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "startup.csv"), "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["step", "seconds", "runs_s"])
-        writer.writeheader()
-        writer.writerows(rows)
+    device = gpu_info() if gpu else None
+    write_csv(Path(args.out) / f"startup_{device_kind(device)}.csv", rows, environment(device))
     return 0
 
 

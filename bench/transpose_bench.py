@@ -95,44 +95,47 @@ def cpu_rows(sizes, length, repeats, advance) -> list[dict]:
     return rows
 
 
-LEGACY_PATH = Path(__file__).with_name("legacy") / "transpose_kernels_v1.cu"
-LEGACY_WARPS_PER_BLOCK = 8  #: the block shape the v1 kernels were written for
+V1_PATH = Path(__file__).with_name("transpose_v1.cu")
+V1_WARPS_PER_BLOCK = 8  #: the block shape the v1 kernels were written for
+
+
 @cache
-def _legacy_module():
+def _v1_module():
     import cupy
 
-    return cupy.RawModule(code=LEGACY_PATH.read_text(), options=("-std=c++17",))
+    return cupy.RawModule(code=V1_PATH.read_text(), options=("-std=c++17",))
 
 
-def _legacy(name):
-    """A kernel of the previous transpose/kernels.cu (v1: word loads, 5-instruction swap rounds)."""
-    return _legacy_module().get_function(name)
+def _v1(name):
+    """A kernel of the first transposes, written after the paper's description (v1: word loads,
+    5-instruction swap rounds), timed beside the current ones."""
+    return _v1_module().get_function(name)
 
 
-def _legacy_planes(kernel_name, streams, length):
+def _v1_planes(kernel_name, streams, length):
     import cupy
 
     n, _, blocks = streams.shape
     groups = -(-n // 32)
     planes = cupy.empty((groups, length, PLANES), cupy.uint32)
-    grid = (max(1, min(-(-groups // LEGACY_WARPS_PER_BLOCK), 1 << 16)),)
-    _legacy(kernel_name)(grid, (LEGACY_WARPS_PER_BLOCK * 32,), (streams, planes, np.int64(n), np.int32(length),
+    grid = (max(1, min(-(-groups // V1_WARPS_PER_BLOCK), 1 << 16)),)
+    _v1(kernel_name)(grid, (V1_WARPS_PER_BLOCK * 32,), (streams, planes, np.int64(n), np.int32(length),
                                                                  np.int32(blocks), np.int64(groups)))
     return planes
 
 
-def _legacy_unpack(kernel_name, planes, n):
+def _v1_unpack(kernel_name, planes, n):
     import cupy
 
     groups, bits = planes.shape
     values = cupy.empty(n, cupy.int32)
-    grid = (max(1, min(-(-groups // LEGACY_WARPS_PER_BLOCK), 1 << 16)),)
-    _legacy(kernel_name)(grid, (LEGACY_WARPS_PER_BLOCK * 32,), (planes, values, np.int64(n), np.int32(bits),
+    grid = (max(1, min(-(-groups // V1_WARPS_PER_BLOCK), 1 << 16)),)
+    _v1(kernel_name)(grid, (V1_WARPS_PER_BLOCK * 32,), (planes, values, np.int64(n), np.int32(bits),
                                                                  np.int64(groups)))
     return values
 
 
-def gpu_rows(sizes, length, repeats, advance, legacy: bool = False) -> list[dict]:
+def gpu_rows(sizes, length, repeats, advance, v1: bool = False) -> list[dict]:
     import cupy
 
     from transpose import planes_ballot, planes_swap, unpack_planes_gpu
@@ -153,9 +156,9 @@ def gpu_rows(sizes, length, repeats, advance, legacy: bool = False) -> list[dict
             agree = bool((reference == planes_swap(streams, length)).all())
             moved = _stream_bytes(n, length, 32) + _plane_bytes(n, length, 32)
             calls = [("gpu_ballot", planes_ballot), ("gpu_swap", planes_swap)]
-            if legacy:
-                calls += [("gpu_ballot_v1", lambda s, L: _legacy_planes("planes_ballot_kernel", s, L)),
-                          ("gpu_swap_v1", lambda s, L: _legacy_planes("planes_swap_kernel", s, L))]
+            if v1:
+                calls += [("gpu_ballot_v1", lambda s, L: _v1_planes("planes_ballot_kernel", s, L)),
+                          ("gpu_swap_v1", lambda s, L: _v1_planes("planes_swap_kernel", s, L))]
             for method, call in calls:
                 same = agree if not method.endswith("_v1") else bool((call(streams, length) == reference).all())
                 seconds = median_seconds_gpu(lambda: call(streams, length), repeats)
@@ -168,8 +171,8 @@ def gpu_rows(sizes, length, repeats, advance, legacy: bool = False) -> list[dict
             agree = bool((reference == unpack_planes_gpu(planes, n, "swap")).all())
             moved = planes.nbytes + 4 * n
             calls = [(f"gpu_{m}", lambda m=m: unpack_planes_gpu(planes, n, m)) for m in ("ballot", "swap")]
-            if legacy:
-                calls += [(f"gpu_{m}_v1", lambda m=m: _legacy_unpack(f"unpack_{m}_kernel", planes, n))
+            if v1:
+                calls += [(f"gpu_{m}_v1", lambda m=m: _v1_unpack(f"unpack_{m}_kernel", planes, n))
                           for m in ("ballot", "swap")]
             for method, call in calls:
                 same = agree if not method.endswith("_v1") else bool((call() == reference).all())
@@ -192,7 +195,7 @@ def gpu_rows(sizes, length, repeats, advance, legacy: bool = False) -> list[dict
 
 
 def run(sizes=None, length: int = 150, repeats: int = 5, quick: bool = False, cpu_max: int = CPU_MAX_DEFAULT,
-        legacy: bool = False):
+        v1: bool = False):
     """Rows of the transpose table; GPU rows when a GPU is usable and not quick."""
     sizes = sorted(sizes or (QUICK_SIZES if quick else DEFAULT_SIZES))
     cpu_sizes = [n for n in sizes if n <= cpu_max]
@@ -205,7 +208,7 @@ def run(sizes=None, length: int = 150, repeats: int = 5, quick: bool = False, cp
         rows += cpu_rows(cpu_sizes, length, repeats, advance)
         if gpu_sizes:
             try:
-                rows += gpu_rows(gpu_sizes, length, repeats, advance, legacy)
+                rows += gpu_rows(gpu_sizes, length, repeats, advance, v1)
             except Exception as error:  # e.g. NVRTC failure: keep the CPU table
                 rows.append({"direction": "forward", "method": "gpu", "error": error_text(error)})
     return rows, (not reason)

@@ -202,16 +202,16 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9, probes_on
 
 def sass_rows(compiler: str = "auto") -> list[dict]:
     """Instructions per output word of the transpose kernels' block loops, v1
-    (bench/legacy) and current, read off their SASS (bench/sass_count.py):
+    (bench/transpose_v1.cu) and current, read off their SASS (bench/sass_count.py):
     the innermost loop holding the kernel's shuffles or votes transposes one
     32-position block of 3 planes (96 output words) per pass, or two when the
     compiler unrolled it (unpack: 32 or 64 values)."""
     from . import sass_count as sc
 
-    legacy = Path(__file__).with_name("legacy") / "transpose_kernels_v1.cu"
+    v1 = Path(__file__).with_name("transpose_v1.cu")
     use_nvrtc = compiler == "nvrtc" or (compiler == "auto" and sc.cupy_arch() is not None)
     rows = []
-    for version, path in (("v1 (before)", legacy), ("current", KERNELS)):
+    for version, path in (("v1 (before)", v1), ("current", KERNELS)):
         source = path.read_text()
         for kernel in ("planes_swap_kernel", "planes_ballot_kernel"):
             cubin, mangled, how = (sc.compile_nvrtc(source, kernel) if use_nvrtc else sc.compile_nvcc(source, kernel))

@@ -250,7 +250,7 @@ class KernelShape:
 #: pattern's rows now go in stripes of at most 24 KB of state
 #: (``stripe_bytes``, 20 rows at 6 planes; 16, 24, 32 or 48 KB within 2 %
 #: here). Three pairs alternating with the kernel before
-#: (bench/results/cpu_stripes_emr/): 6 planes with best 13.7-17.3 -> 25.1-25.9
+#: (python -m bench cpu-kernel): 6 planes with best 13.7-17.3 -> 25.1-25.9
 #: GCUPS per core, 5 flag only 18.9-24.2 -> 33.8-38.0. 1, 2 or 4 rows a pass
 #: and 8 or 16 words all within 2 % of each other now; the table of match
 #: words for only the codes the pattern uses, no faster. (The Skylake-SP's
@@ -613,7 +613,7 @@ for j in range(block_length[s]):
 #: column-major loops stored and loaded them again every pass (6.5 stores a
 #: cell at 6 planes with best), and stores are what the cell waits on: on
 #: Zen 4 a 512-bit store takes 2 cycles and does not overlap the logic (8
-#: vpternlogq alone 4.6 cycles, with 2 stores 7.5-8.0: bench/cpu_store_probe.c),
+#: vpternlogq alone 4.6 cycles, with 2 stores 7.5-8.0: bench/probes/cpu_store.c),
 #: so the 12 stores of H and E a cell cost about as much as its 96 LUTs (see
 #: SHAPES).
 #:

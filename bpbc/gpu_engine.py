@@ -38,11 +38,11 @@ FLAG_FIRST_ENV = "BPBC_GPU_FLAG_FIRST"  #: "0": hits in one pass, "1": in two wh
 #: about a quarter of the one-pass kernel's time (about 4.8e12 cells/s at 6
 #: planes) and cost a second pass: small launches and copies (about 0.35 ms)
 #: and a serial sweep over the reads' columns per stripe (about 0.9 us each).
-#: Measured on the H100 (bench/gpu_kernel.py, 2026-11-23, ninth session):
+#: Measured on the H100 (python -m bench gpu-kernel, bench/results/gpu_kernel_h100.txt):
 #: two passes against one, 4M x 150 bp against 128 bp 11.9-12.0 against
 #: 16.1-16.2 ms; against 60 bp 6.2-6.3 against 8.3 ms; 32768 x 1024 bp
-#: against 128 bp 1.6-1.7 against 1.1-1.2 ms (bench/README.md, "GPU hits in
-#: two passes").
+#: against 128 bp 1.6-1.7 against 1.1-1.2 ms (docs/gpu.md, "Hits in two
+#: passes").
 ONE_PASS_CELLS_PER_SECOND = 4.8e12
 SECOND_PASS_SECONDS = 0.35e-3
 SECOND_PASS_COLUMN_SECONDS = 0.9e-6

@@ -11,7 +11,7 @@
 // plane fewer and only the overflow flag, which is a superset of "score >= T"
 // because T >= 2^B there. No best registers and no best down the chain; the
 // cell's best output is left unused, so its LUTs (non-volatile lop3 asm) are
-// dead code the compiler drops (bench/results/sass_static_flag_pass.md).
+// dead code the compiler drops (bench/results/sass_sm90.csv: the flag rows).
 // The second pass screens only the flagged lanes, gathered into word groups
 // of their own (gather_lanes), each pattern its own range of groups.
 //

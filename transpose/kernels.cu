@@ -57,7 +57,7 @@ constexpr int BALLOT_DELIVERY = 0;
 // SM (MIN_BLOCKS_PER_SM). Direct stores, 6 blocks and CC_UNROLL 4 together:
 // 0.73-0.75 of the copy at 16M instances in three runs on an H100, against
 // 0.67-0.69 through the image with neither (the swap kernel unchanged,
-// bench/results/transpose_direct_store_h100/).
+// bench/results/transpose_variants_h100.csv).
 constexpr int BALLOT_DIRECT_STORE = 1;
 constexpr int UNPACK_BALLOT_DELIVERY = 3;
 // Position blocks transposed per pass of the block loop (unrolled): 4 keeps

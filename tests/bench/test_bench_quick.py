@@ -38,6 +38,16 @@ def test_sw_quick(tmp_path):
     assert end_to_end and all(int(r["paf_lines"]) > 0 and _positive(r["seconds"]) for r in end_to_end)
 
 
+def test_result_files_are_named_by_benchmark_and_device():
+    from bench.__main__ import result_stem
+
+    assert result_stem("sw", "h100") == "sw_h100"
+    assert result_stem("sw", "cpu", only=["e2e"]) == "sw_e2e_cpu"
+    assert result_stem("sw", "cpu", quick=True) == "sw_quick_cpu"
+    assert result_stem("dask", "h200", serve=True) == "dask_serve_h200"
+    assert result_stem("transpose", "h100", only=["e2e"], serve=True) == "transpose_h100"
+
+
 def test_csv_header_holds_every_column_of_every_row(tmp_path):
     """Rows of different kinds carry different columns: the header is their
     union, and every row parses back with its own values."""
@@ -52,14 +62,10 @@ def test_csv_header_holds_every_column_of_every_row(tmp_path):
 
 
 def test_cpu_cell_ab_times_the_kernel_and_the_two_pass_screen(tmp_path):
-    import csv
-
-    from bench import cpu_cell_ab
-
-    assert cpu_cell_ab.main(["--reads", "1024", "--planes", "6", "--repeats", "1", "--screen", "40",
-                             "--out", str(tmp_path)]) == 0
-    with open(tmp_path / "cpu_cell_ab.csv") as fh:
-        rows = list(csv.DictReader(fh))
+    assert main(["cpu-kernel", "--reads", "1024", "--planes", "6", "--repeats", "1", "--screen", "40",
+                 "--out", str(tmp_path)]) == 0
+    rows = read_csv(tmp_path / "cpu_cell_ab_cpu.csv")
+    assert "# numba:" in (tmp_path / "cpu_cell_ab_cpu.csv").read_text()
     kernel, unplanted, planted = rows
     assert kernel["track_best"] == "True" and unplanted["track_best"] == planted["track_best"] == "two passes"
     # every 16th read carries the whole pattern: those 64 hit, and random reads of 150 bp do not
