@@ -33,6 +33,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from bpbc.compile_watch import COMPILE_NOTICE, watching_compiles
 from bpbc.errors import InternalError, one_line
 from bpbc.io import InputError
 from bpbc.pipeline import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD, ScreenSettings, screen_files
@@ -340,7 +341,10 @@ def _screen_here(reads, patterns, settings, quiet, output, matched, unmatched, j
                                                                                       json_path))
         paired = {kind: fill_stem(path, reads) if kind in ("matched2", "unmatched2") else path
                   for kind, path in paired.items()}
-    with _progress_bar(_show_progress(quiet, output)) as progress:
+    def compiling() -> None:  # said once, when the kernels' cache turns out cold
+        print(f"{PROG}: {COMPILE_NOTICE}", file=sys.stderr, flush=True)
+
+    with _progress_bar(_show_progress(quiet, output)) as progress, watching_compiles(None if quiet else compiling):
         return screen_files(reads, patterns, settings, output=output, matched=matched, unmatched=unmatched,
                             json_path=json_path, progress=progress, **paired)
 

@@ -300,6 +300,8 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar):
     if rows.size and (lengths[rows] > codes.shape[1]).any():
         raise ValueError("a read length exceeds the width of the code matrix")
     count = rows.shape[0]
+    if count == 0:  # no hits (most chunks of a clean run): the kernels are not even loaded
+        return np.zeros((0, 8), dtype=np.int64), Texts(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
     longest = int(table.lengths.max()) if len(table) else 0
     ops = np.empty((count, max(codes.shape[1] + longest, 1)), dtype=np.uint8)
     parallel = count >= _PARALLEL_FROM

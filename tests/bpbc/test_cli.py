@@ -53,8 +53,8 @@ def run_cli(capsys, *args) -> tuple[int, str, str]:
     return status, captured.out, captured.err
 
 
-def run_subprocess(*args, cwd, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
+def run_subprocess(*args, cwd, stdin: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **(env or {}))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "bpbc", *map(str, args)],
@@ -156,7 +156,10 @@ def test_output_file_and_json(capsys, tmp_path):
         ("rna_lower", 20, {"+": sum(f[5] == "rna_lower" for f in lines)}),
     ]
     assert figures["wall_time_s"] > 0
-    assert figures["reads_per_s"] == pytest.approx(20 / figures["wall_time_s"], rel=1e-3)
+    # the seconds numba spent compiling kernels (a cold cache) are not in the rate
+    compiling = figures["stage_seconds"]["compile"]
+    assert 0 <= compiling < figures["wall_time_s"]
+    assert figures["reads_per_s"] == pytest.approx(20 / (figures["wall_time_s"] - compiling), rel=1e-3)
 
 
 def test_scoring_options_reach_the_engine(capsys):
@@ -237,6 +240,31 @@ def test_stdin_in_process(capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(gzip.compress(READS.read_bytes()))))
     status, out, _ = run_cli(capsys, "-", PATTERNS, "-t", "20", "-q")
     assert status == 0 and out == golden("expected.paf")
+
+
+def test_a_cold_kernel_cache_is_announced_once_and_left_out_of_the_rate(tmp_path):
+    """A run that compiles kernels (here the engine's, in a fresh
+    BPBC_CACHE_DIR) says so once on stderr, unless --quiet, and its rate
+    leaves the compiling out; the next run loads them: no word, no compile."""
+    from bpbc.compile_watch import COMPILE_NOTICE
+
+    env = {"BPBC_CACHE_DIR": str(tmp_path / "kernels")}
+    summaries = []
+    for threshold, quiet in (("20", ("-q",)), ("20", ()), ("50", ())):
+        summary = tmp_path / f"{threshold}{len(quiet)}.json"
+        done = run_subprocess(READS, PATTERNS, "-t", threshold, "--device", "cpu", "--json", summary, *quiet,
+                              cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stderr
+        summaries.append((done.stderr.decode(), json.loads(summary.read_text())))
+    (quiet_err, cold), (warm_err, warm), (new_err, other) = summaries
+    assert quiet_err == ""
+    assert cold["stage_seconds"]["compile"] > 0 and warm["stage_seconds"]["compile"] == 0
+    assert cold["reads_per_s"] == pytest.approx(20 / (cold["wall_time_s"] - cold["stage_seconds"]["compile"]),
+                                                rel=1e-3)
+    assert COMPILE_NOTICE not in warm_err and "compiling" not in warm_err.splitlines()[0]
+    # threshold 50 needs 6 planes, not 5: kernels of their own
+    assert new_err.count(COMPILE_NOTICE) == 1 and new_err.startswith(f"bpbc-screen: {COMPILE_NOTICE}\n")
+    assert f"not counting {other['stage_seconds']['compile']:.2f} s compiling CPU kernels" in new_err
 
 
 def test_stdin_subprocess(tmp_path):

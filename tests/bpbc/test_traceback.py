@@ -370,3 +370,21 @@ def test_rejects_bad_input():
     read, pattern = encode("ACGTTACGT", "ACGTACGT")
     assert cigar_score("4M1I4M", read, pattern, Scoring()) == 16 - 7
     assert cigar_score("4M2D", [0, 1, 2, 3], encode_pattern("ACGTAA"), Scoring()) == 8 - 9
+
+
+def test_no_instances_give_an_empty_table_like_a_batch_of_one():
+    """No hits (the common chunk): an empty table of the same columns and
+    types as a real batch, without the kernels being called."""
+    from bpbc.patterns import PatternTable
+    from bpbc.traceback import align_hits
+
+    codes, lengths = encode_reads(["ACGTTACGTA", "GGGG"])
+    table = PatternTable.build([encode_pattern("ACGTACGT")], ("+", "-"))
+    empty = align_hits(codes, lengths, np.zeros(0, np.int64), np.zeros(0, np.int64), table, ("+", "-"))
+    one = align_hits(codes, lengths, np.array([0]), np.array([1]), table, ("+", "-"))
+    assert len(empty) == 0 and len(one) == 1 and empty.strands == one.strands
+    for name in ("read_index", "pattern_index", "strand", "score", "read_start", "read_end", "pattern_start",
+                 "pattern_end", "nm", "matches", "length"):
+        column, reference = getattr(empty, name), getattr(one, name)
+        assert column.shape == (0,) and column.dtype == reference.dtype, name
+    assert empty.cigars.strings() == [] and empty.to_list() == []
