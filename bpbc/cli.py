@@ -276,6 +276,10 @@ def screen_command(
     )
     reads_files = _reads_files(reads or [], patterns, reads_from)
     distributed = dask is not None or dask_scheduler_file is not None
+    if device is not Device.cpu and not distributed:
+        from bpbc.gpu_engine import warm_up_in_background
+
+        warm_up_in_background()  # the GPU's set-up beside the reading, where there is one
     try:
         if not distributed and (len(reads_files) != 1 or reads_from is not None):
             raise InputError("several reads files (or --reads-from) need --dask or --dask-scheduler-file")

@@ -15,6 +15,7 @@ compiled (NVRTC, then cached by CuPy on disk) on first use only.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -110,28 +111,43 @@ def kernel_expression(planes: int, rows: int, lanes: int, scoring: Scoring, cell
             f"{scoring.first_gap},{scoring.gap_extend},{cell},{int(best)},{int(striped)}>")
 
 
-def _compiled(name: str):
+def _module(names: tuple[str, ...]):
+    """sw.cu compiled for these name expressions (NVRTC, then cached by CuPy
+    on disk) and loaded."""
     import cupy
     from cupy.cuda.compiler import CompileException
 
     from .errors import InternalError
 
-    module = cupy.RawModule(code=_module_source(), options=("-std=c++17",), name_expressions=(name,))
+    module = cupy.RawModule(code=_module_source(), options=("-std=c++17",), name_expressions=names)
     try:
-        return module.get_function(name)
+        module.compile()
     except CompileException as error:
-        raise InternalError(f"NVRTC failed to compile {KERNEL_PATH} ({name}):\n{error}") from error
+        raise InternalError(f"NVRTC failed to compile {KERNEL_PATH} ({', '.join(names)}):\n{error}") from error
+    return module
 
 
 @cache
 def _kernel(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int = 1, best: bool = True,
             striped: bool = False):
-    return _compiled(kernel_expression(planes, rows, lanes, scoring, cell, best, striped))
+    name = kernel_expression(planes, rows, lanes, scoring, cell, best, striped)
+    return _module((name,)).get_function(name)
+
+
+#: sw.cu's kernels other than sw_screen (extern "C", the same for every screen)
+HELPER_KERNELS = ("hit_records", "flagged_lanes", "second_pass_ranges", "gather_lanes")
+
+
+@cache
+def _helpers():
+    """The helper kernels in one module: one compile (where CuPy's cache is
+    cold) and one load for all of them, not one each."""
+    return _module(HELPER_KERNELS)
 
 
 @cache
 def _hit_records_kernel():
-    return _compiled("hit_records")
+    return _helpers().get_function("hit_records")
 
 
 @cache
@@ -143,17 +159,17 @@ def _popcount():
 
 @cache
 def _flagged_lanes_kernel():
-    return _compiled("flagged_lanes")
+    return _helpers().get_function("flagged_lanes")
 
 
 @cache
 def _second_pass_ranges_kernel():
-    return _compiled("second_pass_ranges")
+    return _helpers().get_function("second_pass_ranges")
 
 
 @cache
 def _gather_lanes_kernel():
-    return _compiled("gather_lanes")
+    return _helpers().get_function("gather_lanes")
 
 
 def _unused():
@@ -286,6 +302,39 @@ def _read_code_table():
     from .alphabet import READ_CODE
 
     return cupy.asarray(READ_CODE)
+
+
+def _warm_up() -> None:
+    """CuPy imported, the CUDA context created and the kernels every screen
+    uses loaded (compiled where CuPy's cache is cold); any failure is left
+    for the engine to meet, and report, where it would anyway."""
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            return
+        cupy.cuda.runtime.free(0)  # creates the device's (primary) context, which every thread then shares
+        from transpose.gpu import _kernels as transpose_kernels
+
+        transpose_kernels()  # pack_bytes_gpu: the reads' upload
+        _read_code_table()
+        _helpers()
+        _popcount()(cupy.zeros(1, cupy.uint32))  # an ElementwiseKernel compiles on its first call
+        cupy.cuda.runtime.deviceSynchronize()
+    except Exception:  # noqa: BLE001 - no usable GPU, or a broken one: the engine says so
+        pass
+
+
+def warm_up_in_background() -> threading.Thread:
+    """Start :func:`_warm_up` in a daemon thread: the command does it as soon
+    as it knows the run may screen on the GPU, so that setting the device up
+    (CuPy's import, the driver's start and context, a few tenths of a second)
+    runs beside opening and reading the input and loading the CPU kernels.
+    The engine's own calls need no wait: a second ``import cupy`` waits for
+    the first, the driver serialises its start, and the kernels are cached."""
+    thread = threading.Thread(target=_warm_up, name="bpbc-gpu-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 class GpuEngine:

@@ -419,3 +419,28 @@ def test_chains_that_walk_many_groups_match_the_cpu(planes):
         reads_, ks, values, flags = engine.hits(prepared, table, scoring, planes, thresholds)
         assert np.array_equal(reads_, expected_reads) and np.array_equal(ks, expected_ks)
         assert np.array_equal(values, scores[reads_, ks]) and np.array_equal(flags, overflow[reads_, ks])
+
+
+def test_the_warm_up_never_raises_where_no_gpu_is_usable(monkeypatch):
+    """The command starts the GPU's warm-up before it knows whether there is
+    one: without CuPy (or a device) it ends quietly, for the engine to report."""
+    import sys
+
+    from bpbc import gpu_engine
+
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy raises ImportError
+    thread = gpu_engine.warm_up_in_background()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+
+
+@pytest.mark.gpu
+def test_the_warm_up_loads_what_every_screen_uses_and_a_screen_follows():
+    from bpbc import gpu_engine
+
+    gpu_engine.warm_up_in_background().join(timeout=300)
+    assert gpu_engine._helpers.cache_info().currsize == 1
+    assert all(gpu_engine._helpers().get_function(name) is not None for name in gpu_engine.HELPER_KERNELS)
+    reads = ["ACGTACGTTTGACCAGT" * 6, "TTTTTTTTTT"]
+    on_gpu, on_cpu = (bpbc.screen(reads, ["ACGTACGTTTGACC"], threshold=20, device=device) for device in ("gpu", "cpu"))
+    assert on_gpu.alignments == on_cpu.alignments and len(on_gpu.alignments) > 0
