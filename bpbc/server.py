@@ -20,20 +20,23 @@ The run takes the server's environment (``BPBC_*``, ``OMP_*``,
 owner's only (mode 600). SIGTERM (or Ctrl-C while no run is under way)
 stops the server; Ctrl-C at its terminal during a run stops that run.
 
-Only the standard library is imported here, so a forwarding client starts
-in the time Python does; the server imports :mod:`bpbc.cli` and warms its
-engine before it listens.
+Only the standard library is imported here (the socket and JSON modules
+only where a server is named), so a forwarding client starts in the time
+Python does; the server imports :mod:`bpbc.cli` and warms its engine before
+it listens.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import socket
 import struct
 import sys
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import socket
 
 #: the environment variable that sends ``bpbc-screen`` runs to a server
 SERVER_VARIABLE = "BPBC_SERVER"
@@ -59,6 +62,9 @@ def _receive_exactly(connection: socket.socket, size: int) -> bytes:
 def forward(address: str, argv: list[str]) -> int | None:
     """Run ``bpbc-screen argv`` in the server at ``address``: its exit status,
     or None when no server listens there (the caller runs it by itself)."""
+    import json
+    import socket
+
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(address)
@@ -152,6 +158,9 @@ def _watch(connection: socket.socket, run: _Run) -> None:
 
 def _serve_one(connection: socket.socket, run: _Run, home: str) -> int | None:
     """Run one client's command line; its exit status (None: no request)."""
+    import json
+    import socket
+
     from bpbc.cli import EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, main
 
     data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
@@ -222,6 +231,8 @@ def _serve_one(connection: socket.socket, run: _Run, home: str) -> int | None:
 
 
 def _listen(path: str) -> socket.socket:
+    import socket
+
     if os.path.exists(path):
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

@@ -138,3 +138,14 @@ def test_the_client_statuses_are_the_commands():
 
     assert (server._EXIT_INTERNAL, server._EXIT_INTERRUPTED, server._EXIT_TERMINATED) == (
         cli.EXIT_INTERNAL, cli.EXIT_INTERRUPTED, cli.EXIT_TERMINATED)
+
+
+def test_the_entry_point_imports_only_what_the_client_needs():
+    """bpbc-screen's entry point (bpbc.server) loads nothing heavy: a client
+    forwarding to a server starts in the time Python does."""
+    probe = ("import sys; before = set(sys.modules); import bpbc.server; "
+             "print(' '.join(sorted(set(sys.modules) - before)))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, env=_env(), timeout=60, check=True)
+    loaded = set(done.stdout.decode().split())
+    assert "bpbc.server" in loaded
+    assert not loaded & {"bpbc.cli", "numpy", "numba", "typer", "socket", "json"}
