@@ -24,6 +24,7 @@ SCRIPTS = {
     "gpu-kernel": "gpu_kernel",
     "cpu-kernel": "cpu_cell_ab",
     "transpose-variants": "transpose_variants",
+    "host-pipeline": "host_pipeline",
 }
 
 

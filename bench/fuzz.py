@@ -1045,6 +1045,7 @@ def merge(directories: list[Path], out: Path) -> int:
     outcomes = {kind: sum(run["outcomes"].get(kind, 0) for run in runs) for kind in GOOD + FINDINGS}
     figures = {
         "merged_from": [str(directory) for directory in directories],
+        "environment": runs[0].get("environment", {}),  # the machine of the first run (date, CPU, versions)
         "finished": all(run["finished"] for run in runs),
         "seed": runs[0]["seed"],
         "ranges": [[low, high] for low, high in ranges],

@@ -180,6 +180,7 @@ def test_a_time_limit_stops_the_run_and_runs_merge(tmp_path, capsys):
     total = json.loads((merged / "fuzz_cpu.json").read_text())
     assert total["inputs"] == figures["inputs"] + 6 and total["ranges"] == [[0, 100000], [100000, 100006]]
     assert sum(total["outcomes"].values()) == total["inputs"]
+    assert total["environment"] == figures["environment"] and "numba" in total["environment"]
     try:
         main(["--merge", str(first), str(first), "--out", str(merged)])
     except SystemExit as error:
