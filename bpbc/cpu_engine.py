@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import py_compile
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -824,6 +825,18 @@ def _cache_dir() -> str:
         return fallback
 
 
+def _write_bytecode(path: str) -> None:
+    """The bytecode of a generated kernel module beside it, where Python has
+    not written it (PYTHONDONTWRITEBYTECODE): part of the kernel's cache, it
+    saves every later process compiling the source (a few milliseconds each)."""
+    cached = importlib.util.cache_from_source(path)
+    if not os.path.exists(cached):
+        try:
+            py_compile.compile(path, cfile=cached, doraise=True)
+        except (OSError, py_compile.PyCompileError):
+            pass  # then Python compiles the source at each import, as it would anyway
+
+
 @cache
 def kernel(planes: int, scoring: Scoring, track_best: bool = True, shape: KernelShape | None = None):
     """The compiled kernel for ``planes`` bit planes and ``scoring``, laid
@@ -843,6 +856,7 @@ def kernel(planes: int, scoring: Scoring, track_best: bool = True, shape: Kernel
         with open(tmp, "w") as fh:
             fh.write(source)
         os.replace(tmp, path)  # atomic: concurrent processes never see half a file
+    _write_bytecode(path)
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None  # a .py file
     module = importlib.util.module_from_spec(spec)
