@@ -20,8 +20,7 @@ its cache file are keyed by the target. Kernels are serial and release the
 GIL; a thread pool runs them over slices of superblocks. numba caches them on
 disk.
 
-The cell update, in saturation-free form (see README, "Exactness of the
-screen"):
+The cell update, in saturation-free form (see docs/exactness.md):
 
     diag = Hdiag + (match ? +ma : -mi)   b-bit adder, per-lane addend
     overflow |= match & carry_out        true score >= 2**b: lane passes
@@ -194,7 +193,7 @@ class KernelShape:
         return text + (f" stripe_bytes={self.stripe_bytes}" if self.stripe_bytes else "")
 
 
-#: the shape per instruction set (README, "CPU targets"). Measured on a
+#: the shape per instruction set (docs/cpu.md). Measured on a
 #: 2-core Skylake-SP (AVX-512) with numba 0.68, compiled for the machine and
 #: for haswell (AVX2):
 #:
@@ -264,7 +263,7 @@ class KernelShape:
 #: ratios 1.03-1.17x at 5 planes flag only (the command's pass over all
 #: reads), 1.05-1.10x at 5 with best (the library's), 0.91-1.20x at 6 with
 #: best (noise on the shared machine); the library row 2.71-2.75x parasail
-#: per core against 1.37-1.89x before (README). The instructions per
+#: per core against 1.37-1.89x before. The instructions per
 #: cell-word are the same (84 with best, 54.5 flag only: LLVM's vectoriser
 #: had already put one vector per signal); gone are the loop's run-time
 #: overlap checks and remainder, and the kernel no longer depends on the

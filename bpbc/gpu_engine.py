@@ -339,7 +339,7 @@ def warm_up_in_background() -> threading.Thread:
 
 class GpuEngine:
     """The CuPy engine. ``transpose`` picks the swap (default: faster on an
-    H100, see README) or the ballot kernel. One launch covers every oriented
+    H100, see docs/gpu.md) or the ballot kernel. One launch covers every oriented
     pattern of a chain shape; only words holding a hit come back."""
 
     name = "gpu"

@@ -46,7 +46,7 @@ def score_planes(threshold: int) -> int:
 
     With b planes every score below 2**b is held exactly; a lane whose score
     would reach 2**b raises its overflow flag instead (true score >= 2**b >=
-    threshold), see docs in README ("Exactness of the screen").
+    threshold), see docs/exactness.md.
     """
     return max(1, int(threshold).bit_length())
 
