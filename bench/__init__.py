@@ -1,4 +1,4 @@
-"""Benchmark suite of bpbc: ``python -m bench transpose|sw [--quick]`` (see bench/README.md)."""
+"""Benchmark suite of bpbc: ``python -m bench NAME`` (see bench/README.md and docs/benchmarks.md)."""
 
 from __future__ import annotations
 

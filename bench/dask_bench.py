@@ -21,8 +21,8 @@ Rows, every command a new process (``python -m bpbc``) writing PAF,
 * ``local``: ``bpbc-screen PARTS... --dask local:N --device gpu``, the whole
   command, the cluster's start included.
 
-``ratio_to_single`` = reads/s over the single run's reads/s (the issue's
-targets: >= 1.8 on 2 GPUs, >= 3.4 on 4, for sharding mode b). The stage
+``ratio_to_single`` = reads/s over the single run's reads/s (``target_ratio``:
+>= 1.8 on 2 GPUs, >= 3.4 on 4, for sharding mode b). The stage
 columns come from the command's ``--json`` (mode b: the slowest file's);
 ``read_share`` of mode (a) near 1 is the client's decompression and parsing
 bounding the run. ``--quick``: CPU workers, 4000 reads, about a minute (CI).

@@ -1,4 +1,4 @@
-// A word-wise Smith-Waterman peer of bpbc for Hopper, built on DPX (issue 10, item 4).
+// A word-wise Smith-Waterman peer of bpbc for Hopper, built on DPX.
 //
 // Same problem as bpbc's screen: many reads against one pattern (IUPAC masks
 // allowed: a valid read base matches when its bit is in the pattern mask; an

@@ -1,4 +1,4 @@
-"""An honest DPX peer of bpbc's GPU kernel (issue 10, item 4): launcher, check, timing.
+"""An honest DPX peer of bpbc's GPU kernel: launcher, check, timing.
 
 ``bench/dpx_peer.cu`` is a word-wise Smith-Waterman kernel for Hopper that
 keeps two instances per 32-bit register (s16x2) and uses the DPX

@@ -277,7 +277,7 @@ def mutate(ch, data: bytes, steps: int, far: bool = False, longest_sequence: int
         elif op == "enormous":  # one enormous line, of sequence letters, qualities or anything
             unit = ch.choice((b"A", b"ACGT", b"N", b"I", b"x", b"@", b"\t"))
             # the engine's and the traceback's memory grow with the longest read
-            # (bench/README.md, fuzz): lines of sequence letters stay at 64 kB
+            # (docs/benchmarks.md, fuzz): lines of sequence letters stay at 64 kB
             if unit in (b"A", b"ACGT", b"N"):
                 size = min(ch.choice((1 << 12, 1 << 14, 1 << 16)), longest_sequence)
             else:

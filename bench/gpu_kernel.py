@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"reads {n:>9} len {length:>5} pattern {m:>4} T {threshold:>3} shape {chain_shape(m)} "
               f"kernel {seconds * 1e3:9.3f} ms  {n * length * m / seconds / 1e12:6.3f} TCUPS  "
               f"10 back to back {steady * 1e3:9.3f} ms  {n * length * m / steady / 1e12:6.3f} TCUPS", flush=True)
-    # hits at issue 10's settings and the paper's, in two passes and in one;
+    # hits at the screening settings and the paper's, in two passes and in one;
     # TCUPS over every cell of the screen (n x length x sum of pattern lengths)
     from bench.sw_bench import pattern_panel
 

@@ -1,4 +1,4 @@
-"""Instructions per 32-cell word of the GPU SW kernel, read off its SASS (issue 10, item 1).
+"""Instructions per 32-cell word of the GPU SW kernel, read off its SASS.
 
 The kernel ``sw_screen<B, R, P, MA, MI, OE, EX, CELL, BEST>`` of ``bpbc/sw.cu`` is compiled
 for one (planes, scoring, pattern length) the way ``bpbc/gpu_engine.py``

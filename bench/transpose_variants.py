@@ -1,4 +1,4 @@
-"""Variants of transpose/kernels.cu timed side by side on a GPU (issue 10, item 5).
+"""Variants of transpose/kernels.cu timed side by side on a GPU.
 
 ``python -m bench.transpose_variants [--out DIR]`` compiles kernels.cu with
 some of its tuning constants changed (BALLOT_DELIVERY, BALLOT_DIRECT_STORE,
