@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import lzma
-import mmap
 import os
 import queue
 import re
@@ -304,10 +303,13 @@ class _ParallelGzip(io.RawIOBase):
         super().close()
 
 
-def _mapped_fastq(path):
-    """``path`` opened for the mapped raw route (a regular file whose first
-    byte is '@': plain FASTQ, compressed formats start otherwise), or None."""
-    handle = open(path, "rb")
+def _plain_fastq(path):
+    """``path`` opened unbuffered when it is a regular file whose first byte
+    is '@' (plain FASTQ: compressed formats start otherwise), else None. The
+    raw route reads such a file straight into its chunk buffers, in the
+    thread that parses (a read from the page cache needs no thread ahead:
+    one copy at memory speed, the GIL released)."""
+    handle = open(path, "rb", buffering=0)
     if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) and handle.read(1) == b"@":
         handle.seek(0)
         return handle
@@ -363,7 +365,6 @@ class SequenceSource:
         self._reader = None
         self._pending = b""  # raw route: bytes read but not yet handed out
         self._bytes_per_record = 0.0  # raw route: in the chunks so far
-        self._mapped_size: int | None = None  # raw route over a plain file mapped in windows: its size
         self._reading = 0  # reads of the stream under way (in the reader thread)
         self._close_when_read = False  # close() came during a read: the read closes when done
         try:
@@ -378,18 +379,14 @@ class SequenceSource:
                 if os.path.isdir(path):
                     raise InputError(f"{self.name}: is a directory, not a {kind} file")
                 if raw_fastq:
-                    self._stream = _mapped_fastq(path)
-                    self._mapped_size = None if self._stream is None else os.fstat(self._stream.fileno()).st_size
+                    self._stream = _plain_fastq(path)
                 self._stream = self._stream or parallel_gzip(path, threads) or xopen(path, "rb", threads=0)
-            if self._mapped_size is not None:
-                head = b"@"  # the raw route maps the file from its start
-            elif raw_fastq and threads != 1 and not isinstance(self._stream, _ParallelGzip):
+            if raw_fastq and threads != 1 and not isinstance(self._stream, (_ParallelGzip, io.FileIO)):
                 self._stream = _ReadAhead(self._stream, READ_BLOCK)
-            if self._mapped_size is None:
-                head = self._stream.read(READ_BLOCK) if raw_fastq else b""
+            head = self._stream.read(READ_BLOCK) if raw_fastq else b""
             if head[:1] == b"@":
                 self.fileformat = "fastq"
-                self._pending = head if self._mapped_size is None else b""
+                self._pending = head
             else:
                 # dnaio reads the first FASTQ record here already
                 self._reader = dnaio.open(io.BufferedReader(_Replay(head, self._stream)) if raw_fastq else self._stream)
@@ -494,9 +491,6 @@ class SequenceSource:
         Unless the input ends, the count is a multiple of ``multiple``."""
         from bpbc.chunks import RawFastqChunk, scan_fastq
 
-        if self._mapped_size is not None:
-            return self._mapped_chunk(size, multiple)
-
         rec_start = np.empty(size, np.int64)
         seq_start = np.empty(size, np.int64)
         seq_len = np.empty(size, np.int64)
@@ -547,52 +541,6 @@ class SequenceSource:
         # the chunk keeps the buffer (no copy); its records end at position
         rec_end = np.append(rec_start[1:count], position)
         chunk = RawFastqChunk(buffer[:position], rec_start[:count], rec_end, seq_start[:count], seq_len[:count])
-        self.records_read += count
-        self._last_id = chunk.read_id(count - 1)
-        return chunk
-
-    def _mapped_chunk(self, size: int, multiple: int):
-        """:meth:`_raw_chunk` of a plain file, from a window of it mapped for
-        the chunk alone: no copy, and the window is unmapped when the chunk
-        (the last array viewing it) is gone. ``self._stream`` stands at the
-        next record; when the raw route ends, ``_pending`` holds the next
-        byte, the stream the rest, as dnaio takes them over."""
-        from bpbc.chunks import RawFastqChunk, scan_fastq
-
-        start = self._stream.tell()
-        if start >= self._mapped_size:
-            self._pending = b""
-            return None
-        base = start - start % mmap.ALLOCATIONGRANULARITY
-        span = int(1.05 * self._bytes_per_record * size) + READ_BLOCK
-        rec_start = np.empty(size, np.int64)
-        seq_start = np.empty(size, np.int64)
-        seq_len = np.empty(size, np.int64)
-        while True:
-            length = min(self._mapped_size - base, start - base + span)
-            try:
-                window = np.frombuffer(mmap.mmap(self._stream.fileno(), length, offset=base, access=mmap.ACCESS_READ),
-                                       np.uint8)
-            except OSError as error:
-                raise InputError(f"{self.name}: read error: {_describe_os_error(error)} ({self._where()})") from None
-            found, position, irregular = scan_fastq(window, start - base, length, size, rec_start, seq_start, seq_len)
-            at_end = base + length == self._mapped_size
-            # unless the input ends, a multiple of ``multiple`` records: the
-            # rest of a group comes with the next window, or dnaio reads it
-            count = found if at_end and not irregular else found - found % multiple
-            if count or irregular or at_end:
-                break
-            span *= 2  # a record longer than the window
-        if count == 0:
-            self._pending = self._stream.read(1)  # the raw route ends here (nothing left: b"")
-            return None
-        first = start - base
-        stop = position if count == found else int(rec_start[count])
-        self._stream.seek(base + stop)
-        self._bytes_per_record = (stop - first) / count
-        rec_end = np.append(rec_start[1:count], stop)
-        chunk = RawFastqChunk(window[first:stop], rec_start[:count] - first, rec_end - first, seq_start[:count] - first,
-                              seq_len[:count].copy())
         self.records_read += count
         self._last_id = chunk.read_id(count - 1)
         return chunk
