@@ -4,13 +4,14 @@
 """
 
 __version__ = "0.1.0"
-__all__ = ["screen", "Screener", "ReadBatch", "ScreenResult", "Alignment", "Scoring", "SequenceError", "InputError",
-           "InternalError"]
+__all__ = ["screen", "Screener", "ReadBatch", "Reads", "ScreenResult", "Alignment", "Scoring", "SequenceError",
+           "InputError", "InternalError"]
 
 _LAZY = {
     "screen": "bpbc.screening",
     "Screener": "bpbc.screener",
     "ReadBatch": "bpbc.screener",
+    "Reads": "bpbc.reads",
     "ScreenResult": "bpbc.result",
     "Alignment": "bpbc.result",
     "Scoring": "bpbc.scoring",

@@ -15,6 +15,8 @@ Everything is case-insensitive. Bytes outside the IUPAC alphabet raise
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 import numpy as np
 
 INVALID = 4  #: read code of N, other IUPAC codes, and padding
@@ -74,9 +76,37 @@ def record_name(item, index: int, kind: str) -> str:
     return name.split(maxsplit=1)[0] if name else f"{kind}{index + 1}"
 
 
-def joined_bytes(seqs) -> tuple[bytes, np.ndarray, list | None]:
-    """All sequences as one bytes object, their lengths, and (only when a
-    sequence could not be joined as ASCII text) the per-sequence bytes."""
+#: sequences from which :func:`joined_bytes` copies str and bytes out on numba's
+#: threads (:mod:`bpbc.pyobjects`); fewer are joined in Python, where a
+#: parallel kernel would cost more to start and, the first time, to load
+GATHER_FROM = 1024
+
+
+def joined_bytes(seqs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All sequences (str, bytes or records with ``.sequence``, any mix) back
+    to back in one uint8 array, their offsets and lengths: sequence i is
+    ``data[offsets[i]:offsets[i + 1]]``. Text outside ASCII is kept as its
+    UTF-8 bytes (unpaired surrogates escaped), so that the encoder can name it."""
+    seqs = seqs if type(seqs) is list else list(seqs)
+    if seqs and len(seqs) >= GATHER_FROM:
+        from .pyobjects import gather
+
+        gathered = gather(seqs)
+        first = seqs[0]
+        if gathered is None and not isinstance(first, (str, bytes, bytearray, memoryview)) and hasattr(
+                first, "sequence"):
+            try:  # records of a type gather cannot read: their sequences, in one C-level pass
+                gathered = gather(list(map(attrgetter("sequence"), seqs)))
+            except AttributeError:  # a mixed list
+                pass
+        if gathered is not None:
+            return gathered
+    return _joined_in_python(seqs)
+
+
+def _joined_in_python(seqs: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`joined_bytes` by Python's own joins: ASCII text in one
+    ``"".join(...).encode()``, anything else sequence by sequence."""
     first = seqs[0] if seqs else None
     texts = None
     if isinstance(first, str):
@@ -87,14 +117,20 @@ def joined_bytes(seqs) -> tuple[bytes, np.ndarray, list | None]:
             texts = [record.sequence for record in seqs]
         except AttributeError:  # a mixed list
             texts = None
+    joined = None
     if texts is not None and all(isinstance(t, str) for t in (texts[0], texts[-1])):
         try:
             joined = "".join(texts).encode("ascii")
-            return joined, np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), None
+            lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
         except (UnicodeEncodeError, TypeError):
             pass  # non-ASCII text, or a mixed list: the general path finds the culprit
-    data = [as_bytes(s) for s in seqs]
-    return b"".join(data), np.fromiter(map(len, data), dtype=np.int64, count=len(data)), data
+    if joined is None:
+        data = [as_bytes(s) for s in seqs]
+        joined = b"".join(data)
+        lengths = np.fromiter(map(len, data), dtype=np.int64, count=len(data))
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return np.frombuffer(joined, np.uint8), offsets, lengths
 
 
 def _fill_codes(flat_codes, starts, lengths, codes):
@@ -117,22 +153,19 @@ def encode_reads(seqs, names=None) -> tuple[np.ndarray, np.ndarray]:
     or a function of the read's index (called only when there is an error).
     """
     global _fill_codes_compiled
-    joined, lengths, data = joined_bytes(seqs)
+    joined, offsets, lengths = joined_bytes(seqs)
     n = len(lengths)
     width = int(lengths.max()) if n else 0
-    flat_codes = READ_CODE[np.frombuffer(joined, dtype=np.uint8)]
+    flat_codes = READ_CODE[joined]
     if flat_codes.size and flat_codes.max() == 255:
-        if data is None:
-            data = [as_bytes(s) for s in seqs]
         bad = int(np.flatnonzero(flat_codes == 255)[0])
-        ends = np.cumsum(lengths)
-        index = int(np.searchsorted(ends, bad, side="right"))
-        start = int(ends[index] - lengths[index])
+        index = int(np.searchsorted(offsets, bad, side="right")) - 1  # the last read starting at or before it
+        start = int(offsets[index])
         if names is None:
             name = f"#{index + 1}"
         else:
             name = names(index) if callable(names) else names[index]
-        raise SequenceError(f"read {name}: {describe_bad_byte(data[index], bad - start)}")
+        raise SequenceError(f"read {name}: {describe_bad_byte(joined[start:offsets[index + 1]].tobytes(), bad - start)}")
     if n and lengths.min() == width:  # all reads of one length: no padding
         return flat_codes.reshape(n, width), lengths
     codes = np.full((n, width), INVALID, dtype=np.uint8)
@@ -141,7 +174,7 @@ def encode_reads(seqs, names=None) -> tuple[np.ndarray, np.ndarray]:
             from numba import njit
 
             _fill_codes_compiled = njit(cache=True, nogil=True)(_fill_codes)
-        _fill_codes_compiled(flat_codes, np.cumsum(lengths) - lengths, lengths, codes)
+        _fill_codes_compiled(flat_codes, offsets[:-1], lengths, codes)
     return codes, lengths
 
 

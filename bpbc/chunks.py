@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit, prange
 
 from .result import Texts
-from .alphabet import INVALID, READ_CODE, SequenceError, describe_bad_byte, encode_reads, joined_bytes, record_name
+from .alphabet import INVALID, READ_CODE, SequenceError, describe_bad_byte, encode_reads, record_name
 
 _NEWLINE, _AT, _PLUS, _RETURN = 10, 64, 43, 13
 
@@ -238,39 +238,6 @@ def _encode_sequences(data, seq_start: np.ndarray, lengths: np.ndarray, name_of)
         position = int(np.argmax(READ_CODE[np.frombuffer(sequence, np.uint8)] == 255))
         raise SequenceError(f"read {name_of(index)}: {describe_bad_byte(sequence, position)}")
     return codes, lengths.astype(np.int64)
-
-
-class JoinedReads:
-    """Reads given in memory (str, bytes or records), their sequences joined
-    into one buffer: ``data[seq_start[i]:][:lengths[i]]`` is read ``rows[i]``
-    of ``reads``. Like a :class:`RawFastqChunk` it goes to an engine that
-    encodes on its own as bytes, and the host encodes only the reads it needs."""
-
-    def __init__(self, reads: list, data: bytes, seq_start: np.ndarray, lengths: np.ndarray,
-                 rows: np.ndarray | None = None):
-        self.reads = reads
-        self.data = data
-        self.seq_start = seq_start
-        self.lengths = lengths
-        self.rows = np.arange(len(lengths)) if rows is None else rows
-
-    @classmethod
-    def of(cls, reads: list) -> JoinedReads:
-        data, lengths, _ = joined_bytes(reads)
-        return cls(reads, data, np.cumsum(lengths) - lengths, lengths)
-
-    def __len__(self) -> int:
-        return len(self.lengths)
-
-    def subset(self, rows: np.ndarray) -> JoinedReads:
-        return JoinedReads(self.reads, self.data, self.seq_start[rows], self.lengths[rows], self.rows[rows])
-
-    def encode(self) -> tuple[np.ndarray, np.ndarray]:
-        def name_of(index: int) -> str:
-            row = int(self.rows[index])
-            return record_name(self.reads[row], row, "read")
-
-        return _encode_sequences(self.data, self.seq_start, self.lengths, name_of)
 
 
 class RawFastqChunk:

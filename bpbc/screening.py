@@ -7,11 +7,12 @@ import functools
 import numpy as np
 
 from .engines import numba_threads
+from .reads import Reads
 from .result import ScreenResult
 from .scoring import Scoring
 from .screener import ReadBatch, Screener
 
-__all__ = ["screen", "ReadBatch"]
+__all__ = ["screen", "ReadBatch", "Reads"]
 
 
 def screen(
@@ -34,14 +35,28 @@ def screen(
     gaps, and align the (read, pattern, strand) instances scoring at least
     ``threshold`` (one score, or one per pattern).
 
-    ``reads`` and ``patterns`` are sequences of str, bytes or records with
-    ``.sequence`` (and ``.name``, used in messages) such as dnaio's; patterns
-    may also be a mapping name -> sequence. ``reads`` may also be a
-    :class:`ReadBatch`, encoded and prepared ahead; its engine is then the
-    one used. ``device`` is 'auto', 'cpu' or 'gpu'. ``threads`` caps the CPU
-    threads of the call: the CPU engine's and those of the numba kernels that
-    encode and align (None: all usable cores). ``engine`` reuses an
-    engine from :func:`bpbc.engines.select_engine`. To screen many batches
+    ``reads`` is one of:
+
+    * a sequence (or iterable) of str, bytes or records with ``.sequence``
+      (and ``.name``, used in messages) such as dnaio's, any mix; a list of
+      str (ASCII) or bytes is copied into one buffer on every core, other
+      forms on one;
+    * a :class:`bpbc.Reads`: sequences already back to back in one buffer,
+      ``bpbc.Reads.from_buffer(data, offsets)`` with read i
+      ``data[offsets[i]:offsets[i + 1]]`` (bytes or a uint8 array, not
+      copied): no Python object per read at all;
+    * a :class:`ReadBatch`, encoded and prepared ahead; its engine is then
+      the one used.
+
+    Every form gives the same result. Sequences are IUPAC letters in either
+    case (N and the other ambiguity codes match nothing), empty reads
+    allowed; a byte outside the alphabet raises :class:`bpbc.SequenceError`
+    naming the read (its record's name, its name in the :class:`Reads`, else
+    ``read<i + 1>``). ``patterns`` are str, bytes, records or a mapping name
+    -> sequence. ``device`` is 'auto', 'cpu' or 'gpu'. ``threads`` caps the
+    CPU threads of the call: the CPU engine's and those of the numba kernels
+    that copy, encode and align (None: all usable cores). ``engine`` reuses
+    an engine from :func:`bpbc.engines.select_engine`. To screen many batches
     against the same patterns, build a :class:`bpbc.Screener` once instead.
     """
     scoring = Scoring(match, mismatch, gap_open, gap_extend)
@@ -49,9 +64,9 @@ def screen(
         engine = reads.engine
     screener = Screener(patterns, threshold, scoring, strand, exact_scores, eqx, engine=engine, device=device,
                         threads=threads)
-    if not isinstance(reads, (list, ReadBatch)):
-        reads = list(reads)
-    with numba_threads(threads):  # the encoding and traceback kernels too
+    with numba_threads(threads):  # the kernels that copy, encode and align too
+        if not isinstance(reads, ReadBatch):
+            reads = Reads.of(reads)  # once: the dense pass, if asked for, screens the same buffer
         chunk = screener.run(reads)
     return ScreenResult(
         indices=chunk.passing_reads.astype(np.int64),

@@ -71,3 +71,34 @@ def test_match_rule_read_n_never_matches():
     assert all(matches(code, n_pattern) for code in range(4))
     assert not matches(INVALID, n_pattern)
     assert matches(0, encode_pattern("R")[0]) and not matches(1, encode_pattern("R")[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(read_texts(max_size=40), st.sampled_from(["str", "bytes", "record"])), max_size=30))
+def test_joined_bytes_copied_in_parallel_as_joined_in_python(items):
+    """joined_bytes copies a list's text out on numba's threads from
+    GATHER_FROM sequences on, else joins in Python: the same bytes, offsets
+    and lengths, and encode_reads the same codes, for every form and mix."""
+    import bpbc.alphabet as alphabet
+
+    made = [text if form == "str" else text.encode() if form == "bytes" else dnaio.SequenceRecord(f"r{i}", text)
+            for i, (text, form) in enumerate(items)]
+    before = alphabet.GATHER_FROM
+    try:
+        results = []
+        for gather_from in (0, 10**9):
+            alphabet.GATHER_FROM = gather_from
+            results.append((alphabet.joined_bytes(made), encode_reads(made)))
+    finally:
+        alphabet.GATHER_FROM = before
+    (parallel, parallel_codes), (python, python_codes) = results
+    for got, want in zip(parallel + parallel_codes, python + python_codes):
+        assert np.array_equal(got, want)
+    assert python[0].tobytes() == "".join(text for text, _ in items).encode()
+
+
+def test_a_bad_byte_after_empty_reads_names_its_read():
+    with pytest.raises(SequenceError, match="read #4: character 'X' at position 1"):
+        encode_reads(["AC", "", "", "XG", ""])
+    with pytest.raises(SequenceError, match="read #1: character 'X' at position 2"):
+        encode_reads(["AX", "", "GG"])

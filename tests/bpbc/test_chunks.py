@@ -12,7 +12,7 @@ import pytest
 
 import bpbc.io
 from bpbc.alphabet import SequenceError, encode_reads
-from bpbc.chunks import JoinedReads, RawFastqChunk, RecordChunk
+from bpbc.chunks import RawFastqChunk, RecordChunk
 from bpbc.io import SequenceSource
 
 
@@ -104,23 +104,6 @@ def test_bad_base_names_the_read(tmp_path, monkeypatch):
     chunks, _ = read_all(tmp_path, data, 10, 1 << 20, monkeypatch)
     with pytest.raises(SequenceError, match="read b: character 'Z' at position 3"):
         chunks[0].encode()
-
-
-def test_joined_reads_encode_as_encode_reads():
-    """Reads given in memory (str, bytes, records) joined into one buffer:
-    any subset encodes as encode_reads does, and a bad byte names the read."""
-    reads = ["ACGTN", b"GGT", dnaio.SequenceRecord("r3 x", "TTTTACGTAC"), "a"]
-    joined = JoinedReads.of(reads)
-    codes, lengths = joined.encode()
-    expected = encode_reads(reads)
-    assert np.array_equal(codes, expected[0]) and np.array_equal(lengths, expected[1])
-    rows = np.array([2, 0])
-    sub_codes, sub_lengths = joined.subset(rows).encode()
-    expected = encode_reads([reads[2], reads[0]])
-    assert np.array_equal(sub_codes, expected[0]) and np.array_equal(sub_lengths, expected[1])
-    bad = JoinedReads.of(["ACGT", dnaio.SequenceRecord("bad one", "ACXT")])
-    with pytest.raises(SequenceError, match="read bad: character 'X' at position 3"):
-        bad.subset(np.array([1])).encode()
 
 
 def test_fasta_is_read_as_records(tmp_path):

@@ -289,3 +289,106 @@ def test_out_of_memory_on_one_read_is_an_error():
 
     with pytest.raises(MemoryError, match="the cpu engine ran out of memory screening a single read"):
         Screener([ADAPTER], 30, engine=NoMemoryEngine()).hits(["ACGT" * 20, "A" * 50])
+
+
+def _form_reads():
+    """Reads of every kind the alphabet allows, more than alphabet.GATHER_FROM
+    of them: lowercase, N, U, other IUPAC codes, empty reads, hits on both strands."""
+    rng = np.random.default_rng(27)
+    reads = [random_read(rng, int(rng.integers(0, 180)), n_rate=0.03, lower_rate=0.1) for _ in range(1500)]
+    for i in range(0, 1500, 9):
+        reads[i] = reads[i][:20] + ADAPTER.lower()[: 22 + i % 12] + reads[i][20:]
+    for i in range(4, 1500, 13):
+        reads[i] = reads[i][:5] + revcomp(ADAPTER)[3:] + "RYKMU" + reads[i][5:]
+    reads[1:4] = ["", "NNNN", "uuuu" + ADAPTER]
+    return reads
+
+
+def _forms(reads):
+    import dnaio
+
+    data = "".join(reads).encode()
+    offsets = np.zeros(len(reads) + 1, np.int64)
+    np.cumsum([len(read) for read in reads], out=offsets[1:])
+    return {
+        "bytes": [read.encode() for read in reads],
+        "records": [dnaio.SequenceRecord(f"r{i} x", read) for i, read in enumerate(reads)],
+        "fastq records": [dnaio.SequenceRecord(f"r{i}", read, "F" * len(read)) for i, read in enumerate(reads)],
+        "mixed": [read if i % 3 == 0 else read.encode() if i % 3 == 1 else dnaio.SequenceRecord(f"r{i}", read)
+                  for i, read in enumerate(reads)],
+        "iterator": iter(reads),
+        "buffer": bpbc.Reads.from_buffer(data, offsets),
+        "array with a lead": bpbc.Reads.from_buffer(np.frombuffer(b"@@" + data, np.uint8), offsets + 2),
+        "reads": bpbc.Reads.of(reads),
+    }
+
+
+def _same_result(got, expected, form: str) -> None:
+    assert np.array_equal(got.indices, expected.indices), form
+    assert got.alignments == expected.alignments, form
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_every_input_form_gives_the_strings_result(monkeypatch, threads):
+    """A list of str, copied out on numba's threads, gives what Python's
+    own join gave (today's route); every other form gives the same result,
+    dense scores included."""
+    from bpbc import alphabet
+
+    reads = _form_reads()
+    kwargs = dict(threshold=[24, 20], device="cpu", threads=threads)
+    patterns = [ADAPTER, PRIMER]
+    expected = bpbc.screen(reads, patterns, **kwargs)
+    assert len(expected.indices) > 200 and {a.strand for a in expected.alignments} == {"+", "-"}
+    with monkeypatch.context() as patch:
+        patch.setattr(alphabet, "GATHER_FROM", 10**9)
+        joined = bpbc.screen(reads, patterns, **kwargs)
+    _same_result(joined, expected, "str joined in Python")
+    assert np.array_equal(joined.scores, expected.scores) and np.array_equal(joined.capped, expected.capped)
+    for form, given in _forms(reads).items():
+        got = bpbc.screen(given, patterns, **kwargs)
+        _same_result(got, expected, form)
+        if form in ("buffer", "records"):
+            assert np.array_equal(got.scores, expected.scores) and np.array_equal(got.capped, expected.capped)
+
+
+@pytest.mark.gpu
+def test_every_input_form_gives_the_strings_result_on_the_gpu():
+    reads = _form_reads()
+    expected = bpbc.screen(reads, [ADAPTER, PRIMER], threshold=24, device="cpu")
+    for form, given in {"str": reads, **_forms(reads)}.items():
+        _same_result(bpbc.screen(given, [ADAPTER, PRIMER], threshold=24, device="gpu"), expected, form)
+
+
+def test_screener_calls_take_every_form():
+    reads = _form_reads()[:300]
+    screener = Screener([ADAPTER], 24, device="cpu")
+    expected = screener.run(reads, dense=True)
+    for form, given in _forms(reads).items():
+        got = screener.run(given, dense=True)
+        assert np.array_equal(got.scores, expected.scores), form
+        assert got.alignments.to_list() == expected.alignments.to_list(), form
+
+
+@pytest.mark.parametrize("gather_from", [0, 10**9], ids=["copied in parallel", "joined in python"])
+def test_a_bad_byte_names_its_read_in_every_form(monkeypatch, gather_from):
+    import dnaio
+
+    from bpbc import alphabet
+
+    monkeypatch.setattr(alphabet, "GATHER_FROM", gather_from)
+    reads = ["ACGT" * 10] * 40 + ["ACGT" * 5 + "ACXT", ""] + ["GG"] * 3
+    data = "".join(reads).encode()
+    offsets = np.zeros(len(reads) + 1, np.int64)
+    np.cumsum([len(read) for read in reads], out=offsets[1:])
+    cases = [
+        (reads, "read read41: character 'X' at position 23 "),
+        ([read.encode() for read in reads], "read read41: character 'X' at position 23 "),
+        ([dnaio.SequenceRecord(f"r{i} x", read) for i, read in enumerate(reads)], "read r40: character 'X'"),
+        (bpbc.Reads.from_buffer(data, offsets), "read read41: character 'X' at position 23 "),
+        (bpbc.Reads.from_buffer(data, offsets, names=[f"n{i}" for i in range(45)]), "read n40: character 'X'"),
+        (reads[:40] + ["ACGT" * 5 + "AC\xe9T"], "read read41: non-ASCII byte 0xc3 at position 23"),
+    ]
+    for given, message in cases:
+        with pytest.raises(bpbc.SequenceError, match=message):
+            bpbc.screen(given, [ADAPTER], threshold=24, device="cpu")

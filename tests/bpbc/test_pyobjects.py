@@ -1,0 +1,129 @@
+"""Copying the text of str, bytes and records out of the objects: the same bytes as Python's own joins, or a refusal."""
+
+from __future__ import annotations
+
+import sys
+
+import dnaio
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpbc import pyobjects
+from tests.bpbc.conftest import read_texts
+
+
+class Text(str):
+    pass
+
+
+class SlotRecord:
+    __slots__ = ("name", "sequence", "qualities")
+
+    def __init__(self, name, sequence, qualities=None):
+        self.name, self.sequence, self.qualities = name, sequence, qualities
+
+
+class DictRecord:
+    def __init__(self, name, sequence, qualities=None):
+        self.name, self.sequence = name, sequence
+
+
+class PropertyRecord:
+    __slots__ = ("_sequence",)
+
+    def __init__(self, name, sequence, qualities=None):
+        self._sequence = sequence
+
+    @property
+    def sequence(self):
+        return self._sequence.upper()
+
+
+def python_join(items) -> tuple[bytes, list[int]]:
+    texts = [item if isinstance(item, (str, bytes)) else item.sequence for item in items]
+    data = [text.encode() if isinstance(text, str) else text for text in texts]
+    return b"".join(data), [len(d) for d in data]
+
+
+def check_gathered(items) -> None:
+    gathered = pyobjects.gather(items)
+    assert gathered is not None
+    data, offsets, lengths = gathered
+    expected, expected_lengths = python_join(items)
+    assert data.dtype == np.uint8 and data.tobytes() == expected
+    assert lengths.tolist() == expected_lengths
+    assert offsets.tolist() == [0] + np.cumsum(expected_lengths, dtype=np.int64).tolist()
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython" or not getattr(sys, "_is_gil_enabled", lambda: True)(),
+                    reason="the layout is probed on CPython with a GIL only")
+def test_the_layout_is_found_on_this_interpreter():
+    """Else every list would take the slow route, quietly: the probe must agree here."""
+    assert pyobjects.layout() is not None
+    assert pyobjects.record_slot(dnaio.SequenceRecord) is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(read_texts(max_size=60), st.sampled_from(["str", "bytes", "record", "fastq"])), max_size=40))
+def test_str_bytes_and_records_copy_as_python_joins_them(items):
+    """Every form and mix (a list led by a record reads records and str and
+    bytes; one led by str or bytes reads those two), empty texts included."""
+    made = [text if form == "str" else text.encode() if form == "bytes"
+            else dnaio.SequenceRecord(f"r{i}", text, "I" * len(text) if form == "fastq" else None)
+            for i, (text, form) in enumerate(items)]
+    if made and any(isinstance(item, dnaio.SequenceRecord) for item in made) and not isinstance(
+            made[0], dnaio.SequenceRecord):
+        assert pyobjects.gather(made) is None
+    else:
+        check_gathered(made)
+
+
+def test_large_lists_and_texts():
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(0, 5000, 3000)
+    letters = np.frombuffer(b"ACGTNacgtn", np.uint8)
+    texts = [letters[rng.integers(0, 10, n)].tobytes().decode() for n in lengths]
+    check_gathered(texts)
+    check_gathered([dnaio.SequenceRecord(f"r{i}", t) for i, t in enumerate(texts)])
+    check_gathered([])
+
+
+@pytest.mark.parametrize("items", [
+    ["ACGT", "AC\xe9T"],  # latin-1 text
+    ["ACGT", "AC\u0100T"],  # two bytes a character
+    ["AC\U00010000"],  # four
+    ["ACGT", Text("ACGT")],  # a str subclass
+    ["ACGT", bytearray(b"AC")],
+    ["ACGT", memoryview(b"AC")],
+    ["ACGT", 5],
+    ["ACGT", None],
+    ["ACGT", dnaio.SequenceRecord("r", "ACGT")],  # a record in a list of text
+    [dnaio.SequenceRecord("r", "ACGT"), SlotRecord("s", "ACGT")],  # another record type
+    [SlotRecord("r", "ACGT"), SlotRecord("s", "AC\xe9T")],  # a record of non-ASCII text
+    [DictRecord("r", "ACGT")],
+    [PropertyRecord("r", "acgt")],
+])
+def test_anything_else_is_declined(items):
+    """The caller then joins in Python, which also words the errors."""
+    assert pyobjects.gather(items) is None
+
+
+def test_only_lists_are_read():
+    assert pyobjects.gather(("ACGT", "GG")) is None
+    assert pyobjects.gather(iter(["ACGT"])) is None
+
+
+def test_records_with_a_slot_are_read_through_it():
+    assert pyobjects.record_slot(SlotRecord) is not None
+    check_gathered([SlotRecord("a", "ACGT"), SlotRecord("b", b"GG"), "TT"])
+    assert pyobjects.record_slot(DictRecord) is None and pyobjects.record_slot(PropertyRecord) is None
+    assert pyobjects.record_slot(str) is None
+
+
+def test_the_text_is_a_copy():
+    texts = ["ACGT" * 300, "GG" * 700]
+    data, _, _ = pyobjects.gather(texts)
+    data[:4] = np.frombuffer(b"TTTT", np.uint8)
+    assert texts[0].startswith("ACGT")
