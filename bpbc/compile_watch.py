@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 #: what ``bpbc-screen`` says on stderr when a run compiles (once per run)
-COMPILE_NOTICE = "compiling the CPU kernels for this machine; they are cached, so this happens once"
+COMPILE_NOTICE = ("compiling the CPU kernels for this machine; they are cached, so this happens once "
+                  "(python -m bpbc.prepare compiles them ahead, on every core)")
 
 
 class CompileWatch:

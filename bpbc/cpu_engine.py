@@ -1009,6 +1009,19 @@ class CpuEngine:
     def release_memory(self) -> None:
         """Nothing to hand back: numpy frees arrays as they die."""
 
+    def compile_kernel(self, planes: int, scoring: Scoring, track_best: bool = True) -> None:
+        """Have numba compile (or load) the kernel for ``planes`` and
+        ``scoring`` now, as a screen would call it (:func:`bpbc.prepare`):
+        one task on one superblock of empty reads, with no reads packed."""
+        from .patterns import PatternTable
+
+        prepared = PreparedReads.__new__(PreparedReads)
+        prepared.order, prepared.n, prepared.words = np.zeros(0, np.int64), 0, self.words
+        prepared.cols = np.zeros((1, 1, 3, self.words), dtype=np.uint64)
+        prepared.block_length = np.zeros(1, dtype=np.int64)
+        one = np.zeros(1, dtype=np.int64)
+        self._run(prepared, PatternTable.of([np.ones(1, np.uint8)]), scoring, planes, one, one, track_best)
+
     def prepare(self, codes: np.ndarray, lengths: np.ndarray) -> PreparedReads:
         return PreparedReads(codes, lengths, words=self.words)
 

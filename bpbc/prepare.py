@@ -1,0 +1,277 @@
+"""Compile bpbc's CPU kernels ahead, on every core: ``python -m bpbc.prepare``.
+
+The first run on a machine compiles numba kernels for it (and for each new
+bit-plane count a threshold needs), one at a time: numba compiles under one
+lock per process, so a thread beside the run would gain nothing. This
+compiles them ahead (after an install, when an image is built, on the node
+type that will run the jobs: the kernels are specific to the CPU), in
+several processes at once: the engine's kernel for each plane count, the
+traceback's serial and parallel kernels, and the command itself on a small
+generated FASTQ (reading, encoding, formatting and writing), which finds the
+others cached as it reaches them. Then the command runs on the other input
+kinds (gzip, FASTA, paired, interleaved, one file per pattern), which
+compiles what only they use. Everything goes to the caches a run reads
+(``~/.cache/bpbc`` or ``BPBC_CACHE_DIR``, and numba's beside bpbc's modules
+or in ``NUMBA_CACHE_DIR``).
+
+    python -m bpbc.prepare [-t T ...] [--match 2 --mismatch 3 --gap-open 5 --gap-extend 2]
+                           [--device auto|cpu|gpu] [--jobs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+#: the command's default threshold (bpbc.pipeline.DEFAULT_THRESHOLD, restated: importing the pipeline loads numba)
+DEFAULT_THRESHOLDS = (40,)
+#: from this many bit planes the CPU engine screens in two passes (bpbc.screener.MIN_TWO_PASS_PLANES)
+_MIN_TWO_PASS_PLANES = 4
+
+
+def engine_kernels(thresholds, exact_scores: bool = False) -> list[tuple[int, bool]]:
+    """(planes, track_best) of every CPU engine kernel a screen at these
+    thresholds runs: a threshold of b bits is screened one plane short
+    without scores, then with scores in b planes on the flagged instances
+    (from 4 planes on), or in one pass of b planes."""
+    from .scoring import score_planes
+
+    kernels = set()
+    for threshold in thresholds:
+        planes = score_planes(threshold)
+        if planes >= _MIN_TWO_PASS_PLANES and not exact_scores:
+            kernels.add((planes - 1, False))
+        kernels.add((planes, True))
+    return sorted(kernels)
+
+
+# ---------------------------------------------------------------- tasks (one process each)
+
+#: (what it is, a function of this module, its arguments): run in a worker process
+Task = tuple[str, Callable[..., tuple[float, float]], tuple]
+
+
+def _timed(work) -> tuple[float, float]:
+    """(seconds compiling, seconds in all) of ``work()``."""
+    from .compile_watch import watching_compiles
+
+    started = time.perf_counter()
+    with watching_compiles() as watch:
+        work()
+    return watch.seconds, time.perf_counter() - started
+
+
+def _engine_task(planes: int, track_best: bool, scoring: tuple[int, int, int, int]) -> tuple[float, float]:
+    from .cpu_engine import CpuEngine
+    from .scoring import Scoring
+
+    return _timed(lambda: CpuEngine(threads=1).compile_kernel(planes, Scoring(*scoring), track_best))
+
+
+def _traceback_task(parallel: bool, scoring: tuple[int, int, int, int]) -> tuple[float, float]:
+    """The traceback's kernels: the parallel ones from traceback._PARALLEL_FROM instances on."""
+    import numpy as np
+
+    from .alphabet import encode_pattern, encode_reads
+    from .patterns import PatternTable
+    from .scoring import Scoring
+    from .traceback import _PARALLEL_FROM, align_hits
+
+    def work() -> None:
+        count = _PARALLEL_FROM if parallel else 1
+        codes, lengths = encode_reads(["ACGTTGCAACGTAGGT"] * count)
+        table = PatternTable.build([encode_pattern("ACGTTGCA")], ("+", "-"))
+        align_hits(codes, lengths, np.arange(count), np.arange(count) % 2, table, ("+", "-"), Scoring(*scoring))
+
+    return _timed(work)
+
+
+def _packing_task(from_bytes: bool) -> tuple[float, float]:
+    """The engine's packing of reads: from their bytes as read (the first
+    pass), or from codes (the second pass's flagged reads) and back from planes."""
+    import numpy as np
+
+    from transpose import unpack_flags, unpack_planes
+
+    from .alphabet import encode_reads
+    from .cpu_engine import CpuEngine
+
+    def work() -> None:
+        engine = CpuEngine(threads=1)
+        if from_bytes:
+            engine.prepare_bytes(bytearray(b"ACGTACGTNNACGT"), np.array([0, 4], np.int64),
+                                 np.array([4, 10], np.int64))
+        else:
+            engine.prepare(*encode_reads(["ACGT", "ACGTTGCA"]))
+            unpack_planes(np.zeros((1, 5), np.uint64), 64)
+            unpack_flags(np.zeros(1, np.uint64), 64)
+
+    return _timed(work)
+
+
+def _command_task(argv: list[str]) -> tuple[float, float]:
+    from .cli import main
+
+    def work() -> None:
+        status = main(argv)
+        if status != 0:
+            raise RuntimeError(f"bpbc-screen {' '.join(argv)} exited with status {status}")
+
+    return _timed(work)
+
+
+# ---------------------------------------------------------------- inputs
+
+_BASES = "ACGT"
+
+
+def _write_inputs(directory: Path, thresholds, match: int, seed: int = 27) -> dict[str, Path]:
+    """Patterns, one a threshold (given in its header), and reads of every
+    input kind, a third of them carrying a pattern (some reverse complemented)."""
+    import random
+
+    rng = random.Random(seed)
+
+    def sequence(length: int) -> str:
+        return "".join(rng.choice(_BASES) for _ in range(length))
+
+    patterns = [sequence(max(12, math.ceil(t / match) + 4)) for t in thresholds]
+    paths = {name: directory / name for name in ("patterns.fa", "reads.fq", "reads.fq.gz", "reads.fa", "reads_2.fq",
+                                                 "interleaved.fq")}
+    paths["patterns.fa"].write_text("".join(f">p{k} threshold={t}\n{p}\n" for k, (t, p) in enumerate(zip(thresholds,
+                                                                                                         patterns))))
+    complement = str.maketrans("ACGT", "TGCA")
+    reads = []
+    for i in range(300):
+        read = sequence(rng.randint(40, 150))
+        if i % 3 == 0:
+            carried = patterns[i // 3 % len(patterns)]
+            carried = carried if i % 2 else carried.translate(complement)[::-1]
+            at = rng.randint(0, len(read))
+            read = read[:at] + carried + read[at:]
+        reads.append((f"r{i}", read))
+    fastq = "".join(f"@{name}\n{read}\n+\n{'I' * len(read)}\n" for name, read in reads)
+    paths["reads.fq"].write_text(fastq)
+    paths["reads.fa"].write_text("".join(f">{name}\n{read}\n" for name, read in reads))
+    import gzip
+
+    paths["reads.fq.gz"].write_bytes(gzip.compress(fastq.encode(), compresslevel=1))
+    mates = [(name, sequence(rng.randint(40, 150))) for name, _ in reads]
+    paths["reads_2.fq"].write_text("".join(f"@{name}\n{read}\n+\n{'I' * len(read)}\n" for name, read in mates))
+    paths["interleaved.fq"].write_text("".join(f"@{n1}\n{r1}\n+\n{'I' * len(r1)}\n@{n2}\n{r2}\n+\n{'I' * len(r2)}\n"
+                                               for (n1, r1), (n2, r2) in zip(reads, mates)))
+    return paths
+
+
+# ---------------------------------------------------------------- the whole
+
+def prepare(thresholds=DEFAULT_THRESHOLDS, scoring: tuple[int, int, int, int] = (2, 3, 5, 2), device: str = "auto",
+            jobs: int | None = None, log=None) -> dict[str, float]:
+    """Compile (or find cached) every kernel the command uses at these
+    thresholds and this scoring, ``jobs`` processes at once (default: the
+    usable cores); ``log(line)`` hears what each step took. Returns the
+    seconds of the whole, the seconds spent compiling (all processes
+    together; near 0 where everything was cached) and the processes."""
+    from .engines import usable_cores
+
+    thresholds = sorted(set(int(t) for t in thresholds))
+    jobs = max(1, jobs or usable_cores())
+    log = log or (lambda line: None)
+    started = time.perf_counter()
+    options = ["--match", str(scoring[0]), "--mismatch", str(scoring[1]), "--gap-open", str(scoring[2]),
+               "--gap-extend", str(scoring[3]), "--device", device, "-q"]
+    with tempfile.TemporaryDirectory(prefix="bpbc-prepare-") as work:
+        directory = Path(work)
+        paths = _write_inputs(directory, thresholds, scoring[0])
+        patterns, out = str(paths["patterns.fa"]), str(directory / "out")
+
+        def command(name: str, *args: str) -> Task:
+            return f"bpbc-screen on {name}", _command_task, ([*args, *options, "-o", f"{out}.{len(name)}.paf"],)
+
+        # first the kernels that need no files, in groups that share none
+        kernels: list[Task] = [(f"traceback ({'parallel' if parallel else 'serial'})", _traceback_task,
+                                (parallel, scoring)) for parallel in (True, False)]
+        if device != "gpu":
+            kernels += [(f"engine kernel: {planes} planes{'' if best else ', flags only'}", _engine_task,
+                         (planes, best, scoring)) for planes, best in engine_kernels(thresholds)]
+            kernels += [(f"the engine's packing from {'bytes' if from_bytes else 'codes'}", _packing_task,
+                         (from_bytes,)) for from_bytes in (True, False)]
+        phases = [kernels, [
+            # then a screen of a FASTQ file: reading, encoding, formatting and writing, the rest found cached
+            command("FASTQ", str(paths["reads.fq"]), patterns, "--matched", f"{out}.m.fq.gz", "--unmatched",
+                    f"{out}.u.fq", "--json", f"{out}.json")], [
+            # then what only the other kinds of input use
+            command("gzip'd FASTQ, one file per pattern", str(paths["reads.fq.gz"]), patterns, "--matched",
+                    f"{out}.{{name}}.fq"),
+            command("FASTA", str(paths["reads.fa"]), patterns, "--unmatched", f"{out}.u.fa"),
+            command("paired FASTQ", str(paths["reads.fq"]), patterns, "--reads2", str(paths["reads_2.fq"]),
+                    "--matched", f"{out}.m1.fq", "--matched2", f"{out}.m2.fq", "--unmatched", f"{out}.u1.fq",
+                    "--unmatched2", f"{out}.u2.fq"),
+            command("interleaved FASTQ", str(paths["interleaved.fq"]), patterns, "--interleaved", "--pair-filter",
+                    "both", "--matched", f"{out}.mi.fq"),
+        ]]
+        # spawned, not forked: no thread or lock of this process is carried into them
+        context = multiprocessing.get_context("spawn")
+        processes = min(jobs, max(len(phase) for phase in phases))
+        compiled = []
+        with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
+            for phase in phases:
+                futures = [(name, pool.submit(task, *args)) for name, task, args in phase]
+                for name, future in futures:
+                    compiling, seconds = future.result()
+                    compiled.append(compiling)
+                    log(f"{name}: {seconds:.2f} s, {compiling:.2f} s of it compiling")
+    return {"seconds": time.perf_counter() - started, "compiling_s": sum(compiled), "processes": processes}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bpbc.prepare", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-t", "--threshold", type=int, action="append", metavar="T",
+                        help=f"a threshold the runs will use (repeat for several) [default: {DEFAULT_THRESHOLDS[0]}]")
+    parser.add_argument("--match", type=int, default=2)
+    parser.add_argument("--mismatch", type=int, default=3)
+    parser.add_argument("--gap-open", type=int, default=5)
+    parser.add_argument("--gap-extend", type=int, default=2)
+    parser.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+                        help="the engine the runs will use (gpu: its kernels too; the CPU engine's are skipped)")
+    parser.add_argument("--jobs", "-j", type=int, metavar="N", help="processes at once [default: the usable cores]")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no line per step")
+    args = parser.parse_args(argv)
+    from .scoring import Scoring
+
+    try:
+        scoring = Scoring(args.match, args.mismatch, args.gap_open, args.gap_extend)
+    except ValueError as error:
+        parser.error(str(error))
+    thresholds = args.threshold or list(DEFAULT_THRESHOLDS)
+    if min(thresholds) < 1:
+        parser.error("thresholds must be at least 1")
+
+    def log(line: str) -> None:
+        if not args.quiet:
+            print(f"bpbc.prepare: {line}", file=sys.stderr, flush=True)
+
+    from .engines import set_up_process
+
+    set_up_process()
+    try:
+        figures = prepare(thresholds, (scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend),
+                          args.device, args.jobs, log)
+    except (RuntimeError, OSError) as error:
+        print(f"bpbc.prepare: error: {error}", file=sys.stderr)
+        return 1
+    log(f"kernels ready in {figures['seconds']:.2f} s ({figures['compiling_s']:.2f} s compiling in "
+        f"{figures['processes']} processes at once)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""python -m bpbc.prepare: the kernels a run needs, compiled ahead in several processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from bpbc.compile_watch import COMPILE_NOTICE
+from bpbc.prepare import engine_kernels
+from tests.bpbc.test_cli import PACKAGE_ROOT, READS, run_subprocess
+
+
+def test_engine_kernels_are_those_of_the_thresholds_plane_counts():
+    # 40 and 63 take 6 planes: flags in 5 first, then scores in 6; 7 takes 3, in one pass
+    assert engine_kernels([40, 63]) == [(5, False), (6, True)]
+    assert engine_kernels([7, 30]) == [(3, True), (4, False), (5, True)]
+    assert engine_kernels([40], exact_scores=True) == [(6, True)]
+
+
+def test_after_prepare_a_run_compiles_nothing(tmp_path):
+    """In a fresh engine kernel cache: prepare compiles (here the engine's
+    kernels for threshold 24's 5 planes), then the command at that threshold
+    finds every kernel cached: no notice, no seconds compiling."""
+    env = dict(os.environ, BPBC_CACHE_DIR=str(tmp_path / "kernels"),
+               PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-m", "bpbc.prepare", "-t", "24", "--device", "cpu", "--jobs", "2"],
+                          capture_output=True, env=env, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.decode().splitlines()
+    assert any(line.startswith("bpbc.prepare: engine kernel: 5 planes:") for line in lines), lines
+    assert lines[-1].startswith("bpbc.prepare: kernels ready in ")
+    patterns = tmp_path / "p.fa"
+    patterns.write_text(">a\nACGTTGCAAGGCTTAACG\n>b\nTTGACCAGGTACAGT\n")
+    summary = tmp_path / "s.json"
+    run = run_subprocess(READS, patterns, "-t", "24", "--device", "cpu", "--json", summary, cwd=tmp_path,
+                         env={"BPBC_CACHE_DIR": env["BPBC_CACHE_DIR"]})
+    assert run.returncode == 0, run.stderr
+    assert COMPILE_NOTICE not in run.stderr.decode()
+    assert json.loads(summary.read_text())["stage_seconds"]["compile"] == 0
+
+
+def test_bad_options_are_usage_errors():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
+    for args in (["-t", "0"], ["--match", "0"]):
+        done = subprocess.run([sys.executable, "-m", "bpbc.prepare", *args], capture_output=True, env=env,
+                              timeout=120)
+        assert done.returncode == 2 and done.stderr.decode().count("\n") >= 1 and b"Traceback" not in done.stderr
