@@ -3,14 +3,29 @@
 Each step runs its source (``STEPS``) in a fresh interpreter, so its
 figure includes interpreter start and every import that source makes
 (``import bpbc.cli`` includes numpy and numba, ``import cupy`` numpy but
-not bpbc); medians of ``--repeats`` runs. Steps
-marked GPU run only where CuPy sees a device. With reads and patterns, the
-command itself (PAF, ``--matched`` and ``--unmatched`` as in the end-to-end
-rows) runs as a fresh process and through a ``bpbc-serve`` started once for
-the purpose (``BPBC_SERVER``, bpbc/server.py), beside a bare dnaio pass.
-Prints one line per step and writes ``startup_<device>.csv`` to ``--out``.
+not bpbc); medians of ``--repeats`` runs after one that fills the caches.
+Steps marked GPU run only where CuPy sees a device. Then the target rows:
 
-    python -m bench.startup [--reads FILE --patterns FASTA | --generate N] [--out DIR] [--repeats 3]
+* ``one-read file, CPU`` (and ``GPU``): the command, a fresh process, on the
+  first read of examples/reads.fq.gz against examples/adapters.fa, T = 30;
+* where that run's imports go (``-X importtime``, self time summed by
+  top-level package, in ms) and how many modules it compiled from source
+  (no bytecode cache: pip's ``--no-compile`` with ``PYTHONDONTWRITEBYTECODE``);
+* the numba kernels it loads from the cache and what they cost (the first
+  load includes numba's own set-up);
+* with ``--cold``: the same run with empty kernel caches (numba's, bpbc's and
+  CuPy's: every kernel compiled; the command's summary leaves the compiling
+  out of its rate) and right after (warm again), and ``python -m bpbc.prepare``
+  on empty caches before a run.
+
+With reads and patterns, the command itself (PAF, ``--matched`` and
+``--unmatched`` as in the end-to-end rows) runs as a fresh process and
+through a ``bpbc-serve`` started once for the purpose (``BPBC_SERVER``,
+bpbc/server.py), beside a bare dnaio pass. Prints one line per step and
+writes ``startup_<device>.csv`` to ``--out``.
+
+    python -m bench startup [--reads FILE --patterns FASTA | --generate N] [--cold] [--out DIR] [--repeats 3]
+    python -m bench startup --quick   (CI: one repeat, the one-read rows and the import rows only)
 
 ``--generate N`` writes N reads and the one 128 bp pattern of the
 end-to-end rows (``python -m bench sw --only e2e``), threshold 40.
@@ -19,7 +34,9 @@ end-to-end rows (``python -m bench sw --only e2e``), threshold 40.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -68,6 +85,90 @@ def _warm_gpu() -> None:
     bpbc.screen(["ACGTACGTAAGGCCTT" * 8], ["ACGTACGTAAGGCC"], threshold=10, device="gpu")
 
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+#: the one-read run's threshold (the example's adapters are 19-33 bp)
+ONE_READ_THRESHOLD = 30
+
+
+def write_one_read_file(path: Path) -> Path:
+    """The first record of examples/reads.fq.gz as a plain FASTQ file."""
+    import dnaio
+
+    with dnaio.open(EXAMPLES / "reads.fq.gz") as reader, dnaio.open(path, mode="w") as writer:
+        writer.write(next(iter(reader)))
+    return path
+
+
+def one_read_args(reads: Path, device: str) -> list[str]:
+    """bpbc-screen's arguments for the one-read run."""
+    return [str(reads), str(EXAMPLES / "adapters.fa"), "--threshold", str(ONE_READ_THRESHOLD), "-q", "--device", device]
+
+
+def _module_census(argv: list[str]) -> None:
+    """Run the command in this process, then print (JSON) how many of the
+    modules it loaded have no bytecode cache beside their source (compiled
+    from source by every process: pip's --no-compile and PYTHONDONTWRITEBYTECODE)."""
+    import json
+
+    from bpbc.cli import main
+
+    main(argv)
+    specs = [getattr(module, "__spec__", None) for module in list(sys.modules.values())]
+    sources = [spec for spec in specs if spec is not None and str(spec.origin or "").endswith(".py")]
+    uncached = [spec.name for spec in sources if not (spec.cached and os.path.exists(spec.cached))]
+    print(json.dumps({"modules": len(sources), "from_source": len(uncached),
+                      "dont_write_bytecode": sys.flags.dont_write_bytecode,
+                      "packages_from_source": sorted({name.split(".")[0] for name in uncached})}))
+
+
+def _kernel_loads(argv: list[str]) -> None:
+    """Run the command in this process and print (JSON) every numba kernel it
+    loaded from the cache and what each took (numba's Cache.load_overload)."""
+    import json
+
+    from numba.core import caching
+
+    loads: list[tuple[str, float]] = []
+    real = caching.Cache.load_overload
+
+    def timed(self, sig, target_context):
+        started = time.perf_counter()
+        try:
+            return real(self, sig, target_context)
+        finally:
+            loads.append((str(getattr(self, "_name", "?")), time.perf_counter() - started))
+
+    caching.Cache.load_overload = timed  # type: ignore[method-assign]
+    from bpbc.cli import main
+
+    main(argv)
+    names = [name.split(" at ")[0].replace("<function ", "") for name, _ in loads]
+    print(json.dumps({"loads": len(loads), "seconds": sum(seconds for _, seconds in loads),
+                      "first_s": loads[0][1] if loads else 0.0, "kernels": names}))
+
+
+def import_self_times(command: list[str], env: dict) -> dict[str, float]:
+    """Seconds of ``-X importtime`` self time of a run, summed by top-level
+    package, largest first, with the total under ''."""
+    done = subprocess.run([command[0], "-X", "importtime", *command[1:]], env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    by_package: dict[str, float] = {}
+    for line in done.stderr.splitlines():
+        match = re.match(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)", line)
+        if match:
+            package = match[2].split(".")[0]
+            by_package[package] = by_package.get(package, 0.0) + int(match[1]) / 1e6
+    ranked = dict(sorted(by_package.items(), key=lambda item: -item[1]))
+    return {"": sum(ranked.values()), **ranked}
+
+
+def _json_of(command: list[str], env: dict) -> dict:
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 def start_server(path: str, device: str, env: dict) -> subprocess.Popen:
     server = subprocess.Popen([sys.executable, "-m", "bpbc.server", path, "--device", device], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -87,6 +188,67 @@ def _seconds(args: list[str], env: dict) -> float:
     return took
 
 
+def _show(row: dict) -> None:
+    figures = [f"{float(row['seconds']):7.3f} s" if row.get("seconds") not in (None, "") else " " * 9]
+    figures += [f"({row[key]})" for key in ("runs_s",) if row.get(key)]
+    figures += [f"{key}={row[key]}" for key in ("count", "compile_s", "note") if row.get(key) not in (None, "")]
+    print(f"{row['step']:52s} {'  '.join(figures)}", flush=True)
+
+
+def _timed_row(name: str, command: list[str], env: dict, repeats: int) -> dict:
+    _seconds(command, env)  # caches warm
+    runs = [_seconds(command, env) for _ in range(repeats)]
+    return {"step": name, "seconds": f"{np.median(runs):.3f}", "runs_s": " ".join(f"{r:.3f}" for r in runs)}
+
+
+def one_read_rows(one_read: Path, env: dict) -> list[dict]:
+    """Where the one-read CPU run's time goes: its imports by package, the
+    modules it compiles from source, the numba kernels it loads."""
+    args = one_read_args(one_read, "cpu")
+    imports = import_self_times([sys.executable, "-m", "bpbc", *args], env)
+    rows = [{"step": "one-read run, CPU: imports (self time, all)", "seconds": f"{imports.pop(''):.3f}"}]
+    rows += [{"step": f"  of them {package}", "seconds": f"{seconds:.3f}"} for package, seconds in list(imports.items())[:8]]
+    census = _json_of([sys.executable, "-c", f"from bench.startup import _module_census; _module_census({args!r})"],
+                      env)
+    rows.append({"step": "one-read run, CPU: modules compiled from source", "count": census["from_source"],
+                 "note": f"of {census['modules']}; dont_write_bytecode={census['dont_write_bytecode']}; "
+                         f"{' '.join(census['packages_from_source'][:12])}"})
+    loads = _json_of([sys.executable, "-c", f"from bench.startup import _kernel_loads; _kernel_loads({args!r})"], env)
+    rows.append({"step": "one-read run, CPU: numba kernels loaded", "seconds": f"{loads['seconds']:.3f}",
+                 "count": loads["loads"], "note": f"the first (numba's set-up with it) {loads['first_s']:.3f} s; "
+                                                  f"{' '.join(loads['kernels'])}"})
+    return rows
+
+
+def cold_rows(one_read: Path, devices: list[str], env: dict, repeats: int) -> list[dict]:
+    """The one-read run with empty kernel caches (numba's, bpbc's, CuPy's),
+    then again; and ``python -m bpbc.prepare`` on empty caches, then the run."""
+    rows = []
+
+    def empty_caches() -> tuple[dict, Path]:
+        caches = Path(tempfile.mkdtemp(prefix="bpbc-cold-"))
+        return dict(env, BPBC_CACHE_DIR=str(caches / "bpbc"), NUMBA_CACHE_DIR=str(caches / "numba"),
+                    CUPY_CACHE_DIR=str(caches / "cupy")), caches / "summary.json"
+
+    def run(name: str, device: str, run_env: dict, summary: Path, times: int = 1) -> dict:
+        command = [sys.executable, "-m", "bpbc", *one_read_args(one_read, device), "--json", str(summary)]
+        runs = [_seconds(command, run_env) for _ in range(times)]
+        compiling = json.loads(summary.read_text())["stage_seconds"]["compile"]
+        return {"step": name, "seconds": f"{np.median(runs):.3f}", "runs_s": " ".join(f"{r:.3f}" for r in runs),
+                "compile_s": f"{compiling:.3f}"}
+
+    for device in devices:
+        cold_env, summary = empty_caches()
+        rows.append(run(f"one-read file, {device.upper()}, empty kernel caches", device, cold_env, summary))
+        rows.append(run(f"one-read file, {device.upper()}, right after", device, cold_env, summary, repeats))
+    cold_env, summary = empty_caches()
+    prepare = [sys.executable, "-m", "bpbc.prepare", "-t", str(ONE_READ_THRESHOLD), "--device", "cpu", "-q"]
+    rows.append({"step": "python -m bpbc.prepare, empty kernel caches", "seconds": f"{_seconds(prepare, cold_env):.3f}",
+                 "note": f"{os.cpu_count()} cores"})
+    rows.append(run("one-read file, CPU, after prepare", "cpu", cold_env, summary, repeats))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench startup", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -95,9 +257,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generate", type=int, metavar="N",
                         help="screen N generated reads against the end-to-end rows' 128 bp pattern")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--cold", action="store_true",
+                        help="also the one-read run with empty kernel caches, and python -m bpbc.prepare (minutes)")
+    parser.add_argument("--quick", action="store_true", help="CI: one repeat, the one-read and import rows only")
     parser.add_argument("--out", default=str(RESULTS_DIR))
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
+    repeats = 1 if args.quick else args.repeats
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).parents[1]),
                                                                      os.environ.get("PYTHONPATH")])))
     try:
@@ -106,16 +272,23 @@ def main(argv: list[str] | None = None) -> int:
         gpu = cupy.cuda.runtime.getDeviceCount() > 0
     except Exception:  # noqa: BLE001 - any failure: no usable GPU
         gpu = False
-    steps = [(name, [sys.executable, "-c", source], env) for name, needs_gpu, source in STEPS if gpu or not needs_gpu]
+    quick_steps = ("python", "import bpbc.cli")
+    steps = [(name, [sys.executable, "-c", source], env) for name, needs_gpu, source in STEPS
+             if (gpu or not needs_gpu) and (name in quick_steps or not args.quick)]
     work = tempfile.mkdtemp()
-    if args.generate:
+    one_read = write_one_read_file(Path(work) / "one.fq")
+    devices = ["cpu", "gpu"] if gpu else ["cpu"]
+    steps += [(f"one-read file, {device.upper()}", [sys.executable, "-m", "bpbc", *one_read_args(one_read, device)],
+               env) for device in devices]
+    if args.generate and not args.quick:
         from bench.sw_bench import _write_e2e_reads, e2e_patterns
 
         patterns, _ = e2e_patterns()["single_128"]
         args.reads, args.patterns = f"{work}/reads.fq.gz", f"{work}/pattern.fa"
         _write_e2e_reads(args.reads, args.generate, 150, np.random.default_rng(4), patterns, 50)
         Path(args.patterns).write_text(f">p0\n{patterns[0]}\n")
-    if args.reads:
+    server = None
+    if args.reads and not args.quick:
         from bench.sw_bench import _BARE_READ_PASS, _BPBC_READ_PASS
 
         bare = [sys.executable, "-c", _BARE_READ_PASS, args.reads]
@@ -132,15 +305,17 @@ def main(argv: list[str] | None = None) -> int:
             steps.append(("bare dnaio pass, again", bare, env))
     rows = []
     for name, command, step_env in steps:
-        _seconds(command, step_env)  # caches warm
-        runs = [_seconds(command, step_env) for _ in range(args.repeats)]
-        rows.append({"step": name, "seconds": f"{np.median(runs):.3f}", "runs_s": " ".join(f"{r:.3f}" for r in runs)})
-        print(f"{name:34s} {np.median(runs):7.3f} s   ({rows[-1]['runs_s']})", flush=True)
-    if args.reads and args.patterns:
+        rows.append(_timed_row(name, command, step_env, repeats))
+        _show(rows[-1])
+    if server is not None:
         server.terminate()
         server.wait()
+    for row in one_read_rows(one_read, env) + (cold_rows(one_read, devices, env, repeats) if args.cold else []):
+        rows.append(row)
+        _show(row)
     device = gpu_info() if gpu else None
-    write_csv(Path(args.out) / f"startup_{device_kind(device)}.csv", rows, environment(device))
+    write_csv(Path(args.out) / f"startup{'_quick' if args.quick else ''}_{device_kind(device)}.csv", rows,
+              environment(device))
     return 0
 
 

@@ -72,3 +72,17 @@ def test_cpu_cell_ab_times_the_kernel_and_the_two_pass_screen(tmp_path):
     assert (unplanted["planted"], unplanted["hits"]) == ("none", "0")
     assert (planted["planted"], planted["hits"]) == ("1/16", "64")
     assert all(float(row["gcups_per_core"]) > 0 for row in rows)
+
+
+def test_startup_quick(tmp_path):
+    """The one-read run of a fresh process, where its imports go, the modules
+    it compiles from source and the numba kernels it loads."""
+    assert main(["startup", "--quick", "--out", str(tmp_path)]) == 0
+    rows = {row["step"]: row for row in read_csv(tmp_path / "startup_quick_cpu.csv")}
+    assert _positive(rows["one-read file, CPU"]["seconds"]) and _positive(rows["import bpbc.cli"]["seconds"])
+    assert _positive(rows["one-read run, CPU: imports (self time, all)"]["seconds"])
+    assert "  of them numba" in rows
+    assert int(rows["one-read run, CPU: modules compiled from source"]["count"]) >= 0
+    loads = rows["one-read run, CPU: numba kernels loaded"]
+    # the screen's kernels come from the cache: the read, the first pass and the engine's kernel at least
+    assert int(loads["count"]) >= 3 and "sw_kernel" in loads["note"] and "scan_fastq" in loads["note"]
