@@ -16,6 +16,7 @@ import numpy as np
 
 from .alphabet import joined_bytes, record_name
 from .chunks import _encode_sequences
+from .engines import set_up_process
 
 
 class Reads:
@@ -83,6 +84,7 @@ class Reads:
         their text copied into one buffer."""
         if isinstance(reads, Reads):
             return reads
+        set_up_process()  # before the copy's kernels may first load numba's OpenMP runtime (see the Screener)
         items = reads if type(reads) is list else list(reads)
         data, offsets, lengths = joined_bytes(items)
         return cls(data, offsets[:-1], lengths, records=items)

@@ -160,13 +160,19 @@ class Screener:
     else ``device`` ('auto', 'cpu', 'gpu') and ``threads`` choose one.
     Problems with the settings raise ValueError (or SequenceError, a
     ValueError, for a pattern outside the IUPAC alphabet).
+
+    Its calls take reads in any form :func:`bpbc.screen` takes: a
+    :class:`ReadBatch` (see :meth:`prepare`), a :class:`bpbc.Reads`, or
+    str, bytes or records, converted to a :class:`bpbc.Reads` first.
     """
 
     def __init__(self, patterns, threshold=40, scoring: Scoring | None = None, strand: str = "both",
                  exact_scores: bool = False, eqx: bool = False, engine=None, device: str = "auto",
                  threads: int | None = None):
-        # as the command does, before numba first loads its OpenMP runtime: its idle workers
-        # would spin on the cores the engine's threads need (2 threads: 1.2x -> 1.5x one, 40k reads)
+        # as the command does, before numba first loads its OpenMP runtime: its idle
+        # workers spin on the cores the engine's own threads need (40k reads, 2 threads:
+        # 1.2x one thread's rate -> 1.5x), and on this 2-core VM each short parallel
+        # region then took 6-16 ms instead of 0.1 (2-core Zen 5 VM)
         set_up_process()
         self.scoring = scoring or Scoring()
         self.strands = strands_of(strand)
