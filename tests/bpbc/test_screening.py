@@ -392,3 +392,18 @@ def test_a_bad_byte_names_its_read_in_every_form(monkeypatch, gather_from):
     for given, message in cases:
         with pytest.raises(bpbc.SequenceError, match=message):
             bpbc.screen(given, [ADAPTER], threshold=24, device="cpu")
+
+
+@pytest.mark.parametrize("make", [lambda: Screener([ADAPTER], 24, device="cpu"), lambda: bpbc.Reads.of(["ACGT"])],
+                         ids=["Screener", "Reads.of"])
+def test_library_calls_ask_for_passive_openmp_waiting_unless_told_otherwise(monkeypatch, make):
+    """As the command does (bpbc.engines.set_up_process), before numba may
+    first load its OpenMP runtime; a user's own setting stays."""
+    import os
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    make()
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    make()
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
