@@ -34,6 +34,7 @@ end-to-end rows (``python -m bench sw --only e2e``), threshold 40.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -54,6 +55,8 @@ STEPS = [
     ("import dnaio, xopen", False, "import numpy, dnaio, xopen"),
     ("import bpbc.cli", False, "import bpbc.cli"),
     ("import numba", False, "import bpbc.cli, numba"),
+    # numba's first compile or cache load reads every installed distribution's entry points (its extensions)
+    ("importlib.metadata.entry_points()", False, "from importlib import metadata; metadata.entry_points()"),
     ("first cached numba call", False,
      "from bench.startup import _first_numba_call; _first_numba_call()"),
     ("every numba kernel of a CPU run", False, "from bench.startup import _warm_cpu; _warm_cpu()"),
@@ -275,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     quick_steps = ("python", "import bpbc.cli")
     steps = [(name, [sys.executable, "-c", source], env) for name, needs_gpu, source in STEPS
              if (gpu or not needs_gpu) and (name in quick_steps or not args.quick)]
+    if importlib.util.find_spec("scipy") is not None and not args.quick:
+        steps.append(("import scipy (numba imports it where installed)", [sys.executable, "-c", "import scipy"], env))
     work = tempfile.mkdtemp()
     one_read = write_one_read_file(Path(work) / "one.fq")
     devices = ["cpu", "gpu"] if gpu else ["cpu"]
