@@ -19,12 +19,18 @@ HEADER_KEY = "threshold="
 _POSITIVE_INTEGER = re.compile(r"[1-9][0-9]*")
 
 
-def header_threshold(header: str) -> str | None:
-    """The text after ``threshold=`` in a header's comment (the words after the name), or None."""
+def header_value(header: str, key: str) -> str | None:
+    """The text after ``key`` (``threshold=``, ``adapter=``) in a header's
+    comment (the words after the name), or None."""
     for word in header.split()[1:]:
-        if word.startswith(HEADER_KEY):
-            return word[len(HEADER_KEY):]
+        if word.startswith(key):
+            return word[len(key):]
     return None
+
+
+def header_threshold(header: str) -> str | None:
+    """The text after ``threshold=`` in a header's comment, or None."""
+    return header_value(header, HEADER_KEY)
 
 
 def fraction_threshold(fraction: float, scoring: Scoring, length: int) -> int:
