@@ -64,6 +64,12 @@ class ScreenSettings:
     min_score_fraction: float | None = None
     #: paired reads: a pair passes when 'any' mate passes, or only when 'both' do
     pair_filter: str = "any"
+    #: what happens to the adapters found, 'none', 'trim' or 'mask', and how (docs/trimming.md)
+    action: str = "none"
+    adapter_kind: str = "3prime"
+    min_overlap: int = 3
+    trim_strand: str = "forward"
+    min_length: int | None = None
 
     @property
     def strands(self) -> tuple[str, ...]:
@@ -92,6 +98,9 @@ class PatternSummary:
     reads_passing: dict[str, int]
     #: paired reads only: mate ('1' or '2') -> strand -> reads passing
     mates: dict[str, dict[str, int]] | None = None
+    #: --action trim or mask: reads this pattern trimmed (masked), and their bases
+    trimmed_reads: int | None = None
+    trimmed_bases: int | None = None
 
 
 @dataclass
@@ -123,6 +132,11 @@ class Summary:
     wall_time_s: float = 0.0
     #: seconds per stage (see StageTimes)
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    #: --action trim or mask: reads trimmed (masked) and bases, units dropped by --min-length
+    action: str = "none"
+    reads_trimmed: int = 0
+    bases_trimmed: int = 0
+    too_short: int = 0
 
     @property
     def compile_time_s(self) -> float:
@@ -145,6 +159,11 @@ class Summary:
                 del figures[key]
             for pattern in figures["patterns"]:
                 del pattern["mates"]
+        if self.action == "none":
+            for key in ("action", "reads_trimmed", "bases_trimmed", "too_short"):
+                del figures[key]
+            for pattern in figures["patterns"]:
+                del pattern["trimmed_reads"], pattern["trimmed_bases"]
         figures["wall_time_s"] = round(self.wall_time_s, 6)
         figures["reads_per_s"] = round(self.reads_per_s, 3)
         figures["stage_seconds"] = {stage: round(value, 6) for stage, value in self.stage_seconds.items()}
@@ -168,6 +187,10 @@ class Summary:
         if self.compile_time_s > 0:
             rate += f", not counting {self.compile_time_s:.2f} s compiling CPU kernels"
         lines = [f"bpbc-screen: {done} screened in {self.wall_time_s:.2f} s ({rate}); {passed}"]
+        if self.action != "none":
+            dropped = f"; {self.too_short} {'pairs' if self.paired else 'reads'} dropped by --min-length"
+            lines.append(f"  {self.action}: {self.reads_trimmed} reads, {self.bases_trimmed} bases"
+                         f"{dropped if self.too_short else ''}")
         width = max([len("pattern")] + [len(p.name) for p in self.patterns])
         counts = "  mate 1  mate 2" if self.paired else "  reads passing"
         lines.append(f"  {'pattern':<{width}}  length  threshold  strand{counts}")
@@ -502,7 +525,7 @@ def _check_read_options(reads2, interleaved: bool, paths: dict) -> None:
     paired = reads2 is not None or interleaved
     if reads2 is not None and interleaved:
         raise InputError("give --reads2 or --interleaved, not both")
-    for kind in ("matched", "unmatched"):
+    for kind in ("matched", "unmatched", "trimmed"):
         first, second = paths[kind], paths[kind + "2"]
         if second is not None and not paired:
             raise InputError(f"--{kind}2 needs paired reads (--reads2 or --interleaved)")
@@ -510,10 +533,25 @@ def _check_read_options(reads2, interleaved: bool, paths: dict) -> None:
             raise InputError(f"with --reads2, give --{kind} and --{kind}2 together (mate 1 and mate 2 files)")
         if second is not None and first is None:
             raise InputError(f"--{kind}2 needs --{kind} (mate 1 file)")
-        if kind == "unmatched" and (is_template(first) or is_template(second)):
+        if kind != "matched" and (is_template(first) or is_template(second)):
             raise InputError(f"{NAME_FIELD} can only be used in --matched and --matched2")
         if second is not None and is_template(first) != is_template(second):
             raise InputError(f"use {NAME_FIELD} in both --matched and --matched2, or in neither")
+
+
+_TRIM_OPTIONS = ("action", "adapter_kind", "min_overlap", "trim_strand", "min_length")
+
+
+def _trimming_module(settings: ScreenSettings, trimmed_output: bool):
+    """:mod:`bpbc.trimming` with the settings checked, imported only where a
+    trimming option is given (its kernels' dispatchers cost start-up time)."""
+    defaults = ScreenSettings()
+    if not trimmed_output and all(getattr(settings, key) == getattr(defaults, key) for key in _TRIM_OPTIONS):
+        return None
+    from bpbc import trimming
+
+    trimming.check_settings(settings, trimmed_output)
+    return trimming
 
 
 def screen_files(
@@ -528,6 +566,8 @@ def screen_files(
     unmatched=None,
     matched2=None,
     unmatched2=None,
+    trimmed=None,
+    trimmed2=None,
     json_path=None,
     progress: Callable[[int], None] | None = None,
 ) -> Summary:
@@ -539,7 +579,9 @@ def screen_files(
     '-' for stdout), passing reads (pairs) to ``matched`` (mate 2:
     ``matched2``) and the others to ``unmatched`` (``unmatched2``), with
     ``{name}`` in ``matched`` one file per pattern, the summary as JSON to
-    ``json_path``. ``progress(reads_done)`` is called after each chunk.
+    ``json_path``. With ``settings.action`` trim or mask (docs/trimming.md)
+    the matched reads are written trimmed or masked, and ``trimmed``
+    (``trimmed2``) receives every read so, in input order. ``progress(reads_done)`` is called after each chunk.
     Files appear only when the whole run succeeds. Expected problems raise
     :class:`bpbc.errors.InputError`; failed internal cross-checks
     :class:`bpbc.errors.InternalError`.
@@ -547,8 +589,10 @@ def screen_files(
     started = time.perf_counter()
     if STDIN in (reads_path, reads2) and patterns_path == STDIN or reads_path == reads2 == STDIN:
         raise InputError("only one input can be read from stdin ('-')")
-    paths = {"matched": matched, "unmatched": unmatched, "matched2": matched2, "unmatched2": unmatched2}
+    paths = {"matched": matched, "unmatched": unmatched, "matched2": matched2, "unmatched2": unmatched2,
+             "trimmed": trimmed, "trimmed2": trimmed2}
     _check_read_options(reads2, interleaved, paths)
+    trimming = _trimming_module(settings, trimmed is not None or trimmed2 is not None)
     mates = 2 if reads2 is not None or interleaved else 1
     with ExitStack() as stack:
         stack.enter_context(cyclic_gc_paused())
@@ -571,6 +615,9 @@ def screen_files(
         # reading starts now, beside the engine's set-up (device, kernels)
         read_chunks = stack.enter_context(closing(prefetched(stages.timed(chunks, "read"))))
         screener = make_screener(settings, patterns, display_name(patterns_path))
+        trimmer = None if trimming is None else trimming.trimmer_for(settings, screener, patterns,
+                                                                     display_name(patterns_path))
+        trim_counts = None if trimmer is None else trimming.TrimCounts(len(patterns))
         stages.seconds["setup"] = time.perf_counter() - started
         limit_numba_threads(settings.threads)  # numba kernels of this thread (encoding the second pass's reads)
         pattern_ids = screener.pattern_names
@@ -588,6 +635,7 @@ def screen_files(
             reads2_file=None if mates == 1 else display_name(reads_path if interleaved else reads2),
             paired=mates == 2,
             pair_filter=None if mates == 1 else settings.pair_filter,
+            action=settings.action,
         )
         counts = np.zeros((len(pattern_ids), len(strands), mates), dtype=np.int64)
 
@@ -613,7 +661,7 @@ def screen_files(
             return FileSink(tuple(ReadsOutput(create(path, f"{kind} reads"), source_)
                                   for path, source_ in zip(given, sources)) + tail)
 
-        matched_sink, unmatched_sink = sink("matched"), sink("unmatched")
+        matched_sink, unmatched_sink, trimmed_sink = sink("matched"), sink("unmatched"), sink("trimmed")
         json_file = None if json_path is None else create(json_path, "JSON summary")
         if paf_file is not None:
             paf_handle = paf_file.open_binary()
@@ -627,23 +675,34 @@ def screen_files(
 
         pattern_texts = Texts.of(pattern_ids)
 
-        def write(chunk, batch_lengths, alignments, passing, best) -> None:
+        def write(chunk, batch_lengths, alignments, passing, best, edit) -> None:
             with stages.timing("write"):
                 if len(alignments):
                     write_paf(chunk_paf(chunk, batch_lengths, alignments, pattern_texts, pattern_lengths))
+                # trimming: passing units written edited, the others unchanged; --min-length drops units
+                written = chunk if edit is None else edit.chunk(chunk)
+                kept = np.ones(len(passing), bool) if edit is None else edit.kept
                 if matched_sink is not None:
-                    matched_sink.write(chunk, np.flatnonzero(passing), best)
+                    matched_sink.write(written, np.flatnonzero(passing & kept), best)
                 if unmatched_sink is not None:
-                    unmatched_sink.write(chunk, np.flatnonzero(~passing), best)
+                    unmatched_sink.write(chunk, np.flatnonzero(~passing & kept), best)
+                if trimmed_sink is not None:
+                    trimmed_sink.write(written, np.flatnonzero(kept), best)
+                if edit is not None:
+                    edit.count(trim_counts)
 
         demultiplexing = isinstance(matched_sink, DemuxSink)
 
-        def align_and_write(chunk, batch, hits, passing) -> None:
+        def align_and_write(chunk, batch, hits, passing, passing_reads) -> None:
             limit_numba_threads(settings.threads)  # the traceback's kernels, in this thread
             with stages.timing("traceback"):
                 alignments = screener.align(batch, hits)
+                edit = None if trimmer is None else trimmer.edit(chunk, batch, alignments, mates)
             best = best_patterns(alignments, len(chunk), mates) if demultiplexing else None
-            writer.submit(write, chunk, batch.lengths, alignments, passing, best)
+            if edit is not None:  # a read with only a partial adapter passes too
+                passing = edit.passing(passing_reads, mates, settings.pair_filter)
+                best = edit.best_patterns(best, mates)
+            writer.submit(write, chunk, batch.lengths, alignments, passing, best, edit)
 
         # closed (their threads stopped) before the outputs and the sources
         # are closed, the aligner first; with one thread this one does it all
@@ -655,7 +714,7 @@ def screen_files(
             with stages.timing("device"):
                 hits = screener.hits(batch)
             passing_reads, passing = passing_units(hits, len(batch), mates, settings.pair_filter)
-            aligner.submit(align_and_write, chunk, batch, hits, passing)
+            aligner.submit(align_and_write, chunk, batch, hits, passing, passing_reads)
             np.add.at(counts, (hits.pattern, hits.strand, hits.read % mates), 1)
             summary.reads += len(batch)
             summary.reads_passing += int(passing_reads.sum())
@@ -671,6 +730,8 @@ def screen_files(
             sys.stdout.flush()
 
         summary.patterns = pattern_summaries(screener, counts)
+        if trim_counts is not None:
+            trimming.fill_summary(summary, trim_counts)
         summary.wall_time_s = time.perf_counter() - started
         summary.stage_seconds = dict(stages.seconds, compile=compiles.seconds)
         if json_file is not None:

@@ -652,3 +652,37 @@ def _first_pattern_per_read(read: np.ndarray, pattern: np.ndarray) -> tuple[np.n
     read, pattern = read[order], pattern[order]
     first = np.r_[True, read[1:] != read[:-1]] if len(read) else np.zeros(0, bool)
     return read[first], pattern[first]
+
+
+# ----------------------------------------------------------------- the run
+
+
+def check_settings(settings, trimmed_output: bool) -> None:
+    """Reject trimming options that make no sense (InputError); ``settings``
+    is a :class:`bpbc.pipeline.ScreenSettings`."""
+    if settings.action not in ACTIONS:
+        raise InputError(f"--action must be one of {', '.join(ACTIONS)}, got {settings.action!r}")
+    if settings.min_overlap < 1:
+        raise InputError(f"--min-overlap must be at least 1, got {settings.min_overlap}")
+    if settings.action == "none":
+        for given, option in ((trimmed_output, "--trimmed"), (settings.min_length is not None, "--min-length")):
+            if given:
+                raise InputError(f"{option} needs --action trim or mask")
+
+
+def trimmer_for(settings, screener, patterns, file_name: str) -> Trimmer | None:
+    """The run's Trimmer, or None for ``--action none``."""
+    if settings.action == "none":
+        return None
+    return Trimmer(settings.action, screener, patterns, file_name, settings.adapter_kind, settings.min_overlap,
+                   settings.trim_strand, settings.min_score_fraction, settings.min_length)
+
+
+def fill_summary(summary, totals: TrimCounts) -> None:
+    """Put a run's trimming figures into its :class:`bpbc.pipeline.Summary` (patterns filled already)."""
+    summary.reads_trimmed = totals.reads_edited
+    summary.bases_trimmed = totals.bases_edited
+    summary.too_short = totals.dropped
+    for pattern, reads, bases in zip(summary.patterns, totals.reads.tolist(), totals.bases.tolist()):
+        pattern.trimmed_reads = reads
+        pattern.trimmed_bases = bases
