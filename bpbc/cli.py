@@ -63,6 +63,23 @@ class PairFilter(str, Enum):
     both = "both"
 
 
+class Action(str, Enum):
+    none = "none"
+    trim = "trim"
+    mask = "mask"
+
+
+class AdapterKind(str, Enum):
+    three_prime = "3prime"
+    five_prime = "5prime"
+    anywhere = "anywhere"
+
+
+class TrimStrand(str, Enum):
+    forward = "forward"
+    both = "both"
+
+
 class Device(str, Enum):
     auto = "auto"
     cpu = "cpu"
@@ -217,6 +234,30 @@ def screen_command(
     unmatched2: Annotated[Optional[str], typer.Option(
         "--unmatched2", metavar="FILE", show_default=False,
         help="Paired reads: the second mates of the other pairs.")] = None,
+    action: Annotated[Action, typer.Option(
+        "--action", help="What to do with the adapters found: nothing, trim them (--matched then receives the "
+        "trimmed reads) or mask them with N (docs/trimming.md).")] = Action.none,
+    adapter_kind: Annotated[AdapterKind, typer.Option(
+        "--adapter-kind", help="Where a pattern is cut from: a 3' adapter (its hit and everything after it), a "
+        "5' adapter (its hit and everything before it) or anywhere; 'adapter=KIND' in a pattern's header "
+        "overrides it.")] = AdapterKind.three_prime,
+    min_overlap: Annotated[int, typer.Option(
+        "--min-overlap", metavar="N",
+        help="Trim an adapter cut off by the read's end down to N bases (a 3' adapter's first bases at the "
+        "read's end, a 5' adapter's last bases at its start).")] = 3,
+    trim_strand: Annotated[TrimStrand, typer.Option(
+        "--trim-strand", help="Trim or mask the forward-strand hits only, or the reverse-strand hits too "
+        "(needs --strand both).")] = TrimStrand.forward,
+    min_length: Annotated[Optional[int], typer.Option(
+        "--min-length", metavar="N", show_default=False,
+        help="With --action: drop reads (pairs) with a read shorter than N bases after trimming.")] = None,
+    trimmed: Annotated[Optional[str], typer.Option(
+        "--trimmed", metavar="FILE", show_default=False,
+        help="With --action: write every read here, trimmed (masked) where an adapter was found, in input "
+        "order.")] = None,
+    trimmed2: Annotated[Optional[str], typer.Option(
+        "--trimmed2", metavar="FILE", show_default=False,
+        help="Paired reads: the second mates for --trimmed.")] = None,
     json_path: Annotated[Optional[str], typer.Option(
         "--json", metavar="FILE", show_default=False, help="Write the summary as JSON here.")] = None,
     match: Annotated[int, typer.Option("--match", help="Score of a matching base.")] = 2,
@@ -273,6 +314,11 @@ def screen_command(
         eqx=eqx,
         threads=threads,
         chunk_size=chunk_size,
+        action=action.value,
+        adapter_kind=adapter_kind.value,
+        min_overlap=min_overlap,
+        trim_strand=trim_strand.value,
+        min_length=min_length,
     )
     reads_files = _reads_files(reads or [], patterns, reads_from)
     distributed = dask is not None or dask_scheduler_file is not None
@@ -283,6 +329,8 @@ def screen_command(
     try:
         if not distributed and (len(reads_files) != 1 or reads_from is not None):
             raise InputError("several reads files (or --reads-from) need --dask or --dask-scheduler-file")
+        if distributed and (action is not Action.none or trimmed is not None or trimmed2 is not None):
+            raise InputError("--action trim or mask runs on one host, not with --dask")
         if distributed:
             summary = _screen_on_dask(dask, dask_scheduler_file, reads_files, patterns, settings, quiet,
                                       reads2=reads2, interleaved=interleaved, output=output, matched=matched,
@@ -291,7 +339,7 @@ def screen_command(
         else:
             summary = _screen_here(reads_files[0], patterns, settings, quiet, reads2=reads2, interleaved=interleaved,
                                    output=output, matched=matched, unmatched=unmatched, matched2=matched2,
-                                   unmatched2=unmatched2, json_path=json_path)
+                                   unmatched2=unmatched2, trimmed=trimmed, trimmed2=trimmed2, json_path=json_path)
     except InputError as error:
         _error(str(error))
         raise typer.Exit(EXIT_ERROR) from None
@@ -343,7 +391,7 @@ def _screen_here(reads, patterns, settings, quiet, output, matched, unmatched, j
     if reads != "-":  # {stem}: the reads file's name, as with --dask
         output, matched, unmatched, json_path = (fill_stem(path, reads) for path in (output, matched, unmatched,
                                                                                       json_path))
-        paired = {kind: fill_stem(path, reads) if kind in ("matched2", "unmatched2") else path
+        paired = {kind: fill_stem(path, reads) if kind in ("matched2", "unmatched2", "trimmed", "trimmed2") else path
                   for kind, path in paired.items()}
     def compiling() -> None:  # said once, when the kernels' cache turns out cold
         print(f"{PROG}: {COMPILE_NOTICE}", file=sys.stderr, flush=True)
