@@ -425,6 +425,25 @@ def test_damaged_compressed_reads_fail_every_time(tmp_path, monkeypatch, suffix,
                     pass
 
 
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_parallel_scan_gives_the_records_of_the_serial_one(tmp_path, monkeypatch, suffix):
+    """Batches of more than bpbc.fastq_scan.MIN_SPAN bytes are scanned in
+    parallel where there are PARALLEL_SCAN_MIN_THREADS threads."""
+    tail = b"".join(b"@t%d\r\nACGT\r\n+\r\nIIII\r\n" % i for i in range(100))  # dnaio takes over there
+    data = GZIP_RECORDS * 8 + tail
+    path = write(tmp_path / f"r.fq{suffix}", COMPRESSORS[suffix](data))
+
+    def batches() -> list:
+        with SequenceSource(path, raw_fastq=True, threads=2) as source:
+            return [(type(chunk).__name__, [chunk.read_id(i) for i in range(len(chunk))])
+                    for chunk in source.chunks(20000)]
+
+    serial = batches()
+    monkeypatch.setattr(bpbc.io, "PARALLEL_SCAN_MIN_THREADS", 1)
+    assert batches() == serial
+    assert serial[0][0] == "RawFastqChunk" and len(serial[0][1]) == 20000
+
+
 @pytest.fixture(params=["isal", "rapidgzip"])
 def gzip_reader(request, monkeypatch) -> str:
     """Each gzip test twice: decompressed by ISA-L on one thread, and by
