@@ -1,8 +1,9 @@
 """Plain FASTQ scanned for records: ``python -m bench.fastq_scan FILE.fq [--threads 1 2 ...]``.
 
-GB/s of :func:`bpbc.chunks.scan_fastq` (one thread) and
-:func:`bpbc.fastq_scan.scan_fastq_parallel` at each thread count, on the
-whole file in memory (make one with ``python -m bench.host_data FILE.fq
+GB/s of :func:`bpbc.chunks.scan_fastq` (one thread) and of the parallel
+scan of :func:`bpbc.fastq_scan.scan_fastq_parallel` at each thread count
+(its parallel path even on one thread, where the function itself calls
+scan_fastq), on the whole file in memory (make one with ``python -m bench.host_data FILE.fq
 --reads 1000000``); the parallel scan's records are checked against the
 sequential one's. Best of ``--repeats`` runs.
 """
@@ -28,7 +29,7 @@ def best_seconds(scan, repeats: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     from bpbc.chunks import scan_fastq
-    from bpbc.fastq_scan import SEGMENT, scan_fastq_parallel
+    from bpbc.fastq_scan import SEGMENT, _scan_parallel
 
     parser = argparse.ArgumentParser(prog="python -m bench.fastq_scan", description=__doc__)
     parser.add_argument("fastq", help="plain FASTQ file")
@@ -51,12 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for threads in args.threads:
             numba.set_num_threads(threads)
-            result = scan_fastq_parallel(buf, 0, buf.shape[0], size, got[0], got[1], got[2], args.segment)
+            result = _scan_parallel(buf, 0, buf.shape[0], size, got[0], got[1], got[2], args.segment)
             if result != sequential or not all(np.array_equal(a[:records], b[:records]) for a, b in zip(got, want)):
-                raise SystemExit(f"scan_fastq_parallel ({threads} threads) differs from scan_fastq: {result} {sequential}")
-            seconds = best_seconds(lambda: scan_fastq_parallel(buf, 0, buf.shape[0], size, got[0], got[1], got[2],
-                                                                args.segment), args.repeats)
-            print(f"scan_fastq_parallel {threads:4d} thread{'s' if threads > 1 else ' '}: "
+                raise SystemExit(f"the parallel scan ({threads} threads) differs from scan_fastq: {result} {sequential}")
+            seconds = best_seconds(lambda: _scan_parallel(buf, 0, buf.shape[0], size, got[0], got[1], got[2], args.segment),
+                                   args.repeats)
+            print(f"parallel scan       {threads:4d} thread{'s' if threads > 1 else ' '}: "
                   f"{buf.shape[0] / seconds / 1e9:6.2f} GB/s")
     finally:
         numba.set_num_threads(before)

@@ -183,7 +183,7 @@ def big_fastq():
 def test_megabytes_at_the_default_segment(big_fastq, threads, damage):
     """Plain, then spoilt in one place (a record's byte changed into another,
     or cut off in mid-record), at the default segment size and above the
-    minimum span."""
+    minimum span, on one thread and two (one: scan_fastq_parallel is scan_fastq)."""
     data = big_fastq
     assert len(data) > max(MIN_SPAN, 8 * SEGMENT)
     rng = np.random.default_rng(len(data) + threads)
@@ -200,10 +200,10 @@ def test_megabytes_at_the_default_segment(big_fastq, threads, damage):
         before = numba.get_num_threads()
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
         try:
-            got = scanned(scan_fastq_parallel, buf, 0, len(spoilt), size, size)
+            assert scanned(_scan_parallel, buf, 0, len(spoilt), size, size, SEGMENT) == want
+            assert scanned(scan_fastq_parallel, buf, 0, len(spoilt), size, size) == want
         finally:
             numba.set_num_threads(before)
-        assert got == want
         if damage is None:
             assert want[0] == (60_000, len(data), False)
         if damage == "cut":
