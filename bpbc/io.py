@@ -345,6 +345,10 @@ def parallel_gzip(path, threads: int | None):
 
 #: bytes read from the input at a time on the raw FASTQ route
 READ_BLOCK = 4 << 20
+#: streams the raw route reads in the parsing thread, straight into the batch
+#: buffers: rapidgzip decompresses ahead on threads of its own, a plain file
+#: is in the page cache; any other stream gets a thread ahead (_ReadAhead)
+_READ_IN_PLACE: tuple[type, ...] = (_ParallelGzip, io.FileIO)
 #: the raw route scans a batch on this many threads or more (bpbc.fastq_scan);
 #: on 2 busy cores one thread scanned 348 MB in 0.16-0.27 s, two in 0.53-1.15 s
 PARALLEL_SCAN_MIN_THREADS = 4
@@ -390,7 +394,7 @@ class SequenceSource:
                 if raw_fastq:
                     self._stream = _plain_fastq(path)
                 self._stream = self._stream or parallel_gzip(path, threads) or xopen(path, "rb", threads=0)
-            if raw_fastq and threads != 1 and not isinstance(self._stream, (_ParallelGzip, io.FileIO)):
+            if raw_fastq and threads != 1 and not isinstance(self._stream, _READ_IN_PLACE):
                 self._stream = _ReadAhead(self._stream, READ_BLOCK)
             head = self._stream.read(READ_BLOCK) if raw_fastq else b""
             if head[:1] == b"@":

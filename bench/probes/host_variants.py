@@ -1,0 +1,64 @@
+"""The command's stages in this process under variants of the host settings:
+``python -m bench.probes.host_variants READS PATTERNS [--device gpu] [--repeats 2]``.
+
+Each variant sets module constants of :mod:`bpbc.io` (rapidgzip's chunk
+size, a read-ahead thread for rapidgzip too, compression threads an output)
+and screens READS to PAF, matched and unmatched ``.gz`` outputs through
+:func:`bpbc.pipeline.screen_files`, variants alternating; prints the wall time
+and stage seconds of each run (no process start: the stages alone). Asks
+which settings keep the decompressor busy on a many-core host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import tempfile
+import time
+from pathlib import Path
+
+import bpbc.io
+from bpbc.engines import set_up_process
+from bpbc.pipeline import ScreenSettings, screen_files
+
+VARIANTS = {
+    "as is": {},
+    "rapidgzip 4 MiB chunks": {"PARALLEL_GZIP_CHUNK": 4 << 20},
+    "read-ahead thread": {"_READ_IN_PLACE": (io.FileIO,)},
+    "4 compression threads": {"COMPRESSION_THREADS": 4},
+    "isal, one thread": {"PARALLEL_GZIP_MIN_THREADS": 1 << 20},
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.probes.host_variants", description=__doc__)
+    parser.add_argument("reads", type=Path)
+    parser.add_argument("patterns", type=Path)
+    parser.add_argument("--threshold", type=int, default=40)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    args = parser.parse_args(argv)
+    set_up_process()
+    settings = ScreenSettings(threshold=args.threshold, device=args.device)
+    with tempfile.TemporaryDirectory() as work:
+        out = Path(work)
+        screen_files(args.reads, args.patterns, settings, output=out / "warm.paf")  # kernels loaded
+        for repeat in range(args.repeats):
+            for name in args.variants:
+                saved = {key: getattr(bpbc.io, key) for key in VARIANTS[name]}
+                for key, value in VARIANTS[name].items():
+                    setattr(bpbc.io, key, value)
+                start = time.perf_counter()
+                summary = screen_files(args.reads, args.patterns, settings, output=out / "x.paf",
+                                       matched=out / "m.fq.gz", unmatched=out / "u.fq.gz")
+                wall = time.perf_counter() - start
+                for key, value in saved.items():
+                    setattr(bpbc.io, key, value)
+                stages = " ".join(f"{k} {v:.2f}" for k, v in summary.stage_seconds.items())
+                print(f"{repeat} {name:24} {wall:6.2f} s (outputs closed); {stages}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
