@@ -372,6 +372,7 @@ class SequenceSource:
         self.kind = kind
         self.records_read = 0
         self._last_id: str | None = None
+        self._last_chunk = None  # raw route: the last chunk handed out (its last name is found for errors only)
         self._line_offset = 0  # lines read on the raw route before dnaio took over
         self._stream: Any = None  # an xopen stream, or a _ReadAhead over one
         self._reader = None
@@ -437,6 +438,9 @@ class SequenceSource:
         """Position for errors that carry no line number. dnaio parses in
         blocks, so the problem is in the record after the last one delivered
         or a later one."""
+        if self._last_chunk is not None:
+            self._last_id = self._last_chunk.read_id(len(self._last_chunk) - 1)
+            self._last_chunk = None
         if self._last_id is None:
             return "in the first records"
         return f"after record {self.records_read}, {self._last_id!r}"
@@ -489,7 +493,7 @@ class SequenceSource:
                     raise self._translate(error) from None
                 raise
             self.records_read += 1
-            self._last_id = record.id
+            self._last_id, self._last_chunk = record.id, None
             if record.name.endswith("\r") or (record.qualities or "").endswith("\r"):
                 # '\r\r\n': dnaio takes one '\r' as part of the line end and keeps the
                 # other, which a record written back ('...\r\n') would lose
@@ -562,7 +566,7 @@ class SequenceSource:
         rec_end = np.append(rec_start[1:count], position)
         chunk = RawFastqChunk(buffer[:position], rec_start[:count], rec_end, seq_start[:count], seq_len[:count])
         self.records_read += count
-        self._last_id = chunk.read_id(count - 1)
+        self._last_chunk = chunk
         return chunk
 
     def chunks(self, size: int, ramp: int = 1, multiple: int = 1) -> Iterator:
