@@ -775,6 +775,10 @@ def warm_up(workdir: Path) -> None:
                           threshold=threshold, chunk_size=chunk_size, outputs=outputs), workdir, None)
 
 
+#: set by --parallel-gzip for the workers (they are fresh processes)
+PARALLEL_GZIP_VARIABLE = "BPBC_FUZZ_PARALLEL_GZIP"
+
+
 def _worker(worker: int, workers: int, start: int, stop: int, seed: int, timeout_s: float, scratch: str,
             findings: str, keep: int, harness: str, twice: int, results, current, stopping=None) -> None:
     """Run cases start, start + workers, ... below stop; report batches of
@@ -790,6 +794,12 @@ def _worker(worker: int, workers: int, start: int, stop: int, seed: int, timeout
     import numba
 
     numba.set_num_threads(1)
+    if os.environ.get(PARALLEL_GZIP_VARIABLE):
+        import bpbc.io
+
+        # every gzip input through rapidgzip, however small, on the one thread
+        bpbc.io.PARALLEL_GZIP_MIN_THREADS = 1
+        bpbc.io.PARALLEL_GZIP_MIN_BYTES = 0
     # stop between cases (during a case the command's own SIGTERM handling answers: status 143)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     workdir = Path(scratch) / f"worker{worker}"
@@ -1103,11 +1113,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.fuzz") -> i
     arguments.add_argument("--merge", type=Path, nargs="+", default=None, metavar="DIR",
                            help="add up the results of runs (their --out directories, one seed, disjoint case "
                            "ranges) into --out")
+    arguments.add_argument("--parallel-gzip", action="store_true",
+                           help="decompress every gzip input with rapidgzip (bpbc.io.parallel_gzip), small ones too")
     arguments.add_argument("--replay", type=int, default=None, metavar="INDEX", help="run case INDEX and report it")
     arguments.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (default bench/results)")
     args = arguments.parse_args(argv)
     if args.merge:
         return merge(args.merge, args.out)
+    if args.parallel_gzip:
+        os.environ[PARALLEL_GZIP_VARIABLE] = "1"  # read by the workers
     return replay(args) if args.replay is not None else drive(args)
 
 
