@@ -79,7 +79,7 @@ def _decompression_errors() -> tuple[type[BaseException], ...]:
 
     Only modules already imported are consulted: the one that raised was.
     """
-    errors: list[type[BaseException]] = [EOFError, OSError, zlib.error, lzma.LZMAError]  # GzipError is an OSError
+    errors: list[type[BaseException]] = [EOFError, OSError, zlib.error, lzma.LZMAError]  # OSError: GzipError too
     optional = [
         ("isal.igzip_lib", "IsalError"),
         ("isal.isal_zlib", "error"),
@@ -374,7 +374,7 @@ class SequenceSource:
         self._last_id: str | None = None
         self._last_chunk = None  # raw route: the last chunk handed out (its last name is found for errors only)
         self._line_offset = 0  # lines read on the raw route before dnaio took over
-        self._stream: Any = None  # an xopen stream, or a _ReadAhead over one
+        self._stream: Any = None  # a plain file, a _ParallelGzip, an xopen stream or a _ReadAhead over one
         self._reader = None
         self._pending = b""  # raw route: bytes read but not yet handed out
         self._bytes_per_record = 0.0  # raw route: in the chunks so far
