@@ -675,13 +675,19 @@ def screen_files(
 
         pattern_texts = Texts.of(pattern_ids)
 
-        def write(chunk, batch_lengths, alignments, passing, best, edit) -> None:
+        def write(chunk, batch_lengths, codes, alignments, passing, passing_reads, best) -> None:
             with stages.timing("write"):
                 if len(alignments):
                     write_paf(chunk_paf(chunk, batch_lengths, alignments, pattern_texts, pattern_lengths))
-                # trimming: passing units written edited, the others unchanged; --min-length drops units
-                written = chunk if edit is None else edit.chunk(chunk)
-                kept = np.ones(len(passing), bool) if edit is None else edit.kept
+                written, kept, edit = chunk, np.ones(len(passing), bool), None
+                if trimmer is not None:  # here, beside the traceback of the next batch
+                    limit_numba_threads(settings.threads)
+                    edit = trimmer.edit(chunk, batch_lengths, codes, alignments, mates)
+                    # a read with only a partial adapter passes too; passing units are written edited, the
+                    # others unchanged; --min-length drops units
+                    passing = edit.passing(passing_reads, mates, settings.pair_filter)
+                    best = edit.best_patterns(best, mates)
+                    written, kept = edit.chunk(chunk), edit.kept
                 if matched_sink is not None:
                     matched_sink.write(written, np.flatnonzero(passing & kept), best)
                 if unmatched_sink is not None:
@@ -697,12 +703,9 @@ def screen_files(
             limit_numba_threads(settings.threads)  # the traceback's kernels, in this thread
             with stages.timing("traceback"):
                 alignments = screener.align(batch, hits)
-                edit = None if trimmer is None else trimmer.edit(chunk, batch, alignments, mates)
             best = best_patterns(alignments, len(chunk), mates) if demultiplexing else None
-            if edit is not None:  # a read with only a partial adapter passes too
-                passing = edit.passing(passing_reads, mates, settings.pair_filter)
-                best = edit.best_patterns(best, mates)
-            writer.submit(write, chunk, batch.lengths, alignments, passing, best, edit)
+            codes = None if trimmer is None else trimmer.codes_needed(chunk, batch)
+            writer.submit(write, chunk, batch.lengths, codes, alignments, passing, passing_reads, best)
 
         # closed (their threads stopped) before the outputs and the sources
         # are closed, the aligner first; with one thread this one does it all
