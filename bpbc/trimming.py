@@ -48,7 +48,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from types import FunctionType
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -130,131 +132,174 @@ def overlap_slack(thresholds: np.ndarray, scoring: Scoring) -> int:
 
 
 @njit(cache=True, nogil=True)
-def _overlap_lanes(bits, start_row, pattern, band, match, mismatch, gap_open, gap_extend, last_h, last_start):
-    """The end-overlap DP (module docstring) for 16 reads at once: ``bits``
-    (W x 16) the window's read bases as IUPAC bits (0 for N), lane q's read
-    starting at row ``start_row[q]`` (rows before it do not exist);
-    ``pattern`` the masks of P[0:m']; cells (i, j) with j > i + band are not
-    computed (no passing overlap goes through them). Fills ``last_h`` and
-    ``last_start`` ((m' + 1) x 16): H[W][j] and the row its alignment starts at."""
-    rows = bits.shape[0] // _LANES
-    m = pattern.shape[0]
+def _overlap_lanes(bits, rows, start_row, pattern, m, band, thresholds, min_overlap, match, mismatch, gap_open,
+                   gap_extend, track, h_column, e_column, start_h, start_e, best):
+    """The end-overlap DP (module docstring) for 16 reads at once, and each
+    read's best passing overlap. ``bits`` (rows x 16) holds the window's read
+    bases as IUPAC bits (0 for N), lane q's read starting at row
+    ``start_row[q]`` (rows before it do not exist); ``pattern[:m]`` the masks
+    of P without its last base; cells (i, j) with j > i + band are not
+    computed (no passing overlap goes through them). The columns are scratch
+    space of at least (m + 1) x 16. Writes best[0:16] (score, 0: none), and
+    with ``track`` (the start of every cell's alignment carried along, a
+    third of the work) best[16:32] (start row) and best[32:48] (overlap
+    length)."""
     K = _LANES
-    h_column = np.full((m + 1) * K, _NEG, np.int32)
-    e_column = np.full((m + 1) * K, _NEG, np.int32)
-    start_h = np.zeros((m + 1) * K, np.int32)
-    start_e = np.zeros((m + 1) * K, np.int32)
+    negative = vsplat16(_NEG)
+    zero = vsplat16(0)
+    for j in range(m + 1):
+        vstore16(h_column, j * K, negative)
+        vstore16(e_column, j * K, negative)
+        vstore16(start_h, j * K, zero)
+        vstore16(start_e, j * K, zero)
     first_rows = vload16(start_row, 0)
     open_cost = vsplat16(gap_open + gap_extend)
     extend_cost = vsplat16(gap_extend)
     match_score = vsplat16(match)
     mismatch_score = vsplat16(-mismatch)
-    zero = vsplat16(0)
-    negative = vsplat16(_NEG)
     for i in range(rows + 1):
         row = vsplat16(i)
         read_bits = vload16(bits, (i - 1) * K) if i > 0 else zero
         # column 0: H[i][0] = 0 where the read has begun, its alignment starting here
         h_left = vselect16(row >= first_rows, zero, negative)
         start_left = row
-        if i > 0:
-            h_diag = vselect16(row > first_rows, zero, negative)  # H[i-1][0]
-        else:
-            h_diag = negative
+        h_diag = vselect16(row > first_rows, zero, negative) if i > 0 else negative  # H[i-1][0]
         start_diag = vsplat16(i - 1)
         f = negative
         start_f = zero
         for j in range(1, min(m, i + band) + 1):
             s = vselect16((read_bits & vsplat16(pattern[j - 1])) != zero, match_score, mismatch_score)
             h_up = vload16(h_column, j * K)
-            start_up = vload16(start_h, j * K)
             e_open = h_up - open_cost
             e_extend = vload16(e_column, j * K) - extend_cost
             e = vmax16(e_open, e_extend)
-            start_e_now = vselect16(e_open >= e_extend, start_up, vload16(start_e, j * K))
             f_open = h_left - open_cost
             f_extend = f - extend_cost
             f = vmax16(f_open, f_extend)
-            start_f = vselect16(f_open >= f_extend, start_left, start_f)
             diag = h_diag + s
             gap = vmax16(e, f)
-            start_gap = vselect16(e >= f, start_e_now, start_f)
             h = vmax16(diag, gap)
-            start = vselect16(diag >= gap, start_diag, start_gap)
             vstore16(h_column, j * K, h)
             vstore16(e_column, j * K, e)
-            vstore16(start_h, j * K, start)
-            vstore16(start_e, j * K, start_e_now)
+            if track:
+                start_up = vload16(start_h, j * K)
+                start_e_now = vselect16(e_open >= e_extend, start_up, vload16(start_e, j * K))
+                start_f = vselect16(f_open >= f_extend, start_left, start_f)
+                start_gap = vselect16(e >= f, start_e_now, start_f)
+                start = vselect16(diag >= gap, start_diag, start_gap)
+                vstore16(start_h, j * K, start)
+                vstore16(start_e, j * K, start_e_now)
+                start_diag = start_up
+                start_left = start
             h_diag = h_up
-            start_diag = start_up
             h_left = h
-            start_left = start
-    for j in range(1, m + 1):
-        vstore16(last_h, j * K, vload16(h_column, j * K))
-        vstore16(last_start, j * K, vload16(start_h, j * K))
+    # row W: the passing overlap with the highest score, then the smallest start, then the shortest
+    best_score = zero
+    best_start = zero
+    best_length = zero
+    for j in range(min_overlap, m + 1):
+        h = vload16(h_column, j * K)
+        candidate = vselect16(h >= vsplat16(thresholds[j]), h, negative)
+        start = vload16(start_h, j * K)
+        length = vsplat16(j)
+        higher = candidate > best_score
+        lower = best_score > candidate
+        earlier = best_start > start
+        best_start_next = vselect16(higher, start, vselect16(lower, best_start, vselect16(earlier, start,
+                                                                                          best_start)))
+        best_length = vselect16(higher, length, vselect16(lower, best_length, vselect16(earlier, length,
+                                                                                        best_length)))
+        best_start = best_start_next
+        best_score = vmax16(best_score, candidate)
+    vstore16(best, 0, best_score)
+    vstore16(best, K, best_start)
+    vstore16(best, 2 * K, best_length)
 
 
-def _end_overlaps_body(buf, seq_start, lengths, table, task_masks, task_starts, task_end, task_slack,
-                       task_thresholds, min_overlap, match, mismatch, gap_open, gap_extend, score, cut, overlap):
-    """Every (read, task) end overlap, in parallel over (16 reads, task)
-    blocks: read r's bases are table[buf[seq_start[r]:][:lengths[r]]]; task k
-    aligns masks task_masks[task_starts[k]:task_starts[k + 1]] (P without its
-    last base; reversed for a 5' end) to the read's end (task_end[k] _END3)
-    or start (_END5). Fills score[r, k] (0: none), cut[r, k] (3' end: where
-    the adapter starts; 5' end: where it ends) and overlap[r, k]."""
-    reads = lengths.shape[0]
-    tasks = task_starts.shape[0] - 1
-    blocks = (reads + _LANES - 1) // _LANES
+def _end_overlaps_body(buf, seq_start, lengths, rows, table, task_masks, task_starts, task_end, task_slack,
+                       task_thresholds, min_overlap, match, mismatch, gap_open, gap_extend, track, groups, score, cut,
+                       overlap):
+    """The end overlaps of reads ``rows`` for every task: read r's bases are
+    table[buf[seq_start[r]:][:lengths[r]]]; task k aligns masks
+    task_masks[task_starts[k]:task_starts[k + 1]] (P without its last base;
+    reversed for a 5' end) to the read's end (task_end[k] _END3) or start
+    (_END5). Jobs of 16 reads and one task, ``groups`` groups of them in
+    parallel, each with its own scratch space. Fills score[r, k] (0: none)
+    and with ``track`` cut[r, k] (3' end: where the adapter starts; 5' end:
+    where it ends) and overlap[r, k]."""
     K = _LANES
-    for job in prange(blocks * tasks):
-        k = job % tasks
-        first = (job // tasks) * K
-        count = min(K, reads - first)
-        pattern = task_masks[task_starts[k]:task_starts[k + 1]]
-        m = pattern.shape[0]  # the longest overlap: the pattern's length - 1
-        if m < min_overlap:
-            continue
-        reach = m + task_slack[k]
-        longest = 0
-        for q in range(count):
-            longest = max(longest, lengths[first + q])
-        width = min(longest, reach)
-        bits = np.zeros(max(width, 1) * K, np.int32)
-        start_row = np.full(K, width + 1, np.int32)  # lanes without a read never start
-        reverse = task_end[k] == _END5
-        for q in range(count):
-            r = first + q
-            n = lengths[r]
-            pad = max(0, width - n)
-            start_row[q] = pad
-            base = seq_start[r]
-            for i in range(pad, width):
-                position = width - 1 - i if reverse else n - width + i
-                code = table[buf[base + position]]
-                bits[i * K + q] = (1 << code) if code < 4 else 0
-        last_h = np.empty((m + 1) * K, np.int32)
-        last_start = np.empty((m + 1) * K, np.int32)
-        _overlap_lanes(bits[:width * K], start_row, pattern, reach - width, match, mismatch, gap_open, gap_extend,
-                       last_h, last_start)
-        thresholds = task_thresholds[k]
-        for q in range(count):
-            r = first + q
-            best = 0
-            best_start = 0
-            best_length = 0
-            for length in range(min_overlap, m + 1):
-                value = last_h[length * K + q]
-                begin = last_start[length * K + q]
-                if value >= thresholds[length] and (value > best or (value == best and begin < best_start)):
-                    best, best_start, best_length = value, begin, length
-            if best > 0:
-                score[r, k] = best
-                cut[r, k] = width - best_start if reverse else lengths[r] - width + best_start
-                overlap[r, k] = best_length
+    reads = rows.shape[0]
+    tasks = task_starts.shape[0] - 1
+    jobs = ((reads + K - 1) // K) * tasks
+    longest_pattern = 0
+    longest_reach = 1
+    for k in range(tasks):
+        longest_pattern = max(longest_pattern, task_starts[k + 1] - task_starts[k])
+        longest_reach = max(longest_reach, task_starts[k + 1] - task_starts[k] + task_slack[k])
+    for group in prange(groups):
+        bits = np.empty(longest_reach * K, np.int32)
+        start_row = np.empty(K, np.int32)
+        h_column = np.empty((longest_pattern + 1) * K, np.int32)
+        e_column = np.empty_like(h_column)
+        start_h = np.empty_like(h_column)
+        start_e = np.empty_like(h_column)
+        best = np.empty(3 * K, np.int32)
+        for job in range(group * jobs // groups, (group + 1) * jobs // groups):
+            k = job % tasks
+            first = (job // tasks) * K
+            count = min(K, reads - first)
+            m = task_starts[k + 1] - task_starts[k]  # the longest overlap: the pattern's length - 1
+            if m < min_overlap:
+                continue
+            reach = m + task_slack[k]
+            longest = 0
+            for q in range(count):
+                longest = max(longest, lengths[rows[first + q]])
+            width = min(longest, reach)
+            reverse = task_end[k] == _END5
+            for q in range(K):
+                start_row[q] = width + 1  # lanes without a read never start
+            for q in range(count):
+                r = rows[first + q]
+                n = lengths[r]
+                pad = max(0, width - n)
+                start_row[q] = pad
+                for i in range(pad):
+                    bits[i * K + q] = 0
+                base = seq_start[r] + (width - 1 if reverse else n - width)
+                step = -1 if reverse else 1
+                for i in range(pad, width):
+                    code = table[buf[base + step * i]]
+                    bits[i * K + q] = (1 << code) if code < 4 else 0
+            for q in range(count, K):
+                for i in range(width):
+                    bits[i * K + q] = 0
+            _overlap_lanes(bits, width, start_row, task_masks[task_starts[k]:], m, reach - width,
+                           task_thresholds[k], min_overlap, match, mismatch, gap_open, gap_extend, track,
+                           h_column, e_column, start_h, start_e, best)
+            for q in range(count):
+                if best[q] > 0:
+                    r = rows[first + q]
+                    score[r, k] = best[q]
+                    if track:
+                        cut[r, k] = width - best[K + q] if reverse else lengths[r] - width + best[K + q]
+                        overlap[r, k] = best[2 * K + q]
 
 
-_end_overlaps_parallel = njit(parallel=True, cache=True, nogil=True)(_end_overlaps_body)
-_end_overlaps_serial = njit(cache=True, nogil=True)(_end_overlaps_body)
+def _renamed(function, name: str):
+    """A copy of ``function`` named ``name``. numba's cache keeps a kernel
+    under its function's name and line, not its parallel flag: a parallel and
+    a serial kernel of one function would share one cache entry, and the one
+    compiled first would be loaded for both."""
+    twin = FunctionType(function.__code__, function.__globals__, name, function.__defaults__, function.__closure__)
+    twin.__qualname__ = name
+    twin.__doc__ = function.__doc__
+    return twin
+
+
+_end_overlaps_parallel = njit(parallel=True, cache=True, nogil=True)(
+    _renamed(_end_overlaps_body, "_end_overlaps_parallel"))
+_end_overlaps_serial = njit(cache=True, nogil=True)(_renamed(_end_overlaps_body, "_end_overlaps_serial"))
 _PARALLEL_FROM = 256  #: reads from which the parallel kernel is used
 
 
@@ -284,71 +329,112 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
     shape = (reads, len(tasks))
     score, cut, overlap = np.zeros(shape, np.int32), np.zeros(shape, np.int32), np.zeros(shape, np.int32)
     if reads and len(tasks):
-        kernel = _end_overlaps_parallel if reads >= _PARALLEL_FROM else _end_overlaps_serial
-        kernel(np.asarray(buf).view(np.uint8).reshape(-1), np.ascontiguousarray(seq_start, np.int64),
-               np.ascontiguousarray(lengths, np.int64), table, tasks.masks, tasks.starts, tasks.end, tasks.slack,
-               tasks.thresholds, min_overlap, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend,
-               score, cut, overlap)
+        buf = np.asarray(buf).view(np.uint8).reshape(-1)
+        seq_start = np.ascontiguousarray(seq_start, np.int64)
+        lengths = np.ascontiguousarray(lengths, np.int64)
+        # the scores of every read first, then the cut of those with an overlap
+        rows = np.arange(reads, dtype=np.int64)
+        for track in (False, True):
+            parallel = len(rows) >= _PARALLEL_FROM
+            kernel = _end_overlaps_parallel if parallel else _end_overlaps_serial
+            jobs = (len(rows) + _LANES - 1) // _LANES * len(tasks)
+            groups = min(jobs, 8 * numba.get_num_threads()) if parallel else 1
+            kernel(buf, seq_start, lengths, rows, table, tasks.masks, tasks.starts, tasks.end, tasks.slack,
+                   tasks.thresholds, min_overlap, scoring.match, scoring.mismatch, scoring.gap_open,
+                   scoring.gap_extend, track, groups, score, cut, overlap)
+            rows = np.flatnonzero((score > 0).any(axis=1))
+            if not len(rows):
+                break
     return score, cut, overlap
 
 
 # ----------------------------------------------------------------- edited records
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _edited_fastq(buf, rec_start, seq_start, lengths, keep_start, keep_end, span_first, span_start, span_end):
-    """Plain FASTQ records rebuilt: record r keeps its header and bases
+@njit(cache=True, nogil=True)
+def _gather_edited(buf, rec_start, seq_start, lengths, keep_start, keep_end, span_first, span_start, span_end, rows,
+                   out):
+    """Plain FASTQ records ``rows`` rebuilt back to back into ``out``;
+    returns the size. Record r keeps its header and bases
     keep_start[r]:keep_end[r] of its sequence and qualities, with the spans
-    span_first[r]..span_first[r + 1] - 1 of its sequence set to N. Returns
-    (buffer, rec_start, rec_end, seq_start, lengths) of the new records."""
-    n = rec_start.shape[0]
-    sizes = np.empty(n, np.int64)
-    for r in prange(n):
-        sizes[r] = seq_start[r] - rec_start[r] + 2 * (keep_end[r] - keep_start[r]) + 4
-    ends = np.cumsum(sizes)
-    out = np.empty(ends[n - 1] if n else 0, np.uint8)
-    new_seq_start = np.empty(n, np.int64)
-    for r in prange(n):
-        at = ends[r] - sizes[r]
+    span_first[r]..span_first[r + 1] - 1 of its sequence set to N. Copied
+    through views with loops from 0, as :func:`bpbc.chunks._gather`."""
+    at = 0
+    for t in range(rows.shape[0]):
+        r = rows[t]
         header = buf[rec_start[r]:seq_start[r]]
         target = out[at:at + header.shape[0]]
-        for t in range(header.shape[0]):
-            target[t] = header[t]
+        for k in range(header.shape[0]):
+            target[k] = header[k]
         s = at + header.shape[0]
-        new_seq_start[r] = s
-        kept = keep_end[r] - keep_start[r]
-        source = buf[seq_start[r] + keep_start[r]:seq_start[r] + keep_end[r]]
+        first, kept = keep_start[r], keep_end[r] - keep_start[r]
+        source = buf[seq_start[r] + first:seq_start[r] + first + kept]
         target = out[s:s + kept]
-        for t in range(kept):
-            target[t] = source[t]
+        for k in range(kept):
+            target[k] = source[k]
         for span in range(span_first[r], span_first[r + 1]):
-            for t in range(max(span_start[span], keep_start[r]), min(span_end[span], keep_end[r])):
-                out[s + t - keep_start[r]] = _N
+            for k in range(max(span_start[span], first), min(span_end[span], keep_end[r])):
+                out[s + k - first] = _N
         out[s + kept] = _NEWLINE
         out[s + kept + 1] = _PLUS
         out[s + kept + 2] = _NEWLINE
-        quality = seq_start[r] + lengths[r] + 3
-        source = buf[quality + keep_start[r]:quality + keep_end[r]]
+        source = buf[seq_start[r] + lengths[r] + 3 + first:seq_start[r] + lengths[r] + 3 + first + kept]
         target = out[s + kept + 3:s + 2 * kept + 3]
-        for t in range(kept):
-            target[t] = source[t]
+        for k in range(kept):
+            target[k] = source[k]
         out[s + 2 * kept + 3] = _NEWLINE
-    return out, ends - sizes, ends, new_seq_start, keep_end - keep_start
+        at = s + 2 * kept + 4
+    return at
 
 
-@njit(cache=True, nogil=True)
-def _union_lengths(group, start, end):
-    """Per span (sorted by group, then start): the bases it adds to its
-    group's union of spans (overlapping spans counted once)."""
-    added = np.zeros(group.shape[0], np.int64)
-    reach = 0
-    for t in range(group.shape[0]):
-        if t == 0 or group[t] != group[t - 1]:
-            reach = start[t]
-        if end[t] > reach:
-            added[t] = end[t] - max(start[t], reach)
-            reach = end[t]
-    return added
+def _spans_of(span_first: np.ndarray, span_start: np.ndarray, span_end: np.ndarray, rows: np.ndarray):
+    """(span_first, span_start, span_end) of reads ``rows``, in that order."""
+    firsts = span_first[rows]
+    counts = span_first[rows + 1] - firsts
+    first = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(counts, out=first[1:])
+    picked = np.repeat(firsts - first[:-1], counts) + np.arange(first[-1])
+    return first, span_start[picked], span_end[picked]
+
+
+class EditedFastqChunk:
+    """A :class:`bpbc.chunks.RawFastqChunk` whose reads keep bases
+    keep_start:keep_end, spans (as :class:`ChunkEdit`'s) set to N. Nothing is
+    copied until a record is written: :meth:`write` rebuilds the records into
+    the output's scratch buffer in one pass, as the raw chunk gathers its own."""
+
+    def __init__(self, chunk, keep_start: np.ndarray, keep_end: np.ndarray, span_first: np.ndarray,
+                 span_start: np.ndarray, span_end: np.ndarray):
+        self.chunk = chunk
+        self.keep_start, self.keep_end = keep_start, keep_end
+        self.span_first, self.span_start, self.span_end = span_first, span_start, span_end
+
+    def __len__(self) -> int:
+        return len(self.chunk)
+
+    def subset(self, rows: np.ndarray) -> EditedFastqChunk:
+        rows = np.asarray(rows, np.int64)
+        return EditedFastqChunk(self.chunk.subset(rows), self.keep_start[rows], self.keep_end[rows],
+                                *_spans_of(self.span_first, self.span_start, self.span_end, rows))
+
+    def read_id(self, index: int) -> str:
+        return self.chunk.read_id(index)
+
+    def read_names(self, rows: np.ndarray):
+        return self.chunk.read_names(rows)
+
+    def write(self, output, rows: np.ndarray) -> None:
+        """Write the edited records ``rows`` in one write."""
+        if not len(rows):
+            return
+        rows = np.asarray(rows, np.int64)
+        chunk = self.chunk
+        size = int((chunk.seq_start[rows] - chunk.rec_start[rows]).sum()
+                   + 2 * (self.keep_end[rows] - self.keep_start[rows]).sum()) + 4 * len(rows)
+        out = output.scratch(size)
+        _gather_edited(np.frombuffer(chunk.data, np.uint8), chunk.rec_start, chunk.seq_start, chunk.lengths,
+                       self.keep_start, self.keep_end, self.span_first, self.span_start, self.span_end, rows, out)
+        output.write_bytes(memoryview(out)[:size])
 
 
 def _edited_records(chunk, keep_start: np.ndarray, keep_end: np.ndarray, span_first: np.ndarray,
@@ -359,11 +445,7 @@ def _edited_records(chunk, keep_start: np.ndarray, keep_end: np.ndarray, span_fi
     from .chunks import RawFastqChunk, RecordChunk
 
     if isinstance(chunk, RawFastqChunk):
-        if not len(chunk):
-            return chunk
-        data = np.frombuffer(chunk.data, np.uint8) if not isinstance(chunk.data, np.ndarray) else chunk.data
-        return RawFastqChunk(*_edited_fastq(data, chunk.rec_start, chunk.seq_start, chunk.lengths, keep_start,
-                                            keep_end, span_first, span_start, span_end))
+        return EditedFastqChunk(chunk, keep_start, keep_end, span_first, span_start, span_end)
     records = list(chunk.records)
     lengths = np.array([len(record.sequence) for record in records], np.int64)
     touched = (keep_start > 0) | (keep_end < lengths) | (np.diff(span_first) > 0)
@@ -388,20 +470,110 @@ def edited_chunk(chunk, keep_start, keep_end, span_first, span_start, span_end):
 
     if not isinstance(chunk, PairedChunk):
         return _edited_records(chunk, keep_start, keep_end, span_first, span_start, span_end)
-
-    def mate(rows: np.ndarray, part):
-        firsts = span_first[rows]
-        counts = span_first[rows + 1] - firsts
-        picked = np.repeat(firsts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-        first = np.zeros(len(rows) + 1, np.int64)
-        np.cumsum(counts, out=first[1:])
-        return _edited_records(part, keep_start[rows], keep_end[rows], first, span_start[picked], span_end[picked])
-
     pairs = np.arange(len(chunk), dtype=np.int64)
     if chunk.whole is not None:  # interleaved: edit the file's chunk, then split it again
         whole = _edited_records(chunk.whole, keep_start, keep_end, span_first, span_start, span_end)
         return PairedChunk(whole.subset(2 * pairs), whole.subset(2 * pairs + 1), chunk.files, whole=whole)
-    return PairedChunk(mate(2 * pairs, chunk.first), mate(2 * pairs + 1, chunk.second), chunk.files)
+    mates = []
+    for rows, part in ((2 * pairs, chunk.first), (2 * pairs + 1, chunk.second)):
+        mates.append(_edited_records(part, keep_start[rows], keep_end[rows],
+                                     *_spans_of(span_first, span_start, span_end, rows)))
+    return PairedChunk(mates[0], mates[1], chunk.files)
+
+
+@njit(cache=True, nogil=True)
+def _trim_cuts(lengths, read, pattern, five, cut, patterns):
+    """Per read: keep what lies after every 5' cut and before every 3' one;
+    each side's bases go to the pattern whose cut decided it (the first of
+    equal ones). Returns (keep_start, keep_end, deciding pattern or -1, per
+    pattern reads and bases, bases in all)."""
+    reads = lengths.shape[0]
+    keep_start = np.zeros(reads, np.int64)
+    first_three = lengths.copy()
+    by_five = np.full(reads, -1, np.int64)
+    by_three = np.full(reads, -1, np.int64)
+    for t in range(read.shape[0]):
+        r, p, c = read[t], pattern[t], cut[t]
+        if five[t]:
+            if c > keep_start[r] or (c == keep_start[r] and (by_five[r] < 0 or p < by_five[r])):
+                keep_start[r], by_five[r] = c, p
+        elif c < first_three[r] or (c == first_three[r] and (by_three[r] < 0 or p < by_three[r])):
+            first_three[r], by_three[r] = c, p
+    keep_end = np.maximum(keep_start, first_three)
+    decided = np.full(reads, -1, np.int64)
+    pattern_reads = np.zeros(patterns, np.int64)
+    pattern_bases = np.zeros(patterns, np.int64)
+    total = 0
+    for r in range(reads):
+        before, after = keep_start[r], lengths[r] - keep_end[r]
+        if before > 0:
+            decided[r] = by_five[r]
+            pattern_reads[by_five[r]] += 1
+            pattern_bases[by_five[r]] += before
+        if after > 0:
+            if decided[r] != by_three[r]:
+                pattern_reads[by_three[r]] += 1
+            if decided[r] < 0:
+                decided[r] = by_three[r]
+            pattern_bases[by_three[r]] += after
+        total += before + after
+    return keep_start, keep_end, decided, pattern_reads, pattern_bases, total
+
+
+@njit(cache=True, nogil=True)
+def _mask_spans(reads, read, pattern, start, end, patterns):
+    """The spans by read (span_first; each read's sorted by pattern, then
+    start), the pattern of each read's first span (or -1), per pattern the
+    reads and bases it masks (its spans' union), and the bases masked in all
+    (the union of every span of a read)."""
+    count = np.zeros(reads + 1, np.int64)
+    for t in range(read.shape[0]):
+        count[read[t] + 1] += 1
+    span_first = np.cumsum(count)
+    at = span_first[:-1].copy()
+    span_pattern = np.empty(read.shape[0], np.int64)
+    span_start = np.empty(read.shape[0], np.int64)
+    span_end = np.empty(read.shape[0], np.int64)
+    for t in range(read.shape[0]):
+        k = at[read[t]]
+        at[read[t]] += 1
+        # insertion into the read's spans so far, by (pattern, start)
+        while k > span_first[read[t]] and (span_pattern[k - 1] > pattern[t] or (
+                span_pattern[k - 1] == pattern[t] and span_start[k - 1] > start[t])):
+            span_pattern[k], span_start[k], span_end[k] = span_pattern[k - 1], span_start[k - 1], span_end[k - 1]
+            k -= 1
+        span_pattern[k], span_start[k], span_end[k] = pattern[t], start[t], end[t]
+    decided = np.full(reads, -1, np.int64)
+    pattern_reads = np.zeros(patterns, np.int64)
+    pattern_bases = np.zeros(patterns, np.int64)
+    total = 0
+    masked = np.zeros(0, np.bool_)
+    for r in range(reads):
+        a, b = span_first[r], span_first[r + 1]
+        if a == b:
+            continue
+        decided[r] = span_pattern[a]
+        reach = 0
+        for k in range(a, b):
+            if k == a or span_pattern[k] != span_pattern[k - 1]:
+                pattern_reads[span_pattern[k]] += 1
+                reach = span_start[k]
+            if span_end[k] > reach:
+                pattern_bases[span_pattern[k]] += span_end[k] - max(span_start[k], reach)
+                reach = span_end[k]
+        longest = 0
+        for k in range(a, b):
+            longest = max(longest, span_end[k])
+        if masked.shape[0] < longest:
+            masked = np.zeros(2 * longest, np.bool_)
+        for k in range(a, b):
+            for i in range(span_start[k], span_end[k]):
+                if not masked[i]:
+                    masked[i] = True
+                    total += 1
+        for k in range(a, b):
+            masked[span_start[k]:span_end[k]] = False
+    return span_first, span_start, span_end, decided, pattern_reads, pattern_bases, total
 
 
 # ----------------------------------------------------------------- per chunk
@@ -538,24 +710,31 @@ class Trimmer:
         return EndTasks(np.array(pattern, np.int64), np.array(strand, np.int64), np.array(end, np.int64), joined,
                         starts, np.array(slack, np.int64), needed)
 
-    def end_overlaps(self, chunk, batch):
-        """(score, cut, overlap) of every read of a chunk (rows as the batch's) and end task."""
+    @staticmethod
+    def codes_needed(chunk, batch):
+        """What :meth:`edit` needs of a batch besides its lengths: the codes of
+        its reads, or None for plain FASTQ (read from the chunk's bytes)."""
         from .chunks import RawFastqChunk
 
-        if isinstance(chunk, RawFastqChunk):
+        return None if isinstance(chunk, RawFastqChunk) else batch.codes
+
+    def end_overlaps(self, chunk, lengths: np.ndarray, codes: np.ndarray | None):
+        """(score, cut, overlap) of every read of a chunk (rows as its batch's) and end task."""
+        if codes is None:
             return end_overlaps(chunk.data, chunk.seq_start, chunk.lengths, READ_CODE, self.tasks,
                                 self.min_overlap, self.scoring)
-        codes = np.ascontiguousarray(batch.codes, np.uint8)
+        codes = np.ascontiguousarray(codes, np.uint8)
         width = codes.shape[1] if codes.ndim == 2 else 0
-        seq_start = np.arange(len(batch), dtype=np.int64) * width
-        return end_overlaps(codes.reshape(-1), seq_start, batch.lengths, _CODE_IDENTITY, self.tasks,
-                            self.min_overlap, self.scoring)
+        seq_start = np.arange(len(lengths), dtype=np.int64) * width
+        return end_overlaps(codes.reshape(-1), seq_start, lengths, _CODE_IDENTITY, self.tasks, self.min_overlap,
+                            self.scoring)
 
-    def edit(self, chunk, batch, alignments, mates: int) -> ChunkEdit:
-        """The edits of a chunk: its alignments (the screen's hits, traced)
-        and the end overlaps of its reads, combined (docs/trimming.md)."""
-        lengths = np.asarray(batch.lengths, np.int64)
-        score, cut, _ = self.end_overlaps(chunk, batch)
+    def edit(self, chunk, lengths: np.ndarray, codes: np.ndarray | None, alignments, mates: int) -> ChunkEdit:
+        """The edits of a chunk (its reads' ``lengths`` and :meth:`codes_needed`):
+        its alignments (the screen's hits, traced) and the end overlaps of its
+        reads, combined (docs/trimming.md)."""
+        lengths = np.asarray(lengths, np.int64)
+        score, cut, _ = self.end_overlaps(chunk, lengths, codes)
         # the hits on the trimmed strands: the adapter's span, extended to the pattern's ends
         use = np.isin(alignments.strand, self.trim_strands)
         read = alignments.read_index[use]
@@ -585,51 +764,20 @@ class Trimmer:
 
     def _trimmed(self, lengths, read, pattern, five, start, end, mates) -> ChunkEdit:
         """Keep what lies after every 5' adapter and before every 3' one."""
-        reads, patterns = len(lengths), len(self.lengths)
-        cut = np.where(five, end, start)
-        keep_start = np.zeros(reads, np.int64)
-        np.maximum.at(keep_start, read[five], cut[five])
-        first_three = lengths.copy()
-        np.minimum.at(first_three, read[~five], cut[~five])
-        keep_end = np.maximum(keep_start, first_three)
-        decided = np.full(reads, -1, np.int64)
-        credited = []
-        pattern_bases = np.zeros(patterns, np.int64)
-        # each side's bases go to the pattern whose cut decided it (the first of equal ones)
-        for side, decisive, removed in ((five, keep_start, keep_start), (~five, first_three, lengths - keep_end)):
-            chosen = side & (cut == decisive[read])
-            rows, which = _first_pattern_per_read(read[chosen], pattern[chosen])
-            bases = removed[rows]
-            rows, which, bases = rows[bases > 0], which[bases > 0], bases[bases > 0]
-            np.add.at(pattern_bases, which, bases)
-            decided[rows] = np.where(decided[rows] < 0, which, decided[rows])
-            credited.append(rows * patterns + which)
-        pattern_reads = np.bincount(np.unique(np.concatenate(credited)) % patterns, minlength=patterns)
+        keep_start, keep_end, decided, pattern_reads, pattern_bases, bases = _trim_cuts(
+            lengths, read, pattern, five, np.where(five, end, start), len(self.lengths))
         edited = (keep_start > 0) | (keep_end < lengths)
-        new_lengths = keep_end - keep_start
         no_spans = np.zeros(0, np.int64)
-        return ChunkEdit(keep_start, keep_end, np.zeros(reads + 1, np.int64), no_spans, no_spans, edited, decided,
-                         self._kept(new_lengths, mates), pattern_reads.astype(np.int64), pattern_bases,
-                         int(lengths.sum() - new_lengths.sum()))
+        return ChunkEdit(keep_start, keep_end, np.zeros(len(lengths) + 1, np.int64), no_spans, no_spans, edited,
+                         decided, self._kept(keep_end - keep_start, mates), pattern_reads, pattern_bases, int(bases))
 
     def _masked(self, lengths, read, pattern, start, end, mates) -> ChunkEdit:
-        reads, patterns = len(lengths), len(self.lengths)
-        order = np.lexsort((start, pattern, read))
-        read, pattern, start, end = read[order], pattern[order], start[order], end[order]
-        group = read * patterns + pattern
-        added = _union_lengths(group, start, end)
-        pattern_bases = np.bincount(pattern, weights=added, minlength=patterns).astype(np.int64)
-        first_of_group = np.r_[True, group[1:] != group[:-1]] if len(group) else np.zeros(0, bool)
-        pattern_reads = np.bincount(pattern[first_of_group], minlength=patterns).astype(np.int64)
-        span_first = np.zeros(reads + 1, np.int64)
-        np.cumsum(np.bincount(read, minlength=reads), out=span_first[1:])
-        edited = np.diff(span_first) > 0
-        decided = np.full(reads, -1, np.int64)
-        decided[read[::-1]] = pattern[::-1]  # each read's first pattern
-        by_read = np.lexsort((start, read))
-        bases = int(_union_lengths(read[by_read], start[by_read], end[by_read]).sum())
-        return ChunkEdit(np.zeros(reads, np.int64), lengths.copy(), span_first, start, end, edited, decided,
-                         self._kept(lengths, mates), pattern_reads, pattern_bases, bases)
+        """Every adapter's span set to N."""
+        span_first, span_start, span_end, decided, pattern_reads, pattern_bases, bases = _mask_spans(
+            len(lengths), read, pattern, start, end, len(self.lengths))
+        return ChunkEdit(np.zeros(len(lengths), np.int64), lengths, span_first, span_start, span_end,
+                         np.diff(span_first) > 0, decided, self._kept(lengths, mates), pattern_reads, pattern_bases,
+                         int(bases))
 
     def _kept(self, lengths: np.ndarray, mates: int) -> np.ndarray:
         if not self.min_length:
@@ -644,14 +792,6 @@ def check_min_overlap(min_overlap: int, names, lengths) -> None:
     for name, length in zip(names, np.asarray(lengths).tolist()):
         if min_overlap > length:
             raise InputError(f"--min-overlap {min_overlap} is above the length of pattern {name!r} ({length} bp)")
-
-
-def _first_pattern_per_read(read: np.ndarray, pattern: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the distinct reads, for each the lowest of its patterns)."""
-    order = np.lexsort((pattern, read))
-    read, pattern = read[order], pattern[order]
-    first = np.r_[True, read[1:] != read[:-1]] if len(read) else np.zeros(0, bool)
-    return read[first], pattern[first]
 
 
 # ----------------------------------------------------------------- the run

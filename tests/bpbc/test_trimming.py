@@ -31,7 +31,8 @@ from hypothesis import strategies as st
 from bpbc.alphabet import READ_CODE, encode_pattern
 from bpbc.cli import main
 from bpbc.scoring import Scoring
-from bpbc.trimming import _CODE_IDENTITY, _END3, _END5, EndTasks, _edited_fastq, end_overlaps, overlap_slack, \
+from bpbc.chunks import RawFastqChunk
+from bpbc.trimming import _CODE_IDENTITY, _END3, _END5, EditedFastqChunk, EndTasks, end_overlaps, overlap_slack, \
     overlap_thresholds
 from tests.bpbc.conftest import SCORINGS, _parasail_matrix, mutate, parasail_pattern_text, parasail_read_text, \
     pattern_texts, random_pattern, random_read, read_texts, scoring_id
@@ -243,6 +244,19 @@ def test_thresholds_and_slack():
 
 # --- edited records ------------------------------------------------------------
 
+class Scratch:
+    """What EditedFastqChunk.write needs of a ReadsOutput."""
+
+    def __init__(self):
+        self.written = b""
+
+    def scratch(self, size: int) -> np.ndarray:
+        return np.full(size + 7, 255, np.uint8)
+
+    def write_bytes(self, data) -> None:
+        self.written += bytes(data)
+
+
 def test_edited_fastq_records_are_rebuilt_exactly():
     rng = np.random.default_rng(8)
     names, sequences, qualities = [], [], []
@@ -258,28 +272,29 @@ def test_edited_fastq_records_are_rebuilt_exactly():
         seq_start.append(position + len(a) + 2)
         position += len(a) + 2 * len(s) + 6
     lengths = np.array([len(s) for s in sequences], np.int64)
+    chunk = RawFastqChunk(data, np.array(rec_start, np.int64), np.array(rec_start[1:] + [position], np.int64),
+                          np.array(seq_start, np.int64), lengths)
     keep_start = np.array([int(rng.integers(0, n + 1)) for n in lengths], np.int64)
     keep_end = np.array([int(rng.integers(a, n + 1)) for a, n in zip(keep_start, lengths)], np.int64)
-    spans = [[(int(a), int(b)) for a, b in sorted(rng.integers(0, n + 1, (int(rng.integers(0, 3)), 2)).tolist())]
+    spans = [[sorted(pair) for pair in rng.integers(0, n + 1, (int(rng.integers(0, 3)), 2)).tolist()]
              for n in lengths]
     span_first = np.concatenate([[0], np.cumsum([len(s) for s in spans])]).astype(np.int64)
-    flat = [pair for read_spans in spans for pair in read_spans]
-    span_start = np.array([min(a, b) for a, b in flat], np.int64)
-    span_end = np.array([max(a, b) for a, b in flat], np.int64)
-    out, new_rec_start, new_rec_end, new_seq_start, new_lengths = _edited_fastq(
-        np.frombuffer(data, np.uint8), np.array(rec_start, np.int64), np.array(seq_start, np.int64), lengths,
-        keep_start, keep_end, span_first, span_start, span_end)
+    span_start = np.array([a for read_spans in spans for a, _ in read_spans], np.int64)
+    span_end = np.array([b for read_spans in spans for _, b in read_spans], np.int64)
     expected = []
     for r in range(len(names)):
         sequence = list(sequences[r])
-        for a, b in zip(span_start[span_first[r]:span_first[r + 1]], span_end[span_first[r]:span_first[r + 1]]):
+        for a, b in spans[r]:
             sequence[a:b] = "N" * (b - a)
         a, b = keep_start[r], keep_end[r]
-        expected.append(f"@{names[r]}\n{''.join(sequence[a:b])}\n+\n{qualities[r][a:b]}\n")
-    assert out.tobytes() == "".join(expected).encode()
-    assert np.array_equal(new_rec_end[:-1], new_rec_start[1:]) and np.array_equal(new_lengths, keep_end - keep_start)
-    assert all(out[s:s + n].tobytes() == e.split("\n")[1].encode()
-               for s, n, e in zip(new_seq_start, new_lengths, expected))
+        expected.append(f"@{names[r]}\n{''.join(sequence[a:b])}\n+\n{qualities[r][a:b]}\n".encode())
+    edited = EditedFastqChunk(chunk, keep_start, keep_end, span_first, span_start, span_end)
+    rows = np.sort(rng.choice(len(names), 60, replace=False))
+    for chosen, written in ((np.arange(len(names)), edited), (rows, edited), (np.arange(60), edited.subset(rows))):
+        output = Scratch()
+        written.write(output, chosen)
+        picked = rows[chosen] if written is not edited else chosen
+        assert output.written == b"".join(expected[r] for r in picked.tolist())
 
 
 # --- the command ----------------------------------------------------------------
