@@ -25,6 +25,7 @@ SCRIPTS = {
     "cpu-kernel": "cpu_cell_ab",
     "transpose-variants": "transpose_variants",
     "host-pipeline": "host_pipeline",
+    "trimming": "trimming",
 }
 
 
