@@ -320,20 +320,22 @@ class EndTasks:
         return len(self.starts) - 1
 
 
-def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: int, scoring: Scoring):
+def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: int, scoring: Scoring,
+                 rows: np.ndarray | None = None):
     """(score, cut, overlap), each int32 (reads, tasks): every read's best
-    passing end overlap per task (score 0: none). The reads: bytes
+    passing end overlap per task (score 0: none), of the reads ``rows``
+    (default all; the others get 0). The reads: bytes
     ``buf[seq_start[r]:][:lengths[r]]`` through ``table`` (READ_CODE for
     sequence text, :data:`_CODE_IDENTITY` for codes)."""
     reads = len(lengths)
     shape = (reads, len(tasks))
     score, cut, overlap = np.zeros(shape, np.int32), np.zeros(shape, np.int32), np.zeros(shape, np.int32)
-    if reads and len(tasks):
+    rows = np.arange(reads, dtype=np.int64) if rows is None else np.ascontiguousarray(rows, np.int64)
+    if len(rows) and len(tasks):
         buf = np.asarray(buf).view(np.uint8).reshape(-1)
         seq_start = np.ascontiguousarray(seq_start, np.int64)
         lengths = np.ascontiguousarray(lengths, np.int64)
         # the scores of every read first, then the cut of those with an overlap
-        rows = np.arange(reads, dtype=np.int64)
         for track in (False, True):
             parallel = len(rows) >= _PARALLEL_FROM
             kernel = _end_overlaps_parallel if parallel else _end_overlaps_serial
@@ -718,23 +720,44 @@ class Trimmer:
 
         return None if isinstance(chunk, RawFastqChunk) else batch.codes
 
-    def end_overlaps(self, chunk, lengths: np.ndarray, codes: np.ndarray | None):
-        """(score, cut, overlap) of every read of a chunk (rows as its batch's) and end task."""
+    def end_overlaps(self, chunk, lengths: np.ndarray, codes: np.ndarray | None, rows: np.ndarray | None = None):
+        """(score, cut, overlap) of the reads ``rows`` (default all) of a
+        chunk (rows as its batch's), for every end task."""
         if codes is None:
             return end_overlaps(chunk.data, chunk.seq_start, chunk.lengths, READ_CODE, self.tasks,
-                                self.min_overlap, self.scoring)
+                                self.min_overlap, self.scoring, rows)
         codes = np.ascontiguousarray(codes, np.uint8)
         width = codes.shape[1] if codes.ndim == 2 else 0
         seq_start = np.arange(len(lengths), dtype=np.int64) * width
         return end_overlaps(codes.reshape(-1), seq_start, lengths, _CODE_IDENTITY, self.tasks, self.min_overlap,
-                            self.scoring)
+                            self.scoring, rows)
+
+    def _overlaps_needed(self, lengths: np.ndarray, read: np.ndarray, five: np.ndarray, cut: np.ndarray):
+        """Trimming: the reads whose end overlaps can change the cut, given the
+        hits' cuts. A partial adapter's cut lies within ``reach`` bases of its
+        end, so behind a 3' cut further from the end (before a 5' cut further
+        from the start) it changes nothing, not even which pattern is credited."""
+        needed = np.zeros(len(lengths), bool)
+        for side in (_END3, _END5):
+            ends = self.tasks.end == side
+            if not ends.any():
+                continue
+            reach = int((np.diff(self.tasks.starts) + self.tasks.slack)[ends].max())
+            if side == _END3:
+                first = lengths.copy()
+                np.minimum.at(first, read[~five], cut[~five])
+                needed |= first >= lengths - reach
+            else:
+                last = np.zeros(len(lengths), np.int64)
+                np.maximum.at(last, read[five], cut[five])
+                needed |= last <= reach
+        return np.flatnonzero(needed)
 
     def edit(self, chunk, lengths: np.ndarray, codes: np.ndarray | None, alignments, mates: int) -> ChunkEdit:
         """The edits of a chunk (its reads' ``lengths`` and :meth:`codes_needed`):
         its alignments (the screen's hits, traced) and the end overlaps of its
         reads, combined (docs/trimming.md)."""
         lengths = np.asarray(lengths, np.int64)
-        score, cut, _ = self.end_overlaps(chunk, lengths, codes)
         # the hits on the trimmed strands: the adapter's span, extended to the pattern's ends
         use = np.isin(alignments.strand, self.trim_strands)
         read = alignments.read_index[use]
@@ -747,7 +770,10 @@ class Trimmer:
         end = np.minimum(lengths[read], alignments.read_end[use] + right)
         kind = self.kind[pattern]
         five = (kind == _FIVE) | ((kind == _ANYWHERE) & (start == 0))
-        # the end overlaps found
+        # the end overlaps found (trimming: of the reads where they can matter)
+        rows = None if self.action == "mask" else self._overlaps_needed(lengths, read, five, np.where(five, end,
+                                                                                                        start))
+        score, cut, _ = self.end_overlaps(chunk, lengths, codes, rows)
         found_read, task = np.nonzero(score > 0)
         found_cut = cut[found_read, task].astype(np.int64)
         found_pattern = self.tasks.pattern[task]

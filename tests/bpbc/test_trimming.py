@@ -578,3 +578,30 @@ def test_bad_input_one_line_error_exit_1_no_output(capsys, tmp_path, case):
 def test_dask_refuses_trimming(capsys, tmp_path):
     status, _, err = run_cli(capsys, READS, PATTERNS, "--action", "trim", "--dask", "local:1")
     assert status == 1 and "not with --dask" in err
+
+
+@pytest.mark.parametrize("kind", ["3prime", "5prime", "anywhere"])
+def test_skipping_overlaps_behind_an_earlier_cut_changes_nothing(capsys, tmp_path, monkeypatch, kind):
+    """Trimming computes the end overlaps only of reads whose hits leave the
+    end uncut (Trimmer._overlaps_needed): every read's cut and credit stay."""
+    from bench.trimming import planted_reads
+
+    from bpbc.trimming import Trimmer
+
+    data, _, _ = planted_reads(3000, 150, 20, seed=7)
+    reads_path = tmp_path / "r.fq"
+    reads_path.write_bytes(data)
+    # the adapter, and a second pattern that is the adapter's first 12 bases
+    (tmp_path / "p.fa").write_text(f">a adapter={kind}\n{ADAPTER}\n>b adapter={kind}\n{ADAPTER[:12]}\n"
+                                   f">c adapter={kind}\n{ADAPTER[::-1]}\n")
+    outputs = {}
+    for skipping in (True, False):
+        if not skipping:
+            monkeypatch.setattr(Trimmer, "_overlaps_needed", lambda self, lengths, *rest: np.arange(len(lengths)))
+        status, _, _ = run_cli(capsys, reads_path, tmp_path / "p.fa", "--action", "trim", "--min-score-fraction",
+                               "0.8", "--strand", "forward", "--trimmed", tmp_path / "t.fq", "--json",
+                               tmp_path / "s.json", "-o", tmp_path / "o.paf", "-q")
+        assert status == 0
+        summary = json.loads((tmp_path / "s.json").read_text())
+        outputs[skipping] = ((tmp_path / "t.fq").read_bytes(), summary["patterns"], summary["bases_trimmed"])
+    assert outputs[True] == outputs[False]
