@@ -352,6 +352,10 @@ _READ_IN_PLACE: tuple[type, ...] = (_ParallelGzip, io.FileIO)
 #: the raw route scans a batch on this many threads or more (bpbc.fastq_scan);
 #: on 2 busy cores one thread scanned 348 MB in 0.16-0.27 s, two in 0.53-1.15 s
 PARALLEL_SCAN_MIN_THREADS = 4
+#: the raw route sizes a batch's buffer by the records so far, up to this: a
+#: few enormous records (a fuzzed file) made 77 GiB of 100k records' worth;
+#: a batch whose records need more grows its buffer as it reads
+MAX_CHUNK_ESTIMATE = 256 << 20
 #: blocks read ahead of the parsing (see _ReadAhead)
 READ_AHEAD_BLOCKS = 4
 
@@ -521,7 +525,8 @@ class SequenceSource:
         pending = self._pending
         # the stream is read straight into one buffer sized for the chunk by
         # the records read so far (grown when too small), scanned as it fills
-        capacity = max(2 * len(pending), int(1.05 * self._bytes_per_record * size) + READ_BLOCK)
+        estimate = min(int(1.05 * self._bytes_per_record * size), MAX_CHUNK_ESTIMATE)
+        capacity = max(2 * len(pending), estimate + READ_BLOCK)
         buffer = np.empty(capacity, np.uint8)
         buffer[:len(pending)] = np.frombuffer(pending, np.uint8)
         filled = len(pending)

@@ -444,6 +444,18 @@ def test_parallel_scan_gives_the_records_of_the_serial_one(tmp_path, monkeypatch
     assert serial[0][0] == "RawFastqChunk" and len(serial[0][1]) == 20000
 
 
+def test_a_batch_after_enormous_records_is_not_sized_by_them(tmp_path):
+    """Found by fuzzing: the raw route sized a batch's buffer by the bytes
+    per record so far, and after a few enormous records 100k records' worth
+    was 77 GiB (MemoryError, an internal error). The estimate is capped; the
+    buffer grows where records need it."""
+    path = write(tmp_path / "r.fq", FASTQ)
+    with SequenceSource(path, raw_fastq=True) as source:
+        source._bytes_per_record = 2e6  # as after two 2 MB records
+        chunk = source._raw_chunk(100_000, 1)
+    assert len(chunk) == 10
+
+
 @pytest.fixture(params=["isal", "rapidgzip"])
 def gzip_reader(request, monkeypatch) -> str:
     """Each gzip test twice: decompressed by ISA-L on one thread, and by
