@@ -16,6 +16,8 @@
 #   e2e                 python -m bench sw --only e2e   (bpbc-screen end to end; $E2E_READS, default 1048576 10485760)
 #   pairs               python -m bench sw --only pairs   (paired reads and demultiplexing)
 #   startup             python -m bench startup --generate 1048576 --device gpu   (a fresh process against bpbc-serve)
+#   host-pipeline       python -m bench host-pipeline   (the whole command beside rapidgzip, dnaio, cutadapt and sassy;
+#                       $HOST_TREES: NAME=DIR checkouts to compare, e.g. base=.devdata/base new=.)
 #   dask                python -m bench dask   (1 and 2 GPUs; $DASK_READS, default 10000000; needs .whl-dask)
 #
 # The machine is set up first: wheels of the packages it lacks are installed
@@ -36,7 +38,10 @@ set_up() {
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
             $wheels >"$OUT/pip.log" 2>&1
     fi
-    export PYTHONPATH=/tmp/site:$PWD
+    export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
+    # bytecode, as a pip install writes it (--no-compile above, for speed): a
+    # fresh process's start is measured as users see it
+    python3 -m compileall -q -j 0 /tmp/site "$PWD/bpbc" "$PWD/transpose" >/dev/null 2>&1
     {
         date -u +%FT%TZ
         nvidia-smi -L
@@ -103,6 +108,9 @@ for subcommand in "$@"; do
         step sw_e2e 540 python3 -m bench sw --only e2e --e2e-reads ${E2E_READS:-1048576 10485760} --out "$OUT" ;;
     pairs)
         step sw_pairs 300 python3 -m bench sw --only pairs --out "$OUT" ;;
+    host-pipeline)
+        # shellcheck disable=SC2086  # one word per tree
+        step host_pipeline 560 python3 -m bench host-pipeline --out "$OUT" ${HOST_TREES:+--trees $HOST_TREES} ;;
     startup)
         step startup 300 python3 -m bench startup --generate 1048576 --device gpu --out "$OUT" ;;
     dask)

@@ -70,11 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "host")
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     parser.add_argument("--trees", nargs="+", default=[f"new={ROOT}"], help="NAME=DIR: checkouts whose bpbc runs")
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 4, 16], help="cpu_threads: --threads values")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--threads", type=int, nargs="+", default=None,
+                        help="cpu_threads: --threads values (default: the usable cores)")
     args = parser.parse_args(argv)
 
     cores = len(os.sched_getaffinity(0))
+    args.threads = args.threads or [cores]
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
     gz = work / f"reads_{args.reads}.fq.gz"
