@@ -59,8 +59,10 @@ def _word(address: int) -> int:
 
 
 def _word_offsets(obj, value: int, limit: int = 64) -> list[int]:
-    """Offsets of the machine words inside ``obj`` (within its size) equal to ``value``."""
-    size = min(limit, sys.getsizeof(obj))
+    """Offsets of the machine words inside ``obj`` (its first ``limit``
+    bytes at most, never past its end) equal to ``value``."""
+    kind = type(obj)
+    size = min(limit, kind.__basicsize__ + (kind.__itemsize__ * len(obj) if kind.__itemsize__ else 0))
     return [k for k in range(0, size - 7, 8) if _word(id(obj) + k) == value]
 
 
