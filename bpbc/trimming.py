@@ -46,9 +46,9 @@ against a plain-Python DP and against parasail.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from fractions import Fraction
-from types import FunctionType
 
 import numba
 import numpy as np
@@ -72,6 +72,8 @@ _THREE, _FIVE, _ANYWHERE = range(3)
 #: end-overlap tasks: a 3' adapter's prefix at the read's end, a 5' adapter's suffix at its start
 _END3, _END5 = 0, 1
 _LANES = 16
+#: window rows loaded at first by the first pass (from the read's end): most reads need no more
+_FIRST_ROWS = 12
 _NEG = -(1 << 29)
 _N = 78  # 'N'
 _NEWLINE, _PLUS = 10, 43
@@ -216,17 +218,128 @@ def _overlap_lanes(bits, rows, start_row, pattern, m, band, thresholds, min_over
     vstore16(best, 2 * K, best_length)
 
 
-def _end_overlaps_body(buf, seq_start, lengths, rows, table, task_masks, task_starts, task_end, task_slack,
+@njit(cache=True, nogil=True)
+def _any_overlap_lanes(bits, rows, start_row, pattern, m, slack, thresholds, min_overlap, match, mismatch,
+                       gap_open, gap_extend, h_column, e_column, best, done, until):
+    """Whether each of 16 reads has a passing end overlap, and nothing more:
+    the DP of :func:`_overlap_lanes` run from the read's end (the bits'
+    last row) towards its start, against P reversed, each overlap length L
+    starting at column m - L with value -ceil(F x match x L), so that a read
+    passes where some alignment reaches P's first base with a value >= 0.
+    Every cell can gain at most match x (m - column) more, so once no cell of
+    a row can reach 0 no later row can: the DP stops where every read of the
+    16 has passed or cannot pass any more (a read without an adapter after a
+    few rows). A passing alignment inserts at most ``slack`` read bases, so
+    cells (i, c) with c < i - slack are left out.
+
+    Resumable: it computes rows done + 1 to ``until`` (row 0 when done is
+    -1) from the columns and best[16:32] as the previous call left them, and
+    only those rows of ``bits`` need to hold the read (bits row rows - i for
+    DP row i). Returns the last row computed, or ``rows`` when finished:
+    then best[0:16] is >= 0 where the read passes."""
+    K = _LANES
+    negative = vsplat16(_NEG)
+    zero = vsplat16(0)
+    open_cost = vsplat16(gap_open + gap_extend)
+    extend_cost = vsplat16(gap_extend)
+    match_score = vsplat16(match)
+    mismatch_score = vsplat16(-mismatch)
+    last_row = vsplat16(rows) - vload16(start_row, 0)  # the lane's read ends there (unused lanes: -1)
+    if done < 0:
+        # row 0: the overlaps' starts, and deletions along the row
+        f = negative
+        h_left = negative
+        for c in range(m + 1):
+            if c > 0:
+                f = vmax16(h_left - open_cost, f - extend_cost)
+            length = m - c
+            start = vsplat16(-thresholds[length]) if length >= min_overlap else negative
+            h_left = vmax16(start, f)
+            vstore16(h_column, c * K, h_left)
+            vstore16(e_column, c * K, negative)
+        vstore16(best, K, h_left)
+        done = 0
+    found = vload16(best, K)
+    for i in range(done + 1, until + 1):
+        row = vsplat16(i)
+        read_bits = vload16(bits, (rows - i) * K)
+        left = i - slack  # the band's first column
+        if left <= 0:
+            h_diag = vload16(h_column, 0)
+            e = vmax16(h_diag - open_cost, vload16(e_column, 0) - extend_cost)
+            vstore16(h_column, 0, e)
+            vstore16(e_column, 0, e)
+            h_left = e
+            hope = e + vsplat16(match * m)
+            left = 1
+        else:
+            h_diag = vload16(h_column, (left - 1) * K)
+            h_left = negative
+            hope = negative
+        f = negative
+        for c in range(left, m + 1):
+            s = vselect16((read_bits & vsplat16(pattern[m - c])) != zero, match_score, mismatch_score)
+            h_up = vload16(h_column, c * K)
+            e = vmax16(h_up - open_cost, vload16(e_column, c * K) - extend_cost)
+            f = vmax16(h_left - open_cost, f - extend_cost)
+            h = vmax16(h_diag + s, vmax16(e, f))
+            vstore16(h_column, c * K, h)
+            vstore16(e_column, c * K, e)
+            h_diag = h_up
+            h_left = h
+            hope = vmax16(hope, h + vsplat16(match * (m - c)))
+        alive = last_row >= row
+        found = vmax16(found, vselect16(alive, h_left, negative))
+        # a lane is settled once its read passes, or when no cell can still reach 0
+        vstore16(best, 0, vselect16(found >= zero, negative, vselect16(alive, hope, negative)))
+        hopeless = True
+        for q in range(K):
+            if best[q] >= 0:
+                hopeless = False
+        if hopeless:
+            done = rows
+            break
+        done = i
+    vstore16(best, K, found)
+    if done == rows:
+        vstore16(best, 0, found)
+    return done
+
+
+@njit(cache=True, nogil=True)
+def _load_window(bits, first_row, stop_row, width, buf, seq_start, lengths, rows, first, count, bit_table, reverse):
+    """Rows first_row to stop_row - 1 of the window (its last ``width`` read
+    bases, the first ones for a 5' end read backwards) of reads
+    rows[first:first + count] as IUPAC bits, lane q holding read q; rows
+    before a short read's start and lanes without a read hold 0."""
+    K = _LANES
+    for q in range(count):
+        r = rows[first + q]
+        n = lengths[r]
+        pad = max(0, width - n)
+        for i in range(first_row, min(pad, stop_row)):
+            bits[i * K + q] = 0
+        base = seq_start[r] + (width - 1 if reverse else n - width)
+        step = -1 if reverse else 1
+        for i in range(max(pad, first_row), stop_row):
+            bits[i * K + q] = bit_table[buf[base + step * i]]
+    for q in range(count, K):
+        for i in range(first_row, stop_row):
+            bits[i * K + q] = 0
+
+
+def _end_overlaps_body(buf, seq_start, lengths, rows, bit_table, task_masks, task_starts, task_end, task_slack,
                        task_thresholds, min_overlap, match, mismatch, gap_open, gap_extend, track, groups, score, cut,
                        overlap):
-    """The end overlaps of reads ``rows`` for every task: read r's bases are
-    table[buf[seq_start[r]:][:lengths[r]]]; task k aligns masks
+    """The end overlaps of reads ``rows`` for every task: read r's bases, as
+    IUPAC bits, are bit_table[buf[seq_start[r]:][:lengths[r]]]; task k aligns masks
     task_masks[task_starts[k]:task_starts[k + 1]] (P without its last base;
     reversed for a 5' end) to the read's end (task_end[k] _END3) or start
     (_END5). Jobs of 16 reads and one task, ``groups`` groups of them in
-    parallel, each with its own scratch space. Fills score[r, k] (0: none)
-    and with ``track`` cut[r, k] (3' end: where the adapter starts; 5' end:
-    where it ends) and overlap[r, k]."""
+    parallel, each with its own scratch space. Without ``track`` it sets
+    score[r, k] to 1 where read r has an overlap (:func:`_any_overlap_lanes`);
+    with it, it fills score[r, k] (0: none), cut[r, k] (3' end: where the
+    adapter starts; 5' end: where it ends) and overlap[r, k]."""
     K = _LANES
     reads = rows.shape[0]
     tasks = task_starts.shape[0] - 1
@@ -237,7 +350,7 @@ def _end_overlaps_body(buf, seq_start, lengths, rows, table, task_masks, task_st
         longest_pattern = max(longest_pattern, task_starts[k + 1] - task_starts[k])
         longest_reach = max(longest_reach, task_starts[k + 1] - task_starts[k] + task_slack[k])
     for group in prange(groups):
-        bits = np.empty(longest_reach * K, np.int32)
+        bits = np.empty(longest_reach * K, np.uint8)
         start_row = np.empty(K, np.int32)
         h_column = np.empty((longest_pattern + 1) * K, np.int32)
         e_column = np.empty_like(h_column)
@@ -260,20 +373,25 @@ def _end_overlaps_body(buf, seq_start, lengths, rows, table, task_masks, task_st
             for q in range(K):
                 start_row[q] = width + 1  # lanes without a read never start
             for q in range(count):
-                r = rows[first + q]
-                n = lengths[r]
-                pad = max(0, width - n)
-                start_row[q] = pad
-                for i in range(pad):
-                    bits[i * K + q] = 0
-                base = seq_start[r] + (width - 1 if reverse else n - width)
-                step = -1 if reverse else 1
-                for i in range(pad, width):
-                    code = table[buf[base + step * i]]
-                    bits[i * K + q] = (1 << code) if code < 4 else 0
-            for q in range(count, K):
-                for i in range(width):
-                    bits[i * K + q] = 0
+                start_row[q] = max(0, width - lengths[rows[first + q]])
+            if not track:  # does the read have an overlap at all: most reads tell within a few bases
+                done = -1
+                loaded = width
+                while done < width:
+                    # the window's rows from its end, a few at first, then the rest
+                    ahead = min(_FIRST_ROWS, width) if loaded == width else loaded
+                    _load_window(bits, loaded - ahead, loaded, width, buf, seq_start, lengths, rows, first, count,
+                                 bit_table, reverse)
+                    loaded -= ahead
+                    done = _any_overlap_lanes(bits, width, start_row, task_masks[task_starts[k]:], m,
+                                              task_slack[k], task_thresholds[k], min_overlap, match, mismatch,
+                                              gap_open, gap_extend, h_column, e_column, best, done,
+                                              width - loaded)
+                for q in range(count):
+                    if best[q] >= 0:
+                        score[rows[first + q], k] = 1
+                continue
+            _load_window(bits, 0, width, width, buf, seq_start, lengths, rows, first, count, bit_table, reverse)
             _overlap_lanes(bits, width, start_row, task_masks[task_starts[k]:], m, reach - width,
                            task_thresholds[k], min_overlap, match, mismatch, gap_open, gap_extend, track,
                            h_column, e_column, start_h, start_e, best)
@@ -286,21 +404,8 @@ def _end_overlaps_body(buf, seq_start, lengths, rows, table, task_masks, task_st
                         overlap[r, k] = best[2 * K + q]
 
 
-def _renamed(function, name: str):
-    """A copy of ``function`` named ``name``. numba's cache keeps a kernel
-    under its function's name and line, not its parallel flag: a parallel and
-    a serial kernel of one function would share one cache entry, and the one
-    compiled first would be loaded for both."""
-    twin = FunctionType(function.__code__, function.__globals__, name, function.__defaults__, function.__closure__)
-    twin.__qualname__ = name
-    twin.__doc__ = function.__doc__
-    return twin
-
-
-_end_overlaps_parallel = njit(parallel=True, cache=True, nogil=True)(
-    _renamed(_end_overlaps_body, "_end_overlaps_parallel"))
-_end_overlaps_serial = njit(cache=True, nogil=True)(_renamed(_end_overlaps_body, "_end_overlaps_serial"))
-_PARALLEL_FROM = 256  #: reads from which the parallel kernel is used
+_end_overlaps_kernel = njit(parallel=True, cache=True, nogil=True)(_end_overlaps_body)
+_PARALLEL_FROM = 256  #: reads from which the jobs are shared out between threads
 
 
 @dataclass(frozen=True)
@@ -335,16 +440,19 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
         buf = np.asarray(buf).view(np.uint8).reshape(-1)
         seq_start = np.ascontiguousarray(seq_start, np.int64)
         lengths = np.ascontiguousarray(lengths, np.int64)
+        # a read base as the IUPAC bit of its code (0 for N)
+        bit_table = np.where(table < 4, np.left_shift(1, np.minimum(table, 7)), 0).astype(np.uint8)
         # the scores of every read first, then the cut of those with an overlap
         for track in (False, True):
-            parallel = len(rows) >= _PARALLEL_FROM
-            kernel = _end_overlaps_parallel if parallel else _end_overlaps_serial
             jobs = (len(rows) + _LANES - 1) // _LANES * len(tasks)
-            groups = min(jobs, 8 * numba.get_num_threads()) if parallel else 1
-            kernel(buf, seq_start, lengths, rows, table, tasks.masks, tasks.starts, tasks.end, tasks.slack,
-                   tasks.thresholds, min_overlap, scoring.match, scoring.mismatch, scoring.gap_open,
-                   scoring.gap_extend, track, groups, score, cut, overlap)
+            groups = min(jobs, 8 * numba.get_num_threads()) if len(rows) >= _PARALLEL_FROM else 1
+            _end_overlaps_kernel(buf, seq_start, lengths, rows, bit_table, tasks.masks, tasks.starts, tasks.end, tasks.slack,
+                                 tasks.thresholds, min_overlap, scoring.match, scoring.mismatch, scoring.gap_open,
+                                 scoring.gap_extend, track, groups, score, cut, overlap)
+            if track:
+                break
             rows = np.flatnonzero((score > 0).any(axis=1))
+            score[rows] = 0  # the first pass marks them; the second scores them
             if not len(rows):
                 break
     return score, cut, overlap
@@ -805,6 +913,20 @@ class Trimmer:
                          np.diff(span_first) > 0, decided, self._kept(lengths, mates), pattern_reads, pattern_bases,
                          int(bases))
 
+    def warm_up(self) -> None:
+        """Load every kernel a chunk needs, on a read of each kind: about 50 ms
+        of loading from numba's cache that the first chunk then does not wait for."""
+        lengths = np.array([len(self.tasks.masks) + 2], np.int64)
+        end_overlaps(np.zeros(int(lengths[0]), np.uint8), np.zeros(1, np.int64), lengths, READ_CODE, self.tasks,
+                     self.min_overlap, self.scoring)
+        none = np.zeros(0, np.int64)
+        _trim_cuts(lengths, none, none, np.zeros(0, np.bool_), none, len(self.lengths))
+        _mask_spans(1, none, none, none, none, len(self.lengths))
+        data = np.frombuffer(b"@r\nA\n+\nI\n", np.uint8)
+        start = np.zeros(1, np.int64)
+        _gather_edited(data, start, start + 3, start + 1, start, start + 1, np.zeros(2, np.int64), none, none,
+                       start, np.empty(16, np.uint8))
+
     def _kept(self, lengths: np.ndarray, mates: int) -> np.ndarray:
         if not self.min_length:
             return np.ones(len(lengths) // mates, bool)
@@ -837,11 +959,14 @@ def check_settings(settings, trimmed_output: bool) -> None:
 
 
 def trimmer_for(settings, screener, patterns, file_name: str) -> Trimmer | None:
-    """The run's Trimmer, or None for ``--action none``."""
+    """The run's Trimmer, or None for ``--action none``; its kernels start
+    loading (from numba's cache) in the background, beside the first batches."""
     if settings.action == "none":
         return None
-    return Trimmer(settings.action, screener, patterns, file_name, settings.adapter_kind, settings.min_overlap,
-                   settings.trim_strand, settings.min_score_fraction, settings.min_length)
+    trimmer = Trimmer(settings.action, screener, patterns, file_name, settings.adapter_kind, settings.min_overlap,
+                      settings.trim_strand, settings.min_score_fraction, settings.min_length)
+    threading.Thread(target=trimmer.warm_up, name="bpbc-trim-warm-up", daemon=True).start()
+    return trimmer
 
 
 def fill_summary(summary, totals: TrimCounts) -> None:
