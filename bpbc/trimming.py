@@ -38,9 +38,13 @@ position its alignment starts at. A read's overlap is the passing L with the
 highest score, then the smallest start (the longest cut), then the smallest
 L. Only the read's last m - 1 + slack bases can take part in a passing
 overlap (slack: the most inserted bases a passing score can pay for), and of
-those only cells on a band, so the kernel computes that part, 16 reads per
-vector; the result is the full DP's, which tests/bpbc/test_trimming.py checks
-against a plain-Python DP and against parasail.
+those only cells on a band, so the kernels compute that part, 16 reads per
+vector, in two passes: whether a read has a passing overlap at all (from its
+end, stopping as soon as none can pass: a few bases for most reads), then
+the DP above for the reads that have one. Trimming leaves out reads whose
+hits already cut further from the end than an overlap could. The result is
+the full DP's, which tests/bpbc/test_trimming.py checks against a
+plain-Python DP and against parasail.
 """
 
 from __future__ import annotations
