@@ -383,7 +383,7 @@ class SequenceSource:
         self.kind = kind
         self.records_read = 0
         self._last_id: str | None = None
-        self._last_chunk = None  # raw route: the last chunk handed out (its last name is found for errors only)
+        self._last_chunk: Any = None  # raw route: the last chunk handed out (its last name is found for errors only)
         self._line_offset = 0  # lines read on the raw route before dnaio took over
         self._stream: Any = None  # a plain file, a _ParallelGzip, an xopen stream or a _ReadAhead over one
         self._reader = None
@@ -520,12 +520,11 @@ class SequenceSource:
         from bpbc.chunks import RawFastqChunk, scan_fastq
         from bpbc.engines import limit_numba_threads, usable_cores
 
+        scan: Any = scan_fastq
         if (usable_cores() if self._threads is None else self._threads) >= PARALLEL_SCAN_MIN_THREADS:
             from bpbc.fastq_scan import scan_fastq_parallel as scan
 
             limit_numba_threads(self._threads)  # numba's thread count is the calling thread's setting
-        else:
-            scan = scan_fastq
         rec_start = np.empty(size, np.int64)
         seq_start = np.empty(size, np.int64)
         seq_len = np.empty(size, np.int64)
