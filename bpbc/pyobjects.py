@@ -9,9 +9,10 @@ holds its characters right after its header, a bytes object its bytes, a
 list its item pointers in one array) and copies them out in parallel: no
 Python loop, no intermediate string.
 
-The kernel holds the GIL while its worker threads run (it is not ``nogil``):
-no other Python thread can change the list or free an object meanwhile. The
-layout is probed on first use from objects made for the purpose, and the
+The kernels hold the GIL while their worker threads run (they are not
+``nogil``): no other Python thread can change the list or free an object
+during a call; the copy reads every object afresh and checks it against the
+lengths the first call found. The layout is probed on first use from objects made for the purpose, and the
 kernel runs only where every probe agrees (never on a free-threaded build).
 Records such as dnaio's are read through the pointer to their sequence
 where the record type keeps it as it is (:func:`record_slot`). An object
@@ -179,30 +180,43 @@ def _word_at(address):
     return carray(_words_at(address), 1)[0]
 
 
-# Neither kernel is nogil: the GIL the calling thread holds keeps every object alive and unchanged.
+# Layout fields as the kernels take them, in one int64 array
+(_TYPE, _LIST_SIZE, _LIST_ITEMS, _STR_TYPE, _STR_LENGTH, _STR_STATE, _STR_DATA, _BYTES_TYPE, _BYTES_LENGTH, _BYTES_DATA,
+ _RECORD_TYPE, _RECORD_SLOT) = range(12)
+
+
+@njit(inline="always")
+def _text_of(p, fields):
+    """(address, length) of the text of the object at address p, length -1
+    where it is none of the objects read here."""
+    kind = _word_at(p + fields[_TYPE])
+    if kind == fields[_RECORD_TYPE]:
+        p = _word_at(p + fields[_RECORD_SLOT])
+        if p == 0:
+            return 0, -1
+        kind = _word_at(p + fields[_TYPE])
+    if kind == fields[_STR_TYPE] and carray(_bytes_at(p + fields[_STR_STATE]), 1)[0] & _STATE_MASK == _STATE_COMPACT_ASCII:
+        return p + fields[_STR_DATA], _word_at(p + fields[_STR_LENGTH])
+    if kind == fields[_BYTES_TYPE]:
+        return p + fields[_BYTES_DATA], _word_at(p + fields[_BYTES_LENGTH])
+    return 0, -1
+
+
+# Neither kernel is nogil: the GIL that the calling thread holds keeps every
+# object alive and unchanged during a call. Between the two calls another
+# thread may run: the copy reads every object afresh from the list and
+# checks it against what the first call found.
 
 @njit(parallel=True, cache=True)
-def _locate(items, type_offset, str_type, str_length, str_state, str_data, bytes_type, bytes_length, bytes_data,
-            record_type, record_slot, sources, lengths, offsets):
-    """The address (sources) and length of each item's text (a record's:
-    its sequence's), and where it goes in one buffer (offsets). Returns -1,
-    or the index of the first item not recognised."""
-    n = sources.shape[0]
-    pointers = carray(_words_at(items), n)
+def _locate(a_list, fields, lengths, offsets):
+    """Each item's text length (lengths) and where it goes in one buffer
+    (offsets). Returns -1, or the index of the first item not read here."""
+    n = lengths.shape[0]
+    if _word_at(a_list + fields[_LIST_SIZE]) != n:
+        return 0
+    pointers = carray(_words_at(_word_at(a_list + fields[_LIST_ITEMS])), n)
     for i in prange(n):
-        p = pointers[i]
-        kind = _word_at(p + type_offset)
-        if kind == record_type:
-            p = _word_at(p + record_slot)
-            kind = _word_at(p + type_offset) if p != 0 else 0
-        if kind == str_type and carray(_bytes_at(p + str_state), 1)[0] & _STATE_MASK == _STATE_COMPACT_ASCII:
-            lengths[i] = _word_at(p + str_length)
-            sources[i] = p + str_data
-        elif kind == bytes_type:
-            lengths[i] = _word_at(p + bytes_length)
-            sources[i] = p + bytes_data
-        else:
-            lengths[i] = -1
+        lengths[i] = _text_of(pointers[i], fields)[1]
     offsets[0] = 0
     for i in range(n):
         if lengths[i] < 0:
@@ -212,13 +226,24 @@ def _locate(items, type_offset, str_type, str_length, str_state, str_data, bytes
 
 
 @njit(parallel=True, cache=True)
-def _copy(sources, offsets, data):
-    """data[offsets[i]:offsets[i + 1]] = the bytes at sources[i]."""
-    for i in prange(sources.shape[0]):
+def _copy(a_list, fields, offsets, data):
+    """data[offsets[i]:offsets[i + 1]] = item i's text; False where the list
+    or an item no longer matches ``offsets`` (nothing is then to be used)."""
+    n = offsets.shape[0] - 1
+    if _word_at(a_list + fields[_LIST_SIZE]) != n:
+        return False
+    pointers = carray(_words_at(_word_at(a_list + fields[_LIST_ITEMS])), n)
+    changed = 0
+    for i in prange(n):
+        address, length = _text_of(pointers[i], fields)
         target = data[offsets[i]:offsets[i + 1]]
-        source = carray(_bytes_at(sources[i]), target.shape[0])
-        for k in range(target.shape[0]):
-            target[k] = source[k]
+        if length != target.shape[0]:
+            changed += 1
+        else:
+            source = carray(_bytes_at(address), length)
+            for k in range(length):
+                target[k] = source[k]
+    return changed == 0
 
 
 def gather(items) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -226,27 +251,37 @@ def gather(items) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     ``str`` of ASCII text, ``bytes``, or records of the first item's type
     with such a sequence, :func:`record_slot`) back to back in one uint8
     array, item i at ``data[offsets[i]:offsets[i + 1]]``, copied on numba's
-    threads. None when ``items`` is not a list, an item is anything else, or
-    this interpreter's objects are not laid out as probed."""
-    found = layout()
-    if found is None or type(items) is not list:
+    threads. None when ``items`` is not a list, an item is anything else,
+    another thread changed the list meanwhile, or this interpreter's objects
+    are not laid out as probed."""
+    fields = _fields(items)
+    if fields is None:
         return None
     n = len(items)
-    record_type, slot = 0, 0
-    if n and type(items[0]) not in (str, bytes):
-        found_slot = record_slot(type(items[0]))
-        if found_slot is None or _word(id(items[0]) + found_slot) != id(getattr(items[0], "sequence", None)):
-            return None
-        record_type, slot = id(type(items[0])), found_slot
-    sources = np.empty(n, np.int64)
     lengths = np.empty(n, np.int64)
     offsets = np.empty(n + 1, np.int64)
-    if _locate(_word(id(items) + found.list_items), found.type_offset, found.str_type, found.str_length,
-               found.str_state, found.str_data, found.bytes_type, found.bytes_length, found.bytes_data, record_type,
-               slot, sources, lengths, offsets) >= 0:
+    if _locate(id(items), fields, lengths, offsets) >= 0:
         return None
     # allocated by numpy, which asks for huge pages: numba's own allocation
     # took 19 ms instead of 3 to fault in 60 MB (2-core Zen 5 VM)
     data = np.empty(offsets[n], np.uint8)
-    _copy(sources, offsets, data)
+    if not _copy(id(items), fields, offsets, data):
+        return None
     return data, offsets, lengths
+
+
+def _fields(items) -> np.ndarray | None:
+    """The layout fields the kernels take for ``items`` (records: of the
+    first item's type), or None where they cannot read it."""
+    found = layout()
+    if found is None or type(items) is not list:
+        return None
+    record_type, slot = 0, 0
+    if items and type(items[0]) not in (str, bytes):
+        found_slot = record_slot(type(items[0]))
+        if found_slot is None or _word(id(items[0]) + found_slot) != id(getattr(items[0], "sequence", None)):
+            return None
+        record_type, slot = id(type(items[0])), found_slot
+    return np.array([found.type_offset, found.list_size, found.list_items, found.str_type, found.str_length,
+                     found.str_state, found.str_data, found.bytes_type, found.bytes_length, found.bytes_data,
+                     record_type, slot], np.int64)

@@ -127,3 +127,21 @@ def test_the_text_is_a_copy():
     data, _, _ = pyobjects.gather(texts)
     data[:4] = np.frombuffer(b"TTTT", np.uint8)
     assert texts[0].startswith("ACGT")
+
+
+def test_the_copy_reads_the_list_again_and_checks_it():
+    """Another thread may run between the two kernels: the copy reads every
+    object afresh and refuses a list whose size or texts' lengths changed."""
+    items = ["".join(["ACGT"] * 10) for _ in range(100)]
+    fields = pyobjects._fields(items)
+    lengths, offsets = np.empty(100, np.int64), np.empty(101, np.int64)
+    assert pyobjects._locate(id(items), fields, lengths, offsets) == -1
+    data = np.empty(offsets[-1], np.uint8)
+    items[5] = "TTTT" * 10  # as long: copied as it is now
+    assert pyobjects._copy(id(items), fields, offsets, data)
+    assert data[200:240].tobytes() == b"TTTT" * 10
+    items[7] = "ACGT"  # shorter
+    assert not pyobjects._copy(id(items), fields, offsets, data)
+    items[7] = "ACGT" * 10
+    items.append("A")
+    assert not pyobjects._copy(id(items), fields, offsets, data)
