@@ -26,6 +26,8 @@ SCRIPTS = {
     "transpose-variants": "transpose_variants",
     "host-pipeline": "host_pipeline",
     "trimming": "trimming",
+    "library-scaling": "library_scaling",
+    "fastq-scan": "fastq_scan",
 }
 
 
