@@ -74,7 +74,7 @@ set_up
 for subcommand in "$@"; do
     case $subcommand in
     gpu-tests)
-        step pytest_gpu 540 python3 -m pytest -m gpu tests -q -p no:cacheprovider -n 8 ;;
+        step pytest_gpu 540 python3 -m pytest -m gpu tests -q -p no:cacheprovider -p no:benchmark -n 8 ;;
     transpose)
         step transpose 150 python3 -m bench transpose --v1 --cpu-max 0 --out "$OUT" ;;
     transpose-variants)
