@@ -396,7 +396,10 @@ def _screen_here(reads, patterns, settings, quiet, output, matched, unmatched, j
     def compiling() -> None:  # said once, when the kernels' cache turns out cold
         print(f"{PROG}: {COMPILE_NOTICE}", file=sys.stderr, flush=True)
 
-    with _progress_bar(_show_progress(quiet, output)) as progress, watching_compiles(None if quiet else compiling):
+    # the notice on a terminal only, as the progress bar: in a log an expected
+    # error stays one line, and the summary says how long the compiling took
+    notice = compiling if not quiet and sys.stderr.isatty() else None
+    with _progress_bar(_show_progress(quiet, output)) as progress, watching_compiles(notice):
         return screen_files(reads, patterns, settings, output=output, matched=matched, unmatched=unmatched,
                             json_path=json_path, progress=progress, **paired)
 
