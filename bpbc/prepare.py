@@ -216,6 +216,10 @@ def prepare(thresholds=DEFAULT_THRESHOLDS, scoring: tuple[int, int, int, int] = 
                     "--unmatched2", f"{out}.u2.fq"),
             command("interleaved FASTQ", str(paths["interleaved.fq"]), patterns, "--interleaved", "--pair-filter",
                     "both", "--matched", f"{out}.mi.fq"),
+            command("FASTQ, trimmed", str(paths["reads.fq"]), patterns, "--action", "trim", "--trimmed",
+                    f"{out}.t.fq"),
+            command("FASTQ, masked", str(paths["reads.fq"]), patterns, "--action", "mask", "--matched",
+                    f"{out}.mm.fq"),
         ]]
         # spawned, not forked: no thread or lock of this process is carried into them
         context = multiprocessing.get_context("spawn")
