@@ -31,23 +31,13 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .chunks import _newlines_and_bits, _scan_fastq_exact, scan_fastq
-
-_NEWLINE, _AT, _PLUS, _RETURN = 10, 64, 43, 13
+from .chunks import _AT, _NEWLINE, _PLUS, _RETURN, _line_end, _newlines_and_bits, _scan_fastq_exact, scan_fastq
 
 #: bytes per segment, the unit of parallel work
 SEGMENT = 256 << 10
 #: spans shorter than this are scanned by :func:`bpbc.chunks.scan_fastq` (threads do not pay:
 #: on 2 cores the parallel scan is 1.5x faster at 1 MiB, 0.65x at 256 KiB)
 MIN_SPAN = 1 << 20
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _line_end(buf, i, end):
-    """Index of the next '\\n' at or after i (end when there is none)."""
-    while i < end and buf[i] != _NEWLINE:
-        i += 1
-    return i
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -83,7 +73,7 @@ def _walk_records(buf, p, k, stop, end, records, rec_start, seq_start, seq_len, 
     while k < records and p < stop:
         if buf[p] != _AT:
             return k, p, False
-        header_end = _line_end(buf, p, end)
+        header_end, _ = _line_end(buf, p, end)
         if header_end >= end:
             return k, p, False
         s = header_end + 1
@@ -91,7 +81,7 @@ def _walk_records(buf, p, k, stop, end, records, rec_start, seq_start, seq_len, 
         q_end = i + 3 + guess
         if (guess < 0 or q_end >= end or buf[i] != _NEWLINE or buf[i + 1] != _PLUS or buf[i + 2] != _NEWLINE
                 or buf[q_end] != _NEWLINE):
-            i = _line_end(buf, s, end)
+            i, _ = _line_end(buf, s, end)
             if i + 2 >= end:
                 return k, p, False
         length = i - s
