@@ -28,6 +28,7 @@ SCRIPTS = {
     "trimming": "trimming",
     "library-scaling": "library_scaling",
     "fastq-scan": "fastq_scan",
+    "panel-rate": "panel_rate",
 }
 
 
