@@ -14,6 +14,7 @@ compiled (NVRTC, then cached by CuPy on disk) on first use only.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from dataclasses import dataclass
@@ -127,9 +128,17 @@ def _module(names: tuple[str, ...]):
     return module
 
 
+def _device() -> int:
+    """The current CUDA device: functions, modules and arrays are per device,
+    so their caches key on it."""
+    import cupy
+
+    return cupy.cuda.runtime.getDevice()
+
+
 @cache
-def _kernel(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int = 1, best: bool = True,
-            striped: bool = False):
+def _kernel(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int, best: bool, striped: bool,
+            device: int):
     name = kernel_expression(planes, rows, lanes, scoring, cell, best, striped)
     return _module((name,)).get_function(name)
 
@@ -141,13 +150,14 @@ HELPER_KERNELS = ("hit_records", "flagged_lanes", "second_pass_ranges", "gather_
 @cache
 def _helpers():
     """The helper kernels in one module: one compile (where CuPy's cache is
-    cold) and one load for all of them, not one each."""
+    cold) and, on each device, one load for all of them, not one each."""
     return _module(HELPER_KERNELS)
 
 
 @cache
-def _hit_records_kernel():
-    return _helpers().get_function("hit_records")
+def _helper(name: str, device: int):
+    """One of HELPER_KERNELS, loaded on ``device`` (the current one)."""
+    return _helpers().get_function(name)
 
 
 @cache
@@ -157,31 +167,12 @@ def _popcount():
     return cupy.ElementwiseKernel("uint32 word", "int32 count", "count = __popc(word)", "bpbc_popcount")
 
 
-@cache
-def _flagged_lanes_kernel():
-    return _helpers().get_function("flagged_lanes")
-
-
-@cache
-def _second_pass_ranges_kernel():
-    return _helpers().get_function("second_pass_ranges")
-
-
-@cache
-def _gather_lanes_kernel():
-    return _helpers().get_function("gather_lanes")
-
-
 def _unused():
     """A one-word device array for a pointer argument the kernel does not
     read (CuPy passes None as -1, not as a null pointer)."""
     import cupy
 
     return cupy.empty(1, cupy.uint32)
-
-
-#: at most this many oriented patterns share one launch (a grid dimension's limit)
-MAX_PATTERNS_PER_LAUNCH = 65535
 
 
 @dataclass
@@ -198,12 +189,11 @@ class _Launch:
 
 
 def _launches(table, latency: bool = False) -> list[_Launch]:
-    """The table cut into launches: patterns of one chain shape together
-    (a pattern that needs stripes alone: its stripe buffers are per launch);
+    """The table cut into launches: the patterns of one chain shape together;
     with ``latency``, in :func:`latency_shape`."""
     import cupy
 
-    key = "gpu-latency" if latency else "gpu"
+    key = ("gpu-latency" if latency else "gpu", _device())
     cached = table.engine_cache.get(key)
     if cached is not None:
         return cached
@@ -213,12 +203,10 @@ def _launches(table, latency: bool = False) -> list[_Launch]:
         shapes.setdefault(latency_shape(shape) if latency else shape, []).append(k)
     launches = []
     for (rows, lanes, stripes), ks in shapes.items():
-        step = 1 if stripes > 1 else MAX_PATTERNS_PER_LAUNCH
-        for first in range(0, len(ks), step):
-            part = np.array(ks[first:first + step], dtype=np.int64)
-            sub = table.subset(part)
-            launches.append(_Launch(part, cupy.asarray(part), rows, lanes, stripes, cupy.asarray(sub.masks),
-                                    cupy.asarray(sub.starts)))
+        part = np.array(ks, dtype=np.int64)
+        sub = table.subset(part)
+        launches.append(_Launch(part, cupy.asarray(part), rows, lanes, stripes, cupy.asarray(sub.masks),
+                                cupy.asarray(sub.starts)))
     table.engine_cache[key] = launches
     return launches
 
@@ -294,9 +282,13 @@ def _group_lengths(sorted_lengths: np.ndarray):
     return cupy.asarray(group_length.astype(np.int32))
 
 
-@cache
 def _read_code_table():
-    """:data:`bpbc.alphabet.READ_CODE` on the device."""
+    """:data:`bpbc.alphabet.READ_CODE` on the current device."""
+    return _code_table(_device())
+
+
+@cache
+def _code_table(device: int):
     import cupy
 
     from .alphabet import READ_CODE
@@ -337,8 +329,56 @@ def warm_up_in_background() -> threading.Thread:
     return thread
 
 
+#: the stripe buffers of one launch (patterns longer than a chain's rows)
+#: take at most about this much device memory; more patterns, more launches
+STRIPE_BUFFER_BYTES = 1 << 29
+
+
+def chains_per_pattern(count: int, lanes: int, groups: int, resident: int) -> int:
+    """Chains per pattern for a launch of ``count`` patterns over ``groups``
+    word groups, ``resident`` threads fitting on the device at once: the
+    fewest that minimise the rounds of resident chains times each chain's
+    groups (about the launch's time, each chain sweeping its groups in a row).
+    One pattern over 4M reads takes one round of short chains; thousands of
+    patterns, rounds enough to fill the device."""
+    per_chain = count * lanes  # threads that one chain per pattern takes
+    best_cost, best = -(-per_chain // resident) * groups, 1
+    for rounds in range(1, 65):
+        chains = min(groups, rounds * resident // per_chain)
+        if chains < 1:
+            continue
+        cost = -(-chains * per_chain // resident) * -(-groups // chains)
+        if cost < best_cost:
+            best_cost, best = cost, chains
+    return best
+
+
+def _launch_parts(count: int, stripes: int, groups: int, width: int, planes: int) -> list[tuple[int, int]]:
+    """The launch's patterns a..b in parts: all at once, or, where they need
+    stripe buffers (a set per pattern), as many as STRIPE_BUFFER_BYTES holds."""
+    if stripes == 1:
+        return [(0, count)]
+    per_pattern = 4 * groups * (width * 2 * planes + planes + 1)
+    step = max(1, STRIPE_BUFFER_BYTES // per_pattern)
+    return [(a, min(count, a + step)) for a in range(0, count, step)]
+
+
+def _on_device(method):
+    """The engine's method run with its device current (CUDA's current device
+    is per thread: the threads of a run with several GPUs each use their own)."""
+    @functools.wraps(method)
+    def on_device(self, *args, **kwargs):
+        import cupy
+
+        with cupy.cuda.Device(self.device):
+            return method(self, *args, **kwargs)
+
+    return on_device
+
+
 class GpuEngine:
-    """The CuPy engine. ``transpose`` picks the swap (default: faster on an
+    """The CuPy engine, on one device (``device``: its CUDA ordinal, default
+    the current one). ``transpose`` picks the swap (default: faster on an
     H100, see docs/gpu.md) or the ballot kernel. One launch covers every oriented
     pattern of a chain shape; only words holding a hit come back."""
 
@@ -349,7 +389,8 @@ class GpuEngine:
     #: the CPU engine's; this engine runs its two passes inside hits()
     two_pass = False
 
-    def __init__(self, transpose: str = "swap", cell: str | None = None, flag_first: bool | None = None):
+    def __init__(self, transpose: str = "swap", cell: str | None = None, flag_first: bool | None = None,
+                 device: int | None = None):
         import cupy
 
         if transpose not in ("ballot", "swap"):
@@ -366,7 +407,8 @@ class GpuEngine:
         if flag_first is None:
             flag_first = {"1": True, "0": False}.get(os.environ.get(FLAG_FIRST_ENV, ""))
         self.flag_first = flag_first
-        self.multiprocessors = cupy.cuda.Device().attributes["MultiProcessorCount"]
+        self.device = cupy.cuda.Device(device).id
+        self.multiprocessors = cupy.cuda.Device(self.device).attributes["MultiProcessorCount"]
         #: what running out of device (or pinned host) memory raises; the
         #: Screener then frees the pools and splits the batch
         self.out_of_memory = (cupy.cuda.memory.OutOfMemoryError, MemoryError)
@@ -375,6 +417,25 @@ class GpuEngine:
         self._record_capacity = 1 << 16
         self._second_pass_words = 1 << 22
 
+    def on_device(self, device: int) -> GpuEngine:
+        """An engine of the same settings on another device."""
+        twin = GpuEngine(self.transpose, flag_first=self.flag_first, device=device)
+        twin.cell = self.cell
+        return twin
+
+    def _resident_threads(self, kernel) -> int:
+        """Threads of ``kernel`` that fit on the device at once (the driver's
+        occupancy figure, else one from its registers)."""
+        import cupy
+
+        try:
+            blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.ptr, THREADS_PER_BLOCK, 0)
+        except Exception:  # noqa: BLE001 - an older CuPy or driver: estimate it
+            registers = -(-kernel.num_regs // 8) * 8 * THREADS_PER_BLOCK
+            blocks = min(2048 // THREADS_PER_BLOCK, 65536 // registers)
+        return self.multiprocessors * max(1, blocks) * THREADS_PER_BLOCK
+
+    @_on_device
     def release_memory(self) -> None:
         """Hand CuPy's cached blocks back to the driver (after running out of memory)."""
         import cupy
@@ -382,14 +443,17 @@ class GpuEngine:
         cupy.get_default_memory_pool().free_all_blocks()
         cupy.get_default_pinned_memory_pool().free_all_blocks()
 
+    @_on_device
     def prepare(self, codes: np.ndarray, lengths: np.ndarray) -> PreparedReads:
         return PreparedReads.from_codes(codes, lengths, self.transpose)
 
+    @_on_device
     def prepare_bytes(self, data, seq_start: np.ndarray, lengths: np.ndarray) -> PreparedReads | None:
         """:meth:`prepare` for sequences still in their buffer (encoded on
         the GPU); None when a byte lies outside the alphabet."""
         return PreparedReads.from_bytes(data, seq_start, lengths)
 
+    @_on_device
     def launch(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, track_best: bool = True,
                group_ranges: Any = None, latency: bool = False):
         """Run the SW kernel on every oriented pattern of ``table``; returns
@@ -408,43 +472,50 @@ class GpuEngine:
         best = cupy.zeros(leading + (groups, planes if track_best else 0), cupy.uint32)
         flag = cupy.zeros(leading + (groups,), cupy.uint32)
         for launch in _launches(table, latency):
-            kernel = _kernel(planes, launch.rows, launch.lanes, scoring, self.cell, track_best, launch.stripes > 1)
-            count = len(launch.ks)
+            kernel = _kernel(planes, launch.rows, launch.lanes, scoring, self.cell, track_best, launch.stripes > 1,
+                             _device())
+            resident = self._resident_threads(kernel)
             if group_ranges is None:
-                swept = groups  # word groups each pattern sweeps
                 first = group_count = _unused()
-                contiguous = count == launch.ks[-1] - launch.ks[0] + 1
-                out_best = best[launch.ks[0]:launch.ks[-1] + 1] if contiguous else cupy.empty(
-                    (count, groups, best.shape[2]), cupy.uint32)
-                out_flag = flag[launch.ks[0]:launch.ks[-1] + 1] if contiguous else cupy.empty(
-                    (count, groups), cupy.uint32)
+                parts = _launch_parts(len(launch.ks), launch.stripes, groups, prepared.width, planes)
             else:
-                swept = groups  # at most (the ranges stay on the device)
                 first, group_count = group_ranges[:, launch.ks_on_device]
-                contiguous, out_best, out_flag = True, best, flag
-            # chains in one wave of resident threads over all patterns of the
-            # launch; chain c walks groups c, c + chains, ... so that long and
-            # short groups spread evenly
-            registers = -(-kernel.num_regs // 8) * 8 * THREADS_PER_BLOCK
-            resident_blocks = max(1, min(32, 65536 // registers))
-            resident = self.multiprocessors * resident_blocks * THREADS_PER_BLOCK
-            chains = max(1, min(swept, -(-resident // (launch.lanes * count))))
-            if launch.stripes > 1:
-                stripe_columns = cupy.empty((groups, prepared.width, 2 * planes), cupy.uint32)
-                stripe_best = cupy.empty((groups, planes + 1), cupy.uint32)
-            else:
-                stripe_columns = stripe_best = _unused()
-            blocks = -(-chains * launch.lanes // THREADS_PER_BLOCK)
-            kernel((blocks, count), (THREADS_PER_BLOCK,), (
-                prepared.planes, prepared.group_length, launch.masks, launch.starts,
-                stripe_columns, stripe_best, out_best, out_flag, first, group_count,
-                np.int32(group_ranges is not None), np.int32(groups), np.int32(prepared.width), np.int32(chains),
-            ))
-            if not contiguous:
-                best[launch.ks_on_device] = out_best
-                flag[launch.ks_on_device] = out_flag
+                parts = [(0, len(launch.ks))]  # the patterns' ranges share the stripe buffers without overlap
+            for a, b in parts:
+                ks, count = launch.ks[a:b], b - a
+                if group_ranges is None:
+                    contiguous = count == ks[-1] - ks[0] + 1
+                    out_best = best[ks[0]:ks[-1] + 1] if contiguous else cupy.empty(
+                        (count, groups, best.shape[2]), cupy.uint32)
+                    out_flag = flag[ks[0]:ks[-1] + 1] if contiguous else cupy.empty((count, groups), cupy.uint32)
+                    buffers = count  # stripe buffers: one set per pattern
+                else:
+                    contiguous, out_best, out_flag, buffers = True, best, flag, 1
+                # `chains` chains per pattern sweep the word groups (at most all
+                # of them each; the ranges' sizes stay on the device): chain c
+                # walks groups c, c + chains, ... so that long and short groups
+                # spread evenly
+                chains = chains_per_pattern(count, launch.lanes, groups, resident)
+                if launch.stripes > 1:
+                    stripe_columns = cupy.empty((buffers, groups, prepared.width, 2 * planes), cupy.uint32)
+                    stripe_best = cupy.empty((buffers, groups, planes + 1), cupy.uint32)
+                else:
+                    stripe_columns = stripe_best = _unused()
+                blocks = -(-count * chains * launch.lanes // THREADS_PER_BLOCK)
+                kernel((blocks,), (THREADS_PER_BLOCK,), (
+                    prepared.planes, prepared.group_length, launch.masks, launch.starts[a:],
+                    stripe_columns, stripe_best, out_best, out_flag, first[a:] if group_ranges is not None else first,
+                    group_count[a:] if group_ranges is not None else group_count,
+                    np.int32(group_ranges is not None), np.int32(count), np.int32(groups),
+                    np.int32(prepared.width), np.int32(chains),
+                ))
+                if not contiguous:
+                    on_device = launch.ks_on_device[a:b]
+                    best[on_device] = out_best
+                    flag[on_device] = out_flag
         return best, flag
 
+    @_on_device
     def scores(self, prepared: PreparedReads, table, scoring: Scoring,
                planes: int) -> tuple[np.ndarray, np.ndarray]:
         """Screen scores (int32) and overflow flags (bool), (n, K) in input order."""
@@ -461,6 +532,7 @@ class GpuEngine:
         flags = flags.reshape(count, lanes)[:, :prepared.n].get().astype(bool)
         return in_input_order(prepared.order, values, flags)
 
+    @_on_device
     def hits(self, prepared: PreparedReads, table, scoring: Scoring, planes: int,
              thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(read, oriented pattern, score, overflow) of every instance that
@@ -537,11 +609,11 @@ class GpuEngine:
         count, groups = len(table), prepared.groups
         cursor = cupy.empty(count, cupy.uint64)
         ranges = cupy.empty((2, count), cupy.int32)  # first, count
-        _second_pass_ranges_kernel()((1,), (32,), (
+        _helper("second_pass_ranges", _device())((1,), (32,), (
             counts, cursor, ranges[0], ranges[1], np.int32(count), np.int64(new_groups)))
         src_position = cupy.full(new_groups * WORD_BITS, -1, cupy.int32)  # -1: an empty lane
         word_pattern = cupy.zeros(new_groups, cupy.int32)
-        _flagged_lanes_kernel()((_blocks(count * groups),), (256,), (
+        _helper("flagged_lanes", _device())((_blocks(count * groups),), (256,), (
             flag, rank, cursor, src_position, word_pattern, np.int32(count), np.int32(groups),
             np.int64(new_groups * WORD_BITS)))
         gathered = PreparedReads(0, np.zeros(0, np.int64),  # lanes map back through src_position
@@ -549,7 +621,7 @@ class GpuEngine:
                                  cupy.empty(new_groups, cupy.int32))
         lane_mask = cupy.empty(new_groups, cupy.uint32)
         warps = THREADS_PER_BLOCK // 32
-        _gather_lanes_kernel()((min(-(-new_groups // warps), 1 << 16),), (THREADS_PER_BLOCK,), (
+        _helper("gather_lanes", _device())((min(-(-new_groups // warps), 1 << 16),), (THREADS_PER_BLOCK,), (
             prepared.planes, prepared.group_length, src_position, gathered.planes, gathered.group_length,
             lane_mask, np.int32(new_groups), np.int32(prepared.width)))
         best, flag = self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True)
@@ -583,7 +655,7 @@ class _HitRecords:
         import cupy
 
         records = cupy.empty((self.capacity, self.width), cupy.uint32)
-        _hit_records_kernel()((_blocks(self.words),), (256,), (
+        _helper("hit_records", _device())((_blocks(self.words),), (256,), (
             *self.arguments, records, self.counter, np.int64(self.capacity)))
         return records
 

@@ -19,7 +19,9 @@ import queue
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, dataclass, field
 
@@ -34,15 +36,22 @@ from bpbc.pairs import interleaved_pairs, two_file_pairs
 from bpbc.paf import paf_lines
 from bpbc.patterns import STRANDS, strands_of
 from bpbc.result import Texts
-from bpbc.scoring import Scoring
+from bpbc.scoring import Scoring, score_planes
 from bpbc.sinks import NAME_FIELD, DemuxSink, FileSink, best_patterns, is_template
 from bpbc.thresholds import pattern_thresholds
 
 DEFAULT_THRESHOLD = 40
 DEFAULT_CHUNK_SIZE = 100_000
-#: the automatic chunk size keeps reads x patterns x strands under this, so a
-#: chunk's score table (int32 + bool per instance) stays under about 80 MB
-MAX_CHUNK_INSTANCES = 1 << 24
+#: the automatic chunk size keeps reads x patterns x strands under this. A
+#: screen for hits keeps a bit or two per instance (the flag words, on the GPU
+#: their ranks too: about 0.6 GB at 2^30), so big panels still get chunks of
+#: DEFAULT_CHUNK_SIZE reads (10^4 oriented patterns: 100k reads; with 2^24,
+#: 1677, and per-chunk costs that made 5000 patterns run at a fifth of the
+#: kernel's rate)
+MAX_CHUNK_INSTANCES = 1 << 30
+#: where every instance keeps its score (int32 + bool): exact scores, and
+#: thresholds so low that the CPU engine screens in one pass with scores
+MAX_CHUNK_SCORED_INSTANCES = 1 << 24
 MIN_AUTO_CHUNK_SIZE = 1_000
 #: the first chunk is this many times smaller (then doubling): the engine starts sooner
 CHUNK_RAMP = 8
@@ -82,11 +91,17 @@ PAIR_FILTERS = ("any", "both")
 def chunk_size_for(settings: ScreenSettings, n_patterns: int, mates: int = 1) -> int:
     """Reads (pairs, with ``mates`` = 2) per chunk: the user's choice, else
     DEFAULT_CHUNK_SIZE reduced so a chunk holds at most MAX_CHUNK_INSTANCES
-    (read, pattern, strand) instances."""
+    (read, pattern, strand) instances (MAX_CHUNK_SCORED_INSTANCES where each
+    keeps its score)."""
+    from bpbc.screener import MIN_TWO_PASS_PLANES
+
     if settings.chunk_size is not None:
         return settings.chunk_size
     per_read = max(1, n_patterns * len(settings.strands))
-    return max(MIN_AUTO_CHUNK_SIZE, min(DEFAULT_CHUNK_SIZE, MAX_CHUNK_INSTANCES // per_read)) // mates
+    scored = settings.exact_scores or (settings.min_score_fraction is None
+                                       and score_planes(settings.threshold) < MIN_TWO_PASS_PLANES)
+    limit = MAX_CHUNK_SCORED_INSTANCES if scored else MAX_CHUNK_INSTANCES
+    return max(MIN_AUTO_CHUNK_SIZE, min(DEFAULT_CHUNK_SIZE, limit // per_read)) // mates
 
 
 @dataclass
@@ -115,6 +130,8 @@ class Summary:
     strands: list[str]
     #: where the scores were computed: 'cpu' or 'gpu'
     device: str
+    #: GPUs the chunks were spread over (1 on the CPU)
+    devices: int = 1
     min_score_fraction: float | None = None
     #: paired reads: the mate 2 file (the reads file itself when interleaved)
     reads2_file: str | None = None
@@ -424,20 +441,64 @@ def encoding_threads(threads: int | None) -> int:
     return threads if threads is not None else max(1, usable_cores() // 4)
 
 
-def _prepared_chunks(read_chunks: prefetched, source_name: str, screener, stages: StageTimes) -> prefetched:
+def _prepared_chunks(read_chunks: prefetched, source_name: str, screeners: list, stages: StageTimes) -> prefetched:
     """(chunk, ReadBatch) per chunk of ``read_chunks`` (read in a background
     thread by :func:`prefetched`), encoded in a second one: one thread reads
     and parses chunk k+2 while the other encodes and transposes chunk k+1
-    and the caller screens chunk k."""
+    and the caller screens chunk k. Chunk k goes to the engine of
+    ``screeners[k % len(screeners)]`` (one per GPU, see :func:`_screened`)."""
     def encoded(chunks: prefetched) -> Generator:
-        limit_numba_threads(encoding_threads(screener.threads))
+        limit_numba_threads(encoding_threads(screeners[0].threads))
         with closing(chunks):
-            for chunk in chunks:
+            for k, chunk in enumerate(chunks):
                 with stages.timing("encode"):
-                    batch = encode_chunk(chunk, screener.engine, source_name)
+                    batch = encode_chunk(chunk, screeners[k % len(screeners)].engine, source_name)
                 yield chunk, batch
 
     return prefetched(encoded(read_chunks))
+
+
+def device_screeners(screener) -> list:
+    """``screener``, and for a GPU run on a host with more GPUs (those
+    ``CUDA_VISIBLE_DEVICES`` shows), a twin on each of the others: the same
+    patterns and settings, an engine of its own."""
+    if screener.engine.name != "gpu":
+        return [screener]
+    import cupy
+
+    others = [d for d in range(cupy.cuda.runtime.getDeviceCount()) if d != screener.engine.device]
+    return [screener] + [screener.on_engine(screener.engine.on_device(d)) for d in others]
+
+
+def _screened(prepared: prefetched, screeners: list, stages: StageTimes) -> Iterator:
+    """(chunk, batch, hits) per prepared chunk, in input order. With several
+    screeners (one per GPU), chunk k is screened by ``screeners[k % n]`` in
+    that device's own thread, n chunks at once; "device" times the waits."""
+    if len(screeners) == 1:
+        for chunk, batch in prepared:
+            with stages.timing("device"):
+                hits = screeners[0].hits(batch)
+            yield chunk, batch, hits
+        return
+    n = len(screeners)
+    pools = [ThreadPoolExecutor(1, thread_name_prefix=f"bpbc-gpu{d}") for d in range(n)]
+    pending: deque = deque()
+    try:
+        for k, (chunk, batch) in enumerate(prepared):
+            pending.append((chunk, batch, pools[k % n].submit(screeners[k % n].hits, batch)))
+            if len(pending) == n:
+                chunk, batch, screen = pending.popleft()
+                with stages.timing("device"):
+                    hits = screen.result()
+                yield chunk, batch, hits
+        while pending:
+            chunk, batch, screen = pending.popleft()
+            with stages.timing("device"):
+                hits = screen.result()
+            yield chunk, batch, hits
+    finally:
+        for pool in pools:
+            pool.shutdown(cancel_futures=True)
 
 
 class OrderedWorker:
@@ -712,10 +773,10 @@ def screen_files(
         writer = stack.enter_context(OrderedWorker(inline=threads == 1))
         # the traceback of batch k runs beside the screen of batch k + 1
         aligner = stack.enter_context(OrderedWorker(depth=1, inline=threads == 1, name="bpbc-aligner"))
-        prepared = stack.enter_context(closing(_prepared_chunks(read_chunks, source.name, screener, stages)))
-        for chunk, batch in prepared:
-            with stages.timing("device"):
-                hits = screener.hits(batch)
+        screeners = device_screeners(screener)
+        summary.devices = len(screeners)
+        prepared = stack.enter_context(closing(_prepared_chunks(read_chunks, source.name, screeners, stages)))
+        for chunk, batch, hits in _screened(prepared, screeners, stages):
             passing_reads, passing = passing_units(hits, len(batch), mates, settings.pair_filter)
             aligner.submit(align_and_write, chunk, batch, hits, passing, passing_reads)
             np.add.at(counts, (hits.pattern, hits.strand, hits.read % mates), 1)

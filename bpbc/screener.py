@@ -10,6 +10,7 @@ for the dense score table.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -191,6 +192,13 @@ class Screener:
         #: CPU threads the caller allows (None: all cores)
         self.threads = threads
         self._subtables: dict[tuple[int, ...], PatternTable] = {}
+
+    def on_engine(self, engine) -> Screener:
+        """This screener (patterns, thresholds, settings) on another engine:
+        a run on several GPUs screens with one per device."""
+        twin = copy.copy(self)
+        twin.engine = engine
+        return twin
 
     def _checked_thresholds(self, threshold) -> np.ndarray:
         if np.ndim(threshold) == 0:

@@ -106,8 +106,8 @@ __global__ void __launch_bounds__(128) sw_screen(
     const int* __restrict__ group_length,      // (G,), >= 1
     const unsigned char* __restrict__ patterns, // oriented patterns' IUPAC masks, back to back
     const long long* __restrict__ pattern_start, // (K + 1,): pattern k = patterns[start[k]:start[k + 1]]
-    unsigned* __restrict__ stripe_columns,     // (G, L, 2B): H, F below a stripe (one pattern per launch)
-    unsigned* __restrict__ stripe_best,        // (G, B + 1): best, flag of a stripe
+    unsigned* __restrict__ stripe_columns,     // (K, G, L, 2B): H, F below a stripe ((G, L, 2B) with ranged)
+    unsigned* __restrict__ stripe_best,        // (K, G, B + 1): best, flag of a stripe ((G, B + 1) with ranged)
     unsigned* __restrict__ out_best,           // (K, G, B); unused without BEST
     unsigned* __restrict__ out_flag,           // (K, G)
     // ranged = 0: every pattern screens all G groups (the two arrays unused).
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(128) sw_screen(
     // only, and its outputs are those groups' rows of out_best (G, B) and
     // out_flag (G,). (A flag, not null pointers: CuPy passes None as -1.)
     const int* __restrict__ group_first, const int* __restrict__ group_count, int ranged,
-    int groups, int length, int chains) {
+    int count, int groups, int length, int chains) {
     static_assert(32 % P == 0, "a chain must not span warps");
     constexpr bool SYNTHESISED = CELL == 1 && SwCell<B, MA, MI, OE, EX>::available;
     // keep the 4R pattern words in registers (else rebuilt every column) only
@@ -125,17 +125,29 @@ __global__ void __launch_bounds__(128) sw_screen(
     // fit too (at B = 9, 10 and R = 8 they spilled; one buffer there)
     constexpr bool TWO_BUFFERS = PIN_MASKS;
 
-    // one grid row per oriented pattern: every pattern and strand in one launch
-    const unsigned char* pattern = patterns + pattern_start[blockIdx.y];
-    const int m = (int)(pattern_start[blockIdx.y + 1] - pattern_start[blockIdx.y]);
+    // one flat grid over (oriented pattern k, chain): `chains` chains per
+    // pattern, every pattern and strand in one launch, and a warp's chains
+    // may belong to several patterns (with few chains per pattern, a grid
+    // row per pattern left most of each warp idle). Every pattern of a
+    // launch has the same chain shape, so the same number of stripes.
+    const long long global_chain = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / P;
+    const int lane = threadIdx.x % P;
+    const bool idle = global_chain >= (long long)count * chains;
+    if (__all_sync(FULL_MASK, idle)) return;  // whole warp idle
+    const int k = idle ? 0 : (int)(global_chain / chains);
+    const int chain = idle ? chains : (int)(global_chain % chains);  // idle: past the last chain, so done
+    const unsigned char* pattern = patterns + pattern_start[k];
+    const int m = (int)(pattern_start[k + 1] - pattern_start[k]);
     const int stripes = STRIPED ? (m + P * R - 1) / (P * R) : 1;
     if (!ranged) {
-        out_best += (size_t)blockIdx.y * groups * B;
-        out_flag += (size_t)blockIdx.y * groups;
+        out_best += (size_t)k * groups * B;
+        out_flag += (size_t)k * groups;
+        stripe_columns += (size_t)k * groups * length * (2 * B);
+        stripe_best += (size_t)k * groups * (B + 1);
     } else {
-        // this pattern's range of groups, seen from here as groups 0 .. count - 1
-        const size_t first = group_first[blockIdx.y];
-        groups = group_count[blockIdx.y];
+        // this pattern's range of groups, seen from here as groups 0, 1, ...
+        const size_t first = group_first[k];
+        groups = group_count[k];
         planes += first * length * 3;
         group_length += first;
         stripe_columns += first * length * (2 * B);
@@ -143,10 +155,6 @@ __global__ void __launch_bounds__(128) sw_screen(
         out_best += first * B;
         out_flag += first;
     }
-    const int thread = blockIdx.x * blockDim.x + threadIdx.x;
-    const int chain = thread / P;
-    const int lane = thread % P;
-    if (__all_sync(FULL_MASK, chain >= chains)) return;  // whole warp idle
 
     for (int stripe = 0; stripe < stripes; ++stripe) {
         unsigned pa[R], pc[R], pg[R], pt[R];

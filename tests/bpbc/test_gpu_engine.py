@@ -6,6 +6,7 @@ test_engines.py; these add bulk bit-identity with the CPU engine.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -36,7 +37,7 @@ def test_block_size_is_the_kernels_launch_bound():
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 def test_sw_kernel_compiles_for_sm90(tmp_path):
     args = ("const unsigned*, const int*, const unsigned char*, const long long*, unsigned*, unsigned*, unsigned*, "
-            "unsigned*, const int*, const int*, int, int, int, int")
+            "unsigned*, const int*, const int*, int, int, int, int, int")
     source = tmp_path / "instantiate.cu"
     source.write_text(f'#include "{KERNEL_PATH}"\n' + "".join(
         f"template __global__ void sw_screen<{','.join(map(str, t))}>({args});\n" for t in INSTANTIATIONS))
@@ -444,3 +445,112 @@ def test_the_warm_up_loads_what_every_screen_uses_and_a_screen_follows():
     reads = ["ACGTACGTTTGACCAGT" * 6, "TTTTTTTTTT"]
     on_gpu, on_cpu = (bpbc.screen(reads, ["ACGTACGTTTGACC"], threshold=20, device=device) for device in ("gpu", "cpu"))
     assert on_gpu.alignments == on_cpu.alignments and len(on_gpu.alignments) > 0
+
+
+def test_chains_per_pattern_fills_the_device_in_whole_rounds():
+    from bpbc.gpu_engine import chains_per_pattern
+
+    resident = 132 * 4 * THREADS_PER_BLOCK
+    # one pattern over many groups: one round of chains, each a short stretch of groups
+    one = chains_per_pattern(1, 32, 125_000, resident)
+    assert one * 32 <= resident and -(-125_000 // one) <= 2 * 125_000 * 32 // resident
+    # 10^4 patterns of 4 lanes: one chain each would leave 40 % of the device idle; the
+    # chains chosen fill about whole rounds, and never more than there are groups
+    many = chains_per_pattern(10_000, 4, 3125, resident)
+    threads = 10_000 * many * 4
+    assert many > 1 and threads / resident / -(-threads // resident) > 0.9
+    assert chains_per_pattern(10_000, 4, 3, resident) <= 3
+    assert chains_per_pattern(10**6, 32, 10, resident) == 1
+
+
+def test_striped_launches_are_cut_to_the_stripe_buffer_budget(monkeypatch):
+    from bpbc import gpu_engine
+
+    assert gpu_engine._launch_parts(50, 1, 10**6, 150, 9) == [(0, 50)]  # no stripes: no buffers
+    per_pattern = 4 * 3125 * (150 * 2 * 9 + 10)
+    monkeypatch.setattr(gpu_engine, "STRIPE_BUFFER_BYTES", 3 * per_pattern)
+    parts = gpu_engine._launch_parts(10, 3, 3125, 150, 9)
+    assert parts == [(0, 3), (3, 6), (6, 9), (9, 10)]
+    monkeypatch.setattr(gpu_engine, "STRIPE_BUFFER_BYTES", 1)
+    assert gpu_engine._launch_parts(2, 3, 3125, 150, 9) == [(0, 1), (1, 2)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("budget", [None, 1])
+def test_panels_of_many_patterns_and_many_long_ones_match_the_cpu(monkeypatch, budget):
+    """A panel of 600 short patterns (warps whose chains belong to several
+    patterns) and 24 long ones of 2-5 stripes (several striped patterns per
+    launch, each with its stripe buffers; with ``budget`` 1, one per launch),
+    both strands: scores, and hits in one and two passes, against the CPU."""
+    from bpbc import gpu_engine
+    from bpbc.alphabet import encode_pattern, encode_reads
+    from bpbc.cpu_engine import CpuEngine
+    from bpbc.patterns import PatternTable
+    from bpbc.scoring import Scoring
+
+    if budget is not None:
+        monkeypatch.setattr(gpu_engine, "STRIPE_BUFFER_BYTES", budget)
+    rng = np.random.default_rng(28)
+    patterns = ([random_pattern(rng, int(rng.integers(8, 41)), iupac_rate=0.05) for _ in range(600)]
+                + [random_pattern(rng, int(rng.integers(260, 1200))) for _ in range(24)])
+    assert len({chain_shape(len(p)) for p in patterns[600:]}) < 24  # launches of several striped patterns
+    reads = _random_workload(rng, 2500)
+    for i in range(0, len(reads), 3):
+        piece = patterns[int(rng.integers(len(patterns)))].translate(str.maketrans("RYSWKMBDHVNU", "ACGTGACAAAGT"))
+        start = int(rng.integers(0, len(piece)))
+        reads[i] = reads[i][:30] + piece[start:start + int(rng.integers(8, 150))] + reads[i][30:]
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.build([encode_pattern(p) for p in patterns], ("+", "-"))
+    scoring, planes = Scoring(), 6
+    cpu = CpuEngine()
+    scores, overflow = cpu.scores(cpu.prepare(codes, lengths), table, scoring, planes)
+    thresholds = np.full(len(table), 36)
+    expected_reads, expected_ks = np.nonzero((scores >= thresholds) | overflow)
+    assert len(np.unique(expected_ks)) > 100 and (expected_ks >= 1200).any()
+    for flag_first in (True, False):
+        engine = gpu_engine.GpuEngine(flag_first=flag_first)
+        prepared = engine.prepare(codes, lengths)
+        got_scores, got_overflow = engine.scores(prepared, table, scoring, planes)
+        assert np.array_equal(got_scores, scores) and np.array_equal(got_overflow, overflow)
+        reads_, ks, values, flags = engine.hits(prepared, table, scoring, planes, thresholds)
+        assert np.array_equal(reads_, expected_reads) and np.array_equal(ks, expected_ks)
+        assert np.array_equal(values, scores[reads_, ks]) and np.array_equal(flags, overflow[reads_, ks])
+
+
+@pytest.mark.gpu
+def test_every_visible_gpu_screens_and_the_output_is_one_gpus(tmp_path):
+    """--device gpu on a host with several GPUs spreads the chunks over all
+    of them (CUDA_VISIBLE_DEVICES chooses) and writes what one GPU writes,
+    byte for byte; JSON says how many screened."""
+    import json
+    import subprocess
+    import sys
+
+    import cupy
+
+    gpus = cupy.cuda.runtime.getDeviceCount()
+    if gpus < 2:
+        pytest.skip("one GPU visible")
+    rng = np.random.default_rng(2)
+    patterns = [random_pattern(rng, int(rng.integers(12, 300))) for _ in range(40)]
+    reads = _random_workload(rng, 30_000)
+    for i in range(0, len(reads), 5):
+        piece = patterns[i % 40]
+        reads[i] = reads[i][:20] + piece[: int(rng.integers(10, 120))] + reads[i][20:]
+    (tmp_path / "reads.fa").write_text("".join(f">r{i}\n{r}\n" for i, r in enumerate(reads)))
+    (tmp_path / "patterns.fa").write_text("".join(f">p{i}\n{p}\n" for i, p in enumerate(patterns)))
+    outputs = {}
+    for visible in ("0", ",".join(map(str, range(gpus)))):
+        out = tmp_path / visible.replace(",", "_")
+        out.mkdir()
+        subprocess.run([sys.executable, "-m", "bpbc", str(tmp_path / "reads.fa"), str(tmp_path / "patterns.fa"),
+                        "--device", "gpu", "-t", "30", "--chunk-size", "2000", "-o", str(out / "hits.paf"),
+                        "--matched", str(out / "matched.fa"), "--json", str(out / "summary.json"), "--quiet"],
+                       check=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": visible})
+        outputs[visible] = out
+    one, every = outputs.values()
+    for name in ("hits.paf", "matched.fa"):
+        assert (one / name).read_bytes() == (every / name).read_bytes()
+    assert (one / "hits.paf").read_text().count("\n") > 1000
+    assert json.loads((one / "summary.json").read_text())["devices"] == 1
+    assert json.loads((every / "summary.json").read_text())["devices"] == gpus

@@ -308,9 +308,15 @@ def test_prefetched_stops_its_thread_when_closed():
 def test_chunk_size_for_bounds_instances():
     assert chunk_size_for(ScreenSettings(chunk_size=7), 1000) == 7
     assert chunk_size_for(ScreenSettings(), 1) == 100_000
-    assert chunk_size_for(ScreenSettings(), 500) == (1 << 24) // 1000  # 500 patterns x 2 strands
-    assert chunk_size_for(ScreenSettings(strand="forward"), 500) == (1 << 24) // 500
-    assert chunk_size_for(ScreenSettings(), 10**6) == 1000  # never below the minimum
+    # a screen for hits: big panels keep whole chunks (a bit or two per instance)
+    assert chunk_size_for(ScreenSettings(), 5000) == 100_000
+    assert chunk_size_for(ScreenSettings(), 10**5) == (1 << 30) // (2 * 10**5)
+    assert chunk_size_for(ScreenSettings(strand="forward"), 10**5) == (1 << 30) // 10**5
+    assert chunk_size_for(ScreenSettings(), 10**7) == 1000  # never below the minimum
+    # each instance's score kept: exact scores, or thresholds the CPU engine screens in one pass
+    assert chunk_size_for(ScreenSettings(exact_scores=True), 500) == (1 << 24) // 1000
+    assert chunk_size_for(ScreenSettings(threshold=7), 500) == (1 << 24) // 1000
+    assert chunk_size_for(ScreenSettings(threshold=8), 500) == 100_000
 
 
 def test_gzip_reads_output_written_from_a_thread_that_ends_first(tmp_path, monkeypatch):

@@ -63,3 +63,37 @@ def test_one_thread_uses_one_core(tmp_path):
     done = subprocess.run(command, cwd=tmp_path, env=env, check=True, capture_output=True, timeout=600)
     cpu, wall = map(float, done.stdout.split())
     assert cpu <= 1.2 * wall, (cpu, wall)
+
+
+def test_chunks_spread_over_several_devices_come_back_in_input_order():
+    """With one screener per device, chunk k is screened by screener k % n in
+    that screener's own thread, n at once, and the results come back in input
+    order, however long each takes."""
+    import time
+
+    from bpbc.pipeline import StageTimes, _screened
+
+    class Screener:
+        def __init__(self, name):
+            self.name, self.threads = name, set()
+
+        def hits(self, batch):
+            self.threads.add(threading.get_ident())
+            time.sleep(0.002 * (batch % 4))  # later chunks often finish first
+            return (self.name, batch)
+
+    screeners = [Screener(d) for d in range(3)]
+    prepared = ((f"chunk{k}", k) for k in range(20))
+    results = list(_screened(prepared, screeners, StageTimes()))
+    assert [(chunk, batch) for chunk, batch, _ in results] == [(f"chunk{k}", k) for k in range(20)]
+    assert [hits for _, _, hits in results] == [(k % 3, k) for k in range(20)]
+    assert all(len(s.threads) == 1 for s in screeners) and len(set.union(*(s.threads for s in screeners))) == 3
+    assert list(_screened(iter([("c", 7)]), screeners[:1], StageTimes())) == [("c", 7, (0, 7))]
+
+
+def test_a_cpu_screen_runs_on_one_engine():
+    from bpbc.pipeline import device_screeners
+    from bpbc.screener import Screener
+
+    screener = Screener(["ACGTACGTAC"], threshold=10, device="cpu")
+    assert device_screeners(screener) == [screener]
