@@ -885,10 +885,11 @@ def _to_superblocks(planes, cols):
 class PreparedReads:
     """Reads in a given order (by default sorted by length), bit-transposed
     into superblock columns of ``words`` words. Lane ``i`` of the layout is
-    read ``order[i]``. ``padding``: the index of an empty read (every code
-    >= 4) that ``order`` repeats to fill superblocks; groups of WORD_BITS
-    lanes holding only it are not gathered and packed, they are zero words
-    (as ``pack_codes`` packs codes >= 4 and missing lanes)."""
+    read ``order[i]``. ``padding``: the index that ``order`` repeats to fill
+    superblocks with an empty read (every code >= 4): an empty read's row,
+    or no row at all (``len(codes)``); groups of WORD_BITS lanes holding
+    only it are not gathered and packed, they are zero words (as
+    ``pack_codes`` packs codes >= 4 and missing lanes)."""
 
     def __init__(self, codes: np.ndarray, lengths: np.ndarray, order: np.ndarray | None = None, words: int = 16,
                  padding: int | None = None):
@@ -896,8 +897,8 @@ class PreparedReads:
 
         self.order = length_order(lengths) if order is None else order
         self.n = len(self.order)
-        ordered_lengths = lengths[self.order]
         if padding is None:
+            ordered_lengths = lengths[self.order]
             # reads of one length: the stable order is the identity, skip the copy
             same = order is None and self.n and ordered_lengths[0] == ordered_lengths[-1]
             ordered_codes = codes if same else codes[self.order]
@@ -905,16 +906,23 @@ class PreparedReads:
         else:
             # a few reads in superblocks of their own (the second pass) are
             # mostly padding: packing all of it cost more than the kernel
+            is_real = self.order != padding
+            ordered_lengths = np.zeros(self.n, dtype=np.int64)
+            ordered_lengths[is_real] = lengths[self.order[is_real]]
             groups = -(-self.n // WORD_BITS)
             real_lane = np.zeros(groups * WORD_BITS, dtype=bool)
-            real_lane[:self.n] = self.order != padding
+            real_lane[:self.n] = is_real
             real = np.flatnonzero(real_lane.reshape(groups, WORD_BITS).any(axis=1))
             planes = np.zeros((groups, codes.shape[1], 3), dtype=np.uint64)
             if len(real):
                 real_lanes = (real[:, None] * WORD_BITS + np.arange(WORD_BITS)).ravel()
                 # only the last group can be partial, and it comes last here
                 real_lanes = real_lanes[real_lanes < self.n]
-                planes[real] = pack_codes(codes[self.order[real_lanes]], word_bits=WORD_BITS)
+                picked = self.order[real_lanes]
+                empty = picked == padding
+                gathered = codes[np.where(empty, 0, picked)]
+                gathered[empty] = 4  # codes >= 4 match nothing
+                planes[real] = pack_codes(gathered, word_bits=WORD_BITS)
         self._lay_out(planes, ordered_lengths, words)
 
     @classmethod
@@ -962,6 +970,57 @@ def _set_lanes(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     bits = np.unpackbits(words[hot].astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
     word_of, bit = np.nonzero(bits)
     return hot[word_of], bit.astype(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def stable_order(keys, n_keys):
+    """np.argsort(keys, kind='stable') for integer keys in [0, n_keys), by
+    counting: linear in len(keys) + n_keys (a comparison sort of 500k int64
+    keys takes 20-26 ms on a Zen 5 core, this a few)."""
+    start = np.zeros(n_keys + 1, np.int64)
+    for i in range(keys.shape[0]):
+        start[keys[i] + 1] += 1
+    for key in range(n_keys):
+        start[key + 1] += start[key]
+    out = np.empty(keys.shape[0], np.int64)
+    for i in range(keys.shape[0]):
+        key = keys[i]
+        out[start[key]] = i
+        start[key] += 1
+    return out
+
+
+def lexsort2(minor: np.ndarray, major: np.ndarray) -> np.ndarray:
+    """np.lexsort((minor, major)) for non-negative integer keys: two stable
+    counting passes, minor first (the same order, ties in input order)."""
+    if len(major) == 0:
+        return np.zeros(0, np.int64)
+    by_minor = stable_order(minor, int(minor.max()) + 1)
+    return by_minor[stable_order(major[by_minor], int(major.max()) + 1)]
+
+
+@njit(cache=True, nogil=True)
+def _second_pass_layout(counts, lanes):
+    """First lane of each pattern's instances in the second pass (``counts``
+    instances each, in order): a pattern follows the one before in the same
+    superblock, unless starting on the next superblock spans fewer
+    superblocks (each superblock a pattern touches is one task of the
+    kernel). So no pattern runs more tasks than its own superblocks would
+    take, and many patterns with a few instances each share superblocks
+    instead of each packing one of its own, mostly padding (2000 oriented
+    patterns of 50 instances: 2000 superblocks of 1024 lanes before, 98
+    now)."""
+    start = np.empty(counts.shape[0], dtype=np.int64)
+    at = 0
+    for p in range(counts.shape[0]):
+        count = counts[p]
+        here = (at + count - 1) // lanes - at // lanes + 1
+        aligned = (count + lanes - 1) // lanes
+        if aligned < here:
+            at = (at + lanes - 1) // lanes * lanes
+        start[p] = at
+        at += count
+    return start
 
 
 class CpuEngine:
@@ -1088,42 +1147,58 @@ class CpuEngine:
         task, w = np.divmod(word, self.words)
         block, k = np.divmod(task, len(table))
         reads = prepared.order[(block * self.words + w) * WORD_BITS + bit]
-        order = np.lexsort((k, reads))
+        # the set bits come task by task, a task being (superblock, k) in
+        # that order: the instances of each read in k order, so a stable sort
+        # by read sorts them by (read, k)
+        order = stable_order(reads, max(len(prepared.order), 1))
         return reads[order], k[order]
 
     def pair_scores(self, codes: np.ndarray, lengths: np.ndarray, reads: np.ndarray, ks: np.ndarray, table,
                     scoring: Scoring, planes: int) -> tuple[np.ndarray, np.ndarray]:
         """Scores and overflow flags of the instances (reads[i], ks[i]) only:
-        the reads of each oriented pattern fill superblocks of their own."""
+        the reads of each oriented pattern take consecutive lanes, and a
+        superblock holds the lanes of several patterns where that runs no
+        more tasks (:func:`_second_pass_layout`): each task runs one pattern
+        over one superblock, and only its pattern's lanes are read back."""
         if len(reads) == 0:
             return np.zeros(0, np.int32), np.zeros(0, bool)
         from transpose import unpack_flags, unpack_planes
 
-        by_pattern = np.lexsort((lengths[reads], ks))
+        lanes = self.lanes
+        by_pattern = lexsort2(lengths[reads], ks)
         ks_sorted = ks[by_pattern]
-        patterns, first, counts = np.unique(ks_sorted, return_index=True, return_counts=True)
-        padded = -(-counts // self.lanes) * self.lanes
-        segment = np.zeros(len(patterns) + 1, dtype=np.int64)
-        np.cumsum(padded, out=segment[1:])
-        # lane of each instance: its pattern's segment, then its rank in it
-        lane = segment[np.repeat(np.arange(len(patterns)), counts)] + np.arange(len(ks_sorted)) - np.repeat(first, counts)
+        counts = np.bincount(ks_sorted)
+        patterns = np.flatnonzero(counts)
+        counts = counts[patterns]
+        first = np.zeros(len(patterns), dtype=np.int64)
+        np.cumsum(counts[:-1], out=first[1:])
+        start = _second_pass_layout(counts, lanes)
+        # lane of each instance: its pattern's start, then its rank in the pattern
+        segment = np.repeat(np.arange(len(patterns)), counts)
+        lane = start[segment] + np.arange(len(ks_sorted)) - first[segment]
+        # the tasks: each pattern over every superblock its lanes touch
+        first_block = start // lanes
+        spans = (start + counts - 1) // lanes - first_block + 1
+        task_start = np.zeros(len(patterns) + 1, dtype=np.int64)
+        np.cumsum(spans, out=task_start[1:])
+        task_pattern = np.repeat(patterns, spans)
+        task_block = np.repeat(first_block - task_start[:-1], spans) + np.arange(task_start[-1])
         # only the instances' reads are gathered (not a copy of the whole batch), then an empty read for padding
         picked = reads[by_pattern]
-        order = np.full(segment[-1], len(picked), dtype=np.int64)
-        order[lane] = np.arange(len(picked))
-        padded_codes = np.concatenate([codes[picked], np.full((1, codes.shape[1]), 4, codes.dtype)])
-        padded_lengths = np.concatenate([lengths[picked], [0]])
-        prepared = PreparedReads(padded_codes, padded_lengths, order, self.words, padding=len(picked))
-        task_block = np.arange(prepared.blocks)
-        task_pattern = np.repeat(patterns, padded // self.lanes)
+        blocks = int(first_block[-1] + spans[-1])
+        order = np.full(blocks * lanes, len(codes), dtype=np.int64)
+        order[lane] = picked
+        prepared = PreparedReads(codes, lengths, order, self.words, padding=len(codes))
         best, flag = self._run(prepared, table, scoring, planes, task_block, task_pattern)
-        lanes = prepared.blocks * self.lanes
-        values = unpack_planes(best.transpose(0, 2, 1).reshape(-1, planes), lanes)
-        flags = unpack_flags(flag.reshape(-1), lanes)
+        count = len(task_block) * lanes
+        values = unpack_planes(best.transpose(0, 2, 1).reshape(-1, planes), count)
+        flags = unpack_flags(flag.reshape(-1), count)
+        # instance i is lane lane[i] % lanes of its pattern's task on superblock lane[i] // lanes
+        at = (task_start[segment] + lane // lanes - first_block[segment]) * lanes + lane % lanes
         scores = np.empty(len(reads), dtype=np.int32)
         overflow = np.empty(len(reads), dtype=bool)
-        scores[by_pattern] = values[lane]
-        overflow[by_pattern] = flags[lane]
+        scores[by_pattern] = values[at]
+        overflow[by_pattern] = flags[at]
         return scores, overflow
 
     def hits(self, prepared: PreparedReads, table, scoring: Scoring, planes: int,

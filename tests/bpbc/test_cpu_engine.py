@@ -27,3 +27,65 @@ def test_a_generated_kernel_module_keeps_its_bytecode_beside_it(tmp_path, monkey
     assert int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF
     again = cpu_engine.kernel.__wrapped__(3, Scoring(), False)
     assert again.__module__ == first.__module__ and len(list(tmp_path.glob("bpbc_sw_cpu_b3_*.py"))) == 1
+
+
+# ---------------------------------------------------------------- the two-pass screen's helpers
+
+def test_stable_order_and_lexsort2_are_numpys_sorts():
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    for n, n_keys in ((0, 1), (1, 1), (1000, 3), (5000, 700), (20000, 20000)):
+        keys = rng.integers(0, n_keys, n)
+        assert np.array_equal(cpu_engine.stable_order(keys, n_keys), np.argsort(keys, kind="stable"))
+        minor = rng.integers(0, 151, n)
+        assert np.array_equal(cpu_engine.lexsort2(minor, keys), np.lexsort((minor, keys)))
+
+
+def test_second_pass_layout_shares_superblocks_without_more_tasks():
+    """Each pattern's lanes follow the last one's unless that spans more
+    superblocks than its own would: patterns never overlap, keep their
+    order, and touch no more superblocks than ceil(count / lanes)."""
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    lanes = 1024
+    for counts in (np.ones(2000, np.int64), rng.integers(1, 3000, 300), np.array([1024, 1, 1024, 1023, 2, 5000])):
+        start = cpu_engine._second_pass_layout(counts, lanes)
+        assert start[0] == 0 and (start[1:] >= start[:-1] + counts[:-1]).all()
+        spans = (start + counts - 1) // lanes - start // lanes + 1
+        assert (spans <= -(-counts // lanes)).all()
+    # 2000 patterns of one instance each: two superblocks, not 2000
+    start = cpu_engine._second_pass_layout(np.ones(2000, np.int64), lanes)
+    assert np.array_equal(start, np.arange(2000))
+
+
+def test_pair_scores_of_many_patterns_sharing_superblocks_are_the_dense_scores():
+    """The second pass with patterns of one instance, of a few, and of more
+    than a superblock's lanes (repeated reads too), in any input order,
+    gives each instance its dense score and flag."""
+    import numpy as np
+
+    from bpbc.alphabet import encode_pattern, encode_reads
+    from bpbc.patterns import PatternTable
+
+    rng = np.random.default_rng(5)
+    bases = np.frombuffer(b"ACGT", np.uint8)
+    patterns = [bases[rng.integers(0, 4, int(rng.integers(5, 30)))].tobytes().decode() for _ in range(150)]
+    reads = [bases[rng.integers(0, 4, int(rng.integers(0, 160)))].tobytes().decode() for _ in range(400)]
+    for i in range(0, 400, 3):  # some high scores, some overflowing 5 planes
+        p = patterns[i % 150]
+        reads[i] = reads[i][:10] + p + reads[i][10:]
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.build([encode_pattern(p) for p in patterns], ("+", "-"))
+    engine = cpu_engine.CpuEngine()
+    prepared = engine.prepare(codes, lengths)
+    dense, dense_flag = engine.scores(prepared, table, Scoring(), 5)
+    sizes = np.concatenate([[2500, 1, 1030], rng.integers(1, 40, len(table) - 3)])
+    ks = np.repeat(rng.permutation(len(table)), sizes)
+    instance_reads = rng.integers(0, 400, len(ks))
+    shuffle = rng.permutation(len(ks))
+    ks, instance_reads = ks[shuffle], instance_reads[shuffle]
+    values, flags = engine.pair_scores(codes, lengths, instance_reads, ks, table, Scoring(), 5)
+    assert np.array_equal(values, dense[instance_reads, ks]) and np.array_equal(flags, dense_flag[instance_reads, ks])
+    assert flags.any() and (values > 10).any()
