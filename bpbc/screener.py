@@ -40,6 +40,22 @@ def _names_and_sequences(items, kind: str) -> tuple[list[str], list[bytes]]:
     return [record_name(item, i, kind) for i, item in enumerate(items)], [as_bytes(item) for item in items]
 
 
+def _rows_and_local(reads: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(reads, return_inverse=True) for read indices below ``n``,
+    without sorting: the reads that occur, in order, and each entry's index
+    among them."""
+    present = np.zeros(n, dtype=bool)
+    present[reads] = True
+    rank = np.cumsum(present, dtype=np.int64) - 1
+    return np.flatnonzero(present), rank[reads]
+
+
+def _sorted_pairs(read: np.ndarray, k: np.ndarray, count: int) -> bool:
+    """Whether (read, k) pairs, k below ``count``, are in strictly increasing order."""
+    key = read.astype(np.int64) * count + k
+    return bool((key[1:] > key[:-1]).all())
+
+
 class ReadBatch:
     """Reads encoded and bit-transposed for one engine: the part of a screen
     that depends on the reads only.
@@ -298,14 +314,16 @@ class Screener:
         else:
             read, k = np.zeros(0, np.int64), np.zeros(0, np.int64)
             score, capped = np.zeros(0, np.int32), np.zeros(0, bool)
-        order = np.lexsort((k, read))  # k runs over (pattern, strand) in order
-        read, k = read[order].astype(np.int64), k[order]
-        return Hits(read, self.table.pattern[k], self.table.strand[k], score[order], capped[order])
+        if not _sorted_pairs(read, k, len(self.table)):  # one plane group's hits come sorted
+            order = np.lexsort((k, read))  # k runs over (pattern, strand) in order
+            read, k, score, capped = read[order], k[order], score[order], capped[order]
+        read = read.astype(np.int64, copy=False)
+        return Hits(read, self.table.pattern[k], self.table.strand[k], score, capped)
 
     def _pair_scores(self, batch: ReadBatch, reads: np.ndarray, ks: np.ndarray, table: PatternTable,
                      planes: int) -> tuple[np.ndarray, np.ndarray]:
         """The second pass: scores and overflow flags of the instances (reads[i], ks[i]) only."""
-        rows, local = np.unique(reads, return_inverse=True)
+        rows, local = _rows_and_local(reads, len(batch))
         codes, lengths = batch.codes_of(rows)
         return cast(TwoPassEngine, self.engine).pair_scores(codes, lengths, local, ks, table, self.scoring, planes)
 
@@ -344,7 +362,7 @@ class Screener:
 
         k = hits.pattern * len(self.strands) + hits.strand
         # only the reads that hit are encoded here (a batch from raw bytes has no codes)
-        rows, local = np.unique(hits.read, return_inverse=True)
+        rows, local = _rows_and_local(hits.read, len(batch))
         codes, lengths = batch.codes_of(rows)
         found = align_hits(codes, lengths, local, k, self.table, self.strands, self.scoring, self.eqx)
         found = dataclasses.replace(found, read_index=hits.read)

@@ -407,3 +407,33 @@ def test_library_calls_ask_for_passive_openmp_waiting_unless_told_otherwise(monk
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     make()
     assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+def test_hits_of_several_plane_groups_come_sorted_and_helpers_match_numpy():
+    """Patterns whose thresholds need different plane counts are screened
+    in groups, whose hits the Screener merges into (read, pattern, strand)
+    order; one group's come sorted already (no sort then). The hits are the
+    dense scores that pass, in that order."""
+    from bpbc.screener import _rows_and_local, _sorted_pairs
+
+    rng = np.random.default_rng(12)
+    patterns = ["ACGTTGCAACGGTAACGT", "GATTACAGATTACAGGGTTA", "TTGACCAGTACGGATCCATG", "CCATGGAACTTGACG"]
+    reads = [random_read(rng, int(rng.integers(20, 120))) for _ in range(600)]
+    for i in range(0, 600, 2):
+        p = patterns[i // 2 % 4]
+        reads[i] = reads[i][:7] + p[:len(p) - i // 2 % 3] + reads[i][7:]
+    for thresholds in ([12, 36, 20, 28], [20, 20, 20, 20]):  # groups of 4, 5 and 6 planes; one group of 5
+        screener = Screener(patterns, threshold=thresholds, device="cpu")
+        hits = screener.hits(reads)
+        scores, capped = screener.scores(reads)
+        read, pattern, strand = np.nonzero(scores >= np.array(thresholds)[None, :, None])
+        assert np.array_equal(hits.read, read) and np.array_equal(hits.pattern, pattern)
+        assert np.array_equal(hits.strand, strand) and np.array_equal(hits.score, scores[read, pattern, strand])
+        assert len(hits) > 300 and len(set(hits.pattern.tolist())) == 4
+    reads_ = rng.integers(0, 50, 300)
+    rows, local = _rows_and_local(reads_, 60)
+    expected_rows, expected_local = np.unique(reads_, return_inverse=True)
+    assert np.array_equal(rows, expected_rows) and np.array_equal(local, expected_local)
+    assert _sorted_pairs(np.array([0, 0, 1, 3]), np.array([1, 2, 0, 0]), 3)
+    assert not _sorted_pairs(np.array([0, 0, 1]), np.array([2, 1, 0]), 3)
+    assert not _sorted_pairs(np.array([0, 0]), np.array([1, 1]), 3)
