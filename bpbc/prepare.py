@@ -75,20 +75,23 @@ def _engine_task(planes: int, track_best: bool, scoring: tuple[int, int, int, in
     return _timed(lambda: CpuEngine(threads=1).compile_kernel(planes, Scoring(*scoring), track_best))
 
 
-def _traceback_task(parallel: bool, scoring: tuple[int, int, int, int]) -> tuple[float, float]:
-    """The traceback's kernels: the parallel ones from traceback._PARALLEL_FROM instances on."""
+def _traceback_task(parallel: bool, scoring: tuple[int, int, int, int], cell_bits: int = 16) -> tuple[float, float]:
+    """The traceback's kernels: the parallel ones from traceback._PARALLEL_FROM
+    instances on; on int16 cells (those of most runs) or int32 cells (scores
+    or reads too long for int16)."""
     import numpy as np
 
     from .alphabet import encode_pattern, encode_reads
     from .patterns import PatternTable
     from .scoring import Scoring
-    from .traceback import _PARALLEL_FROM, align_hits
+    from .traceback import _PARALLEL_FROM, _run_batch
 
     def work() -> None:
         count = _PARALLEL_FROM if parallel else 1
         codes, lengths = encode_reads(["ACGTTGCAACGTAGGT"] * count)
         table = PatternTable.build([encode_pattern("ACGTTGCA")], ("+", "-"))
-        align_hits(codes, lengths, np.arange(count), np.arange(count) % 2, table, ("+", "-"), Scoring(*scoring))
+        _run_batch(codes, lengths, np.arange(count), table, np.arange(count) % 2, Scoring(*scoring), False,
+                   np.arange(count) % 2 == 1, cell_bits)
 
     return _timed(work)
 
@@ -196,8 +199,8 @@ def prepare(thresholds=DEFAULT_THRESHOLDS, scoring: tuple[int, int, int, int] = 
             return f"bpbc-screen on {name}", _command_task, ([*args, *options, "-o", f"{out}.{len(name)}.paf"],)
 
         # first the kernels that need no files, in groups that share none
-        kernels: list[Task] = [(f"traceback ({'parallel' if parallel else 'serial'})", _traceback_task,
-                                (parallel, scoring)) for parallel in (True, False)]
+        kernels: list[Task] = [(f"traceback ({'parallel' if parallel else 'serial'}, int{bits} cells)", _traceback_task,
+                                (parallel, scoring, bits)) for bits in (16, 32) for parallel in (True, False)]
         if device != "gpu":
             kernels += [(f"engine kernel: {planes} planes{'' if best else ', flags only'}", _engine_task,
                          (planes, best, scoring)) for planes, best in engine_kernels(thresholds)]

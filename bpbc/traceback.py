@@ -49,7 +49,9 @@ import numpy as np
 from numba import njit, prange
 
 from bpbc.alphabet import INVALID
-from bpbc.cpu_vector import vload16, vmax16, vselect16, vsplat16, vstore16
+from bpbc.cpu_engine import lexsort2
+from bpbc.cpu_vector import (vload16, vload32, vmax16, vmax32, vselect16, vselect32, vsplat16, vsplat32, vstore16,
+                              vstore32)
 from bpbc.result import AlignmentTable, Texts
 from bpbc.scoring import Scoring
 
@@ -61,7 +63,14 @@ _H_SOURCE = 3
 _E_OPENED = 4  # E[i][j] came from H[i-1][j] (gap opened), else from E[i-1][j]
 _F_OPENED = 8  # F[i][j] came from H[i][j-1], else from F[i][j-1]
 _NEG = -(1 << 29)  # E and F on row/column 0: no gap can end there (int32 cells)
-LANES = 16  #: reads aligned together: one 16 x int32 vector per DP value (one zmm, or two ymm)
+_NEG16 = -(1 << 14)  # the same for int16 cells: below -(open + extend), and minus extend still an int16
+LANES = 16  #: reads aligned together with int32 cells: one 16 x int32 vector per DP value (one zmm, or two ymm)
+LANES16 = 32  #: reads aligned together with int16 cells, where the values fit (see _fits_int16)
+#: int16 cells are used while these hold: the largest score (match x the
+#: shorter of the longest read and pattern) and the row and column numbers
+#: an int16 lane carries, and gap and mismatch costs that keep _NEG16 below
+#: every value a cell takes and its differences inside int16
+_INT16_SCORE, _INT16_COST = (1 << 15) - 1, 1 << 13
 
 # result columns of the batch kernel
 _SCORE, _READ_START, _READ_END, _PAT_START, _PAT_END, _N_OPS, _NM, _MATCHES = range(8)
@@ -70,29 +79,35 @@ _EQX_LETTERS = np.array([ord("="), ord("X"), ord("I"), ord("D")], dtype=np.uint8
 _M_LETTERS = np.array([ord("M"), ord("M"), ord("I"), ord("D")], dtype=np.uint8)
 
 
-@njit(cache=True, nogil=True)
-def _forward_lanes(block, pattern, match, mismatch, gap_open, gap_extend, pointers, result):
-    """Gotoh forward pass for LANES reads at once (block: (n, LANES) codes,
-    padded with INVALID); pointer bytes into pointers (n+1, m+1, LANES);
-    result (LANES, 3): best, best_i, best_j (first maximum in (i, j) order).
-    One 16-lane int32 vector per DP value (bpbc.cpu_vector): H and E of the
-    row above come from memory, everything carried along a row stays in
-    registers."""
+# The names the two kernel bodies below take from this module: each kernel
+# made from them binds its own (_named, at the end); these are the int32 one's.
+_K, _CELL, _CELL_NEG = LANES, np.int32, _NEG
+_vsplat, _vload, _vstore, _vmax, _vselect = vsplat16, vload16, vstore16, vmax16, vselect16
+
+
+def _forward_body(block, pattern, match, mismatch, gap_open, gap_extend, pointers, result):
+    """Gotoh forward pass for _K reads at once (block: (n, _K) codes,
+    padded with INVALID); pointer bytes into pointers (n+1, m+1, _K);
+    result (_K, 3): best, best_i, best_j (first maximum in (i, j) order).
+    One vector of _K lanes of type _CELL per DP value (bpbc.cpu_vector;
+    _forward_lanes: 16 x int32, _forward_lanes16: 32 x int16, the same
+    code): H and E of the row above come from memory, everything carried
+    along a row stays in registers."""
     n = block.shape[0]
     m = pattern.shape[0]
-    K = LANES
+    K = _K
     flat_pointers = pointers.reshape(-1)
-    h_column = np.zeros((m + 1) * K, np.int32)  # H[i-1][j], then H[i][j]
-    e_column = np.full((m + 1) * K, _NEG, np.int32)  # E likewise
-    scratch = np.empty(K, np.int32)
-    open_cost = vsplat16(gap_open + gap_extend)
-    extend_cost = vsplat16(gap_extend)
-    match_score = vsplat16(match)
-    mismatch_score = vsplat16(-mismatch)
-    zero = vsplat16(0)
-    from_zero, from_diag = vsplat16(_H_FROM_ZERO), vsplat16(_H_FROM_DIAG)
-    from_e, from_f = vsplat16(_H_FROM_E), vsplat16(_H_FROM_F)
-    e_flag, f_flag = vsplat16(_E_OPENED), vsplat16(_F_OPENED)
+    h_column = np.zeros((m + 1) * K, _CELL)  # H[i-1][j], then H[i][j]
+    e_column = np.full((m + 1) * K, _CELL_NEG, _CELL)  # E likewise
+    scratch = np.empty(K, _CELL)
+    open_cost = _vsplat(gap_open + gap_extend)
+    extend_cost = _vsplat(gap_extend)
+    match_score = _vsplat(match)
+    mismatch_score = _vsplat(-mismatch)
+    zero = _vsplat(0)
+    from_zero, from_diag = _vsplat(_H_FROM_ZERO), _vsplat(_H_FROM_DIAG)
+    from_e, from_f = _vsplat(_H_FROM_E), _vsplat(_H_FROM_F)
+    e_flag, f_flag = _vsplat(_E_OPENED), _vsplat(_F_OPENED)
     best = zero
     best_i = zero
     best_j = zero
@@ -100,40 +115,40 @@ def _forward_lanes(block, pattern, match, mismatch, gap_open, gap_extend, pointe
         for q in range(K):  # the read bases as IUPAC mask bits (none for INVALID)
             code = block[i - 1, q]
             scratch[q] = (1 << code) if code < 4 else 0
-        read_bits = vload16(scratch, 0)
-        row = vsplat16(i)
+        read_bits = _vload(scratch, 0)
+        row = _vsplat(i)
         h_diag = zero  # H[i-1][0]
         h_left = zero  # H[i][0]
-        f = vsplat16(_NEG)
+        f = _vsplat(_CELL_NEG)
         row_pointers = i * (m + 1) * K
         for j in range(1, m + 1):
-            s = vselect16((read_bits & vsplat16(pattern[j - 1])) != zero, match_score, mismatch_score)
-            h_up = vload16(h_column, j * K)
+            s = _vselect((read_bits & _vsplat(pattern[j - 1])) != zero, match_score, mismatch_score)
+            h_up = _vload(h_column, j * K)
             e_open = h_up - open_cost
-            e_extend = vload16(e_column, j * K) - extend_cost
-            e = vmax16(e_open, e_extend)
+            e_extend = _vload(e_column, j * K) - extend_cost
+            e = _vmax(e_open, e_extend)
             f_open = h_left - open_cost
             f_extend = f - extend_cost
-            f = vmax16(f_open, f_extend)
+            f = _vmax(f_open, f_extend)
             diag = h_diag + s
-            source = vselect16(diag > zero, from_diag, from_zero)
-            h = vmax16(diag, zero)
-            source = vselect16(e > h, from_e, source)
-            h = vmax16(h, e)
-            source = vselect16(f > h, from_f, source)
-            h = vmax16(h, f)
-            source = source | vselect16(e_open >= e_extend, e_flag, zero) | vselect16(f_open >= f_extend, f_flag, zero)
-            vstore16(flat_pointers, row_pointers + j * K, source)
-            vstore16(h_column, j * K, h)
-            vstore16(e_column, j * K, e)
+            source = _vselect(diag > zero, from_diag, from_zero)
+            h = _vmax(diag, zero)
+            source = _vselect(e > h, from_e, source)
+            h = _vmax(h, e)
+            source = _vselect(f > h, from_f, source)
+            h = _vmax(h, f)
+            source = source | _vselect(e_open >= e_extend, e_flag, zero) | _vselect(f_open >= f_extend, f_flag, zero)
+            _vstore(flat_pointers, row_pointers + j * K, source)
+            _vstore(h_column, j * K, h)
+            _vstore(e_column, j * K, e)
             better = h > best
-            best = vselect16(better, h, best)
-            best_i = vselect16(better, row, best_i)
-            best_j = vselect16(better, vsplat16(j), best_j)
+            best = _vselect(better, h, best)
+            best_i = _vselect(better, row, best_i)
+            best_j = _vselect(better, _vsplat(j), best_j)
             h_diag = h_up
             h_left = h
     for column, lanes in enumerate((best, best_i, best_j)):
-        vstore16(scratch, 0, lanes)
+        _vstore(scratch, 0, lanes)
         for q in range(K):
             result[q, column] = scratch[q]
 
@@ -189,7 +204,7 @@ def _walk(read, pattern, pointers, best_i, best_j, ops):
 def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start, block_first, block_pattern,
                       match, mismatch, gap_open, gap_extend, ops):
     """Align reads ``codes[rows[t], :lengths[rows[t]]]``, block b (rows
-    block_first[b] to block_first[b + 1], at most LANES) against oriented
+    block_first[b] to block_first[b + 1], at most _K) against oriented
     pattern block_pattern[b] of the flat table (pattern_codes, pattern_start),
     in parallel over blocks (pass rows sorted by length within a pattern to
     waste little on padding). Instance t is the caller's instance order[t]:
@@ -207,14 +222,14 @@ def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start,
         n = 0
         for q in range(count):
             n = max(n, lengths[rows[first + q]])
-        block = np.full((n, LANES), INVALID, dtype=np.uint8)
+        block = np.full((n, _K), INVALID, dtype=np.uint8)
         for q in range(count):
             row = rows[first + q]
             for i in range(lengths[row]):
                 block[i, q] = codes[row, i]
-        pointers = np.empty((n + 1, m + 1, LANES), dtype=np.uint8)
-        best = np.zeros((LANES, 3), dtype=np.int64)
-        _forward_lanes(block, pattern, match, mismatch, gap_open, gap_extend, pointers, best)
+        pointers = np.empty((n + 1, m + 1, _K), dtype=np.uint8)
+        best = np.zeros((_K, 3), dtype=np.int64)
+        _forward(block, pattern, match, mismatch, gap_open, gap_extend, pointers, best)
         for q in range(count):
             row = rows[first + q]
             t = order[first + q]
@@ -279,32 +294,61 @@ def _cigars_body(ops, n_ops, letters, reverse):
     return buf, offsets
 
 
-def _named(function, suffix: str):
-    """A copy of ``function`` under its name + ``suffix``. numba's disk cache
-    files a kernel under its Python function's qualified name (and line), so
-    two kernels made from one function shared one entry, and whichever was
-    compiled first was loaded for both: the parallel traceback ran the
-    serial code (0.124 s for 100k instances on 1 and on 2 threads)."""
-    copy = types.FunctionType(function.__code__, function.__globals__, function.__name__ + suffix,
+def _named(function, suffix: str, **names):
+    """A copy of ``function`` under its name + ``suffix``, the global
+    ``names`` bound to the values given. numba's disk cache files a kernel
+    under its Python function's qualified name (and line), so two kernels
+    made from one function shared one entry, and whichever was compiled
+    first was loaded for both: the parallel traceback ran the serial code
+    (0.124 s for 100k instances on 1 and on 2 threads)."""
+    copy = types.FunctionType(function.__code__, {**function.__globals__, **names}, function.__name__ + suffix,
                               function.__defaults__, function.__closure__)
     copy.__qualname__ = function.__qualname__ + suffix
     return copy
 
 
+# The forward pass on 16 int32 lanes, and on 32 int16 lanes where the values
+# fit: the same instructions for twice the reads (a 16-bit lane is as fast as
+# a 32-bit one)
+_forward_lanes = njit(cache=True, nogil=True)(_named(
+    _forward_body, "_i32", _K=LANES, _CELL=np.int32, _CELL_NEG=_NEG, _vsplat=vsplat16, _vload=vload16,
+    _vstore=vstore16, _vmax=vmax16, _vselect=vselect16))
+_forward = _forward_lanes
+_forward_lanes16 = njit(cache=True, nogil=True)(_named(
+    _forward_body, "_i16", _K=LANES16, _CELL=np.int16, _CELL_NEG=_NEG16, _vsplat=vsplat32, _vload=vload32,
+    _vstore=vstore32, _vmax=vmax32, _vselect=vselect32))
+
 # Parallel kernels for batches, serial twins for a few instances: starting a
 # parallel region costs far more than aligning one read, above all on a busy
-# machine where the worker threads have to be woken up.
-_align_batch_parallel = njit(parallel=True, cache=True, nogil=True)(_named(_align_batch_body, "_parallel"))
-_align_batch_serial = njit(cache=True, nogil=True)(_named(_align_batch_body, "_serial"))
+# machine where the worker threads have to be woken up. Each for both cell
+# widths.
+_align_batch_parallel = njit(parallel=True, cache=True, nogil=True)(
+    _named(_align_batch_body, "_parallel", _K=LANES, _forward=_forward_lanes))
+_align_batch_serial = njit(cache=True, nogil=True)(
+    _named(_align_batch_body, "_serial", _K=LANES, _forward=_forward_lanes))
+_align_batch_parallel16 = njit(parallel=True, cache=True, nogil=True)(
+    _named(_align_batch_body, "_parallel16", _K=LANES16, _forward=_forward_lanes16))
+_align_batch_serial16 = njit(cache=True, nogil=True)(
+    _named(_align_batch_body, "_serial16", _K=LANES16, _forward=_forward_lanes16))
 _cigars_parallel = njit(parallel=True, cache=True, nogil=True)(_named(_cigars_body, "_parallel"))
 _cigars_serial = njit(cache=True, nogil=True)(_named(_cigars_body, "_serial"))
 _PARALLEL_FROM = 32  #: instances from which the parallel kernels are used
 
 
-def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar):
+def _fits_int16(longest_read: int, longest_pattern: int, scoring: Scoring) -> bool:
+    """Whether int16 cells hold every value of the forward pass exactly: the
+    best score, the row and column numbers, and every E and F, with
+    _NEG16 below them all (and _NEG16 minus the gap extension still an int16)."""
+    return (scoring.match * min(longest_read, longest_pattern) <= _INT16_SCORE
+            and max(longest_read, longest_pattern) < _INT16_SCORE
+            and scoring.mismatch <= _INT16_COST and scoring.gap_open + scoring.gap_extend <= _INT16_COST)
+
+
+def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cell_bits=None):
     """Align (rows[t], oriented pattern ks[t] of ``table``) for every t:
     the (t, 8) result table and the CIGARs (read backwards where
-    ``reverse_cigar[t]``)."""
+    ``reverse_cigar[t]``). ``cell_bits``: the forward pass on int16 (16) or
+    int32 (32) cells; None: int16 where the values fit (:func:`_fits_int16`)."""
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     rows = np.ascontiguousarray(rows, dtype=np.int64)
@@ -319,14 +363,27 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar):
     longest = int(table.lengths.max()) if len(table) else 0
     ops = np.empty((count, max(codes.shape[1] + longest, 1)), dtype=np.uint8)
     parallel = count >= _PARALLEL_FROM
-    align_batch = _align_batch_parallel if parallel else _align_batch_serial
+    if cell_bits is None:
+        cell_bits = 16 if _fits_int16(codes.shape[1], longest, scoring) else 32
+    if cell_bits == 16:
+        align_batch = _align_batch_parallel16 if parallel else _align_batch_serial16
+        lanes = LANES16
+    else:
+        align_batch = _align_batch_parallel if parallel else _align_batch_serial
+        lanes = LANES
     cigars_of = _cigars_parallel if parallel else _cigars_serial
-    # instances of one pattern, by read length, share blocks of LANES: little padding
-    by_pattern = np.lexsort((lengths[rows], ks))
+    # instances of one pattern, by read length, share blocks of lanes: little padding
+    by_pattern = lexsort2(lengths[rows], ks)
     sorted_ks = ks[by_pattern]
-    _, first, sizes = np.unique(sorted_ks, return_index=True, return_counts=True)
-    block_first = np.concatenate(
-        [np.arange(f, f + size, LANES) for f, size in zip(first, sizes)] + [np.array([count])]).astype(np.int64)
+    sizes = np.bincount(sorted_ks)
+    sizes = sizes[sizes > 0]
+    first = np.zeros(len(sizes), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=first[1:])
+    # each pattern's instances in blocks of lanes, the last one partial
+    blocks = -(-sizes // lanes)
+    block_of = np.repeat(np.arange(len(sizes)), blocks)
+    rank = np.arange(len(block_of)) - np.repeat(np.cumsum(blocks) - blocks, blocks)
+    block_first = np.append(first[block_of] + rank * lanes, count).astype(np.int64)
     table_rows = align_batch(
         codes, lengths, rows[by_pattern], by_pattern, table.masks, table.starts, block_first,
         sorted_ks[block_first[:-1]], scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops,

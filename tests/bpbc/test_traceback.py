@@ -388,3 +388,56 @@ def test_no_instances_give_an_empty_table_like_a_batch_of_one():
         column, reference = getattr(empty, name), getattr(one, name)
         assert column.shape == (0,) and column.dtype == reference.dtype, name
     assert empty.cigars.strings() == [] and empty.to_list() == []
+
+
+def _run_both_widths(codes, lengths, rows, table, ks, scoring, eqx=False):
+    from bpbc.traceback import _run_batch
+
+    reverse = np.zeros(len(rows), dtype=bool)
+    return [_run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse, cell_bits=bits) for bits in (16, 32)]
+
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_int16_and_int32_cells_give_the_same_alignments(scoring):
+    """The forward pass on 32 int16 lanes (where the values fit) and on 16
+    int32 lanes: the same result table and CIGARs, bit for bit, over many
+    patterns of both strands, blocks of any fill, IUPAC codes and Ns."""
+    from bpbc.patterns import PatternTable
+
+    rng = np.random.default_rng(41)
+    pattern_texts = [random_pattern(rng, int(rng.integers(5, 90)), iupac_rate=0.05) for _ in range(12)]
+    reads = [related_from(rng, pattern_texts[k % 12], int(rng.integers(0, 250))) if k % 3
+             else random_read(rng, int(rng.integers(0, 250)), n_rate=0.05) for k in range(500)]
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.build([encode_pattern(p) for p in pattern_texts], ("+", "-"))
+    rows = rng.integers(0, len(reads), 1500)
+    # half the instances the pattern a read was made from (strand '+'), half any
+    ks = np.where(np.arange(1500) % 2, 2 * (rows % 12), rng.integers(0, len(table), 1500))
+    (narrow, narrow_cigars), (wide, wide_cigars) = _run_both_widths(codes, lengths, rows, table, ks, scoring, True)
+    assert np.array_equal(narrow, wide)
+    assert narrow_cigars.strings() == wide_cigars.strings()
+    assert (narrow[:, 0] >= 15 * scoring.match).sum() > 100  # many real alignments among them
+
+
+def test_int16_cells_up_to_their_largest_score_and_int32_beyond():
+    """int16 cells where the best score can reach 32767 and no further
+    (match 1000, 32 matching bases: 32000 exactly, gaps and mismatches of
+    1000 each), int32 cells past that; both exact (against the reference)."""
+    from bpbc.patterns import PatternTable
+    from bpbc.traceback import _fits_int16, _run_batch
+
+    scoring = Scoring(1000, 1000, 1000, 1000)
+    rng = np.random.default_rng(43)
+    for length, fits in ((32, True), (33, False)):
+        pattern_text = random_read(rng, length)
+        reads = [pattern_text, pattern_text[:10] + "A" + pattern_text[10:], random_read(rng, 40),
+                 pattern_text[:length - 5] + "T" + pattern_text[length - 4:]]
+        codes, lengths = encode_reads(reads)
+        table = PatternTable.build([encode_pattern(pattern_text)], ("+",))
+        assert _fits_int16(codes.shape[1], length, scoring) == fits
+        rows = np.arange(len(reads))
+        auto, _ = _run_batch(codes, lengths, rows, table, np.zeros(len(reads), np.int64), scoring, False,
+                             np.zeros(len(reads), bool))
+        expected = [sw_score_codes(codes[r, :lengths[r]], table.oriented(0), scoring) for r in rows]
+        assert auto[:, 0].tolist() == expected and expected[0] == 1000 * length
+    assert _fits_int16(150, 24, Scoring()) and not _fits_int16(40_000, 24, Scoring())
