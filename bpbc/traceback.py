@@ -71,6 +71,8 @@ LANES16 = 32  #: reads aligned together with int16 cells, where the values fit (
 #: an int16 lane carries, and gap and mismatch costs that keep _NEG16 below
 #: every value a cell takes and its differences inside int16
 _INT16_SCORE, _INT16_COST = (1 << 15) - 1, 1 << 13
+#: and while a block's pointer bytes stay within this (150 bp reads: patterns up to 13 kb)
+_INT16_POINTERS = 64 << 20
 
 # result columns of the batch kernel
 _SCORE, _READ_START, _READ_END, _PAT_START, _PAT_END, _N_OPS, _NM, _MATCHES = range(8)
@@ -364,7 +366,11 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     ops = np.empty((count, max(codes.shape[1] + longest, 1)), dtype=np.uint8)
     parallel = count >= _PARALLEL_FROM
     if cell_bits is None:
-        cell_bits = 16 if _fits_int16(codes.shape[1], longest, scoring) else 32
+        # int16 where the values fit, and where a block's pointers (twice the
+        # reads, so twice the bytes) stay small: long reads against long
+        # patterns keep the int32 blocks and the memory they took before
+        pointer_bytes = (codes.shape[1] + 1) * (longest + 1) * LANES16
+        cell_bits = 16 if _fits_int16(codes.shape[1], longest, scoring) and pointer_bytes <= _INT16_POINTERS else 32
     if cell_bits == 16:
         align_batch = _align_batch_parallel16 if parallel else _align_batch_serial16
         lanes = LANES16

@@ -441,3 +441,29 @@ def test_int16_cells_up_to_their_largest_score_and_int32_beyond():
         expected = [sw_score_codes(codes[r, :lengths[r]], table.oriented(0), scoring) for r in rows]
         assert auto[:, 0].tolist() == expected and expected[0] == 1000 * length
     assert _fits_int16(150, 24, Scoring()) and not _fits_int16(40_000, 24, Scoring())
+
+
+def test_int16_cells_only_where_a_blocks_pointers_stay_small(monkeypatch):
+    """Twice the lanes are twice the pointer bytes a block: past
+    _INT16_POINTERS (long reads against long patterns) the int32 blocks run."""
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    codes, lengths = encode_reads(["ACGTTGCAACGTAGGT" * 4] * 40)
+    table = PatternTable.build([encode_pattern("ACGTTGCAAC")], ("+",))
+    pointer_bytes = (codes.shape[1] + 1) * (10 + 1) * tb.LANES16
+
+    def refused(*args):
+        raise AssertionError("int16 kernel called")
+
+    for name in ("_align_batch_parallel16", "_align_batch_serial16"):
+        monkeypatch.setattr(tb, name, refused)
+    rows = np.arange(40)
+    for limit, int16 in ((pointer_bytes, True), (pointer_bytes - 1, False)):
+        monkeypatch.setattr(tb, "_INT16_POINTERS", limit)
+        if int16:
+            with pytest.raises(AssertionError, match="int16 kernel called"):
+                tb.align_hits(codes, lengths, rows, np.zeros(40, np.int64), table, ("+",))
+        else:
+            found = tb.align_hits(codes, lengths, rows, np.zeros(40, np.int64), table, ("+",))
+            assert (found.score == 20).all()
