@@ -38,10 +38,11 @@ position its alignment starts at. A read's overlap is the passing L with the
 highest score, then the smallest start (the longest cut), then the smallest
 L. Only the read's last m - 1 + slack bases can take part in a passing
 overlap (slack: the most inserted bases a passing score can pay for), and of
-those only cells on a band, so the kernels compute that part, 16 reads per
-vector, in two passes: whether a read has a passing overlap at all (from its
-end, stopping as soon as none can pass: a few bases for most reads), then
-the DP above for the reads that have one. Trimming leaves out reads whose
+those only cells on a band, so the kernels compute that part in two passes:
+whether a read has a passing overlap at all (from its end, stopping as soon
+as none can pass: a few bases for most reads; bit-sliced, 512 reads per
+vector, in :mod:`bpbc.end_overlap`, or 16 reads per vector here), then the DP
+above, 16 reads per vector, for the reads that have one. Trimming leaves out reads whose
 hits already cut further from the end than an overlap could. The result is
 the full DP's, which tests/bpbc/test_trimming.py checks against a
 plain-Python DP and against parasail.
@@ -430,12 +431,20 @@ class EndTasks:
 
 
 def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: int, scoring: Scoring,
-                 rows: np.ndarray | None = None):
+                 rows: np.ndarray | None = None, decision=None, first_pass: str = "bits"):
     """(score, cut, overlap), each int32 (reads, tasks): every read's best
     passing end overlap per task (score 0: none), of the reads ``rows``
     (default all; the others get 0). The reads: bytes
     ``buf[seq_start[r]:][:lengths[r]]`` through ``table`` (READ_CODE for
-    sequence text, :data:`_CODE_IDENTITY` for codes)."""
+    sequence text, :data:`_CODE_IDENTITY` for codes).
+
+    The first pass decides which reads have an overlap at all:
+    ``first_pass`` 'bits' is the bit-sliced pass of :mod:`bpbc.end_overlap`
+    (512 reads a vector; ``decision``: its :class:`~bpbc.end_overlap.Decision`
+    for these tasks, made here when None), 'lanes' the 16-lane vector DP here
+    (also taken where the bit-sliced pass would need more than
+    ``end_overlap.MAX_PLANES`` planes). Both are exact; the second pass is
+    the same."""
     reads = len(lengths)
     shape = (reads, len(tasks))
     score, cut, overlap = np.zeros(shape, np.int32), np.zeros(shape, np.int32), np.zeros(shape, np.int32)
@@ -446,13 +455,22 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
         lengths = np.ascontiguousarray(lengths, np.int64)
         # a read base as the IUPAC bit of its code (0 for N)
         bit_table = np.where(table < 4, np.left_shift(1, np.minimum(table, 7)), 0).astype(np.uint8)
+        if first_pass == "bits":
+            from .end_overlap import BASE_BIT, Decision
+
+            decision = decision if decision is not None else Decision(tasks, min_overlap, scoring)
+            if not decision.usable:
+                first_pass = "lanes"
         # the scores of every read first, then the cut of those with an overlap
         for track in (False, True):
-            jobs = (len(rows) + _LANES - 1) // _LANES * len(tasks)
-            groups = min(jobs, 8 * numba.get_num_threads()) if len(rows) >= _PARALLEL_FROM else 1
-            _end_overlaps_kernel(buf, seq_start, lengths, rows, bit_table, tasks.masks, tasks.starts, tasks.end, tasks.slack,
-                                 tasks.thresholds, min_overlap, scoring.match, scoring.mismatch, scoring.gap_open,
-                                 scoring.gap_extend, track, groups, score, cut, overlap)
+            if not track and first_pass == "bits":
+                decision.flags(buf, seq_start, lengths, bit_table | np.uint8(BASE_BIT), rows, score)
+            else:
+                jobs = (len(rows) + _LANES - 1) // _LANES * len(tasks)
+                groups = min(jobs, 8 * numba.get_num_threads()) if len(rows) >= _PARALLEL_FROM else 1
+                _end_overlaps_kernel(buf, seq_start, lengths, rows, bit_table, tasks.masks, tasks.starts, tasks.end,
+                                     tasks.slack, tasks.thresholds, min_overlap, scoring.match, scoring.mismatch,
+                                     scoring.gap_open, scoring.gap_extend, track, groups, score, cut, overlap)
             if track:
                 break
             rows = np.flatnonzero((score > 0).any(axis=1))
@@ -798,6 +816,10 @@ class Trimmer:
         self.trim_strands = np.array([screener.strands.index(sign) for sign in strands], np.int64)
         fractions = pattern_fractions(patterns, screener.thresholds, self.scoring, min_score_fraction)
         self.tasks = self._tasks(screener, fractions)
+        from .end_overlap import Decision
+
+        #: the bit-sliced first pass's view of the tasks (bpbc.end_overlap)
+        self.decision = Decision(self.tasks, min_overlap, self.scoring)
 
     def _tasks(self, screener, fractions: list[Fraction]) -> EndTasks:
         pattern, strand, end, masks, slack, thresholds = [], [], [], [], [], []
@@ -837,12 +859,12 @@ class Trimmer:
         chunk (rows as its batch's), for every end task."""
         if codes is None:
             return end_overlaps(chunk.data, chunk.seq_start, chunk.lengths, READ_CODE, self.tasks,
-                                self.min_overlap, self.scoring, rows)
+                                self.min_overlap, self.scoring, rows, self.decision)
         codes = np.ascontiguousarray(codes, np.uint8)
         width = codes.shape[1] if codes.ndim == 2 else 0
         seq_start = np.arange(len(lengths), dtype=np.int64) * width
         return end_overlaps(codes.reshape(-1), seq_start, lengths, _CODE_IDENTITY, self.tasks, self.min_overlap,
-                            self.scoring, rows)
+                            self.scoring, rows, self.decision)
 
     def _overlaps_needed(self, lengths: np.ndarray, read: np.ndarray, five: np.ndarray, cut: np.ndarray):
         """Trimming: the reads whose end overlaps can change the cut, given the
@@ -921,8 +943,9 @@ class Trimmer:
         """Load every kernel a chunk needs, on a read of each kind: about 50 ms
         of loading from numba's cache that the first chunk then does not wait for."""
         lengths = np.array([len(self.tasks.masks) + 2], np.int64)
-        end_overlaps(np.zeros(int(lengths[0]), np.uint8), np.zeros(1, np.int64), lengths, READ_CODE, self.tasks,
-                     self.min_overlap, self.scoring)
+        for first_pass in ("bits", "lanes"):  # the bit-sliced first pass, and the kernel of the second
+            end_overlaps(np.zeros(int(lengths[0]), np.uint8), np.zeros(1, np.int64), lengths, READ_CODE, self.tasks,
+                         self.min_overlap, self.scoring, decision=self.decision, first_pass=first_pass)
         none = np.zeros(0, np.int64)
         _trim_cuts(lengths, none, none, np.zeros(0, np.bool_), none, len(self.lengths))
         _mask_spans(1, none, none, none, none, len(self.lengths))

@@ -1,0 +1,219 @@
+"""The bit-sliced end-overlap decision (bpbc.end_overlap): exactly the reads
+with a passing overlap, against the plain-Python DP of test_trimming.py
+(itself checked against parasail there) and the 16-lane vector pass."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpbc import end_overlap
+from bpbc.alphabet import READ_CODE, encode_pattern
+from bpbc.end_overlap import Decision, LANES, bit_table, kernel_source, start_values
+from bpbc.scoring import Scoring
+from bpbc.trimming import _CODE_IDENTITY, _END3, _END5, EndTasks, end_overlaps, overlap_slack, overlap_thresholds
+from tests.bpbc.conftest import SCORINGS, pattern_texts, random_pattern, read_texts, scoring_id
+from tests.bpbc.test_trimming import codes_of, one_task, planted_reads, reference_overlap, reference_scores
+
+
+def joined(reads: list[str]):
+    data = np.frombuffer("".join(reads).encode(), np.uint8)
+    lengths = np.array([len(read) for read in reads], np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    return data, starts, lengths
+
+
+def decided(reads: list[str], tasks: EndTasks, min_overlap: int, scoring: Scoring, rows=None,
+            first_rows: int = end_overlap.FIRST_ROWS) -> np.ndarray:
+    """bool (reads, tasks): the bit-sliced pass's flags."""
+    data, starts, lengths = joined(reads)
+    out = np.zeros((len(reads), len(tasks)), np.int32)
+    rows = np.arange(len(reads), dtype=np.int64) if rows is None else rows
+    Decision(tasks, min_overlap, scoring).flags(data, starts, lengths, bit_table(READ_CODE), rows, out,
+                                                first_rows)
+    return out > 0
+
+
+def tasks_of(patterns: list[str], ends: list[int], fractions: list[Fraction], scoring: Scoring) -> EndTasks:
+    """Several end tasks at once (as a Trimmer makes them)."""
+    masks, slack, needed = [], [], []
+    for pattern, end, fraction in zip(patterns, ends, fractions):
+        full = encode_pattern(pattern)
+        masks.append(full[:-1] if end == _END3 else full[::-1][:-1])
+        thresholds = overlap_thresholds(fraction, scoring.match, len(pattern))
+        needed.append(thresholds)
+        slack.append(overlap_slack(thresholds, scoring))
+    starts = np.zeros(len(masks) + 1, np.int64)
+    np.cumsum([len(m) for m in masks], out=starts[1:])
+    table = np.zeros((len(masks), max(len(p) for p in patterns) + 1), np.int32)
+    for k, row in enumerate(needed):
+        table[k, :len(row)] = row
+    count = len(patterns)
+    return EndTasks(np.arange(count, dtype=np.int64), np.zeros(count, np.int64), np.array(ends, np.int64),
+                    np.concatenate(masks).astype(np.uint8), starts, np.array(slack, np.int64), table)
+
+
+def expected(reads: list[str], patterns, ends, fractions, min_overlap: int, scoring: Scoring) -> np.ndarray:
+    out = np.zeros((len(reads), len(patterns)), bool)
+    for k, (pattern, end, fraction) in enumerate(zip(patterns, ends, fractions)):
+        masks = encode_pattern(pattern)
+        thresholds = overlap_thresholds(fraction, scoring.match, len(pattern))
+        for r, read in enumerate(reads):
+            out[r, k] = reference_overlap(codes_of(read), masks, end, thresholds, min_overlap, scoring) is not None
+    return out
+
+
+def test_start_values_are_the_shifted_start_row():
+    """u = max(0, v + match x (m - c) + 1) of row 0 of the DP run from the
+    read's end: the threshold's start value, deletions along the row."""
+    scoring = Scoring()
+    thresholds = overlap_thresholds(Fraction(4, 5), scoring.match, 6)  # [0, 2, 4, 5, 7, 8]
+    m = 5
+    values = start_values(thresholds, m, 1, scoring)
+    # column c starts L = 5 - c at 2L - ceil(1.6 L) + 1: L = 5, 4, 3, 2, 1 -> 3, 2, 2, 1, 1; column 5 (L = 0) none
+    assert values.tolist() == [3, 2, 2, 1, 1, 0]
+    assert start_values(thresholds, m, 3, scoring).tolist() == [3, 2, 2, 0, 0, 0]
+    # a fraction of 0: L = 5 starts at 11, and a deletion from it (7 + 2 = 9 off) leaves 2 in the next column
+    zero = overlap_thresholds(Fraction(0), scoring.match, 6)
+    assert start_values(zero, m, 5, scoring).tolist() == [11, 2, 0, 0, 0, 0]
+
+
+def test_the_kernel_source_folds_the_constants():
+    source = kernel_source(4, Scoring())
+    assert "B = 4" in source and "vstore(table, 120, s0 | s1 | s2 | s3)" in source
+    # 2 + 3 = 5 off a mismatch: planes 0 and 2 subtract a one
+    assert "dm0 = ~hd0" in source and "dm2 = ~(hd2 ^ bw)" in source
+
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+@pytest.mark.parametrize("end", [_END3, _END5], ids=["3prime", "5prime"])
+def test_decision_is_the_reference(scoring, end):
+    """Exactly the reads with a passing overlap: planted mutated pieces and
+    reads without any, N, IUPAC patterns, reads shorter than the window,
+    more than one superblock and a partial last one, every fraction."""
+    rng = np.random.default_rng(100 + end * 10 + SCORINGS.index(scoring))
+    flagged = unflagged = 0
+    for trial in range(8):
+        pattern = random_pattern(rng, int(rng.integers(2, 40)), iupac_rate=0.1)
+        fraction = Fraction(int(rng.integers(3, 11)), 10)
+        min_overlap = int(rng.integers(1, len(pattern) + 1))
+        reads = planted_reads(rng, pattern, end, LANES + 77 if trial == 0 else 60)
+        got = decided(reads, tasks_of([pattern], [end], [fraction], scoring), min_overlap, scoring)
+        want = expected(reads, [pattern], [end], [fraction], min_overlap, scoring)
+        assert np.array_equal(got, want), [(read, bool(w)) for read, g, w in zip(reads, got[:, 0], want[:, 0])
+                                           if g != w][:5]
+        flagged += int(want.sum())
+        unflagged += int((~want).sum())
+    assert flagged > 50 and unflagged > 50
+
+
+def test_scores_at_the_threshold_exactly():
+    """An overlap whose score is its threshold passes, one point below does not."""
+    scoring = Scoring()
+    pattern = "AGATCGGAAGAGCACACGTCTGAACT"
+    fraction = Fraction(4, 5)
+    thresholds = overlap_thresholds(fraction, scoring.match, len(pattern))
+    reads, passing = [], []
+    rng = np.random.default_rng(7)
+    for length in range(8, 25):
+        # one substitution: 2 (L - 1) - 3 = 2L - 5 against ceil(1.6 L)
+        piece = list(pattern[:length])
+        piece[length // 2] = "A" if piece[length // 2] != "A" else "C"
+        flank = "".join("ACGT"[int(x)] for x in rng.integers(0, 4, 30))
+        reads.append(flank + "".join(piece))
+        passing.append(2 * length - 5 >= thresholds[length])
+    assert any(passing) and not all(passing)
+    got = decided(reads, tasks_of([pattern], [_END3], [fraction], scoring), 3, scoring)
+    want = expected(reads, [pattern], [_END3], [fraction], 3, scoring)
+    assert np.array_equal(got, want)
+
+
+def test_several_tasks_share_the_reads():
+    """3' and 5' tasks of several patterns at once, one read layout per end,
+    rows loaded as the longest-reaching task needs them; a subset of rows."""
+    scoring = Scoring()
+    rng = np.random.default_rng(11)
+    patterns = ["AGATCGGAAGAGCACACGTCTGAACTCCAGTCA", "GTGYCAGCMGCCGCGGTAA", "ACGTACGT", "CTGTCTCTTATACACATCT"]
+    ends = [_END3, _END5, _END3, _END5]
+    fractions = [Fraction(4, 5), Fraction(7, 10), Fraction(1, 2), Fraction(9, 10)]
+    reads = []
+    for k in range(4):
+        reads += planted_reads(rng, patterns[k], ends[k], 300)
+    order = rng.permutation(len(reads))
+    reads = [reads[i] for i in order]
+    tasks = tasks_of(patterns, ends, fractions, scoring)
+    want = expected(reads, patterns, ends, fractions, 3, scoring)
+    assert np.array_equal(decided(reads, tasks, 3, scoring), want)
+    rows = np.flatnonzero(rng.random(len(reads)) < 0.4)
+    got = decided(reads, tasks, 3, scoring, rows=rows)
+    assert np.array_equal(got[rows], want[rows]) and not got[np.setdiff1d(np.arange(len(reads)), rows)].any()
+
+
+@pytest.mark.parametrize("first_rows", [1, 2, 5, 40])
+def test_rows_loaded_in_any_steps(first_rows):
+    """The window's rows are transposed a few at first, the rest when the DP
+    needs them: the decision does not depend on how many come first."""
+    scoring = Scoring(1, 1, 1, 1)  # a wide band: slack up to the pattern's length
+    rng = np.random.default_rng(first_rows)
+    pattern = random_pattern(rng, 30)
+    fraction = Fraction(3, 10)
+    reads = planted_reads(rng, pattern, _END3, 600)
+    tasks = tasks_of([pattern], [_END3], [fraction], scoring)
+    got = decided(reads, tasks, 2, scoring, first_rows=first_rows)
+    assert np.array_equal(got, expected(reads, [pattern], [_END3], [fraction], 2, scoring))
+
+
+@settings(max_examples=60, deadline=None)
+@given(pattern=pattern_texts(min_size=1, max_size=25), reads=st.lists(read_texts(max_size=40), min_size=1,
+                                                                     max_size=20),
+       end=st.sampled_from([_END3, _END5]), numerator=st.integers(1, 10), min_overlap=st.integers(1, 25))
+def test_decision_on_any_input(pattern, reads, end, numerator, min_overlap):
+    scoring = Scoring()
+    fraction = Fraction(numerator, 10)
+    tasks = tasks_of([pattern], [end], [fraction], scoring)
+    got = decided(reads, tasks, min_overlap, scoring)
+    assert np.array_equal(got, expected(reads, [pattern], [end], [fraction], min_overlap, scoring))
+
+
+def test_end_overlaps_is_the_same_with_either_first_pass():
+    """Score, cut and overlap of every read: the bit-sliced first pass and
+    the 16-lane one, from sequence bytes and from codes."""
+    rng = np.random.default_rng(3)
+    scoring = Scoring(3, 2, 4, 1)
+    for trial in range(4):
+        pattern = random_pattern(rng, int(rng.integers(5, 35)), iupac_rate=0.1)
+        end = (_END3, _END5)[trial % 2]
+        masks = encode_pattern(pattern)
+        thresholds = overlap_thresholds(Fraction(int(rng.integers(5, 10)), 10), scoring.match, len(pattern))
+        tasks = one_task(masks, end, thresholds, scoring)
+        reads = planted_reads(rng, pattern, end, 900)
+        data, starts, lengths = joined(reads)
+        bits = end_overlaps(data, starts, lengths, READ_CODE, tasks, 2, scoring, first_pass="bits")
+        lanes = end_overlaps(data, starts, lengths, READ_CODE, tasks, 2, scoring, first_pass="lanes")
+        width = max(len(read) for read in reads)
+        codes = np.full((len(reads), width), 4, np.uint8)
+        for r, read in enumerate(reads):
+            codes[r, :len(read)] = codes_of(read)
+        from_codes = end_overlaps(codes.reshape(-1), np.arange(len(reads), dtype=np.int64) * width, lengths,
+                                  _CODE_IDENTITY, tasks, 2, scoring, first_pass="bits")
+        for a, b, c in zip(bits, lanes, from_codes):
+            assert np.array_equal(a, b) and np.array_equal(a, c)
+        assert (bits[0] > 0).sum() > 100
+
+
+def test_no_read_can_pass_needs_no_kernel():
+    """Thresholds above every overlap's best score: no planes, nothing flagged."""
+    scoring = Scoring()
+    pattern = "ACGTACGTAC"
+    thresholds = overlap_thresholds(Fraction(1), scoring.match, len(pattern)) + 1
+    tasks = one_task(encode_pattern(pattern), _END3, thresholds, scoring)
+    decision = Decision(tasks, 1, scoring)
+    assert decision.planes == 0
+    reads = ["TTTT" + pattern[:9]]
+    assert not decided(reads, tasks, 1, scoring).any()
+    scores, _ = reference_scores(codes_of(reads[0]), encode_pattern(pattern), _END3, scoring)
+    assert scores[9] == thresholds[9] - 1  # one point short
