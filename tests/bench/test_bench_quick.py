@@ -86,3 +86,20 @@ def test_startup_quick(tmp_path):
     loads = rows["one-read run, CPU: numba kernels loaded"]
     # the screen's kernels come from the cache: the read, the first pass and the engine's kernel at least
     assert int(loads["count"]) >= 3 and "sw_kernel" in loads["note"] and "scan_fastq" in loads["note"]
+
+
+def test_panel_rate_quick(tmp_path):
+    """Library, end-to-end and traceback rows, each panel's rate against the
+    one-pattern row's; the traceback on reads with planted pattern copies
+    finds them (5 a read of 150 bp: 5 x 24 bp fit) and says its hits/s."""
+    assert main(["panel-rate", "--quick", "--panels", "1x64", "8x24", "--out", str(tmp_path)]) == 0
+    path = tmp_path / "panel_rate_quick_cpu.csv"
+    rows = read_csv(path)
+    assert "# cpu:" in path.read_text() and "# command:" in path.read_text()
+    by_kind = {kind: [row for row in rows if row["kind"] == kind] for kind in ("library", "e2e", "traceback")}
+    assert [row["panel"] for row in by_kind["library"]] == [row["panel"] for row in by_kind["e2e"]] == ["1x64", "8x24"]
+    assert by_kind["library"][0]["ratio_to_one"] == "1.000" and _positive(by_kind["library"][1]["ratio_to_one"])
+    assert all(_positive(row["gcups"]) and _positive(row["device_gcups"]) for row in by_kind["e2e"])
+    hits = {row["threads"]: row for row in by_kind["traceback"]}
+    assert "1" in hits and all(int(row["hits"]) >= 5 * 2000 * 0.95 for row in hits.values())
+    assert all(_positive(row["hits_per_s"]) for row in hits.values())
