@@ -64,6 +64,7 @@ from .cpu_vector import vload16, vmax16, vselect16, vsplat16, vstore16
 from .errors import InputError
 from .scoring import Scoring
 from .thresholds import header_threshold, header_value
+from .traceback import _named
 
 ACTIONS = ("none", "trim", "mask")
 #: the kinds of adapter, by where they are cut from
@@ -410,7 +411,13 @@ def _end_overlaps_body(buf, seq_start, lengths, rows, bit_table, task_masks, tas
 
 
 _end_overlaps_kernel = njit(parallel=True, cache=True, nogil=True)(_end_overlaps_body)
-_PARALLEL_FROM = 256  #: reads from which the jobs are shared out between threads
+#: the serial twin, for the second pass's few reads: starting a parallel
+#: region cost more than the reads themselves (2,098 flagged reads of 100,000
+#: adapter-free ones: 0.4 ms serial, 5.2 ms parallel on 2 cores with another
+#: process busy; 28,375 reads: 7.0 and 7.8 ms)
+_end_overlaps_serial = njit(cache=True, nogil=True)(_named(_end_overlaps_body, "_serial"))
+_PARALLEL_FROM = 256  #: reads from which the first pass's jobs are shared out between threads
+_SECOND_PARALLEL_FROM = 16384  #: the same for the second pass
 
 
 @dataclass(frozen=True)
@@ -467,8 +474,9 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
                 decision.flags(buf, seq_start, lengths, bit_table | np.uint8(BASE_BIT), rows, score)
             else:
                 jobs = (len(rows) + _LANES - 1) // _LANES * len(tasks)
-                groups = min(jobs, 8 * numba.get_num_threads()) if len(rows) >= _PARALLEL_FROM else 1
-                _end_overlaps_kernel(buf, seq_start, lengths, rows, bit_table, tasks.masks, tasks.starts, tasks.end,
+                parallel = len(rows) >= (_SECOND_PARALLEL_FROM if track else _PARALLEL_FROM)
+                groups = min(jobs, 8 * numba.get_num_threads()) if parallel else 1
+                (_end_overlaps_kernel if parallel else _end_overlaps_serial)(buf, seq_start, lengths, rows, bit_table, tasks.masks, tasks.starts, tasks.end,
                                      tasks.slack, tasks.thresholds, min_overlap, scoring.match, scoring.mismatch,
                                      scoring.gap_open, scoring.gap_extend, track, groups, score, cut, overlap)
             if track:
@@ -943,9 +951,15 @@ class Trimmer:
         """Load every kernel a chunk needs, on a read of each kind: about 50 ms
         of loading from numba's cache that the first chunk then does not wait for."""
         lengths = np.array([len(self.tasks.masks) + 2], np.int64)
-        for first_pass in ("bits", "lanes"):  # the bit-sliced first pass, and the kernel of the second
+        for first_pass in ("bits", "lanes"):  # the bit-sliced first pass, and the serial DP kernel
             end_overlaps(np.zeros(int(lengths[0]), np.uint8), np.zeros(1, np.int64), lengths, READ_CODE, self.tasks,
                          self.min_overlap, self.scoring, decision=self.decision, first_pass=first_pass)
+        # the parallel DP kernel (a second pass of many reads), on no reads
+        tasks, scoring, empty = self.tasks, self.scoring, np.zeros((0, len(self.tasks)), np.int32)
+        _end_overlaps_kernel(np.zeros(1, np.uint8), np.zeros(1, np.int64), lengths, np.zeros(0, np.int64),
+                             np.zeros(256, np.uint8), tasks.masks, tasks.starts, tasks.end, tasks.slack,
+                             tasks.thresholds, self.min_overlap, scoring.match, scoring.mismatch, scoring.gap_open,
+                             scoring.gap_extend, True, 1, empty, empty, empty)
         none = np.zeros(0, np.int64)
         _trim_cuts(lengths, none, none, np.zeros(0, np.bool_), none, len(self.lengths))
         _mask_spans(1, none, none, none, none, len(self.lengths))
