@@ -45,6 +45,7 @@ from functools import cache
 
 import numpy as np
 from numba import njit, prange
+from transpose.cpu import _code_words, _transpose_rows
 
 from .cpu_vector import LANES as VECTOR_WORDS
 from .cpu_vector import VERSION as VECTOR_VERSION
@@ -882,6 +883,40 @@ def _to_superblocks(planes, cols):
                         cols[s, j, p, w] = 0
 
 
+@njit(parallel=True, cache=True, nogil=True)
+def _pack_lanes(codes, lane_rows, groups, cols):
+    """Pack the word groups ``groups`` of lanes into superblock columns:
+    lane i holds read ``codes[lane_rows[i]]`` (-1: an empty read), group g
+    (lanes g * 64 ..) goes to word g % words of superblock g // words, as
+    transpose.pack_codes of the gathered codes and _to_superblocks would put
+    it."""
+    length = codes.shape[1]
+    n = lane_rows.shape[0]
+    words = cols.shape[3]
+    for t in prange(groups.shape[0]):
+        g = groups[t]
+        rows = np.zeros((3, 64), np.uint64)
+        first = g * 64
+        count = min(64, n - first)
+        for start in range(0, length, 64):
+            stop = min(start + 64, length)
+            for r in range(64):
+                row = lane_rows[first + r] if r < count else -1
+                if row < 0:
+                    rows[0, r] = 0
+                    rows[1, r] = 0
+                    rows[2, r] = 0
+                else:
+                    low, high, valid = _code_words(codes, row, start, stop)
+                    rows[0, r] = low
+                    rows[1, r] = high
+                    rows[2, r] = valid
+            _transpose_rows(rows, 64)
+            for p in range(stop - start):
+                for k in range(3):
+                    cols[g // words, start + p, k, g % words] = rows[k, p]
+
+
 class PreparedReads:
     """Reads in a given order (by default sorted by length), bit-transposed
     into superblock columns of ``words`` words. Lane ``i`` of the layout is
@@ -905,7 +940,9 @@ class PreparedReads:
             planes = pack_codes(ordered_codes, word_bits=WORD_BITS)  # (G, L, 3)
         else:
             # a few reads in superblocks of their own (the second pass) are
-            # mostly padding: packing all of it cost more than the kernel
+            # mostly padding: only the groups of WORD_BITS lanes that hold a
+            # read are packed, each straight from its reads' rows of codes
+            # into the superblock columns (no gathered copy of the codes)
             is_real = self.order != padding
             ordered_lengths = np.zeros(self.n, dtype=np.int64)
             ordered_lengths[is_real] = lengths[self.order[is_real]]
@@ -913,16 +950,13 @@ class PreparedReads:
             real_lane = np.zeros(groups * WORD_BITS, dtype=bool)
             real_lane[:self.n] = is_real
             real = np.flatnonzero(real_lane.reshape(groups, WORD_BITS).any(axis=1))
-            planes = np.zeros((groups, codes.shape[1], 3), dtype=np.uint64)
+            blocks = -(-groups // words)
+            cols = np.zeros((blocks, codes.shape[1], 3, words), dtype=np.uint64)
             if len(real):
-                real_lanes = (real[:, None] * WORD_BITS + np.arange(WORD_BITS)).ravel()
-                # only the last group can be partial, and it comes last here
-                real_lanes = real_lanes[real_lanes < self.n]
-                picked = self.order[real_lanes]
-                empty = picked == padding
-                gathered = codes[np.where(empty, 0, picked)]
-                gathered[empty] = 4  # codes >= 4 match nothing
-                planes[real] = pack_codes(gathered, word_bits=WORD_BITS)
+                lane_rows = np.where(is_real, self.order, -1)
+                _pack_lanes(np.ascontiguousarray(codes, dtype=np.uint8), lane_rows, real, cols)
+            self._set_layout(cols, ordered_lengths, words)
+            return
         self._lay_out(planes, ordered_lengths, words)
 
     @classmethod
@@ -951,9 +985,15 @@ class PreparedReads:
         """Superblock columns of the planes (G, L, 3) and each superblock's length."""
         groups, width = planes.shape[0], planes.shape[1]
         blocks = -(-groups // words)
+        cols = np.empty((blocks, width, 3, words), dtype=np.uint64)
+        _to_superblocks(planes, cols)
+        self._set_layout(cols, ordered_lengths, words)
+
+    def _set_layout(self, cols: np.ndarray, ordered_lengths: np.ndarray, words: int) -> None:
+        """The superblock columns and each superblock's length."""
+        blocks = cols.shape[0]
         self.words = words
-        self.cols = np.empty((blocks, width, 3, words), dtype=np.uint64)
-        _to_superblocks(planes, self.cols)
+        self.cols = cols
         lanes = words * WORD_BITS
         padded = np.zeros(blocks * lanes, dtype=np.int64)
         padded[:self.n] = ordered_lengths
