@@ -98,13 +98,14 @@ def _traceback_task(parallel: bool, scoring: tuple[int, int, int, int], cell_bit
 
 def _packing_task(from_bytes: bool) -> tuple[float, float]:
     """The engine's packing of reads: from their bytes as read (the first
-    pass), or from codes (the second pass's flagged reads) and back from planes."""
+    pass), or from codes (the second pass's flagged reads, with the sorts
+    and the layout of its lanes) and back from planes."""
     import numpy as np
 
     from transpose import unpack_flags, unpack_planes
 
     from .alphabet import encode_reads
-    from .cpu_engine import CpuEngine
+    from .cpu_engine import CpuEngine, PreparedReads, _second_pass_layout, lexsort2
 
     def work() -> None:
         engine = CpuEngine(threads=1)
@@ -112,7 +113,11 @@ def _packing_task(from_bytes: bool) -> tuple[float, float]:
             engine.prepare_bytes(bytearray(b"ACGTACGTNNACGT"), np.array([0, 4], np.int64),
                                  np.array([4, 10], np.int64))
         else:
-            engine.prepare(*encode_reads(["ACGT", "ACGTTGCA"]))
+            codes, lengths = encode_reads(["ACGT", "ACGTTGCA"])
+            engine.prepare(codes, lengths)
+            PreparedReads(codes, lengths, np.array([1, 2, 0], np.int64), engine.words, padding=2)
+            lexsort2(lengths, np.array([1, 0], np.int64))
+            _second_pass_layout(np.array([1, 2], np.int64), engine.lanes)
             unpack_planes(np.zeros((1, 5), np.uint64), 64)
             unpack_flags(np.zeros(1, np.uint64), 64)
 
