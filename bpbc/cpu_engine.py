@@ -1004,14 +1004,6 @@ class PreparedReads:
         return self.cols.shape[0]
 
 
-def _set_lanes(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(word index, bit) of every set bit of a flat uint64 array, in order."""
-    hot = np.flatnonzero(words)
-    bits = np.unpackbits(words[hot].astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
-    word_of, bit = np.nonzero(bits)
-    return hot[word_of], bit.astype(np.int64)
-
-
 @njit(cache=True, nogil=True)
 def stable_order(keys, n_keys):
     """np.argsort(keys, kind='stable') for integer keys in [0, n_keys), by
@@ -1037,6 +1029,48 @@ def lexsort2(minor: np.ndarray, major: np.ndarray) -> np.ndarray:
         return np.zeros(0, np.int64)
     by_minor = stable_order(minor, int(minor.max()) + 1)
     return by_minor[stable_order(major[by_minor], int(major.max()) + 1)]
+
+
+#: a de Bruijn sequence for 64 bits: (x * it) >> 58 differs for every power of two x
+_DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_BIT_OF = np.zeros(64, np.int64)
+_BIT_OF[(np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64)) * _DE_BRUIJN) >> np.uint64(58)] = np.arange(64)
+
+
+@njit(cache=True, nogil=True)
+def _flagged_instances(flag, order, count, words):
+    """(read, k) of every set bit of ``flag`` (tasks x words; task t =
+    superblock t // count against oriented pattern t % count; bit b of word w
+    is lane (superblock * words + w) * 64 + b, read order[lane]), sorted by
+    read, then k: counted per read first, then placed, the tasks in order,
+    so that each read's come in k order."""
+    first = np.zeros(order.shape[0] + 1, np.int64)
+    one = np.uint64(1)
+    for t in range(flag.shape[0]):
+        base = t // count * words * 64
+        for w in range(words):
+            x = flag[t, w]
+            while x:
+                low = x & (~x + one)
+                first[order[base + w * 64 + _BIT_OF[(low * _DE_BRUIJN) >> np.uint64(58)]] + 1] += 1
+                x ^= low
+    for r in range(order.shape[0]):
+        first[r + 1] += first[r]
+    reads = np.empty(first[-1], np.int64)
+    ks = np.empty(first[-1], np.int64)
+    for t in range(flag.shape[0]):
+        base = t // count * words * 64
+        k = t % count
+        for w in range(words):
+            x = flag[t, w]
+            while x:
+                low = x & (~x + one)
+                read = order[base + w * 64 + _BIT_OF[(low * _DE_BRUIJN) >> np.uint64(58)]]
+                reads[first[read]] = read
+                ks[first[read]] = k
+                first[read] += 1
+                x ^= low
+    return reads, ks
 
 
 @njit(cache=True, nogil=True)
@@ -1183,15 +1217,7 @@ class CpuEngine:
         """(read, oriented pattern) of every instance whose score reaches
         2**planes, sorted; scores are not kept (a cheaper kernel)."""
         _, flag = self._run(prepared, table, scoring, planes, *self._all_tasks(prepared, table), track_best=False)
-        word, bit = _set_lanes(flag.reshape(-1))
-        task, w = np.divmod(word, self.words)
-        block, k = np.divmod(task, len(table))
-        reads = prepared.order[(block * self.words + w) * WORD_BITS + bit]
-        # the set bits come task by task, a task being (superblock, k) in
-        # that order: the instances of each read in k order, so a stable sort
-        # by read sorts them by (read, k)
-        order = stable_order(reads, max(len(prepared.order), 1))
-        return reads[order], k[order]
+        return _flagged_instances(flag, np.ascontiguousarray(prepared.order, dtype=np.int64), len(table), self.words)
 
     def pair_scores(self, codes: np.ndarray, lengths: np.ndarray, reads: np.ndarray, ks: np.ndarray, table,
                     scoring: Scoring, planes: int) -> tuple[np.ndarray, np.ndarray]:

@@ -89,3 +89,27 @@ def test_pair_scores_of_many_patterns_sharing_superblocks_are_the_dense_scores()
     values, flags = engine.pair_scores(codes, lengths, instance_reads, ks, table, Scoring(), 5)
     assert np.array_equal(values, dense[instance_reads, ks]) and np.array_equal(flags, dense_flag[instance_reads, ks])
     assert flags.any() and (values > 10).any()
+
+
+def test_flagged_instances_are_the_set_bits_sorted_by_read_then_pattern():
+    """Every set bit of the flag words, as (read, k), against a plain
+    unpacking of the bits (all 64 bit positions, a permuted lane order,
+    words with many bits and none), sorted by read then k."""
+    import numpy as np
+
+    rng = np.random.default_rng(6)
+    words, count, blocks = 4, 7, 3
+    lanes = blocks * words * 64
+    order = rng.permutation(lanes)
+    flag = rng.integers(0, 1 << 63, size=(blocks * count, words), dtype=np.int64).astype(np.uint64)
+    flag[::3] &= rng.integers(0, 1 << 63, size=flag[::3].shape, dtype=np.int64).astype(np.uint64)  # sparser
+    flag[1, 2] = np.uint64(1 << 63) | np.uint64(1)
+    flag[2] = 0
+    bits = (flag[:, :, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)
+    task, w, bit = np.nonzero(bits)
+    expect_reads = order[(task // count * words + w) * 64 + bit]
+    expect_ks = task % count
+    sort = np.lexsort((expect_ks, expect_reads))
+    reads, ks = cpu_engine._flagged_instances(flag, order.astype(np.int64), count, words)
+    assert np.array_equal(reads, expect_reads[sort]) and np.array_equal(ks, expect_ks[sort])
+    assert len(reads) > 1000
