@@ -55,6 +55,7 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -528,6 +529,63 @@ class Decision:
         else:
             with ThreadPoolExecutor(threads, thread_name_prefix="bpbc-end-overlap") as pool:
                 list(pool.map(run_group, range(groups)))
+
+
+# ----------------------------------------------------------------- the GPU pass (bpbc/end_overlap.cu)
+
+GPU_KERNEL_PATH = Path(__file__).with_name("end_overlap.cu")
+GPU_THREADS_PER_BLOCK = 128
+
+
+def gpu_expression(planes: int, scoring: Scoring, columns: int) -> str:
+    """The name expression of the end_overlap_decide instance: planes, the
+    five subtracted constants, and the local state's columns (``columns``, at
+    least the longest task's m + 1, rounded up to a multiple of 8)."""
+    ma, first_gap, extend = scoring.match, scoring.first_gap, scoring.gap_extend
+    columns = -(-columns // 8) * 8
+    return (f"end_overlap_decide<{planes},{ma + scoring.mismatch},{first_gap},{extend},{first_gap + ma},"
+            f"{extend + ma},{columns}>")
+
+
+@cache
+def _gpu_function(expression: str, device: int):
+    """The kernel instance, compiled by NVRTC (cached by CuPy on disk) for ``device``."""
+    import cupy
+    from cupy.cuda.compiler import CompileException
+
+    from .errors import InternalError
+
+    module = cupy.RawModule(code=GPU_KERNEL_PATH.read_text(), options=("-std=c++17",), name_expressions=(expression,))
+    try:
+        module.compile()
+    except CompileException as error:
+        raise InternalError(f"NVRTC failed to compile {GPU_KERNEL_PATH} ({expression}):\n{error}") from error
+    return module.get_function(expression)
+
+
+def gpu_flags(decision: Decision, buf, seq_start, lengths, bit_table, rows: np.ndarray, out: np.ndarray) -> None:
+    """:meth:`Decision.flags` on the GPU (CuPy, imported here): one thread
+    per task and 32 reads. ``buf``, ``seq_start``, ``lengths`` may be host
+    (numpy) or device (cupy) arrays: host ones are copied to the device."""
+    if decision.planes == 0 or not len(rows):
+        return
+    import cupy
+
+    tasks = len(decision.starts) - 1
+    longest = int(np.diff(decision.starts).max())
+    function = _gpu_function(gpu_expression(max(decision.planes, 1), decision.scoring, longest),
+                             cupy.cuda.runtime.getDevice())
+    device_rows = cupy.asarray(np.ascontiguousarray(rows, np.int64))
+    flags = cupy.zeros(out.shape, cupy.int32)
+    threads = -(-len(rows) // 32) * tasks
+    blocks = -(-threads // GPU_THREADS_PER_BLOCK)
+    function((blocks,), (GPU_THREADS_PER_BLOCK,), (
+        cupy.asarray(buf).view(cupy.uint8).reshape(-1), cupy.asarray(seq_start, cupy.int64),
+        cupy.asarray(lengths, cupy.int64), device_rows, np.int64(len(rows)), cupy.asarray(bit_table, cupy.uint8),
+        cupy.asarray(decision.columns, cupy.int32), cupy.asarray(decision.starts, cupy.int64),
+        cupy.asarray(decision.end, cupy.int32), cupy.asarray(decision.slack, cupy.int32),
+        cupy.asarray(decision.values, cupy.int32), np.int32(tasks), flags))
+    np.maximum(out, flags.get(), out=out)
 
 
 def bit_table(table: np.ndarray) -> np.ndarray:

@@ -448,7 +448,8 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
     The first pass decides which reads have an overlap at all:
     ``first_pass`` 'bits' is the bit-sliced pass of :mod:`bpbc.end_overlap`
     (512 reads a vector; ``decision``: its :class:`~bpbc.end_overlap.Decision`
-    for these tasks, made here when None), 'lanes' the 16-lane vector DP here
+    for these tasks, made here when None), 'gpu' the same on the GPU
+    (bpbc/end_overlap.cu, through CuPy), 'lanes' the 16-lane vector DP here
     (also taken where the bit-sliced pass would need more than
     ``end_overlap.MAX_PLANES`` planes). Both are exact; the second pass is
     the same."""
@@ -462,7 +463,7 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
         lengths = np.ascontiguousarray(lengths, np.int64)
         # a read base as the IUPAC bit of its code (0 for N)
         bit_table = np.where(table < 4, np.left_shift(1, np.minimum(table, 7)), 0).astype(np.uint8)
-        if first_pass == "bits":
+        if first_pass in ("bits", "gpu"):
             from .end_overlap import BASE_BIT, Decision
 
             decision = decision if decision is not None else Decision(tasks, min_overlap, scoring)
@@ -472,6 +473,10 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
         for track in (False, True):
             if not track and first_pass == "bits":
                 decision.flags(buf, seq_start, lengths, bit_table | np.uint8(BASE_BIT), rows, score)
+            elif not track and first_pass == "gpu":
+                from .end_overlap import gpu_flags
+
+                gpu_flags(decision, buf, seq_start, lengths, bit_table, rows, score)
             else:
                 jobs = (len(rows) + _LANES - 1) // _LANES * len(tasks)
                 parallel = len(rows) >= (_SECOND_PARALLEL_FROM if track else _PARALLEL_FROM)

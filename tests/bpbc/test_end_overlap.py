@@ -217,3 +217,124 @@ def test_no_read_can_pass_needs_no_kernel():
     assert not decided(reads, tasks, 1, scoring).any()
     scores, _ = reference_scores(codes_of(reads[0]), encode_pattern(pattern), _END3, scoring)
     assert scores[9] == thresholds[9] - 1  # one point short
+
+
+# --- the GPU kernel (bpbc/end_overlap.cu) -------------------------------------
+
+_HOST_SHIM = r"""
+#include <algorithm>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+struct Dim3 { unsigned x, y, z; };
+static Dim3 blockIdx, threadIdx, blockDim;
+using std::max;
+using std::min;
+#include "end_overlap.cu"
+extern "C" void run_all(const unsigned char* buf, const long long* seq_start, const long long* lengths,
+                        const long long* rows, long long n_rows, const unsigned char* bit_table, const int* columns,
+                        const long long* starts, const int* end, const int* slack, const int* values, int tasks,
+                        int* flags, long long threads) {
+    blockDim.x = 128;
+    for (long long t = 0; t < threads; ++t) {
+        blockIdx.x = (unsigned)(t / 128);
+        threadIdx.x = (unsigned)(t % 128);
+        EXPRESSION(buf, seq_start, lengths, rows, n_rows, bit_table, columns, starts, end, slack, values, tasks,
+                   flags);
+    }
+}
+"""
+
+
+def host_kernel(expression: str, tmp_path):
+    """bpbc/end_overlap.cu's kernel ``expression`` compiled for the host (a
+    C++ compiler, the CUDA keywords defined away, one call per thread)."""
+    import ctypes
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    import bpbc
+
+    compiler = shutil.which("g++") or shutil.which("clang++")
+    if compiler is None:
+        pytest.skip("no C++ compiler to run the CUDA kernel's source on the host")
+    source = tmp_path / "host.cpp"
+    source.write_text(_HOST_SHIM.replace("EXPRESSION", expression))
+    library = tmp_path / f"host_{abs(hash(expression))}.so"
+    subprocess.run([compiler, "-std=c++17", "-O1", "-shared", "-fPIC", "-I", str(Path(bpbc.__file__).parent),
+                    str(source), "-o", str(library)], check=True)
+    function = ctypes.CDLL(str(library)).run_all
+    function.restype = None
+    return function
+
+
+def kernel_flags(function, decision: Decision, reads: list[str], table) -> np.ndarray:
+    """What the CUDA kernel flags, run on the host as the GPU launch would."""
+    import ctypes
+
+    data, starts, lengths = joined(reads)
+    rows = np.arange(len(reads), dtype=np.int64)
+    tasks = len(decision.starts) - 1
+    flags = np.zeros((len(reads), tasks), np.int32)
+    arrays = [np.ascontiguousarray(data if len(data) else np.zeros(1, np.uint8)), starts, lengths, rows,
+              np.ascontiguousarray(table, np.uint8), decision.columns.astype(np.int32), decision.starts,
+              decision.end.astype(np.int32), decision.slack.astype(np.int32), decision.values.astype(np.int32)]
+    pointers = [a.ctypes.data_as(ctypes.c_void_p) for a in arrays]
+    threads = -(-len(reads) // 32) * tasks
+    function(*pointers[:4], ctypes.c_longlong(len(reads)), *pointers[4:], ctypes.c_int(tasks),
+             flags.ctypes.data_as(ctypes.c_void_p), ctypes.c_longlong(threads))
+    return flags > 0
+
+
+@pytest.mark.parametrize("scoring", [Scoring(), Scoring(1, 1, 1, 1), Scoring(4, 1, 2, 3)], ids=scoring_id)
+def test_the_cuda_kernel_decides_as_the_reference_on_the_host(scoring, tmp_path):
+    """bpbc/end_overlap.cu, compiled as C++ for the host: the same flags as
+    the plain DP, over several tasks of both ends, short reads, N, IUPAC."""
+    rng = np.random.default_rng(SCORINGS.index(scoring) if scoring in SCORINGS else 9)
+    patterns = [random_pattern(rng, int(rng.integers(5, 34)), iupac_rate=0.1) for _ in range(3)]
+    ends = [_END3, _END5, _END3]
+    fractions = [Fraction(4, 5), Fraction(1, 2), Fraction(7, 10)]
+    reads = []
+    for pattern, end in zip(patterns, ends):
+        reads += planted_reads(rng, pattern, end, 70)
+    reads = [reads[i] for i in rng.permutation(len(reads))]
+    tasks = tasks_of(patterns, ends, fractions, scoring)
+    decision = Decision(tasks, 2, scoring)
+    longest = int(np.diff(decision.starts).max())
+    expression = end_overlap.gpu_expression(max(decision.planes, 1), scoring, longest)
+    function = host_kernel(expression, tmp_path)
+    got = kernel_flags(function, decision, reads, np.where(READ_CODE < 4, np.left_shift(1, np.minimum(READ_CODE, 7)),
+                                                           0))
+    want = expected(reads, patterns, ends, fractions, 2, scoring)
+    assert np.array_equal(got, want)
+    assert want.sum() > 30
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_gpu_decision_is_the_cpu_one(scoring):
+    """The GPU pass (bpbc/end_overlap.cu through CuPy) flags the reads the
+    CPU pass and the plain DP flag; end_overlaps with it is the CPU's."""
+    rng = np.random.default_rng(40 + SCORINGS.index(scoring))
+    patterns = [random_pattern(rng, int(rng.integers(5, 40)), iupac_rate=0.1) for _ in range(3)]
+    ends = [_END3, _END5, _END3]
+    fractions = [Fraction(4, 5), Fraction(3, 5), Fraction(9, 10)]
+    reads = []
+    for pattern, end in zip(patterns, ends):
+        reads += planted_reads(rng, pattern, end, 400)
+    reads = [reads[i] for i in rng.permutation(len(reads))]
+    tasks = tasks_of(patterns, ends, fractions, scoring)
+    decision = Decision(tasks, 3, scoring)
+    data, starts, lengths = joined(reads)
+    rows = np.flatnonzero(rng.random(len(reads)) < 0.9)
+    gpu = np.zeros((len(reads), len(tasks)), np.int32)
+    end_overlap.gpu_flags(decision, data, starts, lengths, np.where(READ_CODE < 4, np.left_shift(1, np.minimum(
+        READ_CODE, 7)), 0).astype(np.uint8), rows, gpu)
+    cpu = decided(reads, tasks, 3, scoring, rows=rows)
+    assert np.array_equal(gpu > 0, cpu)
+    want = expected(reads, patterns, ends, fractions, 3, scoring)
+    assert np.array_equal(cpu[rows], want[rows])
+    for a, b in zip(end_overlaps(data, starts, lengths, READ_CODE, tasks, 3, scoring, first_pass="gpu"),
+                    end_overlaps(data, starts, lengths, READ_CODE, tasks, 3, scoring, first_pass="bits")):
+        assert np.array_equal(a, b)
