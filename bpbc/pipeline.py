@@ -364,6 +364,7 @@ class StageTimes:
 
     def __init__(self):
         self.seconds = dict.fromkeys(self.STAGES, 0.0)
+        self._lock = threading.Lock()  # several GPUs: their threads time encode and device
 
     @contextmanager
     def timing(self, stage: str) -> Iterator[None]:
@@ -371,7 +372,8 @@ class StageTimes:
         try:
             yield
         finally:
-            self.seconds[stage] += time.perf_counter() - start
+            with self._lock:
+                self.seconds[stage] += time.perf_counter() - start
 
     def timed(self, iterator: Iterator, stage: str) -> Generator:
         """``iterator``, the time spent producing each item counted for ``stage``."""
@@ -441,18 +443,17 @@ def encoding_threads(threads: int | None) -> int:
     return threads if threads is not None else max(1, usable_cores() // 4)
 
 
-def _prepared_chunks(read_chunks: prefetched, source_name: str, screeners: list, stages: StageTimes) -> prefetched:
+def _prepared_chunks(read_chunks: prefetched, source_name: str, screener, stages: StageTimes) -> prefetched:
     """(chunk, ReadBatch) per chunk of ``read_chunks`` (read in a background
     thread by :func:`prefetched`), encoded in a second one: one thread reads
     and parses chunk k+2 while the other encodes and transposes chunk k+1
-    and the caller screens chunk k. Chunk k goes to the engine of
-    ``screeners[k % len(screeners)]`` (one per GPU, see :func:`_screened`)."""
+    and the caller screens chunk k."""
     def encoded(chunks: prefetched) -> Generator:
-        limit_numba_threads(encoding_threads(screeners[0].threads))
+        limit_numba_threads(encoding_threads(screener.threads))
         with closing(chunks):
-            for k, chunk in enumerate(chunks):
+            for chunk in chunks:
                 with stages.timing("encode"):
-                    batch = encode_chunk(chunk, screeners[k % len(screeners)].engine, source_name)
+                    batch = encode_chunk(chunk, screener.engine, source_name)
                 yield chunk, batch
 
     return prefetched(encoded(read_chunks))
@@ -470,32 +471,43 @@ def device_screeners(screener) -> list:
     return [screener] + [screener.on_engine(screener.engine.on_device(d)) for d in others]
 
 
-def _screened(prepared: prefetched, screeners: list, stages: StageTimes) -> Iterator:
-    """(chunk, batch, hits) per prepared chunk, in input order. With several
-    screeners (one per GPU), chunk k is screened by ``screeners[k % n]`` in
-    that device's own thread, n chunks at once; "device" times the waits."""
+def _screened(read_chunks: prefetched, source_name: str, screeners: list, stages: StageTimes) -> Generator:
+    """(chunk, batch, hits) per chunk of ``read_chunks``, in input order.
+
+    One screener: chunks encoded in a thread of their own
+    (:func:`_prepared_chunks`), screened in this one. Several (one per GPU):
+    chunk k is encoded and screened by ``screeners[k % n]`` in that device's
+    own thread, n chunks at once. A batch is prepared on the device that
+    screens it, and preparing waits for the kernels already running there
+    (they fill it), so one thread preparing for every device left the others
+    idle; stage seconds then add up over the devices."""
     if len(screeners) == 1:
-        for chunk, batch in prepared:
-            with stages.timing("device"):
-                hits = screeners[0].hits(batch)
-            yield chunk, batch, hits
+        with closing(_prepared_chunks(read_chunks, source_name, screeners[0], stages)) as prepared:
+            for chunk, batch in prepared:
+                with stages.timing("device"):
+                    hits = screeners[0].hits(batch)
+                yield chunk, batch, hits
         return
+
+    def screen(screener, chunk):
+        with stages.timing("encode"):
+            batch = encode_chunk(chunk, screener.engine, source_name)
+        with stages.timing("device"):
+            return batch, screener.hits(batch)
+
     n = len(screeners)
-    pools = [ThreadPoolExecutor(1, thread_name_prefix=f"bpbc-gpu{d}") for d in range(n)]
+    pools = [ThreadPoolExecutor(1, f"bpbc-gpu{d}", limit_numba_threads, (encoding_threads(screeners[0].threads),))
+             for d in range(n)]
     pending: deque = deque()
     try:
-        for k, (chunk, batch) in enumerate(prepared):
-            pending.append((chunk, batch, pools[k % n].submit(screeners[k % n].hits, batch)))
+        for k, chunk in enumerate(read_chunks):
+            pending.append((chunk, pools[k % n].submit(screen, screeners[k % n], chunk)))
             if len(pending) == n:
-                chunk, batch, screen = pending.popleft()
-                with stages.timing("device"):
-                    hits = screen.result()
-                yield chunk, batch, hits
+                chunk, done = pending.popleft()
+                yield (chunk, *done.result())
         while pending:
-            chunk, batch, screen = pending.popleft()
-            with stages.timing("device"):
-                hits = screen.result()
-            yield chunk, batch, hits
+            chunk, done = pending.popleft()
+            yield (chunk, *done.result())
     finally:
         for pool in pools:
             pool.shutdown(cancel_futures=True)
@@ -775,8 +787,8 @@ def screen_files(
         aligner = stack.enter_context(OrderedWorker(depth=1, inline=threads == 1, name="bpbc-aligner"))
         screeners = device_screeners(screener)
         summary.devices = len(screeners)
-        prepared = stack.enter_context(closing(_prepared_chunks(read_chunks, source.name, screeners, stages)))
-        for chunk, batch, hits in _screened(prepared, screeners, stages):
+        for chunk, batch, hits in stack.enter_context(closing(_screened(read_chunks, source.name, screeners,
+                                                                        stages))):
             passing_reads, passing = passing_units(hits, len(batch), mates, settings.pair_filter)
             aligner.submit(align_and_write, chunk, batch, hits, passing, passing_reads)
             np.add.at(counts, (hits.pattern, hits.strand, hits.read % mates), 1)

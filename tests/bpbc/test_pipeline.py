@@ -65,30 +65,31 @@ def test_one_thread_uses_one_core(tmp_path):
     assert cpu <= 1.2 * wall, (cpu, wall)
 
 
-def test_chunks_spread_over_several_devices_come_back_in_input_order():
-    """With one screener per device, chunk k is screened by screener k % n in
-    that screener's own thread, n at once, and the results come back in input
-    order, however long each takes."""
+def test_chunks_spread_over_several_devices_come_back_in_input_order(monkeypatch):
+    """With one screener per device, chunk k is encoded and screened by
+    screener k % n in that screener's own thread, n at once, and the results
+    come back in input order, however long each takes."""
     import time
 
-    from bpbc.pipeline import StageTimes, _screened
+    from bpbc import pipeline
 
     class Screener:
         def __init__(self, name):
-            self.name, self.threads = name, set()
+            self.name, self.engine, self.threads, self.seen = name, f"engine{name}", None, set()
 
         def hits(self, batch):
-            self.threads.add(threading.get_ident())
-            time.sleep(0.002 * (batch % 4))  # later chunks often finish first
-            return (self.name, batch)
+            self.seen.add(threading.get_ident())
+            time.sleep(0.002 * (batch[1] % 4))  # later chunks often finish first
+            return (self.name, batch[1])
 
+    monkeypatch.setattr(pipeline, "encode_chunk", lambda chunk, engine, source: (engine, int(chunk[5:])))
     screeners = [Screener(d) for d in range(3)]
-    prepared = ((f"chunk{k}", k) for k in range(20))
-    results = list(_screened(prepared, screeners, StageTimes()))
-    assert [(chunk, batch) for chunk, batch, _ in results] == [(f"chunk{k}", k) for k in range(20)]
+    results = list(pipeline._screened(iter([f"chunk{k}" for k in range(20)]), "reads", screeners,
+                                      pipeline.StageTimes()))
+    assert [chunk for chunk, _, _ in results] == [f"chunk{k}" for k in range(20)]
+    assert [batch for _, batch, _ in results] == [(f"engine{k % 3}", k) for k in range(20)]
     assert [hits for _, _, hits in results] == [(k % 3, k) for k in range(20)]
-    assert all(len(s.threads) == 1 for s in screeners) and len(set.union(*(s.threads for s in screeners))) == 3
-    assert list(_screened(iter([("c", 7)]), screeners[:1], StageTimes())) == [("c", 7, (0, 7))]
+    assert all(len(s.seen) == 1 for s in screeners) and len(set.union(*(s.seen for s in screeners))) == 3
 
 
 def test_a_cpu_screen_runs_on_one_engine():
