@@ -156,51 +156,72 @@ def _forward_body(block, pattern, match, mismatch, gap_open, gap_extend, pointer
 
 
 @njit(cache=True, nogil=True)
-def _walk(read, pattern, pointers, best_i, best_j, ops):
-    """Follow the pointers back from the end cell (best_i, best_j); writes the
-    ops in read order into ``ops``; returns (read_start, pattern_start, n_ops)."""
-    i = best_i
-    j = best_j
-    n_ops = 0
-    state = 0  # 0 = H, 1 = E, 2 = F
-    while True:
-        if state == 0:
-            if i == 0 or j == 0:
-                break
-            source = pointers[i, j] & _H_SOURCE
-            if source == _H_FROM_ZERO:
-                break
-            if source == _H_FROM_DIAG:
-                code = read[i - 1]
-                if code != INVALID and (pattern[j - 1] >> code) & 1:
-                    ops[n_ops] = OP_MATCH
+def _walk_block(block, pattern, pointers, best, targets, ops):
+    """Follow the pointers back from each lane's end cell (best[q, 1],
+    best[q, 2]) for the lanes q < len(targets) of a block, lane q's ops in
+    read order into ``ops[targets[q]]``; returns (read_start, pattern_start,
+    n_ops) per lane. One step of every unfinished lane in turn: a lane's
+    steps wait on each other (each loads the pointer the last one chose, from
+    a block of pointers in L2), the lanes' do not, so their loads overlap
+    (one lane after the other, as before: about 1.4x the time for the walk)."""
+    count = targets.shape[0]
+    at = np.empty((count, 3), np.int64)  # i, j, n_ops
+    state = np.zeros(count, np.int64)  # 0 = H, 1 = E, 2 = F, 3 = done
+    for q in range(count):
+        at[q, 0] = best[q, 1]
+        at[q, 1] = best[q, 2]
+        at[q, 2] = 0
+    active = count
+    while active:
+        for q in range(count):
+            lane_state = state[q]
+            if lane_state == 3:
+                continue
+            i = at[q, 0]
+            j = at[q, 1]
+            t = targets[q]
+            if lane_state == 0:
+                if i == 0 or j == 0:
+                    state[q] = 3
+                    active -= 1
+                    continue
+                source = pointers[i, j, q] & _H_SOURCE
+                if source == _H_FROM_ZERO:
+                    state[q] = 3
+                    active -= 1
+                elif source == _H_FROM_DIAG:
+                    code = block[i - 1, q]
+                    if code != INVALID and (pattern[j - 1] >> code) & 1:
+                        ops[t, at[q, 2]] = OP_MATCH
+                    else:
+                        ops[t, at[q, 2]] = OP_MISMATCH
+                    at[q, 2] += 1
+                    at[q, 0] = i - 1
+                    at[q, 1] = j - 1
+                elif source == _H_FROM_E:
+                    state[q] = 1
                 else:
-                    ops[n_ops] = OP_MISMATCH
-                n_ops += 1
-                i -= 1
-                j -= 1
-            elif source == _H_FROM_E:
-                state = 1
+                    state[q] = 2
+            elif lane_state == 1:
+                ops[t, at[q, 2]] = OP_INS
+                at[q, 2] += 1
+                if pointers[i, j, q] & _E_OPENED:
+                    state[q] = 0
+                at[q, 0] = i - 1
             else:
-                state = 2
-        elif state == 1:
-            ops[n_ops] = OP_INS
-            n_ops += 1
-            if pointers[i, j] & _E_OPENED:
-                state = 0
-            i -= 1
-        else:
-            ops[n_ops] = OP_DEL
-            n_ops += 1
-            if pointers[i, j] & _F_OPENED:
-                state = 0
-            j -= 1
-    # ops were collected end to start
-    for k in range(n_ops // 2):
-        tmp = ops[k]
-        ops[k] = ops[n_ops - 1 - k]
-        ops[n_ops - 1 - k] = tmp
-    return i, j, n_ops
+                ops[t, at[q, 2]] = OP_DEL
+                at[q, 2] += 1
+                if pointers[i, j, q] & _F_OPENED:
+                    state[q] = 0
+                at[q, 1] = j - 1
+    for q in range(count):  # ops were collected end to start
+        t = targets[q]
+        n_ops = at[q, 2]
+        for k in range(n_ops // 2):
+            tmp = ops[t, k]
+            ops[t, k] = ops[t, n_ops - 1 - k]
+            ops[t, n_ops - 1 - k] = tmp
+    return at
 
 
 def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start, block_first, block_pattern,
@@ -232,11 +253,11 @@ def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start,
         pointers = np.empty((n + 1, m + 1, _K), dtype=np.uint8)
         best = np.zeros((_K, 3), dtype=np.int64)
         _forward(block, pattern, match, mismatch, gap_open, gap_extend, pointers, best)
+        targets = order[first:first + count]
+        starts = _walk_block(block, pattern, pointers, best, targets, ops)
         for q in range(count):
-            row = rows[first + q]
-            t = order[first + q]
-            read = codes[row, : lengths[row]]
-            rs, ps, n_ops = _walk(read, pattern, pointers[:, :, q], best[q, 1], best[q, 2], ops[t])
+            t = targets[q]
+            rs, ps, n_ops = starts[q, 0], starts[q, 1], starts[q, 2]
             n_match = 0
             for o in range(n_ops):
                 if ops[t, o] == OP_MATCH:
