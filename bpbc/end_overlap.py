@@ -50,14 +50,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import math
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -79,10 +76,6 @@ FIRST_ROWS = 16
 VERSION = 1
 #: from this many planes on, the vector DP of bpbc.trimming is used instead
 MAX_PLANES = 12
-#: reads from which the superblocks are shared out between threads
-PARALLEL_FROM = 2048
-#: groups of superblocks per thread (the threads' work evens out)
-SLICES_PER_THREAD = 4
 
 _END5 = 1
 
@@ -514,21 +507,12 @@ class Decision:
         :func:`bit_table`; ``first_rows``: the rows transposed at first."""
         if self.planes == 0 or not len(rows):
             return
-        blocks = math.ceil(len(rows) / LANES)
-        threads = min(numba.get_num_threads(), blocks) if len(rows) >= PARALLEL_FROM else 1
-        groups = min(blocks, SLICES_PER_THREAD * threads)
-        run = self.module().first_pass
-
-        def run_group(group: int) -> None:
-            run(buf, seq_start, lengths, rows, bit_table, self.columns, self.starts, self.end, self.slack,
-                self.values, max(1, first_rows), group, groups, out)
-
-        if threads == 1:
-            for group in range(groups):
-                run_group(group)
-        else:
-            with ThreadPoolExecutor(threads, thread_name_prefix="bpbc-end-overlap") as pool:
-                list(pool.map(run_group, range(groups)))
+        # one thread: the pass is a few milliseconds per 100,000 reads, and in
+        # a run the screen's kernels keep the other cores busy meanwhile (on 2
+        # cores, with the screen of the next chunk running, shared between 2
+        # threads it took 17-25 ms per 400,000 adapter-free reads, on one 9.5)
+        self.module().first_pass(buf, seq_start, lengths, rows, bit_table, self.columns, self.starts, self.end,
+                                 self.slack, self.values, max(1, first_rows), 0, 1, out)
 
 
 # ----------------------------------------------------------------- the GPU pass (bpbc/end_overlap.cu)

@@ -481,9 +481,10 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
                 jobs = (len(rows) + _LANES - 1) // _LANES * len(tasks)
                 parallel = len(rows) >= (_SECOND_PARALLEL_FROM if track else _PARALLEL_FROM)
                 groups = min(jobs, 8 * numba.get_num_threads()) if parallel else 1
-                (_end_overlaps_kernel if parallel else _end_overlaps_serial)(buf, seq_start, lengths, rows, bit_table, tasks.masks, tasks.starts, tasks.end,
-                                     tasks.slack, tasks.thresholds, min_overlap, scoring.match, scoring.mismatch,
-                                     scoring.gap_open, scoring.gap_extend, track, groups, score, cut, overlap)
+                kernel = _end_overlaps_kernel if parallel else _end_overlaps_serial
+                kernel(buf, seq_start, lengths, rows, bit_table, tasks.masks, tasks.starts, tasks.end, tasks.slack,
+                       tasks.thresholds, min_overlap, scoring.match, scoring.mismatch, scoring.gap_open,
+                       scoring.gap_extend, track, groups, score, cut, overlap)
             if track:
                 break
             rows = np.flatnonzero((score > 0).any(axis=1))
