@@ -5,7 +5,8 @@ cells/s (reads x read length x pattern length x strands / seconds) of one
 128 bp pattern against panels of random 24 bp patterns (96 and 1000 by
 default; ``--panels`` takes any ``COUNTxLENGTH``), 150 bp random reads,
 T = 40, both strands. Every panel gets about the same number of cells
-(``--cells``), so its reads are ``cells / (150 x length x count x 2)``.
+(``--cells``), so its reads are ``cells / (150 x length x count x 2)``,
+rounded down to a multiple of 1024.
 
 Three kinds of rows, each panel's rounds interleaved with the others' (a
 slow spell of a shared machine falls on all of them); a row gives the median
@@ -65,8 +66,11 @@ def panel_patterns(panel: tuple[int, int], seed: int) -> list[str]:
 
 
 def reads_for(panel: tuple[int, int], cells: float, max_reads: int) -> int:
+    """About ``cells`` cells' worth of reads, a multiple of 1024 (the CPU
+    engine's superblock: a partial last one would cost a small panel's rate
+    up to a tenth, 5555 reads in 6 superblocks)."""
     count, length = panel
-    return int(max(1024, min(max_reads, cells / (READ_LENGTH * length * count * STRANDS))))
+    return int(max(1024, min(max_reads, cells / (READ_LENGTH * length * count * STRANDS))) // 1024 * 1024)
 
 
 def planted_reads(rng, patterns: list[str], n: int, planted: int) -> list[str]:
