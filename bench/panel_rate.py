@@ -22,8 +22,9 @@ panel's (the one-pattern row) of the same kind:
 * ``traceback`` (``--hits``): reads carrying planted exact copies of the
   panel's patterns (``--planted`` a read, on random strands), so a chunk
   gives many hits; ``Screener.hits`` and ``Screener.align`` (the traceback
-  of every hit) timed apart at each ``--threads`` count: hits/s, and the
-  traceback's speed-up over one thread.
+  of every hit) timed apart at each ``--hits-threads`` count: the screen's
+  cells/s with that many hits, the traceback's hits/s, and its speed-up
+  over the first thread count.
 
 Writes ``panel_rate_<device>.csv`` (``--quick``: ``panel_rate_quick_<device>.csv``)
 under ``--out`` with the environment header (the host's CPU named).
@@ -236,9 +237,11 @@ def traceback_rows(panel, n: int, planted: int, device: str, thread_counts: list
                      "pattern_length": panel[1], "reads": n, "planted": planted, "threads": threads, "hits": len(hits),
                      "screen_s": f"{screen_s:.4g}", "seconds": f"{align_s:.4g}", "best_seconds": f"{align_best:.4g}",
                      "hits_per_s": f"{len(hits) / align_s:.4g}", "screen_hits_per_s": f"{len(hits) / screen_s:.4g}",
+                     "screen_gcups": f"{n * READ_LENGTH * panel[0] * panel[1] * STRANDS / screen_s / 1e9:.4g}",
                      "speedup_to_first": f"{baseline / align_s:.3f}",
                      "seconds_all": " ".join(f"{t:.4g}" for t in align_times)})
-        print(f"  traceback {threads:>3} threads  {len(hits)} hits  screen {screen_s:.3f} s  align {align_s:.3f} s  "
+        print(f"  traceback {threads:>3} threads  {len(hits)} hits  screen {screen_s:.3f} s "
+              f"({n * READ_LENGTH * panel[0] * panel[1] * STRANDS / screen_s / 1e9:.1f} GCUPS)  align {align_s:.3f} s  "
               f"{len(hits) / align_s / 1e6:.3f} M hits/s", file=sys.stderr, flush=True)
     return rows
 
