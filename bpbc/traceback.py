@@ -48,7 +48,6 @@ import types
 import numpy as np
 from numba import njit, prange
 
-from bpbc.alphabet import INVALID
 from bpbc.cpu_engine import lexsort2
 from bpbc.cpu_vector import (vload16, vload32, vmax16, vmax32, vselect16, vselect32, vsplat16, vsplat32, vstore16,
                               vstore32)
@@ -88,8 +87,8 @@ _vsplat, _vload, _vstore, _vmax, _vselect = vsplat16, vload16, vstore16, vmax16,
 
 
 def _forward_body(block, pattern, match, mismatch, gap_open, gap_extend, pointers, result):
-    """Gotoh forward pass for _K reads at once (block: (n, _K) codes,
-    padded with INVALID); pointer bytes into pointers (n+1, m+1, _K);
+    """Gotoh forward pass for _K reads at once (block: (n, _K) read bases
+    as IUPAC mask bits, 0 for N and padding); pointer bytes into pointers (n+1, m+1, _K);
     result (_K, 3): best, best_i, best_j (first maximum in (i, j) order).
     One vector of _K lanes of type _CELL per DP value (bpbc.cpu_vector;
     _forward_lanes: 16 x int32, _forward_lanes16: 32 x int16, the same
@@ -99,6 +98,7 @@ def _forward_body(block, pattern, match, mismatch, gap_open, gap_extend, pointer
     m = pattern.shape[0]
     K = _K
     flat_pointers = pointers.reshape(-1)
+    flat_block = block.reshape(-1)
     h_column = np.zeros((m + 1) * K, _CELL)  # H[i-1][j], then H[i][j]
     e_column = np.full((m + 1) * K, _CELL_NEG, _CELL)  # E likewise
     scratch = np.empty(K, _CELL)
@@ -114,10 +114,7 @@ def _forward_body(block, pattern, match, mismatch, gap_open, gap_extend, pointer
     best_i = zero
     best_j = zero
     for i in range(1, n + 1):
-        for q in range(K):  # the read bases as IUPAC mask bits (none for INVALID)
-            code = block[i - 1, q]
-            scratch[q] = (1 << code) if code < 4 else 0
-        read_bits = _vload(scratch, 0)
+        read_bits = _vload(flat_block, (i - 1) * K)
         row = _vsplat(i)
         h_diag = zero  # H[i-1][0]
         h_left = zero  # H[i][0]
@@ -190,8 +187,7 @@ def _walk_block(block, pattern, pointers, best, targets, ops):
                     state[q] = 3
                     active -= 1
                 elif source == _H_FROM_DIAG:
-                    code = block[i - 1, q]
-                    if code != INVALID and (pattern[j - 1] >> code) & 1:
+                    if block[i - 1, q] & pattern[j - 1]:
                         ops[t, at[q, 2]] = OP_MATCH
                     else:
                         ops[t, at[q, 2]] = OP_MISMATCH
@@ -232,8 +228,9 @@ def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start,
     in parallel over blocks (pass rows sorted by length within a pattern to
     waste little on padding). Instance t is the caller's instance order[t]:
     fills ``ops[order[t]]`` and row order[t] of the int64 (k, 8) table it
-    returns (see the _SCORE.. column names). Padding rows hold INVALID codes:
-    their cells stay below the real maximum, so they change no alignment."""
+    returns (see the _SCORE.. column names). Padding rows match nothing (as
+    INVALID codes): their cells stay below the real maximum, so they change
+    no alignment."""
     k = rows.shape[0]
     out = np.zeros((k, 8), dtype=np.int64)
     for b in prange(block_first.shape[0] - 1):
@@ -245,11 +242,14 @@ def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start,
         n = 0
         for q in range(count):
             n = max(n, lengths[rows[first + q]])
-        block = np.full((n, _K), INVALID, dtype=np.uint8)
+        # the read bases as IUPAC mask bits, as the pattern's: 1 << code, 0
+        # for N and INVALID, and for the padding past a read and in empty lanes
+        block = np.zeros((n, _K), dtype=np.uint8)
         for q in range(count):
             row = rows[first + q]
             for i in range(lengths[row]):
-                block[i, q] = codes[row, i]
+                code = codes[row, i]
+                block[i, q] = (1 << code) if code < 4 else 0
         pointers = np.empty((n + 1, m + 1, _K), dtype=np.uint8)
         best = np.zeros((_K, 3), dtype=np.int64)
         _forward(block, pattern, match, mismatch, gap_open, gap_extend, pointers, best)
