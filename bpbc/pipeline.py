@@ -477,7 +477,7 @@ def _screened(read_chunks: prefetched, source_name: str, screeners: list, stages
     One screener: chunks encoded in a thread of their own
     (:func:`_prepared_chunks`), screened in this one. Several (one per GPU):
     chunk k is encoded and screened by ``screeners[k % n]`` in that device's
-    own thread, n chunks at once. A batch is prepared on the device that
+    own thread, up to two chunks a device at once. A batch is prepared on the device that
     screens it, and preparing waits for the kernels already running there
     (they fill it), so one thread preparing for every device left the others
     idle; stage seconds then add up over the devices."""
@@ -502,7 +502,7 @@ def _screened(read_chunks: prefetched, source_name: str, screeners: list, stages
     try:
         for k, chunk in enumerate(read_chunks):
             pending.append((chunk, pools[k % n].submit(screen, screeners[k % n], chunk)))
-            if len(pending) == n:
+            if len(pending) == 2 * n:  # each device has its next chunk queued behind the current one
                 chunk, done = pending.popleft()
                 yield (chunk, *done.result())
         while pending:
