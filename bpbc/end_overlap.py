@@ -291,7 +291,7 @@ B = {planes}
 def rows_kernel(onehot, alive, table, hs, es, columns, m, slack, row_from, row_to, found, scratch):
     """Rows row_from..row_to of one task's DP over one superblock (state hs,
     es: column c plane k at (c * B + k) * WORDS); found: the lanes passed so
-    far. Returns the last row computed, or -1 where every lane settled."""
+    far. Returns the last row computed, or minus the row where every lane settled."""
     zero = vzero()
     ones = ~zero
     fd = vload(found, 0)
@@ -318,7 +318,7 @@ def rows_kernel(onehot, alive, table, hs, es, columns, m, slack, row_from, row_t
             | scratch[7]
         if open_lanes == 0:
             vstore(found, 0, fd)
-            return -1
+            return -i
     vstore(found, 0, fd)
     return row_to
 
@@ -359,6 +359,7 @@ def first_pass(buf, seq_start, lengths, rows, bit_table, task_columns, task_star
     es = np.zeros_like(hs)
     found = np.zeros(WORDS, np.uint64)
     scratch = np.zeros(WORDS, np.uint64)
+    ahead = np.zeros(2, np.int64)  # per end: load every row at once (the last block needed more than the first)
     for block in range(group * blocks // groups, (group + 1) * blocks // groups):
         first = block * WORDS * 64
         count = min(WORDS * 64, reads - first)
@@ -367,6 +368,7 @@ def first_pass(buf, seq_start, lengths, rows, bit_table, task_columns, task_star
             longest = max(longest, lengths[rows[first + q]])
         for end in range(2):
             loaded = 0
+            needed = 0  # the most rows a task of this end needed
             for k in range(tasks):
                 if task_end[k] != end:
                     continue
@@ -375,7 +377,8 @@ def first_pass(buf, seq_start, lengths, rows, bit_table, task_columns, task_star
                     continue
                 width = min(longest, m + task_slack[k])
                 if loaded == 0:
-                    loaded = min(width, first_rows)
+                    # a few rows at first, unless the last block needed them all (reads with adapters)
+                    loaded = min(width, first_rows if ahead[end] == 0 else width)
                     _load_rows(onehot, alive, gathered, 0, loaded + 1, buf, seq_start, lengths, rows, first, count,
                                bit_table, end == 1)
                 columns = task_columns[task_starts[k]:task_starts[k + 1]]
@@ -388,6 +391,7 @@ def first_pass(buf, seq_start, lengths, rows, bit_table, task_columns, task_star
                         loaded = width
                     done = rows_kernel(onehot, alive, table, hs, es, columns, m, task_slack[k], done + 1,
                                        min(width, loaded), found, scratch)
+                needed = max(needed, -done if done < 0 else width)
                 for w in range(WORDS):
                     word = found[w]
                     while word:
@@ -398,6 +402,7 @@ def first_pass(buf, seq_start, lengths, rows, bit_table, task_columns, task_star
                             bit += 1
                         flags[rows[first + w * 64 + bit], k] = 1
                         word &= word - np.uint64(1)
+            ahead[end] = 1 if needed > first_rows else 0
 '''
 
 
