@@ -70,8 +70,11 @@ LANES16 = 32  #: reads aligned together with int16 cells, where the values fit (
 #: an int16 lane carries, and gap and mismatch costs that keep _NEG16 below
 #: every value a cell takes and its differences inside int16
 _INT16_SCORE, _INT16_COST = (1 << 15) - 1, 1 << 13
-#: and while a block's pointer bytes stay within this (150 bp reads: patterns up to 13 kb)
-_INT16_POINTERS = 64 << 20
+#: and while a block's pointer bytes stay within this (150 bp reads: patterns up to 3.4 kb):
+#: past it a block's pointers leave the caches, and the int32 blocks, of half the bytes, run
+#: faster (2-core Zen 5, 2048 reads of 150 bp against one pattern, int16 against int32 cells:
+#: 1 kb 20 against 12 GCUPS, 3 kb 17 against 12, 8 kb, 39 MB a block, 4.1 against 10.8)
+_INT16_POINTERS = 16 << 20
 
 # result columns of the batch kernel
 _SCORE, _READ_START, _READ_END, _PAT_START, _PAT_END, _N_OPS, _NM, _MATCHES = range(8)
