@@ -19,6 +19,8 @@
 #   host-pipeline       python -m bench host-pipeline   (the whole command beside rapidgzip, dnaio, cutadapt and sassy;
 #                       $HOST_TREES: NAME=DIR checkouts to compare, e.g. base=.devdata/base new=.)
 #   dask                python -m bench dask   (1 and 2 GPUs; $DASK_READS, default 10000000; needs .whl-dask)
+#   panel-rate          python -m bench panel-rate on the GPU (1M reads a panel: 1 x 128, 96, 1000 and 5000 x 24 bp)
+#                       and on the host's CPU cores (the same panels, and the traceback on 1 to all threads)
 #
 # The machine is set up first: wheels of the packages it lacks are installed
 # from $WHEELS (default .whl) and .whl-extra into /tmp/site, which goes on
@@ -116,6 +118,11 @@ for subcommand in "$@"; do
     dask)
         python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl-dask/*.whl >>"$OUT/pip.log" 2>&1
         step dask 540 python3 -m bench dask --dask-reads "${DASK_READS:-10000000}" --workers 1 2 --out "$OUT" ;;
+    panel-rate)
+        step panel_rate_gpu 560 python3 -m bench panel-rate --device gpu --panels 1x128 96x24 1000x24 5000x24 \
+            --max-reads 1000000 --cells 4e13 --rounds 2 --out "$OUT"
+        step panel_rate_cpu 400 python3 -m bench panel-rate --device cpu --panels 1x128 96x24 1000x24 5000x24 \
+            --cells 1e12 --rounds 3 --hits-reads 400000 --hits-threads 1 4 8 "$(nproc)" --out "$OUT" ;;
     *)
         echo "bench/device.sh: unknown subcommand $subcommand (run it without arguments for the list)" >&2
         exit 2 ;;

@@ -13,8 +13,9 @@ slow spell of a shared machine falls on all of them); a row gives the median
 and the best round, and ``ratio_to_one`` its median rate over the first
 panel's (the one-pattern row) of the same kind:
 
-* ``library``: ``Screener(..., device=DEVICE).hits(batch)``, the batch
-  prepared beforehand (the screen alone: kernels, second pass, hit lists);
+* ``library``: ``Screener(..., device=DEVICE).hits(batch)``, the batches
+  prepared beforehand (at most 2**30 instances each, as the command's
+  chunks; the screen alone: kernels, second pass, hit lists);
 * ``e2e``: ``bpbc-screen READS.fq PANEL.fa --device DEVICE --json`` on a
   plain FASTQ of the same reads (``-o /dev/null``, ``--chunk-size``), the
   process's wall, the JSON's ``wall_time_s`` and its device stage: rates
@@ -49,6 +50,8 @@ if __package__ in (None, ""):  # run as a file: the repository root on the path
 from bench.environment import RESULTS_DIR, environment, gpu_info, write_csv  # noqa: E402
 
 READ_LENGTH, THRESHOLD, STRANDS = 150, 40, 2
+#: instances (read, pattern, strand) per library call at most, as bpbc.pipeline's chunks
+MAX_INSTANCES = 1 << 30
 BASES = np.frombuffer(b"ACGT", np.uint8)
 COMPLEMENT = bytes.maketrans(b"ACGT", b"TGCA")
 
@@ -114,14 +117,17 @@ def library_rows(panels, pool: list[str], cells: float, max_reads: int, device: 
         n = reads_for(panel, cells, max_reads)
         patterns = panel_patterns(panel, seed)
         screener = Screener(patterns, threshold=THRESHOLD, device=device, threads=threads)
-        batch = screener.prepare(pool[:n])
-        hits = screener.hits(batch)  # warm-up: compiles, loads, caches
-        setups.append((panel, n, screener, batch, len(hits)))
+        # batches of at most MAX_INSTANCES (read, pattern, strand), as the command's chunks
+        step = max(1, min(n, MAX_INSTANCES // (panel[0] * STRANDS)))
+        batches = [screener.prepare(pool[start:min(n, start + step)]) for start in range(0, n, step)]
+        hits = sum(len(screener.hits(batch)) for batch in batches)  # warm-up: compiles, loads, caches
+        setups.append((panel, n, screener, batches, hits))
     times: dict[tuple[int, int], list[float]] = {panel: [] for panel in panels}
     for _ in range(rounds):
-        for panel, _, screener, batch, _ in setups:
+        for panel, _, screener, batches, _ in setups:
             start = time.perf_counter()
-            screener.hits(batch)
+            for batch in batches:
+                screener.hits(batch)
             times[panel].append(time.perf_counter() - start)
     rows = []
     for panel, n, _, _, hits in setups:
