@@ -361,6 +361,17 @@ _cigars_serial = njit(cache=True, nogil=True)(_named(_cigars_body, "_serial"))
 _PARALLEL_FROM = 32  #: instances from which the parallel kernels are used
 
 
+def _most_ops(longest_read: int, longest_pattern: int, scoring: Scoring) -> int:
+    """The most ops an alignment of a read of at most ``longest_read`` bases
+    can have: its M, X and I ops take one read base each, and its D ops, each
+    costing at least gap_extend, are fewer than match x read length /
+    gap_extend (a score of at least 1), and no more than the pattern's
+    bases. The row of ops each hit gets: read length + pattern length would
+    be 10 kB a hit against a 10 kb pattern."""
+    deletions = min(longest_pattern, scoring.match * longest_read // scoring.gap_extend)
+    return longest_read + deletions
+
+
 def _fits_int16(longest_read: int, longest_pattern: int, scoring: Scoring) -> bool:
     """Whether int16 cells hold every value of the forward pass exactly: the
     best score, the row and column numbers, and every E and F, with
@@ -387,7 +398,7 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     if count == 0:  # no hits (most chunks of a clean run): the kernels are not even loaded
         return np.zeros((0, 8), dtype=np.int64), Texts(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
     longest = int(table.lengths.max()) if len(table) else 0
-    ops = np.empty((count, max(codes.shape[1] + longest, 1)), dtype=np.uint8)
+    ops = np.empty((count, max(_most_ops(codes.shape[1], longest, scoring), 1)), dtype=np.uint8)
     parallel = count >= _PARALLEL_FROM
     if cell_bits is None:
         # int16 where the values fit, and where a block's pointers (twice the

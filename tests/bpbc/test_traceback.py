@@ -467,3 +467,23 @@ def test_int16_cells_only_where_a_blocks_pointers_stay_small(monkeypatch):
         else:
             found = tb.align_hits(codes, lengths, rows, np.zeros(40, np.int64), table, ("+",))
             assert (found.score == 20).all()
+
+
+def test_alignments_with_long_deletions_fit_their_ops():
+    """The ops of a hit are sized by the read (its bases, and the deletions
+    its matches can pay for), not the longest pattern: an alignment with a
+    deletion as long as the score allows, against a pattern much longer than
+    the read, keeps its exact CIGAR (against the rule's traceback)."""
+    from bpbc.traceback import _most_ops
+
+    scoring = Scoring(10, 30, 20, 1)
+    rng = np.random.default_rng(47)
+    left, right = random_read(rng, 20), random_read(rng, 20)
+    gap = random_read(rng, 150)  # 20M 150D 20M: 400 - 170 = 230 > 200, the best alignment
+    pattern_text = random_read(rng, 300) + left + gap + right + random_read(rng, 300)
+    read, pattern = encode(left + right, pattern_text)
+    al = align_codes(read, pattern, scoring, eqx=True)
+    assert al.cigar == "20=150D20=" and al.score == 230
+    assert al == rule_traceback(read, pattern, scoring)
+    assert _most_ops(40, len(pattern), scoring) == 40 + 400 >= len("M" * 40 + "D" * 150)
+    assert _most_ops(150, 10_000, Scoring()) == 300
