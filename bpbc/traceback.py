@@ -91,7 +91,9 @@ _vsplat, _vload, _vstore, _vmax, _vselect = vsplat16, vload16, vstore16, vmax16,
 
 def _forward_body(block, pattern, match, mismatch, gap_open, gap_extend, pointers, result):
     """Gotoh forward pass for _K reads at once (block: (n, _K) read bases
-    as IUPAC mask bits, 0 for N and padding); pointer bytes into pointers (n+1, m+1, _K);
+    as IUPAC mask bits, 0 for N and padding) against _K pattern windows
+    (pattern: (m, _K) mask bits, lane q's pattern base j in pattern[j, q], 0
+    for padding); pointer bytes into pointers (n+1, m+1, _K);
     result (_K, 3): best, best_i, best_j (first maximum in (i, j) order).
     One vector of _K lanes of type _CELL per DP value (bpbc.cpu_vector;
     _forward_lanes: 16 x int32, _forward_lanes16: 32 x int16, the same
@@ -102,6 +104,7 @@ def _forward_body(block, pattern, match, mismatch, gap_open, gap_extend, pointer
     K = _K
     flat_pointers = pointers.reshape(-1)
     flat_block = block.reshape(-1)
+    flat_pattern = pattern.reshape(-1)
     h_column = np.zeros((m + 1) * K, _CELL)  # H[i-1][j], then H[i][j]
     e_column = np.full((m + 1) * K, _CELL_NEG, _CELL)  # E likewise
     scratch = np.empty(K, _CELL)
@@ -124,7 +127,7 @@ def _forward_body(block, pattern, match, mismatch, gap_open, gap_extend, pointer
         f = _vsplat(_CELL_NEG)
         row_pointers = i * (m + 1) * K
         for j in range(1, m + 1):
-            s = _vselect((read_bits & _vsplat(pattern[j - 1])) != zero, match_score, mismatch_score)
+            s = _vselect((read_bits & _vload(flat_pattern, (j - 1) * K)) != zero, match_score, mismatch_score)
             h_up = _vload(h_column, j * K)
             e_open = h_up - open_cost
             e_extend = _vload(e_column, j * K) - extend_cost
@@ -190,7 +193,7 @@ def _walk_block(block, pattern, pointers, best, targets, ops):
                     state[q] = 3
                     active -= 1
                 elif source == _H_FROM_DIAG:
-                    if block[i - 1, q] & pattern[j - 1]:
+                    if block[i - 1, q] & pattern[j - 1, q]:
                         ops[t, at[q, 2]] = OP_MATCH
                     else:
                         ops[t, at[q, 2]] = OP_MISMATCH
@@ -223,43 +226,166 @@ def _walk_block(block, pattern, pointers, best, targets, ops):
     return at
 
 
-def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start, block_first, block_pattern,
-                      match, mismatch, gap_open, gap_extend, ops):
-    """Align reads ``codes[rows[t], :lengths[rows[t]]]``, block b (rows
-    block_first[b] to block_first[b + 1], at most _K) against oriented
-    pattern block_pattern[b] of the flat table (pattern_codes, pattern_start),
-    in parallel over blocks (pass rows sorted by length within a pattern to
-    waste little on padding). Instance t is the caller's instance order[t]:
-    fills ``ops[order[t]]`` and row order[t] of the int64 (k, 8) table it
-    returns (see the _SCORE.. column names). Padding rows match nothing (as
-    INVALID codes): their cells stay below the real maximum, so they change
-    no alignment."""
+def _score_body(block, pattern, match, mismatch, gap_open, gap_extend, result):
+    """The forward pass's scores without its pointers, for _K reads (block:
+    (n, _K) mask bits) against _K patterns (pattern: (m, _K) mask bits, 0
+    past a lane's pattern): result (_K, 3) as _forward_body's, the end cell
+    by the same tie rule (the first maximum in (i, j) order). Column by
+    column (j outer): the columns of H and F it keeps are the read's length,
+    in L1 whatever the pattern's; a column whose best cell could not replace
+    the best so far (every lane's below it, or at most equal) is not looked
+    at again, the others are scanned once more in (i) order."""
+    n = block.shape[0]
+    m = pattern.shape[0]
+    K = _K
+    flat_block = block.reshape(-1)
+    flat_pattern = pattern.reshape(-1)
+    h_column = np.zeros((n + 1) * K, _CELL)  # H[i][j-1], then H[i][j]
+    f_column = np.full((n + 1) * K, _CELL_NEG, _CELL)  # F likewise
+    scratch = np.empty(K, _CELL)
+    open_cost = _vsplat(gap_open + gap_extend)
+    extend_cost = _vsplat(gap_extend)
+    match_score = _vsplat(match)
+    mismatch_score = _vsplat(-mismatch)
+    zero = _vsplat(0)
+    one = _vsplat(1)
+    best = zero
+    best_i = zero
+    best_j = zero
+    for j in range(1, m + 1):
+        pattern_bits = _vload(flat_pattern, (j - 1) * K)
+        h_diag = zero  # H[0][j-1]
+        h_up = zero  # H[0][j]
+        e = _vsplat(_CELL_NEG)
+        top = zero
+        for i in range(1, n + 1):
+            s = _vselect((_vload(flat_block, (i - 1) * K) & pattern_bits) != zero, match_score, mismatch_score)
+            h_left = _vload(h_column, i * K)
+            f = _vmax(h_left - open_cost, _vload(f_column, i * K) - extend_cost)
+            e = _vmax(h_up - open_cost, e - extend_cost)
+            h = _vmax(_vmax(h_diag + s, zero), _vmax(e, f))
+            _vstore(h_column, i * K, h)
+            _vstore(f_column, i * K, f)
+            top = _vmax(top, h)
+            h_diag = h_left
+            h_up = h
+        # a cell replaces the best with a higher score, or an equal one in an earlier row
+        _vstore(scratch, 0, _vselect(top > _vselect(best > zero, best - one, zero), one, zero))
+        again = False
+        for q in range(K):
+            if scratch[q]:
+                again = True
+                break
+        if again:
+            column = _vsplat(j)
+            for i in range(1, n + 1):
+                h = _vload(h_column, i * K)
+                row = _vsplat(i)
+                better = h > _vselect(best_i > row, best - one, best)
+                best = _vselect(better, h, best)
+                best_i = _vselect(better, row, best_i)
+                best_j = _vselect(better, column, best_j)
+    for column, lanes in enumerate((best, best_i, best_j)):
+        _vstore(scratch, 0, lanes)
+        for q in range(K):
+            result[q, column] = scratch[q]
+
+
+@njit(cache=True, nogil=True)
+def _fill_block(codes, lengths, rows, first, count, n, block):
+    """The reads rows[first:first + count] as IUPAC mask bits, as the
+    pattern's: 1 << code, 0 for N and INVALID, and for the padding past a read
+    (or past row n) and in empty lanes."""
+    for q in range(count):
+        row = rows[first + q]
+        for i in range(min(lengths[row], n)):
+            code = codes[row, i]
+            block[i, q] = (1 << code) if code < 4 else 0
+
+
+@njit(cache=True, nogil=True)
+def _fill_patterns(pattern_codes, pattern_start, lane_pattern, lane_offset, first, count, bits):
+    """Lane q's pattern window: bits[j, q] = base j + lane_offset[first + q]
+    of oriented pattern lane_pattern[first + q], 0 outside the pattern."""
+    width = bits.shape[0]
+    for q in range(count):
+        p = lane_pattern[first + q]
+        offset = lane_offset[first + q]
+        start = pattern_start[p]
+        m = pattern_start[p + 1] - start
+        for j in range(max(0, -offset), min(width, m - offset)):
+            bits[j, q] = pattern_codes[start + offset + j]
+
+
+def _score_batch_body(codes, lengths, rows, pattern_codes, pattern_start, lane_pattern, block_first, block_width,
+                      match, mismatch, gap_open, gap_extend):
+    """The end cell of every instance (rows[t], oriented pattern
+    lane_pattern[t]), blocks as in _align_batch_body (block b: instances
+    block_first[b] to block_first[b + 1], patterns up to block_width[b]
+    long), in parallel over blocks: the int64 (k, 3) table of score, read end
+    and pattern end (_score_body)."""
+    k = rows.shape[0]
+    out = np.zeros((k, 3), dtype=np.int64)
+    zero_offset = np.zeros(k, dtype=np.int64)
+    for b in prange(block_first.shape[0] - 1):
+        first = block_first[b]
+        count = block_first[b + 1] - first
+        n = 0
+        for q in range(count):
+            n = max(n, lengths[rows[first + q]])
+        block = np.zeros((n, _K), dtype=np.uint8)
+        _fill_block(codes, lengths, rows, first, count, n, block)
+        bits = np.zeros((block_width[b], _K), dtype=np.uint8)
+        _fill_patterns(pattern_codes, pattern_start, lane_pattern, zero_offset, first, count, bits)
+        best = np.zeros((_K, 3), dtype=np.int64)
+        _score(block, bits, match, mismatch, gap_open, gap_extend, best)
+        for q in range(count):
+            for c in range(3):
+                out[first + q, c] = best[q, c]
+    return out
+
+
+def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start, lane_pattern, lane_offset, ends,
+                      block_first, block_width, match, mismatch, gap_open, gap_extend, ops):
+    """Align reads ``codes[rows[t], :lengths[rows[t]]]`` against windows of
+    oriented patterns of the flat table (pattern_codes, pattern_start): block
+    b (instances block_first[b] to block_first[b + 1], at most _K) on
+    block_width[b] columns, lane t's column j holding base j +
+    lane_offset[t] of pattern lane_pattern[t] (none outside the pattern), in
+    parallel over blocks. Where ends[t, 0] >= 0 the alignment is known to
+    end with score ends[t, 0] at read row ends[t, 1] and at the block's last
+    column (the score pass found it: see _run_batch), else the forward pass
+    finds its end. Instance t is the caller's instance order[t]: fills
+    ``ops[order[t]]`` and row order[t] of the int64 (k, 8) table it returns
+    (see the _SCORE.. column names). Padding rows and columns match nothing
+    (as INVALID codes): their cells stay below the real maximum, so they
+    change no alignment."""
     k = rows.shape[0]
     out = np.zeros((k, 8), dtype=np.int64)
     for b in prange(block_first.shape[0] - 1):
         first = block_first[b]
         count = block_first[b + 1] - first
-        p = block_pattern[b]
-        pattern = pattern_codes[pattern_start[p]:pattern_start[p + 1]]
-        m = pattern.shape[0]
+        m = block_width[b]
         n = 0
-        for q in range(count):
-            n = max(n, lengths[rows[first + q]])
-        # the read bases as IUPAC mask bits, as the pattern's: 1 << code, 0
-        # for N and INVALID, and for the padding past a read and in empty lanes
+        for q in range(count):  # rows past a known end are not needed
+            n = max(n, ends[first + q, 1] if ends[first + q, 0] >= 0 else lengths[rows[first + q]])
         block = np.zeros((n, _K), dtype=np.uint8)
-        for q in range(count):
-            row = rows[first + q]
-            for i in range(lengths[row]):
-                code = codes[row, i]
-                block[i, q] = (1 << code) if code < 4 else 0
+        _fill_block(codes, lengths, rows, first, count, n, block)
+        bits = np.zeros((m, _K), dtype=np.uint8)
+        _fill_patterns(pattern_codes, pattern_start, lane_pattern, lane_offset, first, count, bits)
         pointers = np.empty((n + 1, m + 1, _K), dtype=np.uint8)
         best = np.zeros((_K, 3), dtype=np.int64)
-        _forward(block, pattern, match, mismatch, gap_open, gap_extend, pointers, best)
+        _forward(block, bits, match, mismatch, gap_open, gap_extend, pointers, best)
+        for q in range(count):
+            if ends[first + q, 0] >= 0:
+                best[q, 0] = ends[first + q, 0]
+                best[q, 1] = ends[first + q, 1]  # 0 where the score is 0: no alignment, nothing walked
+                best[q, 2] = m if ends[first + q, 0] > 0 else 0
         targets = order[first:first + count]
-        starts = _walk_block(block, pattern, pointers, best, targets, ops)
+        starts = _walk_block(block, bits, pointers, best, targets, ops)
         for q in range(count):
             t = targets[q]
+            offset = lane_offset[first + q] if best[q, 0] > 0 else 0  # score 0: all zero
             rs, ps, n_ops = starts[q, 0], starts[q, 1], starts[q, 2]
             n_match = 0
             for o in range(n_ops):
@@ -268,8 +394,8 @@ def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start,
             out[t, _SCORE] = best[q, 0]
             out[t, _READ_START] = rs
             out[t, _READ_END] = best[q, 1]
-            out[t, _PAT_START] = ps
-            out[t, _PAT_END] = best[q, 2]
+            out[t, _PAT_START] = ps + offset
+            out[t, _PAT_END] = best[q, 2] + offset
             out[t, _N_OPS] = n_ops
             out[t, _NM] = n_ops - n_match
             out[t, _MATCHES] = n_match
@@ -356,9 +482,26 @@ _align_batch_parallel16 = njit(parallel=True, cache=True, nogil=True)(
     _named(_align_batch_body, "_parallel16", _K=LANES16, _forward=_forward_lanes16))
 _align_batch_serial16 = njit(cache=True, nogil=True)(
     _named(_align_batch_body, "_serial16", _K=LANES16, _forward=_forward_lanes16))
+# The score pass (long patterns), likewise
+_score_lanes = njit(cache=True, nogil=True)(_named(
+    _score_body, "_i32", _K=LANES, _CELL=np.int32, _CELL_NEG=_NEG, _vsplat=vsplat16, _vload=vload16,
+    _vstore=vstore16, _vmax=vmax16, _vselect=vselect16))
+_score_lanes16 = njit(cache=True, nogil=True)(_named(
+    _score_body, "_i16", _K=LANES16, _CELL=np.int16, _CELL_NEG=_NEG16, _vsplat=vsplat32, _vload=vload32,
+    _vstore=vstore32, _vmax=vmax32, _vselect=vselect32))
+_score_batch_parallel = njit(parallel=True, cache=True, nogil=True)(
+    _named(_score_batch_body, "_parallel", _K=LANES, _score=_score_lanes))
+_score_batch_serial = njit(cache=True, nogil=True)(
+    _named(_score_batch_body, "_serial", _K=LANES, _score=_score_lanes))
+_score_batch_parallel16 = njit(parallel=True, cache=True, nogil=True)(
+    _named(_score_batch_body, "_parallel16", _K=LANES16, _score=_score_lanes16))
+_score_batch_serial16 = njit(cache=True, nogil=True)(
+    _named(_score_batch_body, "_serial16", _K=LANES16, _score=_score_lanes16))
 _cigars_parallel = njit(parallel=True, cache=True, nogil=True)(_named(_cigars_body, "_parallel"))
 _cigars_serial = njit(cache=True, nogil=True)(_named(_cigars_body, "_serial"))
 _PARALLEL_FROM = 32  #: instances from which the parallel kernels are used
+#: patterns more than this many times a read's length take the score pass and a window (_window_blocks)
+_WINDOW_FROM = 4
 
 
 def _most_ops(longest_read: int, longest_pattern: int, scoring: Scoring) -> int:
@@ -381,6 +524,68 @@ def _fits_int16(longest_read: int, longest_pattern: int, scoring: Scoring) -> bo
             and scoring.mismatch <= _INT16_COST and scoring.gap_open + scoring.gap_extend <= _INT16_COST)
 
 
+def _pattern_blocks(chosen, read_lengths, ks, table):
+    """Instances ``chosen`` (their read lengths and oriented patterns given)
+    aligned against their whole pattern, a block's lanes all against one
+    pattern, by read length (little padding): (order, lane offsets, ends,
+    group widths, group firsts), each group one pattern."""
+    by_pattern = lexsort2(read_lengths, ks)
+    sorted_ks = ks[by_pattern]
+    starts = np.flatnonzero(np.diff(sorted_ks, prepend=-1)).astype(np.int64) if len(sorted_ks) else \
+        np.zeros(0, np.int64)
+    ends = np.full((len(chosen), 2), -1, dtype=np.int64)
+    return (chosen[by_pattern], np.zeros(len(chosen), np.int64), ends,
+            table.lengths[sorted_ks[starts]].astype(np.int64), starts)
+
+
+def _window_bound(score, read_end, scoring: Scoring):
+    """The most pattern columns a local alignment of score ``score`` ending
+    at read row ``read_end`` can span: its M and X columns take a read base
+    each (at most read_end), and its deletions D cost at least gap_open + D x
+    gap_extend out of what its matches (at most match x read_end) leave above
+    the score: D <= (match x read_end - score - gap_open) / gap_extend."""
+    deletions = (scoring.match * read_end - score - scoring.gap_open) // scoring.gap_extend
+    return read_end + np.maximum(deletions, 0)
+
+
+def _window_blocks(codes, lengths, rows, table, ks, chosen, scoring: Scoring, fits: bool, parallel: bool):
+    """Instances ``chosen`` against long patterns: a score pass over the
+    whole pattern finds each one's end cell (the traceback's tie rule), and
+    the pointer pass then covers only the window of columns an alignment of
+    that score ending there can span (_window_bound). Every alignment of that
+    score ending there lies inside the window, so the pointer pass gives the
+    cells of the traced path, and every choice among their sources, the
+    values of the whole DP: the same alignment. The windows are right-aligned
+    in a block (each lane ends at the block's last column, columns before its
+    pattern's start match nothing), blocks formed by window width (any
+    patterns in a block). Returns what _pattern_blocks does, groups of equal
+    width."""
+    score_batch = ((_score_batch_parallel16 if parallel else _score_batch_serial16) if fits else
+                   (_score_batch_parallel if parallel else _score_batch_serial))
+    lanes = LANES16 if fits else LANES
+    # the score pass: blocks of any patterns, by pattern length then read length
+    pattern_lengths = table.lengths[ks[chosen]].astype(np.int64)
+    by_length = lexsort2(lengths[rows[chosen]], pattern_lengths)
+    chosen = chosen[by_length]
+    block_first = np.arange(0, len(chosen) + lanes, lanes)
+    block_first[-1] = len(chosen)
+    block_first = np.unique(block_first).astype(np.int64)
+    block_width = np.maximum.reduceat(pattern_lengths[by_length], block_first[:-1]).astype(np.int64)
+    found = score_batch(codes, lengths, rows[chosen], table.masks, table.starts, ks[chosen], block_first,
+                        block_width, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend)
+    score, read_end, pattern_end = found[:, 0], found[:, 1], found[:, 2]
+    width = np.minimum(pattern_end, _window_bound(score, read_end, scoring))
+    by_width = lexsort2(read_end, width)
+    chosen, score, read_end, pattern_end, width = (chosen[by_width], score[by_width], read_end[by_width],
+                                                   pattern_end[by_width], width[by_width])
+    # groups of `lanes` of increasing width, each as wide as its widest
+    group_first = np.arange(0, len(chosen), lanes, dtype=np.int64)
+    group_width = width[np.minimum(group_first + lanes, len(chosen)) - 1] if len(chosen) else np.zeros(0, np.int64)
+    lane_width = np.repeat(group_width, np.diff(np.append(group_first, len(chosen))))
+    ends = np.stack([score, read_end], axis=1).astype(np.int64)
+    return chosen, pattern_end - lane_width, ends, group_width.astype(np.int64), group_first
+
+
 def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cell_bits=None):
     """Align (rows[t], oriented pattern ks[t] of ``table``) for every t:
     the (t, 8) result table and the CIGARs (read backwards where
@@ -400,35 +605,52 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     longest = int(table.lengths.max()) if len(table) else 0
     ops = np.empty((count, max(_most_ops(codes.shape[1], longest, scoring), 1)), dtype=np.uint8)
     parallel = count >= _PARALLEL_FROM
+    fits = _fits_int16(codes.shape[1], longest, scoring)
+    read_lengths = lengths[rows]
+    pattern_lengths = table.lengths[ks].astype(np.int64)
+    # patterns many times the read's length: a score pass finds the end
+    # cells, the pointer pass then covers only the columns the alignment can reach
+    windowed = pattern_lengths > _WINDOW_FROM * np.maximum(read_lengths, 1)
+    plain = np.flatnonzero(~windowed)
+    parts = [_pattern_blocks(plain, read_lengths[plain], ks[plain], table)]
+    if windowed.any():
+        parts.append(_window_blocks(codes, lengths, rows, table, ks, np.flatnonzero(windowed), scoring, fits,
+                                    parallel))
+    order = np.concatenate([part[0] for part in parts])
+    lane_offset = np.concatenate([part[1] for part in parts])
+    ends = np.concatenate([part[2] for part in parts])
+    widest = max(int(part[3].max(initial=0)) for part in parts)
     if cell_bits is None:
         # int16 where the values fit, and where a block's pointers (twice the
         # reads, so twice the bytes) stay small: long reads against long
         # patterns keep the int32 blocks and the memory they took before
-        pointer_bytes = (codes.shape[1] + 1) * (longest + 1) * LANES16
-        cell_bits = 16 if _fits_int16(codes.shape[1], longest, scoring) and pointer_bytes <= _INT16_POINTERS else 32
+        pointer_bytes = (codes.shape[1] + 1) * (widest + 1) * LANES16
+        cell_bits = 16 if fits and pointer_bytes <= _INT16_POINTERS else 32
     if cell_bits == 16:
         align_batch = _align_batch_parallel16 if parallel else _align_batch_serial16
         lanes = LANES16
     else:
         align_batch = _align_batch_parallel if parallel else _align_batch_serial
         lanes = LANES
-    cigars_of = _cigars_parallel if parallel else _cigars_serial
-    # instances of one pattern, by read length, share blocks of lanes: little padding
-    by_pattern = lexsort2(lengths[rows], ks)
-    sorted_ks = ks[by_pattern]
-    sizes = np.bincount(sorted_ks)
-    sizes = sizes[sizes > 0]
-    first = np.zeros(len(sizes), dtype=np.int64)
-    np.cumsum(sizes[:-1], out=first[1:])
-    # each pattern's instances in blocks of lanes, the last one partial
-    blocks = -(-sizes // lanes)
-    block_of = np.repeat(np.arange(len(sizes)), blocks)
-    rank = np.arange(len(block_of)) - np.repeat(np.cumsum(blocks) - blocks, blocks)
-    block_first = np.append(first[block_of] + rank * lanes, count).astype(np.int64)
+    # each part's instances in blocks of lanes: a block for each group of
+    # instances (a pattern; a window width) of up to `lanes`, the last one partial
+    firsts, block_widths, offset = [], [], 0
+    for part in parts:
+        group_first, group_width = part[4], part[3]
+        sizes = np.diff(np.append(group_first, len(part[0])))
+        blocks = -(-sizes // lanes)
+        block_of = np.repeat(np.arange(len(sizes)), blocks)
+        rank = np.arange(len(block_of)) - np.repeat(np.cumsum(blocks) - blocks, blocks)
+        firsts.append(offset + group_first[block_of] + rank * lanes)
+        block_widths.append(group_width[block_of])
+        offset += len(part[0])
+    block_first = np.append(np.concatenate(firsts), count).astype(np.int64)
+    block_width = np.concatenate(block_widths).astype(np.int64)
     table_rows = align_batch(
-        codes, lengths, rows[by_pattern], by_pattern, table.masks, table.starts, block_first,
-        sorted_ks[block_first[:-1]], scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops,
+        codes, lengths, rows[order], order, table.masks, table.starts, ks[order], lane_offset, ends, block_first,
+        block_width, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops,
     )
+    cigars_of = _cigars_parallel if parallel else _cigars_serial
     letters = _EQX_LETTERS if eqx else _M_LETTERS
     reverse = np.ascontiguousarray(np.broadcast_to(reverse_cigar, (count,)), dtype=np.bool_)
     buf, offsets = cigars_of(ops, np.ascontiguousarray(table_rows[:, _N_OPS]), letters, reverse)
