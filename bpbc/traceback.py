@@ -232,9 +232,10 @@ def _score_body(block, pattern, match, mismatch, gap_open, gap_extend, result):
     past a lane's pattern): result (_K, 3) as _forward_body's, the end cell
     by the same tie rule (the first maximum in (i, j) order). Column by
     column (j outer): the columns of H and F it keeps are the read's length,
-    in L1 whatever the pattern's; a column whose best cell could not replace
-    the best so far (every lane's below it, or at most equal) is not looked
-    at again, the others are scanned once more in (i) order."""
+    in L1 whatever the pattern's. Each column's best cell (the first in
+    (i)) is kept as the column is filled, and then compared with the best so
+    far (a second scan of the columns that could replace it cost as much as
+    the pass itself: along a hit's diagonal nearly every column does)."""
     n = block.shape[0]
     m = pattern.shape[0]
     K = _K
@@ -257,7 +258,8 @@ def _score_body(block, pattern, match, mismatch, gap_open, gap_extend, result):
         h_diag = zero  # H[0][j-1]
         h_up = zero  # H[0][j]
         e = _vsplat(_CELL_NEG)
-        top = zero
+        top = zero  # the column's best H, at row top_i (the first)
+        top_i = zero
         for i in range(1, n + 1):
             s = _vselect((_vload(flat_block, (i - 1) * K) & pattern_bits) != zero, match_score, mismatch_score)
             h_left = _vload(h_column, i * K)
@@ -266,25 +268,16 @@ def _score_body(block, pattern, match, mismatch, gap_open, gap_extend, result):
             h = _vmax(_vmax(h_diag + s, zero), _vmax(e, f))
             _vstore(h_column, i * K, h)
             _vstore(f_column, i * K, f)
-            top = _vmax(top, h)
+            higher = h > top
+            top = _vselect(higher, h, top)
+            top_i = _vselect(higher, _vsplat(i), top_i)
             h_diag = h_left
             h_up = h
-        # a cell replaces the best with a higher score, or an equal one in an earlier row
-        _vstore(scratch, 0, _vselect(top > _vselect(best > zero, best - one, zero), one, zero))
-        again = False
-        for q in range(K):
-            if scratch[q]:
-                again = True
-                break
-        if again:
-            column = _vsplat(j)
-            for i in range(1, n + 1):
-                h = _vload(h_column, i * K)
-                row = _vsplat(i)
-                better = h > _vselect(best_i > row, best - one, best)
-                best = _vselect(better, h, best)
-                best_i = _vselect(better, row, best_i)
-                best_j = _vselect(better, column, best_j)
+        # the column's best replaces the best so far if higher, or equal in an earlier row
+        better = top > _vselect(best_i > top_i, best - one, best)
+        best = _vselect(better, top, best)
+        best_i = _vselect(better, top_i, best_i)
+        best_j = _vselect(better, _vsplat(j), best_j)
     for column, lanes in enumerate((best, best_i, best_j)):
         _vstore(scratch, 0, lanes)
         for q in range(K):

@@ -487,3 +487,86 @@ def test_alignments_with_long_deletions_fit_their_ops():
     assert al == rule_traceback(read, pattern, scoring)
     assert _most_ops(40, len(pattern), scoring) == 40 + 400 >= len("M" * 40 + "D" * 150)
     assert _most_ops(150, 10_000, Scoring()) == 300
+
+
+def _long_pattern_case(rng, count, read_count):
+    """Patterns many times the reads' length (some of them tandem repeats,
+    whose equal-scoring ends and paths test the tie rule), IUPAC codes and Ns,
+    and reads holding mutated pieces of them (either strand), near their
+    ends too, beside random reads."""
+    patterns = []
+    for k in range(count):
+        length = int(rng.integers(300, 1500))
+        if k % 3 == 0:
+            unit = random_read(rng, int(rng.integers(2, 9)))
+            patterns.append((unit * (length // len(unit) + 1))[:length])
+        else:
+            patterns.append(random_pattern(rng, length, iupac_rate=0.02))
+    reads, ks = [], []
+    for r in range(read_count):
+        k = int(rng.integers(0, count))
+        pattern = patterns[k]
+        size = int(rng.integers(10, 70))
+        at = int(rng.choice([0, len(pattern) - size, int(rng.integers(0, len(pattern) - size))]))
+        piece = mutate(rng, "".join(str(rng.choice(list(IUPAC_BASES[c.upper()]))) for c in pattern[at:at + size]),
+                       0.15)
+        read = random_read(rng, int(rng.integers(0, 20)), n_rate=0.05) + piece + random_read(rng, int(rng.integers(0, 20)))
+        if r % 7 == 0:
+            read = random_read(rng, int(rng.integers(0, 90)), n_rate=0.05)
+        minus = r % 2
+        reads.append(reverse_complement_text(read) if minus else read)
+        ks.append(2 * k + minus if r % 5 else int(rng.integers(0, 2 * count)))
+    return patterns, reads, np.array(ks)
+
+
+def reverse_complement_text(text):
+    return text[::-1].translate(str.maketrans("ACGTN", "TGCAN"))
+
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_windows_after_the_score_pass_give_the_whole_patterns_alignments(scoring, monkeypatch):
+    """Against patterns many times the read's length the score pass finds
+    the end cells and the pointer pass covers only a window of columns: the
+    result table and CIGARs are those of the pointer pass over the whole
+    pattern, bit for bit (ties included: tandem repeats), on int16 and int32
+    cells, and the rule's traceback on the reference matrices for some."""
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    rng = np.random.default_rng(53)
+    patterns, reads, ks = _long_pattern_case(rng, 9, 400)
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.build([encode_pattern(p) for p in patterns], ("+", "-"))
+    rows = np.arange(len(reads))
+    assert (table.lengths[ks] > tb._WINDOW_FROM * np.maximum(lengths[rows], 1)).mean() > 0.9
+    windowed = _run_both_widths(codes, lengths, rows, table, ks, scoring, True)
+    monkeypatch.setattr(tb, "_WINDOW_FROM", float("inf"))
+    whole = _run_both_widths(codes, lengths, rows, table, ks, scoring, True)
+    for (got, got_cigars), (expected, expected_cigars) in zip(windowed, whole):
+        assert np.array_equal(got, expected)
+        assert got_cigars.strings() == expected_cigars.strings()
+    assert (whole[0][0][:, 0] >= 15 * scoring.match).sum() > 150
+    monkeypatch.undo()
+    for r in range(0, 400, 37):
+        read, pattern = codes[r, :lengths[r]], table.oriented(ks[r])
+        assert align_codes(read, pattern, scoring, eqx=True) == rule_traceback(read, pattern, scoring)
+
+
+def test_window_bound_holds_the_widest_alignment_of_a_score():
+    """The window is as wide as the longest deletion the score allows: a
+    read whose alignment holds a deletion of exactly that length (20M 150D
+    20M, score 230 with match 10, gap 20 + 1 a base) against a pattern 40
+    times the read's length is aligned as by the whole pattern's pass."""
+    from bpbc import traceback as tb
+
+    scoring = Scoring(10, 30, 20, 1)
+    assert tb._window_bound(230, 40, scoring) == 40 + 150
+    rng = np.random.default_rng(59)
+    left, right, gap = random_read(rng, 20), random_read(rng, 20), random_read(rng, 150)
+    # the deleted bases neither go on matching the read's left half nor start its right one
+    other = {"A": "C", "C": "G", "G": "T", "T": "A"}
+    gap = other[right[0]] + gap[1:-1] + other[left[-1]]
+    pattern_text = random_read(rng, 700) + left + gap + right + random_read(rng, 700)
+    read, pattern = encode(left + right, pattern_text)
+    al = align_codes(read, pattern, scoring, eqx=True)
+    assert al.cigar == "20=150D20=" and al.score == 230 and al == rule_traceback(read, pattern, scoring)
