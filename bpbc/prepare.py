@@ -78,7 +78,8 @@ def _engine_task(planes: int, track_best: bool, scoring: tuple[int, int, int, in
 def _traceback_task(parallel: bool, scoring: tuple[int, int, int, int], cell_bits: int = 16) -> tuple[float, float]:
     """The traceback's kernels: the parallel ones from traceback._PARALLEL_FROM
     instances on; on int16 cells (those of most runs) or int32 cells (scores
-    or reads too long for int16)."""
+    or reads too long for int16); against a short pattern and a long one (the
+    score pass and windows of patterns many times a read's length)."""
     import numpy as np
 
     from .alphabet import encode_pattern, encode_reads
@@ -89,8 +90,8 @@ def _traceback_task(parallel: bool, scoring: tuple[int, int, int, int], cell_bit
     def work() -> None:
         count = _PARALLEL_FROM if parallel else 1
         codes, lengths = encode_reads(["ACGTTGCAACGTAGGT"] * count)
-        table = PatternTable.build([encode_pattern("ACGTTGCA")], ("+", "-"))
-        _run_batch(codes, lengths, np.arange(count), table, np.arange(count) % 2, Scoring(*scoring), False,
+        table = PatternTable.build([encode_pattern("ACGTTGCA"), encode_pattern("ACGTTGCAAC" * 8)], ("+", "-"))
+        _run_batch(codes, lengths, np.arange(count), table, np.arange(count) % 4, Scoring(*scoring), False,
                    np.arange(count) % 2 == 1, cell_bits)
 
     return _timed(work)

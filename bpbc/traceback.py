@@ -607,8 +607,9 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     plain = np.flatnonzero(~windowed)
     parts = [_pattern_blocks(plain, read_lengths[plain], ks[plain], table)]
     if windowed.any():
-        parts.append(_window_blocks(codes, lengths, rows, table, ks, np.flatnonzero(windowed), scoring, fits,
-                                    parallel))
+        # the score pass on int16 cells where they fit, unless int32 cells are asked for
+        parts.append(_window_blocks(codes, lengths, rows, table, ks, np.flatnonzero(windowed), scoring,
+                                    fits and cell_bits != 32, parallel))
     order = np.concatenate([part[0] for part in parts])
     lane_offset = np.concatenate([part[1] for part in parts])
     ends = np.concatenate([part[2] for part in parts])
