@@ -77,6 +77,62 @@ def reads_for(panel: tuple[int, int], cells: float, max_reads: int) -> int:
     return int(max(1024, min(max_reads, cells / (READ_LENGTH * length * count * STRANDS))) // 1024 * 1024)
 
 
+def parse_hits_panel(text: str) -> tuple[int, int, int]:
+    """``COUNTxLENGTH`` or ``COUNTxLOW-HIGH`` (lengths drawn uniformly from LOW to HIGH): (count, low, high)."""
+    count, _, lengths = text.lower().partition("x")
+    low, _, high = lengths.partition("-")
+    return int(count), int(low), int(high or low)
+
+
+def ranged_patterns(count: int, low: int, high: int, seed: int) -> list[str]:
+    """``count`` random patterns of lengths drawn from ``low`` to ``high`` (a
+    vector or contaminant collection: 100 bp to 10 kb)."""
+    rng = np.random.default_rng([seed, count, low, high])
+    return [row.tobytes().decode() for row in (BASES[rng.integers(0, 4, int(length))]
+                                               for length in rng.integers(low, high + 1, count))]
+
+
+def mutated(rng, piece: str, rate: float = 0.02) -> str:
+    """``piece`` with about ``rate`` of its bases substituted, and as many
+    1-3 base insertions and deletions, half each."""
+    out, i = [], 0
+    while i < len(piece):
+        roll = rng.random()
+        if roll < rate:
+            out.append("ACGT"[int(rng.integers(4))])
+            i += 1
+        elif roll < rate * 1.5:
+            i += int(rng.integers(1, 4))
+        elif roll < rate * 2:
+            out.append("".join("ACGT"[c] for c in rng.integers(0, 4, int(rng.integers(1, 4)))))
+        else:
+            out.append(piece[i])
+            i += 1
+    return "".join(out)
+
+
+def planted_pieces(rng, patterns: list[str], n: int, planted: int) -> list[str]:
+    """n random reads, each with ``planted`` pieces of READ_LENGTH / planted
+    bases from random places of random patterns (either strand), with
+    substitutions and small indels (:func:`mutated`), side by side from a
+    random start: reads of a vector or contaminant, against patterns longer
+    than the reads."""
+    reads = random_sequences(rng, n, READ_LENGTH)
+    size = READ_LENGTH // planted
+    out = []
+    for read in reads:
+        pieces = []
+        for p in rng.integers(0, len(patterns), planted):
+            pattern = patterns[p]
+            start = int(rng.integers(0, max(1, len(pattern) - size + 1)))
+            piece = mutated(rng, pattern[start:start + size])
+            pieces.append(piece[::-1].translate(COMPLEMENT) if rng.integers(2) else piece)
+        copies = "".join(pieces)[:READ_LENGTH]
+        start = int(rng.integers(0, READ_LENGTH - len(copies) + 1))
+        out.append(read[:start] + copies + read[start + len(copies):])
+    return out
+
+
 def planted_reads(rng, patterns: list[str], n: int, planted: int) -> list[str]:
     """n random reads, each with ``planted`` exact copies of random patterns
     (either strand), side by side from a random start where they fit."""
@@ -209,54 +265,80 @@ def e2e_rows(panels, pool: list[str], cells: float, max_reads: int, device: str,
 
 
 def traceback_rows(panel, n: int, planted: int, device: str, thread_counts: list[int], rounds: int,
-                   seed: int) -> list[dict]:
+                   seed: int, whole: bool = False) -> list[dict]:
     """The screen and the traceback of reads full of hits, the thread counts
-    interleaved round by round (a slow spell falls on all of them)."""
+    interleaved round by round (a slow spell falls on all of them). panel:
+    (count, low, high); patterns of one length get exact copies planted
+    (:func:`planted_reads`), a range of lengths mutated pieces
+    (:func:`planted_pieces`). ``whole``: each round also runs the traceback
+    with every pattern's whole width in the pointer pass (no score pass and
+    windows: bpbc.traceback._WINDOW_FROM infinite), rows of its own,
+    interleaved with the others; outputs compared."""
+    from bpbc import traceback as tb
     from bpbc.engines import numba_threads
     from bpbc.screener import Screener
 
-    patterns = panel_patterns(panel, seed)
-    reads = planted_reads(np.random.default_rng(seed + 1), patterns, n, planted)
+    count_, low, high = panel
+    if low == high:
+        patterns = panel_patterns((count_, low), seed)
+        reads = planted_reads(np.random.default_rng(seed + 1), patterns, n, planted)
+    else:
+        patterns = ranged_patterns(count_, low, high, seed)
+        reads = planted_pieces(np.random.default_rng(seed + 1), patterns, n, planted)
+    label = f"{count_}x{low}" if low == high else f"{count_}x{low}-{high}"
+    modes = [(threads, False) for threads in thread_counts] + ([(t, True) for t in thread_counts] if whole else [])
+    window_from = tb._WINDOW_FROM
+
+    def align(screener, batch, hits, whole_width):
+        tb._WINDOW_FROM = float("inf") if whole_width else window_from
+        try:
+            return screener.align(batch, hits)
+        finally:
+            tb._WINDOW_FROM = window_from
+
     setups = []
     reference = None
-    for threads in thread_counts:
+    for threads, whole_width in modes:
         screener = Screener(patterns, threshold=THRESHOLD, device=device, threads=threads)
         batch = screener.prepare(reads)
         with numba_threads(threads):
             hits = screener.hits(batch)
-            alignments = screener.align(batch, hits)  # warm-up
-        key = (alignments.score.tobytes(), alignments.cigars.buffer.tobytes())
+            alignments = align(screener, batch, hits, whole_width)  # warm-up
+        key = (alignments.score.tobytes(), alignments.pattern_start.tobytes(), alignments.read_start.tobytes(),
+               alignments.cigars.buffer.tobytes())
         reference = reference or key
         if key != reference:
-            raise AssertionError(f"the traceback on {threads} threads differs from the first thread count's")
-        setups.append((threads, screener, batch, len(hits)))
-    screen_times: dict[int, list[float]] = {threads: [] for threads in thread_counts}
-    align_times: dict[int, list[float]] = {threads: [] for threads in thread_counts}
+            raise AssertionError(f"the traceback on {threads} threads (whole={whole_width}) differs from the first's")
+        setups.append((threads, whole_width, screener, batch, len(hits)))
+    screen_times = {mode: [] for mode in modes}
+    align_times = {mode: [] for mode in modes}
     for _ in range(rounds):
-        for threads, screener, batch, _ in setups:
+        for threads, whole_width, screener, batch, _ in setups:
             with numba_threads(threads):
                 start = time.perf_counter()
                 hits = screener.hits(batch)
                 middle = time.perf_counter()
-                screener.align(batch, hits)
-                screen_times[threads].append(middle - start)
-                align_times[threads].append(time.perf_counter() - middle)
+                align(screener, batch, hits, whole_width)
+                screen_times[threads, whole_width].append(middle - start)
+                align_times[threads, whole_width].append(time.perf_counter() - middle)
     rows = []
-    first_median, first_best = summary(align_times[thread_counts[0]])
-    cells = n * READ_LENGTH * panel[0] * panel[1] * STRANDS
-    for threads, _, _, count in setups:
-        screen_s, screen_best = summary(screen_times[threads])
-        align_s, align_best = summary(align_times[threads])
-        rows.append({"kind": "traceback", "panel": f"{panel[0]}x{panel[1]}", "patterns": panel[0],
-                     "pattern_length": panel[1], "reads": n, "planted": planted, "threads": threads, "hits": count,
+    first_median, first_best = summary(align_times[modes[0]])
+    cells = n * READ_LENGTH * sum(map(len, patterns)) * STRANDS
+    for threads, whole_width, _, _, count in setups:
+        mode = (threads, whole_width)
+        screen_s, screen_best = summary(screen_times[mode])
+        align_s, align_best = summary(align_times[mode])
+        rows.append({"kind": "traceback_whole" if whole_width else "traceback", "panel": label, "patterns": count_,
+                     "pattern_length": low if low == high else f"{low}-{high}", "reads": n, "planted": planted,
+                     "threads": threads, "hits": count,
                      "screen_s": f"{screen_s:.4g}", "seconds": f"{align_s:.4g}", "best_seconds": f"{align_best:.4g}",
                      "hits_per_s": f"{count / align_s:.4g}", "best_hits_per_s": f"{count / align_best:.4g}",
                      "screen_hits_per_s": f"{count / screen_s:.4g}", "screen_gcups": f"{cells / screen_s / 1e9:.4g}",
                      "best_screen_gcups": f"{cells / screen_best / 1e9:.4g}",
                      "speedup_to_first": f"{first_median / align_s:.3f}",
                      "best_speedup_to_first": f"{first_best / align_best:.3f}",
-                     "seconds_all": " ".join(f"{t:.4g}" for t in align_times[threads])})
-        print(f"  traceback {threads:>3} threads  {count} hits  screen {screen_s:.3f} s ({cells / screen_s / 1e9:.1f} "
+                     "seconds_all": " ".join(f"{t:.4g}" for t in align_times[mode])})
+        print(f"  traceback{' (whole patterns)' if whole_width else ''} {label} {threads:>3} threads  {count} hits  screen {screen_s:.3f} s ({cells / screen_s / 1e9:.1f} "
               f"GCUPS)  align {align_s:.3f} s  {count / align_s / 1e6:.3f} M hits/s (best {count / align_best / 1e6:.3f}"
               f", x{first_best / align_best:.2f})", file=sys.stderr, flush=True)
     return rows
@@ -283,7 +365,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", nargs="+", choices=("library", "e2e", "traceback"),
                         default=["library", "e2e", "traceback"])
     parser.add_argument("--chunk-size", type=int, default=None, help="e2e: bpbc-screen --chunk-size (default its own)")
-    parser.add_argument("--hits-panel", default="96x24", help="traceback: the panel (default 96x24)")
+    parser.add_argument("--hits-panel", default="96x24",
+                        help="traceback: the panel, COUNTxLENGTH (exact copies planted) or COUNTxLOW-HIGH (lengths "
+                             "drawn from LOW to HIGH, pieces with substitutions and indels planted) (default 96x24)")
+    parser.add_argument("--whole", action="store_true",
+                        help="traceback: also time it with every pattern's whole width in the pointer pass (no score "
+                             "pass and windows), interleaved")
     parser.add_argument("--hits-reads", type=int, default=None, help="traceback: reads (default 100000; --quick 2000)")
     parser.add_argument("--planted", type=int, default=5, help="traceback: pattern copies per read (default 5)")
     parser.add_argument("--hits-threads", type=int, nargs="+", default=None,
@@ -317,8 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     if "traceback" in args.parts:
         hits_reads = args.hits_reads or (2000 if args.quick else 100_000)
         thread_counts = args.hits_threads or sorted({1, cores})
-        rows += traceback_rows(parse_panel(args.hits_panel), hits_reads, args.planted, args.device, thread_counts,
-                               rounds, args.seed)
+        rows += traceback_rows(parse_hits_panel(args.hits_panel), hits_reads, args.planted, args.device,
+                               thread_counts, rounds, args.seed, args.whole)
     gpu = gpu_info() if args.device == "gpu" else None
     env = environment(gpu)
     try:
