@@ -517,18 +517,20 @@ def _fits_int16(longest_read: int, longest_pattern: int, scoring: Scoring) -> bo
             and scoring.mismatch <= _INT16_COST and scoring.gap_open + scoring.gap_extend <= _INT16_COST)
 
 
-def _pattern_blocks(chosen, read_lengths, ks, table):
+def _pattern_blocks(chosen, read_lengths, ks, table, lanes):
     """Instances ``chosen`` (their read lengths and oriented patterns given)
-    aligned against their whole pattern, a block's lanes all against one
-    pattern, by read length (little padding): (order, lane offsets, ends,
-    group widths, group firsts), each group one pattern."""
-    by_pattern = lexsort2(read_lengths, ks)
-    sorted_ks = ks[by_pattern]
-    starts = np.flatnonzero(np.diff(sorted_ks, prepend=-1)).astype(np.int64) if len(sorted_ks) else \
-        np.zeros(0, np.int64)
+    aligned against their whole pattern, in groups of ``lanes`` by pattern
+    length, then pattern, then read length (little padding; lanes need not
+    share a pattern: columns past a lane's pattern match nothing, so its
+    cells there stay below its best and are never walked): (order, lane
+    offsets, ends, group widths, group firsts)."""
+    pattern_lengths = table.lengths[ks].astype(np.int64)
+    by_pattern = lexsort2(read_lengths, pattern_lengths * len(table) + ks)
+    group_first = np.arange(0, len(chosen), lanes, dtype=np.int64)
+    group_width = np.maximum.reduceat(pattern_lengths[by_pattern], group_first).astype(np.int64) if len(chosen) \
+        else np.zeros(0, np.int64)
     ends = np.full((len(chosen), 2), -1, dtype=np.int64)
-    return (chosen[by_pattern], np.zeros(len(chosen), np.int64), ends,
-            table.lengths[sorted_ks[starts]].astype(np.int64), starts)
+    return chosen[by_pattern], np.zeros(len(chosen), np.int64), ends, group_width, group_first
 
 
 def _window_bound(score, read_end, scoring: Scoring):
@@ -605,7 +607,7 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     # cells, the pointer pass then covers only the columns the alignment can reach
     windowed = pattern_lengths > _WINDOW_FROM * np.maximum(read_lengths, 1)
     plain = np.flatnonzero(~windowed)
-    parts = [_pattern_blocks(plain, read_lengths[plain], ks[plain], table)]
+    parts = [_pattern_blocks(plain, read_lengths[plain], ks[plain], table, LANES16 if fits else LANES)]
     if windowed.any():
         # the score pass on int16 cells where they fit, unless int32 cells are asked for
         parts.append(_window_blocks(codes, lengths, rows, table, ks, np.flatnonzero(windowed), scoring,
@@ -626,8 +628,7 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     else:
         align_batch = _align_batch_parallel if parallel else _align_batch_serial
         lanes = LANES
-    # each part's instances in blocks of lanes: a block for each group of
-    # instances (a pattern; a window width) of up to `lanes`, the last one partial
+    # each part's groups of instances (of one width) in blocks of `lanes`
     firsts, block_widths, offset = [], [], 0
     for part in parts:
         group_first, group_width = part[4], part[3]
