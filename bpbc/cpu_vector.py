@@ -193,15 +193,8 @@ i32x16 = LaneVector("i32x16", 32, 16)
 mask16 = LaneVector("mask16", 1, 16)  #: what comparing two i32x16 gives
 
 # '&' and '|' are lowered above, for every LaneVector
-_I32_ARITHMETIC = {operator.add: "add", operator.sub: "sub", operator.and_: None, operator.or_: None}
-_I32_COMPARISONS = {operator.gt: ">", operator.ge: ">=", operator.ne: "!="}
-
-
-class _I32Binary(AbstractTemplate):
-    def generic(self, args, kws):
-        if not kws and tuple(args) == (i32x16, i32x16):
-            return signature(mask16 if self.key in _I32_COMPARISONS else i32x16, *args)
-        return None
+_LANE_ARITHMETIC = {operator.add: "add", operator.sub: "sub", operator.and_: None, operator.or_: None}
+_LANE_COMPARISONS = {operator.gt: ">", operator.ge: ">=", operator.ne: "!="}
 
 
 def _lower_compare(predicate):
@@ -211,201 +204,115 @@ def _lower_compare(predicate):
     return lower
 
 
-for _op, _lowering in _I32_ARITHMETIC.items():
-    infer_global(_op)(type(f"_I32_{_op.__name__}", (_I32Binary,), {"key": _op}))
+for _op, _lowering in _LANE_ARITHMETIC.items():
     if _lowering is not None:
         lower_builtin(_op, LaneVector, LaneVector)(_lower_gate(_lowering))
-for _op, _predicate in _I32_COMPARISONS.items():
-    infer_global(_op)(type(f"_I32_{_op.__name__}", (_I32Binary,), {"key": _op}))
+for _op, _predicate in _LANE_COMPARISONS.items():
     lower_builtin(_op, LaneVector, LaneVector)(_lower_compare(_predicate))
 
 
-@intrinsic
-def vsplat16(typingctx, value):
-    """16 lanes of the integer ``value`` (as int32)."""
-    if not isinstance(value, types.Integer):
-        return None
+def _lane_integers(vector: LaneVector, mask: LaneVector, lane: types.Integer, lanes: int):
+    """The operators and functions (splat, max, select, load, store) of
+    integer lanes ``vector`` (``lanes`` of ``lane``), whose comparisons give
+    ``mask``: one definition for both widths. Loads and stores take 1-d
+    contiguous arrays of ``lane`` or of uint8 (widened on load, cut to the
+    low byte on store)."""
+    bits = lane.bitwidth
 
-    def codegen(context, builder, signature, args):
-        scalar = context.cast(builder, args[0], signature.args[0], types.int32)
-        vector = ir.Constant(i32x16.ir_type, None)
-        vector = builder.insert_element(vector, scalar, ir.Constant(ir.IntType(32), 0))
-        return builder.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(ir.IntType(32), 16), [0] * 16))
+    class Binary(AbstractTemplate):
+        def generic(self, args, kws):
+            if not kws and tuple(args) == (vector, vector):
+                return signature(mask if self.key in _LANE_COMPARISONS else vector, *args)
+            return None
 
-    return i32x16(value), codegen
+    for op in (*_LANE_ARITHMETIC, *_LANE_COMPARISONS):
+        infer_global(op)(type(f"_{vector.name}_{op.__name__}", (Binary,), {"key": op}))
+
+    @intrinsic
+    def vsplat(typingctx, value):
+        if not isinstance(value, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            scalar = context.cast(builder, args[0], signature.args[0], lane)
+            splat = builder.insert_element(ir.Constant(vector.ir_type, None), scalar, ir.Constant(ir.IntType(32), 0))
+            return builder.shuffle_vector(splat, splat, ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+
+        return vector(value), codegen
+
+    @intrinsic
+    def vmax(typingctx, a, b):
+        if (a, b) != (vector, vector):
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.select(builder.icmp_signed(">", args[0], args[1]), args[0], args[1])
+
+        return vector(a, b), codegen
+
+    @intrinsic
+    def vselect(typingctx, mask_, a, b):
+        if (mask_, a, b) != (mask, vector, vector):
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.select(*args)
+
+        return vector(mask_, a, b), codegen
+
+    def takes(array) -> bool:
+        return isinstance(array, types.Array) and array.ndim == 1 and array.layout == "C" \
+            and array.dtype in (lane, types.uint8)
+
+    def lanes_at(context, builder, signature, args):
+        """(pointer to array[index:index + lanes], their bits: the lane's or 8)."""
+        array_type, index_type = signature.args[0], signature.args[1]
+        width = bits if array_type.dtype == lane else 8
+        index = context.cast(builder, args[1], index_type, types.intp)
+        data = context.make_array(array_type)(context, builder, args[0]).data
+        return builder.bitcast(builder.gep(data, [index]), ir.VectorType(ir.IntType(width), lanes).as_pointer()), width
+
+    @intrinsic
+    def vload(typingctx, array, index):
+        if not takes(array) or not isinstance(index, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            pointer, width = lanes_at(context, builder, signature, args)
+            value = builder.load(pointer, align=width // 8)
+            return value if width == bits else builder.zext(value, vector.ir_type)
+
+        return vector(array, index), codegen
+
+    @intrinsic
+    def vstore(typingctx, array, index, value):
+        if not takes(array) or not isinstance(index, types.Integer) or value != vector:
+            return None
+
+        def codegen(context, builder, signature, args):
+            pointer, width = lanes_at(context, builder, signature, args)
+            values = args[2] if width == bits else builder.trunc(args[2], ir.VectorType(ir.IntType(8), lanes))
+            builder.store(values, pointer, align=width // 8)
+            return context.get_dummy_value()
+
+        return types.void(array, index, value), codegen
+
+    return vsplat, vmax, vselect, vload, vstore
 
 
-@intrinsic
-def vmax16(typingctx, a, b):
-    """Lane-wise signed maximum."""
-    if (a, b) != (i32x16, i32x16):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.select(builder.icmp_signed(">", args[0], args[1]), args[0], args[1])
-
-    return i32x16(a, b), codegen
-
-
-@intrinsic
-def vselect16(typingctx, mask, a, b):
-    """``a`` where ``mask``, else ``b``, lane by lane."""
-    if (mask, a, b) != (mask16, i32x16, i32x16):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.select(*args)
-
-    return i32x16(mask, a, b), codegen
-
-
-def _lane_array(array) -> bool:
-    """Whether vload16 / vstore16 take ``array``: 1-d contiguous int32 or uint8."""
-    return isinstance(array, types.Array) and array.ndim == 1 and array.layout == "C" \
-        and array.dtype in (types.int32, types.uint8)
-
-
-def _lanes_at(context, builder, signature, args):
-    """(pointer to the 16 elements array[index:index + 16], their bits: 32 or 8)."""
-    array_type, index_type = signature.args[0], signature.args[1]
-    bits = 32 if array_type.dtype == types.int32 else 8
-    index = context.cast(builder, args[1], index_type, types.intp)
-    data = context.make_array(array_type)(context, builder, args[0]).data
-    return builder.bitcast(builder.gep(data, [index]), ir.VectorType(ir.IntType(bits), 16).as_pointer()), bits
-
-
-@intrinsic
-def vload16(typingctx, array, index):
-    """array[index:index + 16] as 16 int32 lanes (array: 1-d contiguous
-    int32, or uint8, whose bytes are zero-extended)."""
-    if not _lane_array(array) or not isinstance(index, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        pointer, bits = _lanes_at(context, builder, signature, args)
-        value = builder.load(pointer, align=bits // 8)
-        return value if bits == 32 else builder.zext(value, i32x16.ir_type)
-
-    return i32x16(array, index), codegen
-
-
-@intrinsic
-def vstore16(typingctx, array, index, value):
-    """array[index:index + 16] = value (array: 1-d contiguous int32, or uint8,
-    which takes each lane's low byte)."""
-    if not _lane_array(array) or not isinstance(index, types.Integer) or value != i32x16:
-        return None
-
-    def codegen(context, builder, signature, args):
-        pointer, bits = _lanes_at(context, builder, signature, args)
-        lanes = args[2] if bits == 32 else builder.trunc(args[2], ir.VectorType(ir.IntType(8), 16))
-        builder.store(lanes, pointer, align=bits // 8)
-        return context.get_dummy_value()
-
-    return types.void(array, index, value), codegen
+#: 16 int32 lanes: ``vsplat16(x)`` (x as int32), ``vmax16(a, b)`` (signed),
+#: ``vselect16(mask, a, b)`` (a where mask), ``vload16(array, i)`` and
+#: ``vstore16(array, i, v)`` (array[i:i + 16], int32 or uint8 arrays)
+vsplat16, vmax16, vselect16, vload16, vstore16 = _lane_integers(i32x16, mask16, types.int32, 16)
 
 
 # ---------------------------------------------------------------------------
 # 16-bit lanes for the traceback's forward pass where its values fit
 # (bpbc.traceback): 32 reads at once, twice the lanes of i32x16 for the same
 # instructions. The same operators (``+``, ``-``, ``&``, ``|``, ``>``,
-# ``>=``, ``!=``) and the functions below, suffixed 32 for their 32 lanes.
+# ``>=``, ``!=``) and functions, suffixed 32 for their 32 lanes (int16 or
+# uint8 arrays).
 
 i16x32 = LaneVector("i16x32", 16, 32)
 mask32 = LaneVector("mask32", 1, 32)  #: what comparing two i16x32 gives
-
-
-class _I16Binary(AbstractTemplate):
-    def generic(self, args, kws):
-        if not kws and tuple(args) == (i16x32, i16x32):
-            return signature(mask32 if self.key in _I32_COMPARISONS else i16x32, *args)
-        return None
-
-
-for _op in (*_I32_ARITHMETIC, *_I32_COMPARISONS):
-    infer_global(_op)(type(f"_I16_{_op.__name__}", (_I16Binary,), {"key": _op}))
-
-
-@intrinsic
-def vsplat32(typingctx, value):
-    """32 lanes of the integer ``value`` (as int16)."""
-    if not isinstance(value, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        scalar = context.cast(builder, args[0], signature.args[0], types.int16)
-        vector = ir.Constant(i16x32.ir_type, None)
-        vector = builder.insert_element(vector, scalar, ir.Constant(ir.IntType(32), 0))
-        return builder.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(ir.IntType(32), 32), [0] * 32))
-
-    return i16x32(value), codegen
-
-
-@intrinsic
-def vmax32(typingctx, a, b):
-    """Lane-wise signed maximum."""
-    if (a, b) != (i16x32, i16x32):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.select(builder.icmp_signed(">", args[0], args[1]), args[0], args[1])
-
-    return i16x32(a, b), codegen
-
-
-@intrinsic
-def vselect32(typingctx, mask, a, b):
-    """``a`` where ``mask``, else ``b``, lane by lane."""
-    if (mask, a, b) != (mask32, i16x32, i16x32):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.select(*args)
-
-    return i16x32(mask, a, b), codegen
-
-
-def _lane_array16(array) -> bool:
-    """Whether vload32 / vstore32 take ``array``: 1-d contiguous int16 or uint8."""
-    return isinstance(array, types.Array) and array.ndim == 1 and array.layout == "C" \
-        and array.dtype in (types.int16, types.uint8)
-
-
-def _lanes_at32(context, builder, signature, args):
-    """(pointer to the 32 elements array[index:index + 32], their bits: 16 or 8)."""
-    array_type, index_type = signature.args[0], signature.args[1]
-    bits = 16 if array_type.dtype == types.int16 else 8
-    index = context.cast(builder, args[1], index_type, types.intp)
-    data = context.make_array(array_type)(context, builder, args[0]).data
-    return builder.bitcast(builder.gep(data, [index]), ir.VectorType(ir.IntType(bits), 32).as_pointer()), bits
-
-
-@intrinsic
-def vload32(typingctx, array, index):
-    """array[index:index + 32] as 32 int16 lanes (array: 1-d contiguous
-    int16, or uint8, whose bytes are zero-extended)."""
-    if not _lane_array16(array) or not isinstance(index, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        pointer, bits = _lanes_at32(context, builder, signature, args)
-        value = builder.load(pointer, align=bits // 8)
-        return value if bits == 16 else builder.zext(value, i16x32.ir_type)
-
-    return i16x32(array, index), codegen
-
-
-@intrinsic
-def vstore32(typingctx, array, index, value):
-    """array[index:index + 32] = value (array: 1-d contiguous int16, or uint8,
-    which takes each lane's low byte)."""
-    if not _lane_array16(array) or not isinstance(index, types.Integer) or value != i16x32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        pointer, bits = _lanes_at32(context, builder, signature, args)
-        lanes = args[2] if bits == 16 else builder.trunc(args[2], ir.VectorType(ir.IntType(8), 32))
-        builder.store(lanes, pointer, align=bits // 8)
-        return context.get_dummy_value()
-
-    return types.void(array, index, value), codegen
+vsplat32, vmax32, vselect32, vload32, vstore32 = _lane_integers(i16x32, mask32, types.int16, 32)
