@@ -338,9 +338,10 @@ def traceback_rows(panel, n: int, planted: int, device: str, thread_counts: list
                      "speedup_to_first": f"{first_median / align_s:.3f}",
                      "best_speedup_to_first": f"{first_best / align_best:.3f}",
                      "seconds_all": " ".join(f"{t:.4g}" for t in align_times[mode])})
-        print(f"  traceback{' (whole patterns)' if whole_width else ''} {label} {threads:>3} threads  {count} hits  screen {screen_s:.3f} s ({cells / screen_s / 1e9:.1f} "
-              f"GCUPS)  align {align_s:.3f} s  {count / align_s / 1e6:.3f} M hits/s (best {count / align_best / 1e6:.3f}"
-              f", x{first_best / align_best:.2f})", file=sys.stderr, flush=True)
+        whole = " (whole patterns)" if whole_width else ""
+        print(f"  traceback{whole} {label} {threads:>3} threads  {count} hits  screen {screen_s:.3f} s "
+              f"({cells / screen_s / 1e9:.1f} GCUPS)  align {align_s:.3f} s  {count / align_s / 1e6:.3f} M hits/s "
+              f"(best {count / align_best / 1e6:.3f}, x{first_best / align_best:.2f})", file=sys.stderr, flush=True)
     return rows
 
 

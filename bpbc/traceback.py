@@ -482,6 +482,7 @@ _score_lanes = njit(cache=True, nogil=True)(_named(
 _score_lanes16 = njit(cache=True, nogil=True)(_named(
     _score_body, "_i16", _K=LANES16, _CELL=np.int16, _CELL_NEG=_NEG16, _vsplat=vsplat32, _vload=vload32,
     _vstore=vstore32, _vmax=vmax32, _vselect=vselect32))
+_score = _score_lanes  # _score_batch_body's own binding is _named's; this one names it for readers and linters
 _score_batch_parallel = njit(parallel=True, cache=True, nogil=True)(
     _named(_score_batch_body, "_parallel", _K=LANES, _score=_score_lanes))
 _score_batch_serial = njit(cache=True, nogil=True)(
