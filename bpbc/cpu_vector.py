@@ -211,13 +211,13 @@ for _op, _predicate in _LANE_COMPARISONS.items():
     lower_builtin(_op, LaneVector, LaneVector)(_lower_compare(_predicate))
 
 
-def _lane_integers(vector: LaneVector, mask: LaneVector, lane: types.Integer, lanes: int):
+def _lane_integers(vector: LaneVector, mask: LaneVector, lane: types.Integer):
     """The operators and functions (splat, max, select, load, store) of
-    integer lanes ``vector`` (``lanes`` of ``lane``), whose comparisons give
+    integer lanes ``vector`` (each a ``lane``), whose comparisons give
     ``mask``: one definition for both widths. Loads and stores take 1-d
     contiguous arrays of ``lane`` or of uint8 (widened on load, cut to the
     low byte on store)."""
-    bits = lane.bitwidth
+    bits, lanes = vector.bits, vector.lanes
 
     class Binary(AbstractTemplate):
         def generic(self, args, kws):
@@ -303,7 +303,7 @@ def _lane_integers(vector: LaneVector, mask: LaneVector, lane: types.Integer, la
 #: 16 int32 lanes: ``vsplat16(x)`` (x as int32), ``vmax16(a, b)`` (signed),
 #: ``vselect16(mask, a, b)`` (a where mask), ``vload16(array, i)`` and
 #: ``vstore16(array, i, v)`` (array[i:i + 16], int32 or uint8 arrays)
-vsplat16, vmax16, vselect16, vload16, vstore16 = _lane_integers(i32x16, mask16, types.int32, 16)
+vsplat16, vmax16, vselect16, vload16, vstore16 = _lane_integers(i32x16, mask16, types.int32)
 
 
 # ---------------------------------------------------------------------------
@@ -315,4 +315,4 @@ vsplat16, vmax16, vselect16, vload16, vstore16 = _lane_integers(i32x16, mask16, 
 
 i16x32 = LaneVector("i16x32", 16, 32)
 mask32 = LaneVector("mask32", 1, 32)  #: what comparing two i16x32 gives
-vsplat32, vmax32, vselect32, vload32, vstore32 = _lane_integers(i16x32, mask32, types.int16, 32)
+vsplat32, vmax32, vselect32, vload32, vstore32 = _lane_integers(i16x32, mask32, types.int16)
