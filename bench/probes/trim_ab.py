@@ -1,0 +1,102 @@
+"""bench trimming's timed runs (the screen, and the same run with ``--action trim``) for two or
+more source trees, round by round in turns, each run kept only where the rest of the machine
+stayed idle while it ran: on a machine shared with other work, trim/screen ratios from runs
+minutes apart differ by more than a change to the trimming does.
+
+    python -m bench.probes.trim_ab --tree before=/tmp/base --tree after=. [--reads 400000] [--rounds 12]
+
+The screen runs in the first tree only (trimming changes do not touch it). Prints per data set
+(reads with planted adapters, reads without any) the medians and minimums of the run's wall
+time (``--json``), the process's wall time and its CPU time, and each tree's trim / screen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.trimming import ADAPTER, MIN_OVERLAP, planted_reads
+
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def _busy() -> float:
+    """CPU seconds the whole machine has been busy (all but idle and iowait)."""
+    with open("/proc/stat") as fh:
+        values = list(map(int, fh.readline().split()[1:]))
+    return (sum(values) - values[3] - values[4]) / _HZ
+
+
+def _wait_for_idle(limit: float = 0.03) -> None:
+    while True:
+        before = _busy()
+        time.sleep(0.5)
+        if _busy() - before < limit:
+            return
+
+
+def timed(tree: Path, args: list[str], json_path: Path, slack: float) -> tuple[float, float, float]:
+    """(run wall from --json, process wall, process CPU) of one run in ``tree``, repeated until
+    the rest of the machine used under ``slack`` CPU seconds while it ran."""
+    while True:
+        _wait_for_idle()
+        before, busy = resource.getrusage(resource.RUSAGE_CHILDREN), _busy()
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "bpbc", *args], check=True, capture_output=True, cwd=tree)
+        wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        if _busy() - busy - cpu < slack:
+            return json.loads(json_path.read_text())["wall_time_s"], wall, cpu
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.probes.trim_ab", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tree", action="append", required=True, help="NAME=PATH, two or more")
+    parser.add_argument("--reads", type=int, default=400_000)
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--slack", type=float, default=0.08, help="CPU seconds others may use during a run")
+    args = parser.parse_args(argv)
+    trees = dict(item.split("=", 1) for item in args.tree)
+    with tempfile.TemporaryDirectory(prefix="bpbc-trim-ab-") as scratch:
+        work = Path(scratch)
+        (work / "adapter.fa").write_text(f">truseq\n{ADAPTER}\n")
+        for label, adapters in (("planted", True), ("adapter-free", False)):
+            reads = work / f"{label}.fq"
+            reads.write_bytes(planted_reads(args.reads, 150, 20, adapters=adapters)[0])
+            common = [str(reads), str(work / "adapter.fa"), "--strand", "forward", "--min-score-fraction", "0.8",
+                      "--device", "cpu", "-o", "/dev/null", "--matched", str(work / "m.fq"), "--unmatched",
+                      str(work / "u.fq"), "-q", "--json", str(work / "s.json")]
+            trim = ["--action", "trim", "--min-overlap", str(MIN_OVERLAP)]
+            first = next(iter(trees))
+            names = ["screen", *trees]
+            runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in names}
+            for round_ in range(args.rounds + 1):  # round 0 warms the caches
+                for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+                    tree = Path(trees[first if name == "screen" else name]).resolve()
+                    result = timed(tree, common + ([] if name == "screen" else trim), work / "s.json", args.slack)
+                    if round_:
+                        runs[name].append(result)
+            screen = [statistics.median(run[k] for run in runs["screen"]) for k in range(3)]
+            for name in names:
+                cells = []
+                for k, what in enumerate(("run wall", "process wall", "CPU")):
+                    median = statistics.median(run[k] for run in runs[name])
+                    low = min(run[k] for run in runs[name])
+                    ratio = "" if name == "screen" else f" = {median / screen[k]:.3f}x"
+                    cells.append(f"{what} {median:.3f}{ratio} (min {low:.3f})")
+                print(f"{label:12} {name:8} " + "; ".join(cells), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
