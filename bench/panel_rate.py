@@ -219,8 +219,9 @@ def e2e_rows(panels, pool: list[str], cells: float, max_reads: int, device: str,
 
     def run(reads_path: Path, patterns_path: Path) -> tuple[float, dict]:
         summary_path = workdir / "summary.json"
-        command = ["bpbc-screen", str(reads_path), str(patterns_path), "-t", str(THRESHOLD), "--device", device,
-                   "-q", "-o", os.devnull, "--json", str(summary_path)]
+        # the command (``python -m bpbc`` is bpbc-screen) of this interpreter: no installed entry point needed
+        command = [sys.executable, "-m", "bpbc", str(reads_path), str(patterns_path), "-t", str(THRESHOLD),
+                   "--device", device, "-q", "-o", os.devnull, "--json", str(summary_path)]
         if chunk_size:
             command += ["--chunk-size", str(chunk_size)]
         if threads:
