@@ -477,10 +477,10 @@ def _screened(read_chunks: prefetched, source_name: str, screeners: list, stages
     One screener: chunks encoded in a thread of their own
     (:func:`_prepared_chunks`), screened in this one. Several (one per GPU):
     chunk k is encoded and screened by ``screeners[k % n]`` in that device's
-    own thread, up to two chunks a device at once. A batch is prepared on the device that
-    screens it, and preparing waits for the kernels already running there
-    (they fill it), so one thread preparing for every device left the others
-    idle; stage seconds then add up over the devices."""
+    own thread, up to two chunks a device at once. A batch is prepared on
+    the device that screens it, and preparing waits for the kernels already
+    running there (they fill it), so one thread preparing for every device
+    left the others idle; stage seconds then add up over the devices."""
     if len(screeners) == 1:
         with closing(_prepared_chunks(read_chunks, source_name, screeners[0], stages)) as prepared:
             for chunk, batch in prepared:
