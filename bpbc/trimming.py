@@ -964,8 +964,11 @@ class Trimmer:
         # needs it, and loading it costs about 19 ms, a tenth of the screen of
         # 400,000 adapter-free reads on 2 cores)
         none = np.zeros(0, np.int64)
-        _trim_cuts(lengths, none, none, np.zeros(0, np.bool_), none, len(self.lengths))
-        _mask_spans(1, none, none, none, none, len(self.lengths))
+        # only the action's kernel: loading the other cost 3-4 ms for nothing
+        if self.action == "trim":
+            _trim_cuts(lengths, none, none, np.zeros(0, np.bool_), none, len(self.lengths))
+        else:
+            _mask_spans(1, none, none, none, none, len(self.lengths))
         data = np.frombuffer(b"@r\nA\n+\nI\n", np.uint8)
         start = np.zeros(1, np.int64)
         _gather_edited(data, start, start + 3, start + 1, start, start + 1, np.zeros(2, np.int64), none, none,

@@ -169,3 +169,42 @@ def test_fast_scan_agrees_with_the_byte_by_byte_definition(seed):
         want = _scan_fastq_exact(buf, 0, end, size, *exact)
         assert all(np.array_equal(a[:want[0]], b[:want[0]]) for a, b in zip(fast, exact))
         assert got == want or (got[:2] == want[:2] and want[2] and not got[2])
+
+
+@pytest.mark.parametrize("name", ["out.fq", "out.fq.gz"])
+@pytest.mark.parametrize("short_writes", [False, True])
+def test_long_runs_written_in_place_are_the_gathered_records(tmp_path, monkeypatch, name, short_writes):
+    """Runs of records long enough go to an uncompressed file with os.writev
+    (bpbc.chunks._write_runs), compressed ones are gathered: the same bytes,
+    also when os.writev writes less than asked, and after a buffered write."""
+    import gzip
+    import os
+
+    import bpbc.chunks
+
+    rng = np.random.default_rng(3)
+    records = [f"@r{i} x\n{''.join(rng.choice(list('ACGT'), 150))}\n+\n{'I' * 150}\n".encode() for i in range(3000)]
+    data = b"".join(records)
+    ends = np.cumsum([len(r) for r in records])
+    starts = np.r_[0, ends[:-1]]
+    chunk = RawFastqChunk(data, starts, ends, starts, np.full(len(records), 150))
+    rows = np.flatnonzero(rng.random(len(records)) > 0.03)
+    monkeypatch.setattr(bpbc.chunks, "_IOV_MAX", 7)
+    if short_writes:
+        def writev(fd, views):  # the first two buffers but their last 5 bytes
+            return os.write(fd, b"".join(views[:2])[:-5])
+
+        monkeypatch.setattr(bpbc.chunks.os, "writev", writev)
+    source = type("Source", (), {"fileformat": "fastq", "two_headers": False})()
+    with bpbc.io.AtomicOutput(tmp_path / name, "test") as atomic:
+        output = bpbc.io.ReadsOutput(atomic, source)
+        output.write_bytes(b"@first\nA\n+\nI\n")
+        chunk.write(output, rows)
+        chunk.write(output, rows[:3])
+        atomic.close_handles()
+        atomic.commit()
+    written = (tmp_path / name).read_bytes()
+    if name.endswith(".gz"):
+        written = gzip.decompress(written)
+    expected = b"@first\nA\n+\nI\n" + b"".join(records[r] for r in rows) + b"".join(records[r] for r in rows[:3])
+    assert written == expected
