@@ -830,10 +830,21 @@ class Trimmer:
         self.trim_strands = np.array([screener.strands.index(sign) for sign in strands], np.int64)
         fractions = pattern_fractions(patterns, screener.thresholds, self.scoring, min_score_fraction)
         self.tasks = self._tasks(screener, fractions)
-        from .end_overlap import Decision
+        self._decision = None
+        self._decision_lock = threading.Lock()
 
-        #: the bit-sliced first pass's view of the tasks (bpbc.end_overlap)
-        self.decision = Decision(self.tasks, min_overlap, self.scoring)
+    @property
+    def decision(self):
+        """The bit-sliced first pass's view of the tasks (bpbc.end_overlap),
+        made on first use: by :meth:`warm_up` in its thread, not in the one
+        that sets the run up (importing bpbc.end_overlap and making it cost
+        about 5 ms there, before the reading starts)."""
+        with self._decision_lock:
+            if self._decision is None:
+                from .end_overlap import Decision
+
+                self._decision = Decision(self.tasks, self.min_overlap, self.scoring)
+            return self._decision
 
     def _tasks(self, screener, fractions: list[Fraction]) -> EndTasks:
         pattern, strand, end, masks, slack, thresholds = [], [], [], [], [], []
