@@ -12,9 +12,6 @@ format error keeps dnaio's message.
 
 from __future__ import annotations
 
-import io
-import os
-
 import numpy as np
 from numba import njit, prange
 
@@ -227,47 +224,8 @@ def _runs(rec_start, rec_end, rows):
     return first[:count], last[:count]
 
 
-#: runs at least this long on average are written in place (os.writev), not gathered first
+#: runs at least this long on average are written in place (ReadsOutput.write_runs), not gathered first
 _RUN_BYTES_MIN = 4096
-#: buffers per os.writev call (POSIX IOV_MAX is at least 16; Linux allows 1024)
-_IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX")) if hasattr(os, "writev") and "SC_IOV_MAX" in os.sysconf_names else 16
-
-
-def _plain_file(output) -> int | None:
-    """The file descriptor behind ``output`` (a :class:`bpbc.io.ReadsOutput`)
-    where it is an uncompressed file written through a plain buffered
-    writer, flushed so that writing to the descriptor keeps the order; else
-    None (compressed, or anything else: the caller gathers and writes)."""
-    if not hasattr(os, "writev"):
-        return None
-    handle = getattr(output, "_handle", None)
-    if handle is None:  # not opened yet (lazy): open it with an empty write
-        output.write_bytes(b"")
-        handle = getattr(output, "_handle", None)
-    if type(handle) is not io.BufferedWriter or type(handle.raw) is not io.FileIO:
-        return None
-    handle.flush()
-    return handle.fileno()
-
-
-def _write_runs(fd: int, data: memoryview, first: np.ndarray, last: np.ndarray) -> None:
-    """data[first[r]:last[r]] for every r, in order, to the descriptor: the
-    runs up to :data:`_IOV_MAX` at a time with os.writev (a short write
-    finishing with os.write). On an uncompressed file this saves gathering
-    the records into a buffer (about 14 ms of copying per 400,000 reads of
-    150 bp when trimming moves 2 % of them to --matched)."""
-    starts, stops = first.tolist(), last.tolist()
-    for k in range(0, len(starts), _IOV_MAX):
-        views = [data[a:b] for a, b in zip(starts[k:k + _IOV_MAX], stops[k:k + _IOV_MAX])]
-        done = os.writev(fd, views)
-        for view in views:
-            if done >= len(view):
-                done -= len(view)
-                continue
-            rest = view[done:]
-            while len(rest):
-                rest = rest[os.write(fd, rest):]
-            done = 0
 
 
 def _encode_sequences(data, seq_start: np.ndarray, lengths: np.ndarray, name_of) -> tuple[np.ndarray, np.ndarray]:
@@ -330,9 +288,8 @@ class RawFastqChunk:
         if len(first) == 1:  # one run: no copy
             output.write_bytes(memoryview(self.data)[int(first[0]):int(last[0])])
             return
-        fd = _plain_file(output) if len(first) * _RUN_BYTES_MIN <= int(last[-1] - first[0]) else None
-        if fd is not None:  # long runs to an uncompressed file: the kernel copies them from the buffer
-            _write_runs(fd, memoryview(self.data), first, last)
+        if len(first) * _RUN_BYTES_MIN <= int(last[-1] - first[0]) and output.write_runs(
+                memoryview(self.data), first, last):  # long runs, an uncompressed file: written from the buffer
             return
         out = output.scratch(int((last - first).sum()))
         size = _gather(np.frombuffer(self.data, np.uint8), first, last, out)

@@ -791,6 +791,26 @@ class AtomicOutput:
             self.discard()
 
 
+#: buffers per os.writev call (POSIX's IOV_MAX is at least 16; Linux allows 1024)
+IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX")) if "SC_IOV_MAX" in getattr(os, "sysconf_names", {}) else 16
+
+
+def _write_all(fd: int, data: memoryview, starts: list[int], stops: list[int]) -> None:
+    """data[starts[r]:stops[r]] for every r, in order, to the descriptor,
+    IOV_MAX buffers an os.writev call (a short write finished with os.write)."""
+    for k in range(0, len(starts), IOV_MAX):
+        views = [data[a:b] for a, b in zip(starts[k:k + IOV_MAX], stops[k:k + IOV_MAX])]
+        done = os.writev(fd, views)
+        for view in views:
+            if done >= len(view):
+                done -= len(view)
+                continue
+            rest = view[done:]
+            while len(rest):
+                rest = rest[os.write(fd, rest):]
+            done = 0
+
+
 class ReadsOutput:
     """A matched/unmatched reads file: raw bytes of plain FASTQ chunks, and
     dnaio records in the input's format (see :mod:`bpbc.chunks`).
@@ -831,6 +851,21 @@ class ReadsOutput:
         if self._handle is None:
             self._handle = self._open()
         self._handle.write(data)
+
+    def write_runs(self, data: memoryview, first: np.ndarray, last: np.ndarray) -> bool:
+        """Write ``data[first[r]:last[r]]`` for every r, in order, straight
+        from ``data`` where this is an uncompressed file (os.writev, no
+        gathering into a buffer: about 14 ms of copying per 400,000 reads of
+        150 bp when trimming splits --unmatched into 8,000 runs); False, and
+        nothing written, where it is not."""
+        if self._handle is None:
+            self._handle = self._open()
+        handle = self._handle
+        if not hasattr(os, "writev") or type(handle) is not io.BufferedWriter or type(handle.raw) is not io.FileIO:
+            return False
+        handle.flush()  # what was written through the buffer goes first
+        _write_all(handle.fileno(), data, first.tolist(), last.tolist())
+        return True
 
     def write_records(self, records) -> None:
         if self._handle is None:
