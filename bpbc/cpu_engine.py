@@ -848,8 +848,16 @@ def kernel(planes: int, scoring: Scoring, track_best: bool = True, shape: Kernel
         # vpternlogq is AVX-512 only: the same layout with 2-input gates
         shape = replace(shape, gates="binary")
     source = _generate_kernel_source(planes, scoring, track_best, shape, target.label)
+    return generated_module(f"bpbc_sw_cpu_b{planes}", source).sw_kernel
+
+
+def generated_module(prefix: str, source: str):
+    """The generated kernel ``source`` as a module: written to the cache
+    directory as ``prefix_<digest of target and source>.py`` on first use,
+    then imported (numba compiles its kernels, or loads them from its cache)."""
+    target = cpu_target()
     digest = hashlib.sha1(f"{target.key}\n{source}".encode()).hexdigest()[:12]
-    name = f"bpbc_sw_cpu_b{planes}_{digest}"
+    name = f"{prefix}_{digest}"
     path = os.path.join(_cache_dir(), name + ".py")
     if not os.path.exists(path):
         tmp = f"{path}.{os.getpid()}.tmp"
@@ -862,7 +870,7 @@ def kernel(planes: int, scoring: Scoring, track_best: bool = True, shape: Kernel
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    return module.sw_kernel
+    return module
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -49,9 +49,6 @@ screen) and cached on disk by numba.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import os
-import sys
 from functools import cache
 from pathlib import Path
 
@@ -61,7 +58,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .cpu_engine import _cache_dir, _write_bytecode, cpu_target
+from .cpu_engine import cpu_target, generated_module
 from .cpu_vector import VERSION as VECTOR_VERSION
 from .scoring import Scoring
 
@@ -447,23 +444,8 @@ def kernel_source(planes: int, scoring: Scoring, target: str = "") -> str:
 def kernel_module(planes: int, scoring: Scoring):
     """The generated module for ``planes`` and ``scoring`` (written to the
     cache directory on first use, compiled by numba or loaded from its cache)."""
-    target = cpu_target()
-    source = kernel_source(planes, scoring, target.label)
-    digest = hashlib.sha1(f"{target.key}\n{source}".encode()).hexdigest()[:12]
-    name = f"bpbc_end_overlap_b{planes}_{digest}"
-    path = os.path.join(_cache_dir(), name + ".py")
-    if not os.path.exists(path):
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as fh:
-            fh.write(source)
-        os.replace(tmp, path)
-    _write_bytecode(path)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    source = kernel_source(planes, scoring, cpu_target().label)
+    return generated_module(f"bpbc_end_overlap_b{planes}", source)
 
 
 # ----------------------------------------------------------------- the pass
