@@ -504,7 +504,8 @@ class GpuEngine:
                 blocks = -(-count * chains * launch.lanes // THREADS_PER_BLOCK)
                 kernel((blocks,), (THREADS_PER_BLOCK,), (
                     prepared.planes, prepared.group_length, launch.masks, launch.starts[a:],
-                    stripe_columns, stripe_best, out_best, out_flag, first, group_count,  # (ranged: a = 0)
+                    stripe_columns, stripe_best, out_best, out_flag, first[a:] if group_ranges is not None else first,
+                    group_count[a:] if group_ranges is not None else group_count,
                     np.int32(group_ranges is not None), np.int32(count), np.int32(groups),
                     np.int32(prepared.width), np.int32(chains),
                 ))
