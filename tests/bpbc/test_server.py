@@ -149,3 +149,21 @@ def test_the_entry_point_imports_only_what_the_client_needs():
     loaded = set(done.stdout.decode().split())
     assert "bpbc.server" in loaded
     assert not loaded & {"bpbc.cli", "numpy", "numba", "typer", "socket", "json"}
+
+
+def test_command_starts_lean(tmp_path):
+    """The command hides SciPy from numba and keeps OpenBLAS to one thread
+    (a user's own setting wins), and still screens."""
+    probe = ("import os, sys\n"
+             "from bpbc.server import lean_imports\n"
+             "lean_imports()\n"
+             "import numba\n"
+             "print('scipy' in sys.modules and sys.modules['scipy'] is not None, os.environ['OPENBLAS_NUM_THREADS'])\n"
+             "from bpbc.cli import main\n"
+             f"sys.exit(main([{str(READS)!r}, {str(PATTERNS)!r}, '-t', '20', '--device', 'cpu', '-q',"
+             f" '-o', {str(tmp_path / 'a.paf')!r}]))\n")
+    env = _env(OPENBLAS_NUM_THREADS="3")
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "3"]
+    assert (tmp_path / "a.paf").read_text() == golden("expected.paf")
