@@ -13,6 +13,7 @@ use one thread and the traceback and writing are done by the calling thread.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import queue
@@ -461,14 +462,19 @@ def _prepared_chunks(read_chunks: prefetched, source_name: str, screener, stages
 
 def device_screeners(screener) -> list:
     """``screener``, and for a GPU run on a host with more GPUs (those
-    ``CUDA_VISIBLE_DEVICES`` shows), a twin on each of the others: the same
-    patterns and settings, an engine of its own."""
+    ``CUDA_VISIBLE_DEVICES`` shows), a maker of a twin on each of the others
+    (a call that returns it): the same patterns and settings, an engine of
+    its own. :func:`_screened` makes them beside the screen."""
     if screener.engine.name != "gpu":
         return [screener]
     import cupy
 
     others = [d for d in range(cupy.cuda.runtime.getDeviceCount()) if d != screener.engine.device]
-    return [screener] + [screener.on_engine(screener.engine.on_device(d)) for d in others]
+    return [screener] + [functools.partial(_twin_on, screener, d) for d in others]
+
+
+def _twin_on(screener, device: int):
+    return screener.on_engine(screener.engine.on_device(device))
 
 
 def _screened(read_chunks: prefetched, source_name: str, screeners: list, stages: StageTimes) -> Generator:
@@ -476,11 +482,14 @@ def _screened(read_chunks: prefetched, source_name: str, screeners: list, stages
 
     One screener: chunks encoded in a thread of their own
     (:func:`_prepared_chunks`), screened in this one. Several (one per GPU):
-    chunk k is encoded and screened by ``screeners[k % n]`` in that device's
-    own thread, up to two chunks a device at once. A batch is prepared on
-    the device that screens it, and preparing waits for the kernels already
-    running there (they fill it), so one thread preparing for every device
-    left the others idle; stage seconds then add up over the devices."""
+    each chunk is encoded and screened by whichever device is idle first,
+    in one of n threads, with up to 2n chunks under way. A batch is
+    prepared on the device that screens it, and preparing waits for the
+    kernels already running there (they fill it), so one thread preparing
+    for every device left the others idle. Taking the idle device rather
+    than device k mod n for chunk k keeps a device that started later, or
+    drew larger chunks, from holding up the others (the output waits for
+    chunks in order). Stage seconds add up over the devices."""
     if len(screeners) == 1:
         with closing(_prepared_chunks(read_chunks, source_name, screeners[0], stages)) as prepared:
             for chunk, batch in prepared:
@@ -489,28 +498,50 @@ def _screened(read_chunks: prefetched, source_name: str, screeners: list, stages
                 yield chunk, batch, hits
         return
 
-    def screen(screener, chunk):
-        with stages.timing("encode"):
-            batch = encode_chunk(chunk, screener.engine, source_name)
-        with stages.timing("device"):
-            return batch, screener.hits(batch)
+    idle: queue.SimpleQueue = queue.SimpleQueue()  # screeners, and errors in making one
+    idle.put(screeners[0])
+
+    def join(make) -> None:
+        """Make a twin (its device's context, about 0.3 s) while the first
+        device screens, and let it take chunks from then on."""
+        try:
+            idle.put(make())
+        except BaseException as error:  # noqa: BLE001 - raised where a chunk would have used it
+            idle.put(_Raised(error))
+
+    def screen(chunk):
+        screener = idle.get()  # a device idle, or the next to be ready: n threads, n screeners
+        if isinstance(screener, _Raised):
+            idle.put(screener)  # for the chunks waiting behind
+            raise screener.error
+        try:
+            with stages.timing("encode"):
+                batch = encode_chunk(chunk, screener.engine, source_name)
+            with stages.timing("device"):
+                return batch, screener.hits(batch)
+        finally:
+            idle.put(screener)
 
     n = len(screeners)
-    pools = [ThreadPoolExecutor(1, f"bpbc-gpu{d}", limit_numba_threads, (encoding_threads(screeners[0].threads),))
-             for d in range(n)]
+    makers = [threading.Thread(target=join, args=(make,), name="bpbc-gpu-set-up", daemon=True)
+              for make in screeners[1:]]
+    for maker in makers:
+        maker.start()
+    pool = ThreadPoolExecutor(n, "bpbc-gpu", limit_numba_threads, (encoding_threads(screeners[0].threads),))
     pending: deque = deque()
     try:
-        for k, chunk in enumerate(read_chunks):
-            pending.append((chunk, pools[k % n].submit(screen, screeners[k % n], chunk)))
-            if len(pending) == 2 * n:  # each device has its next chunk queued behind the current one
+        for chunk in read_chunks:
+            pending.append((chunk, pool.submit(screen, chunk)))
+            if len(pending) == 2 * n:  # each device has a chunk queued behind its current one
                 chunk, done = pending.popleft()
                 yield (chunk, *done.result())
         while pending:
             chunk, done = pending.popleft()
             yield (chunk, *done.result())
     finally:
-        for pool in pools:
-            pool.shutdown(cancel_futures=True)
+        pool.shutdown(cancel_futures=True)
+        for maker in makers:
+            maker.join()  # a device's set-up is not left running past the run
 
 
 class OrderedWorker:

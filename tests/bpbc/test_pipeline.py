@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import pytest
 import bpbc
 from bpbc.pipeline import OrderedWorker, ScreenSettings, screen_files
 from tests.bpbc.conftest import random_read
@@ -66,30 +67,57 @@ def test_one_thread_uses_one_core(tmp_path):
 
 
 def test_chunks_spread_over_several_devices_come_back_in_input_order(monkeypatch):
-    """With one screener per device, chunk k is encoded and screened by
-    screener k % n in that screener's own thread, n at once, and the results
-    come back in input order, however long each takes."""
+    """With one screener per device, each chunk is encoded and screened by an
+    idle one, n at once, and the results come back in input order, however
+    long each takes; a device that is slow takes fewer chunks."""
     import time
 
     from bpbc import pipeline
 
     class Screener:
-        def __init__(self, name):
-            self.name, self.engine, self.threads, self.seen = name, f"engine{name}", None, set()
+        def __init__(self, name, seconds):
+            self.name, self.engine, self.threads, self.seconds = name, f"engine{name}", None, seconds
+            self.busy = threading.Lock()
 
         def hits(self, batch):
-            self.seen.add(threading.get_ident())
-            time.sleep(0.002 * (batch[1] % 4))  # later chunks often finish first
-            return (self.name, batch[1])
+            assert self.busy.acquire(blocking=False), "a device screens one chunk at a time"
+            try:
+                time.sleep(self.seconds * (1 + batch[1] % 3))  # later chunks often finish first
+                return (self.name, batch[1])
+            finally:
+                self.busy.release()
 
     monkeypatch.setattr(pipeline, "encode_chunk", lambda chunk, engine, source: (engine, int(chunk[5:])))
-    screeners = [Screener(d) for d in range(3)]
-    results = list(pipeline._screened(iter([f"chunk{k}" for k in range(20)]), "reads", screeners,
+    def made_later(screener):
+        time.sleep(0.05)  # a device's set-up: the others screen meanwhile
+        return screener
+
+    screeners = [Screener(0, 0.001), Screener(1, 0.001), Screener(2, 0.02)]
+    makers = [screeners[0], lambda: made_later(screeners[1]), lambda: screeners[2]]
+    results = list(pipeline._screened(iter([f"chunk{k}" for k in range(40)]), "reads", makers,
                                       pipeline.StageTimes()))
-    assert [chunk for chunk, _, _ in results] == [f"chunk{k}" for k in range(20)]
-    assert [batch for _, batch, _ in results] == [(f"engine{k % 3}", k) for k in range(20)]
-    assert [hits for _, _, hits in results] == [(k % 3, k) for k in range(20)]
-    assert all(len(s.seen) == 1 for s in screeners) and len(set.union(*(s.seen for s in screeners))) == 3
+    assert [chunk for chunk, _, _ in results] == [f"chunk{k}" for k in range(40)]
+    assert [batch[1] for _, batch, _ in results] == list(range(40))
+    assert all(batch == (f"engine{device}", k) for _, batch, (device, k) in results)  # encoded for its device
+    taken = [sum(1 for _, _, (device, _) in results if device == d) for d in range(3)]
+    assert taken[2] < min(taken[0], taken[1])
+
+
+def test_a_device_that_cannot_be_set_up_fails_the_run(monkeypatch):
+    from bpbc import pipeline
+
+    class Screener:
+        engine, threads = "engine0", None
+
+        def hits(self, batch):
+            return batch
+
+    def broken():
+        raise RuntimeError("cudaErrorDevicesUnavailable")
+
+    monkeypatch.setattr(pipeline, "encode_chunk", lambda chunk, engine, source: chunk)
+    with pytest.raises(RuntimeError, match="DevicesUnavailable"):
+        list(pipeline._screened(iter(range(50)), "reads", [Screener(), broken], pipeline.StageTimes()))
 
 
 def test_a_cpu_screen_runs_on_one_engine():
