@@ -479,6 +479,8 @@ class Decision:
         self.end = np.ascontiguousarray(tasks.end, np.int64)
         self.slack = np.ascontiguousarray(tasks.slack, np.int64)
         self.planes = int(largest).bit_length()
+        #: the arrays above on each GPU (device ordinal -> cupy arrays), copied there on first use
+        self.device_arrays: dict[int, tuple] = {}
 
     @property
     def usable(self) -> bool:
@@ -506,16 +508,18 @@ class Decision:
 
 GPU_KERNEL_PATH = Path(__file__).with_name("end_overlap.cu")
 GPU_THREADS_PER_BLOCK = 128
+#: the kernel on sequence bytes, and the one on a batch's bit planes
+GPU_KERNELS = ("end_overlap_decide", "end_overlap_decide_planes")
 
 
-def gpu_expression(planes: int, scoring: Scoring, columns: int) -> str:
-    """The name expression of the end_overlap_decide instance: planes, the
-    five subtracted constants, and the local state's columns (``columns``, at
-    least the longest task's m + 1, rounded up to a multiple of 8)."""
+def gpu_expression(planes: int, scoring: Scoring, columns: int, kernel: str = GPU_KERNELS[0]) -> str:
+    """The name expression of a kernel's instance (``kernel``, one of
+    GPU_KERNELS): planes, the five subtracted constants, and the local
+    state's columns (``columns``, at least the longest task's m + 1, rounded
+    up to a multiple of 8)."""
     ma, first_gap, extend = scoring.match, scoring.first_gap, scoring.gap_extend
     columns = -(-columns // 8) * 8
-    return (f"end_overlap_decide<{planes},{ma + scoring.mismatch},{first_gap},{extend},{first_gap + ma},"
-            f"{extend + ma},{columns}>")
+    return f"{kernel}<{planes},{ma + scoring.mismatch},{first_gap},{extend},{first_gap + ma},{extend + ma},{columns}>"
 
 
 @cache
@@ -534,18 +538,59 @@ def _gpu_function(expression: str, device: int):
     return module.get_function(expression)
 
 
+def gpu_function(decision: Decision, kernel: str = GPU_KERNELS[0]):
+    """``kernel``'s instance for ``decision`` on the current device
+    (compiled, or loaded from CuPy's cache, on first use)."""
+    import cupy
+
+    longest = int(np.diff(decision.starts).max())
+    return _gpu_function(gpu_expression(max(decision.planes, 1), decision.scoring, longest, kernel),
+                         cupy.cuda.runtime.getDevice())
+
+
+def warm_up_gpu(decision: Decision, device: int) -> None:
+    """Load the planes kernel for ``decision`` on ``device`` (compiled by
+    NVRTC where CuPy's cache is cold), beside the run's first batches; a
+    failure is left for the run to meet where it would anyway."""
+    if decision.planes == 0:
+        return
+    try:
+        import cupy
+
+        with cupy.cuda.Device(device):
+            gpu_function(decision, GPU_KERNELS[1])
+            _task_arrays(decision)
+    except Exception:  # noqa: BLE001 - no usable GPU, or a broken one: the run says so
+        pass
+
+
+def _task_arrays(decision: Decision) -> tuple:
+    """The decision's task arrays on the current device, copied there once
+    (the columns as int32, the others as the kernels take them)."""
+    import cupy
+
+    device = cupy.cuda.runtime.getDevice()
+    arrays = decision.device_arrays.get(device)
+    if arrays is None:
+        arrays = (cupy.asarray(decision.columns, cupy.int32), cupy.asarray(decision.starts, cupy.int64),
+                  cupy.asarray(decision.end, cupy.int32), cupy.asarray(decision.slack, cupy.int32),
+                  cupy.asarray(decision.values, cupy.int32))
+        cupy.cuda.get_current_stream().synchronize()  # there for kernels on any stream
+        decision.device_arrays[device] = arrays
+    return arrays
+
+
 def gpu_flags(decision: Decision, buf, seq_start, lengths, bit_table, rows: np.ndarray, out: np.ndarray) -> None:
-    """:meth:`Decision.flags` on the GPU (CuPy, imported here): one thread
-    per task and 32 reads. ``buf``, ``seq_start``, ``lengths`` may be host
-    (numpy) or device (cupy) arrays: host ones are copied to the device."""
+    """:meth:`Decision.flags` on the GPU (CuPy, imported here) from sequence
+    bytes: one thread per task and 32 reads. ``buf``, ``seq_start``,
+    ``lengths`` may be host (numpy) or device (cupy) arrays: host ones are
+    copied to the device."""
     if decision.planes == 0 or not len(rows):
         return
     import cupy
 
     tasks = len(decision.starts) - 1
-    longest = int(np.diff(decision.starts).max())
-    function = _gpu_function(gpu_expression(max(decision.planes, 1), decision.scoring, longest),
-                             cupy.cuda.runtime.getDevice())
+    function = gpu_function(decision)
     device_rows = cupy.asarray(np.ascontiguousarray(rows, np.int64))
     flags = cupy.zeros(out.shape, cupy.int32)
     threads = -(-len(rows) // 32) * tasks
@@ -553,10 +598,84 @@ def gpu_flags(decision: Decision, buf, seq_start, lengths, bit_table, rows: np.n
     function((blocks,), (GPU_THREADS_PER_BLOCK,), (
         cupy.asarray(buf).view(cupy.uint8).reshape(-1), cupy.asarray(seq_start, cupy.int64),
         cupy.asarray(lengths, cupy.int64), device_rows, np.int64(len(rows)), cupy.asarray(bit_table, cupy.uint8),
-        cupy.asarray(decision.columns, cupy.int32), cupy.asarray(decision.starts, cupy.int64),
-        cupy.asarray(decision.end, cupy.int32), cupy.asarray(decision.slack, cupy.int32),
-        cupy.asarray(decision.values, cupy.int32), np.int32(tasks), flags))
+        *_task_arrays(decision), np.int32(tasks), flags))
     np.maximum(out, flags.get(), out=out)
+
+
+def lane_flags(words: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """bool (n, tasks) in input order from the planes kernel's words (uint32
+    (groups, tasks): bit q of [g, k] for lane 32 g + q of the sorted batch),
+    ``order`` the batch's sorting permutation (lane i holds read order[i])."""
+    n = len(order)
+    groups, tasks = words.shape
+    bits = np.unpackbits(np.ascontiguousarray(words, "<u4").view(np.uint8).reshape(groups, tasks, 4), axis=2,
+                         bitorder="little")
+    flags = np.empty((n, tasks), bool)
+    flags[order] = bits.transpose(0, 2, 1).reshape(groups * 32, tasks)[:n]
+    return flags
+
+
+class PlaneFlags:
+    """The decision begun on the GPU over a batch's bit planes
+    (:func:`launch_plane_flags`); :meth:`result` waits for it. It holds the
+    planes until then: the batch may be gone, and its memory must not be
+    handed to other work while the kernel reads it."""
+
+    def __init__(self, words, order: np.ndarray, stream, planes):
+        self._words, self._order, self._stream, self._planes = words, order, stream, planes
+        self._flags: np.ndarray | None = None
+
+    def result(self) -> np.ndarray:
+        """bool (reads, tasks) in input order: True where the read has a passing overlap in the task."""
+        if self._flags is None:
+            import cupy
+
+            with cupy.cuda.Device(self._words.device.id):
+                words = self._words.get(stream=self._stream)  # waits for this stream only
+            self._flags = lane_flags(words, self._order)
+            self._words = self._planes = None
+        return self._flags
+
+
+class NoFlags:
+    """:class:`PlaneFlags` of a decision where no read can pass (no kernel run)."""
+
+    def __init__(self, reads: int, tasks: int):
+        self._flags = np.zeros((reads, tasks), bool)
+
+    def result(self) -> np.ndarray:
+        return self._flags
+
+
+def launch_plane_flags(decision: Decision, planes, sorted_lengths: np.ndarray, order: np.ndarray, stream):
+    """Begin the decision over a batch as the GPU screen holds it: its bit
+    planes (cupy uint32 (groups, width, 3), transpose/cpu.py's layout, on the
+    current device), the reads' lengths in that (sorted) order, the sorting
+    permutation (lane i holds read order[i]). Launched on ``stream`` (a
+    non-blocking stream: the screen of the next batch may already be queued
+    on the default one; the batch's own screen, which wrote nothing to the
+    planes, has returned). Only the lengths are copied to the device, and
+    only a word per task and 32 reads comes back. Returns a
+    :class:`PlaneFlags` (or :class:`NoFlags`)."""
+    n, tasks = len(order), len(decision.starts) - 1
+    if decision.planes == 0 or not n or not tasks:
+        return NoFlags(n, tasks)
+    import cupy
+
+    if planes.dtype != cupy.uint32 or planes.ndim != 3 or planes.shape[2] != 3 or not planes.flags.c_contiguous:
+        raise ValueError("the planes must be C-contiguous uint32 (groups, width, 3)")
+    groups = -(-n // 32)
+    if planes.shape[0] < groups:
+        raise ValueError(f"{planes.shape[0]} word groups of planes for {n} reads")
+    with stream:
+        function = gpu_function(decision, GPU_KERNELS[1])
+        lengths = cupy.asarray(np.ascontiguousarray(sorted_lengths, np.int32))
+        words = cupy.zeros((groups, tasks), cupy.uint32)
+        blocks = -(-groups * tasks // GPU_THREADS_PER_BLOCK)
+        function((blocks,), (GPU_THREADS_PER_BLOCK,), (
+            planes, np.int32(planes.shape[1]), lengths, np.int64(n), *_task_arrays(decision), np.int32(tasks),
+            words))
+    return PlaneFlags(words, order, stream, planes)
 
 
 def bit_table(table: np.ndarray) -> np.ndarray:

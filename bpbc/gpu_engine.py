@@ -416,6 +416,7 @@ class GpuEngine:
         #: second pass's batch: what the last batches needed (they grow)
         self._record_capacity = 1 << 16
         self._second_pass_words = 1 << 22
+        self._end_overlap_stream = None  # trimming's end-overlap decision's own stream (end_overlap_flags)
 
     def on_device(self, device: int) -> GpuEngine:
         """An engine of the same settings on another device."""
@@ -452,6 +453,22 @@ class GpuEngine:
         """:meth:`prepare` for sequences still in their buffer (encoded on
         the GPU); None when a byte lies outside the alphabet."""
         return PreparedReads.from_bytes(data, seq_start, lengths)
+
+    @_on_device
+    def end_overlap_flags(self, prepared: PreparedReads, lengths: np.ndarray, decision):
+        """Begin trimming's end-overlap decision (:mod:`bpbc.end_overlap`,
+        the planes kernel of bpbc/end_overlap.cu) over a screened batch's bit
+        planes, which are on the device already (``lengths``: the batch's, in
+        input order), on a stream of its own; returns the
+        :class:`bpbc.end_overlap.PlaneFlags` whose ``result()`` waits for it."""
+        import cupy
+
+        from .end_overlap import launch_plane_flags
+
+        if self._end_overlap_stream is None:
+            self._end_overlap_stream = cupy.cuda.Stream(non_blocking=True)
+        return launch_plane_flags(decision, prepared.planes, np.asarray(lengths)[prepared.order], prepared.order,
+                                  self._end_overlap_stream)
 
     @_on_device
     def launch(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, track_best: bool = True,

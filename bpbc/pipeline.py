@@ -779,14 +779,14 @@ def screen_files(
 
         pattern_texts = Texts.of(pattern_ids)
 
-        def write(chunk, batch_lengths, codes, alignments, passing, passing_reads, best) -> None:
+        def write(chunk, batch_lengths, trim_inputs, alignments, passing, passing_reads, best) -> None:
             with stages.timing("write"):
                 if len(alignments):
                     write_paf(chunk_paf(chunk, batch_lengths, alignments, pattern_texts, pattern_lengths))
                 written, kept, edit = chunk, np.ones(len(passing), bool), None
                 if trimmer is not None:  # here, beside the traceback of the next batch
                     limit_numba_threads(settings.threads)
-                    edit = trimmer.edit(chunk, batch_lengths, codes, alignments, mates)
+                    edit = trimmer.edit(chunk, batch_lengths, trim_inputs, alignments, mates)
                     # a read with only a partial adapter passes too; passing units are written edited, the
                     # others unchanged; --min-length drops units
                     passing = edit.passing(passing_reads, mates, settings.pair_filter)
@@ -805,11 +805,12 @@ def screen_files(
 
         def align_and_write(chunk, batch, hits, passing, passing_reads) -> None:
             limit_numba_threads(settings.threads)  # the traceback's kernels, in this thread
+            # (a GPU batch's end-overlap decision starts here, on the device, beside the traceback)
+            trim_inputs = None if trimmer is None else trimmer.inputs(chunk, batch)
             with stages.timing("traceback"):
                 alignments = screener.align(batch, hits)
             best = best_patterns(alignments, len(chunk), mates) if demultiplexing else None
-            codes = None if trimmer is None else trimmer.codes_needed(chunk, batch)
-            writer.submit(write, chunk, batch.lengths, codes, alignments, passing, passing_reads, best)
+            writer.submit(write, chunk, batch.lengths, trim_inputs, alignments, passing, passing_reads, best)
 
         # closed (their threads stopped) before the outputs and the sources
         # are closed, the aligner first; with one thread this one does it all

@@ -54,6 +54,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numba
 import numpy as np
@@ -438,7 +439,8 @@ class EndTasks:
 
 
 def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: int, scoring: Scoring,
-                 rows: np.ndarray | None = None, decision=None, first_pass: str = "bits"):
+                 rows: np.ndarray | None = None, decision=None, first_pass: str = "bits",
+                 flagged: np.ndarray | None = None):
     """(score, cut, overlap), each int32 (reads, tasks): every read's best
     passing end overlap per task (score 0: none), of the reads ``rows``
     (default all; the others get 0). The reads: bytes
@@ -451,8 +453,11 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
     for these tasks, made here when None), 'gpu' the same on the GPU
     (bpbc/end_overlap.cu, through CuPy), 'lanes' the 16-lane vector DP here
     (also taken where the bit-sliced pass would need more than
-    ``end_overlap.MAX_PLANES`` planes). Both are exact; the second pass is
-    the same."""
+    ``end_overlap.MAX_PLANES`` planes). ``flagged`` (bool (reads, tasks)),
+    where given, is a first pass run already, over every read (on the GPU,
+    over the screen's copy of the batch: :meth:`Trimmer.inputs`): of
+    ``rows``, the reads it flags go to the second pass. All are exact; the
+    second pass is the same."""
     reads = len(lengths)
     shape = (reads, len(tasks))
     score, cut, overlap = np.zeros(shape, np.int32), np.zeros(shape, np.int32), np.zeros(shape, np.int32)
@@ -463,14 +468,20 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
         lengths = np.ascontiguousarray(lengths, np.int64)
         # a read base as the IUPAC bit of its code (0 for N)
         bit_table = np.where(table < 4, np.left_shift(1, np.minimum(table, 7)), 0).astype(np.uint8)
-        if first_pass in ("bits", "gpu"):
+        passes: tuple[bool, ...] = (False, True)  # track: the first pass (any overlap?), then the second
+        if flagged is not None:
+            rows = rows[flagged[rows].any(axis=1)]
+            passes = (True,)
+        elif first_pass in ("bits", "gpu"):
             from .end_overlap import BASE_BIT, Decision
 
             decision = decision if decision is not None else Decision(tasks, min_overlap, scoring)
             if not decision.usable:
                 first_pass = "lanes"
         # the scores of every read first, then the cut of those with an overlap
-        for track in (False, True):
+        for track in passes:
+            if not len(rows):
+                break
             if not track and first_pass == "bits":
                 decision.flags(buf, seq_start, lengths, bit_table | np.uint8(BASE_BIT), rows, score)
             elif not track and first_pass == "gpu":
@@ -489,8 +500,6 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
                 break
             rows = np.flatnonzero((score > 0).any(axis=1))
             score[rows] = 0  # the first pass marks them; the second scores them
-            if not len(rows):
-                break
     return score, cut, overlap
 
 
@@ -744,6 +753,16 @@ class TrimCounts:
         self.bases = np.zeros(self.patterns, np.int64)
 
 
+@dataclass(frozen=True)
+class EditInputs:
+    """What :meth:`Trimmer.edit` needs of a batch besides its lengths (:meth:`Trimmer.inputs`)."""
+
+    #: the reads' codes, or None for plain FASTQ (read from the chunk's bytes)
+    codes: np.ndarray | None
+    #: the end-overlap decision begun on the GPU (its ``result()``: bool (reads, tasks)), or None: the host's
+    first_pass: Any = None
+
+
 @dataclass
 class ChunkEdit:
     """What trimming (masking) does to one chunk."""
@@ -830,6 +849,8 @@ class Trimmer:
         self.trim_strands = np.array([screener.strands.index(sign) for sign in strands], np.int64)
         fractions = pattern_fractions(patterns, screener.thresholds, self.scoring, min_score_fraction)
         self.tasks = self._tasks(screener, fractions)
+        #: the GPU of a GPU run (its end-overlap kernel is loaded by warm_up), else None
+        self._gpu_device = getattr(screener.engine, "device", None) if screener.engine.name == "gpu" else None
         self._decision = None
         self._decision_lock = threading.Lock()
 
@@ -871,25 +892,34 @@ class Trimmer:
         return EndTasks(np.array(pattern, np.int64), np.array(strand, np.int64), np.array(end, np.int64), joined,
                         starts, np.array(slack, np.int64), needed)
 
-    @staticmethod
-    def codes_needed(chunk, batch):
-        """What :meth:`edit` needs of a batch besides its lengths: the codes of
-        its reads, or None for plain FASTQ (read from the chunk's bytes)."""
+    def inputs(self, chunk, batch) -> EditInputs:
+        """What :meth:`edit` needs of a screened batch besides its lengths: the
+        codes of its reads (None for plain FASTQ: read from the chunk's
+        bytes) and, where the GPU screened it, the end-overlap decision begun
+        there on the screen's copy of its reads (running beside the
+        traceback; ``edit`` waits for it)."""
         from .chunks import RawFastqChunk
 
-        return None if isinstance(chunk, RawFastqChunk) else batch.codes
+        codes = None if isinstance(chunk, RawFastqChunk) else batch.codes
+        begin = getattr(batch.engine, "end_overlap_flags", None)
+        first_pass = None
+        if begin is not None and batch.prepared is not None and len(batch) and self.decision.usable:
+            first_pass = begin(batch.prepared, batch.lengths, self.decision)
+        return EditInputs(codes, first_pass)
 
-    def end_overlaps(self, chunk, lengths: np.ndarray, codes: np.ndarray | None, rows: np.ndarray | None = None):
+    def end_overlaps(self, chunk, lengths: np.ndarray, codes: np.ndarray | None, rows: np.ndarray | None = None,
+                     flagged: np.ndarray | None = None):
         """(score, cut, overlap) of the reads ``rows`` (default all) of a
-        chunk (rows as its batch's), for every end task."""
+        chunk (rows as its batch's), for every end task; ``flagged``: the
+        first pass's flags where it ran on the GPU."""
         if codes is None:
             return end_overlaps(chunk.data, chunk.seq_start, chunk.lengths, READ_CODE, self.tasks,
-                                self.min_overlap, self.scoring, rows, self.decision)
+                                self.min_overlap, self.scoring, rows, self.decision, flagged=flagged)
         codes = np.ascontiguousarray(codes, np.uint8)
         width = codes.shape[1] if codes.ndim == 2 else 0
         seq_start = np.arange(len(lengths), dtype=np.int64) * width
         return end_overlaps(codes.reshape(-1), seq_start, lengths, _CODE_IDENTITY, self.tasks, self.min_overlap,
-                            self.scoring, rows, self.decision)
+                            self.scoring, rows, self.decision, flagged=flagged)
 
     def _overlaps_needed(self, lengths: np.ndarray, read: np.ndarray, five: np.ndarray, cut: np.ndarray):
         """Trimming: the reads whose end overlaps can change the cut, given the
@@ -912,10 +942,12 @@ class Trimmer:
                 needed |= last <= reach
         return np.flatnonzero(needed)
 
-    def edit(self, chunk, lengths: np.ndarray, codes: np.ndarray | None, alignments, mates: int) -> ChunkEdit:
-        """The edits of a chunk (its reads' ``lengths`` and :meth:`codes_needed`):
+    def edit(self, chunk, lengths: np.ndarray, inputs: EditInputs, alignments, mates: int) -> ChunkEdit:
+        """The edits of a chunk (its reads' ``lengths`` and :meth:`inputs`):
         its alignments (the screen's hits, traced) and the end overlaps of its
         reads, combined (docs/trimming.md)."""
+        # first: the GPU's decision holds the batch's device memory until it is fetched
+        flagged = None if inputs.first_pass is None else inputs.first_pass.result()
         lengths = np.asarray(lengths, np.int64)
         # the hits on the trimmed strands: the adapter's span, extended to the pattern's ends
         use = np.isin(alignments.strand, self.trim_strands)
@@ -932,7 +964,7 @@ class Trimmer:
         # the end overlaps found (trimming: of the reads where they can matter)
         rows = None if self.action == "mask" else self._overlaps_needed(lengths, read, five, np.where(five, end,
                                                                                                         start))
-        score, cut, _ = self.end_overlaps(chunk, lengths, codes, rows)
+        score, cut, _ = self.end_overlaps(chunk, lengths, inputs.codes, rows, flagged)
         found_read, task = np.nonzero(score > 0)
         found_cut = cut[found_read, task].astype(np.int64)
         found_pattern = self.tasks.pattern[task]
@@ -968,7 +1000,15 @@ class Trimmer:
         """Load every kernel a chunk needs, on a read of each kind: about 50 ms
         of loading from numba's cache that the first chunk then does not wait for."""
         lengths = np.array([len(self.tasks.masks) + 2], np.int64)
-        for first_pass in ("bits", "lanes"):  # the bit-sliced first pass, and the DP kernel's serial twin
+        if self._gpu_device is not None and self.decision.usable:
+            # a GPU run decides on the GPU (Trimmer.inputs): its kernel, not the bit-sliced host pass
+            from .end_overlap import warm_up_gpu
+
+            warm_up_gpu(self.decision, self._gpu_device)
+            first_passes: tuple[str, ...] = ("lanes",)
+        else:
+            first_passes = ("bits", "lanes")
+        for first_pass in first_passes:  # the bit-sliced first pass, and the DP kernel's serial twin
             end_overlaps(np.zeros(int(lengths[0]), np.uint8), np.zeros(1, np.int64), lengths, READ_CODE, self.tasks,
                          self.min_overlap, self.scoring, decision=self.decision, first_pass=first_pass)
         # (not the parallel DP kernel: only a chunk with many reads with adapters

@@ -5,6 +5,7 @@ with a passing overlap, against the plain-Python DP of test_trimming.py
 from __future__ import annotations
 
 from fractions import Fraction
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from bpbc.alphabet import READ_CODE, encode_pattern
 from bpbc.end_overlap import Decision, LANES, bit_table, kernel_source, start_values
 from bpbc.scoring import Scoring
 from bpbc.trimming import _CODE_IDENTITY, _END3, _END5, EndTasks, end_overlaps, overlap_slack, overlap_thresholds
-from tests.bpbc.conftest import SCORINGS, pattern_texts, random_pattern, read_texts, scoring_id
+from tests.bpbc.conftest import SCORINGS, mutate, pattern_texts, random_pattern, random_read, read_texts, scoring_id
 from tests.bpbc.test_trimming import codes_of, one_task, planted_reads, reference_overlap, reference_scores
 
 
@@ -219,7 +220,7 @@ def test_no_read_can_pass_needs_no_kernel():
     assert scores[9] == thresholds[9] - 1  # one point short
 
 
-# --- the GPU kernel (bpbc/end_overlap.cu) -------------------------------------
+# --- the GPU kernels (bpbc/end_overlap.cu) ------------------------------------
 
 _HOST_SHIM = r"""
 #include <algorithm>
@@ -231,24 +232,36 @@ static Dim3 blockIdx, threadIdx, blockDim;
 using std::max;
 using std::min;
 #include "end_overlap.cu"
+static void at_thread(long long t) {
+    blockDim.x = 128;
+    blockIdx.x = (unsigned)(t / 128);
+    threadIdx.x = (unsigned)(t % 128);
+}
 extern "C" void run_all(const unsigned char* buf, const long long* seq_start, const long long* lengths,
                         const long long* rows, long long n_rows, const unsigned char* bit_table, const int* columns,
                         const long long* starts, const int* end, const int* slack, const int* values, int tasks,
                         int* flags, long long threads) {
-    blockDim.x = 128;
     for (long long t = 0; t < threads; ++t) {
-        blockIdx.x = (unsigned)(t / 128);
-        threadIdx.x = (unsigned)(t % 128);
-        EXPRESSION(buf, seq_start, lengths, rows, n_rows, bit_table, columns, starts, end, slack, values, tasks,
-                   flags);
+        at_thread(t);
+        BYTES_EXPRESSION(buf, seq_start, lengths, rows, n_rows, bit_table, columns, starts, end, slack, values, tasks,
+                         flags);
+    }
+}
+extern "C" void run_planes(const unsigned* planes, int plane_width, const int* lengths, long long n,
+                           const int* columns, const long long* starts, const int* end, const int* slack,
+                           const int* values, int tasks, unsigned* found, long long threads) {
+    for (long long t = 0; t < threads; ++t) {
+        at_thread(t);
+        PLANES_EXPRESSION(planes, plane_width, lengths, n, columns, starts, end, slack, values, tasks, found);
     }
 }
 """
 
 
-def host_kernel(expression: str, tmp_path):
-    """bpbc/end_overlap.cu's kernel ``expression`` compiled for the host (a
-    C++ compiler, the CUDA keywords defined away, one call per thread)."""
+def host_library(decision: Decision, tmp_path):
+    """bpbc/end_overlap.cu's two kernels for ``decision`` compiled for the
+    host (a C++ compiler, the CUDA keywords defined away, one call per
+    thread): ``run_all`` (bytes) and ``run_planes``."""
     import ctypes
     import shutil
     import subprocess
@@ -258,19 +271,32 @@ def host_kernel(expression: str, tmp_path):
 
     compiler = shutil.which("g++") or shutil.which("clang++")
     if compiler is None:
-        pytest.skip("no C++ compiler to run the CUDA kernel's source on the host")
+        pytest.skip("no C++ compiler to run the CUDA kernels' source on the host")
+    longest = int(np.diff(decision.starts).max())
+    expressions = [end_overlap.gpu_expression(max(decision.planes, 1), decision.scoring, longest, kernel)
+                   for kernel in end_overlap.GPU_KERNELS]
     source = tmp_path / "host.cpp"
-    source.write_text(_HOST_SHIM.replace("EXPRESSION", expression))
-    library = tmp_path / f"host_{abs(hash(expression))}.so"
+    source.write_text(_HOST_SHIM.replace("BYTES_EXPRESSION", expressions[0])
+                      .replace("PLANES_EXPRESSION", expressions[1]))
+    library = tmp_path / f"host_{abs(hash(tuple(expressions)))}.so"
     subprocess.run([compiler, "-std=c++17", "-O1", "-shared", "-fPIC", "-I", str(Path(bpbc.__file__).parent),
                     str(source), "-o", str(library)], check=True)
-    function = ctypes.CDLL(str(library)).run_all
-    function.restype = None
-    return function
+    loaded = ctypes.CDLL(str(library))
+    loaded.run_all.restype = loaded.run_planes.restype = None
+    return loaded
 
 
-def kernel_flags(function, decision: Decision, reads: list[str], table) -> np.ndarray:
-    """What the CUDA kernel flags, run on the host as the GPU launch would."""
+def _task_pointers(decision: Decision) -> tuple[list, list]:
+    """The task arrays as the kernels take them (kept alive by the first list) and their pointers."""
+    import ctypes
+
+    arrays = [decision.columns.astype(np.int32), decision.starts, decision.end.astype(np.int32),
+              decision.slack.astype(np.int32), decision.values.astype(np.int32)]
+    return arrays, [a.ctypes.data_as(ctypes.c_void_p) for a in arrays]
+
+
+def kernel_flags(library, decision: Decision, reads: list[str], table) -> np.ndarray:
+    """What the bytes kernel flags, run on the host as the GPU launch would."""
     import ctypes
 
     data, starts, lengths = joined(reads)
@@ -278,49 +304,186 @@ def kernel_flags(function, decision: Decision, reads: list[str], table) -> np.nd
     tasks = len(decision.starts) - 1
     flags = np.zeros((len(reads), tasks), np.int32)
     arrays = [np.ascontiguousarray(data if len(data) else np.zeros(1, np.uint8)), starts, lengths, rows,
-              np.ascontiguousarray(table, np.uint8), decision.columns.astype(np.int32), decision.starts,
-              decision.end.astype(np.int32), decision.slack.astype(np.int32), decision.values.astype(np.int32)]
+              np.ascontiguousarray(table, np.uint8)]
     pointers = [a.ctypes.data_as(ctypes.c_void_p) for a in arrays]
+    kept, task_pointers = _task_pointers(decision)
     threads = -(-len(reads) // 32) * tasks
-    function(*pointers[:4], ctypes.c_longlong(len(reads)), *pointers[4:], ctypes.c_int(tasks),
-             flags.ctypes.data_as(ctypes.c_void_p), ctypes.c_longlong(threads))
+    library.run_all(*pointers[:4], ctypes.c_longlong(len(reads)), pointers[4], *task_pointers, ctypes.c_int(tasks),
+                    flags.ctypes.data_as(ctypes.c_void_p), ctypes.c_longlong(threads))
     return flags > 0
 
 
+def screen_planes(reads: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(planes, lengths in that order, order): the reads as the GPU screen
+    holds a batch (bpbc.gpu_engine.PreparedReads: sorted by length, 32 a
+    word group, transpose/cpu.py's bit planes), made here on the host."""
+    from transpose import pack_codes
+
+    from bpbc.order import length_order
+
+    lengths = np.array([len(read) for read in reads], np.int64)
+    codes = np.full((len(reads), max(1, int(lengths.max()))), 4, np.uint8)
+    for r, read in enumerate(reads):
+        codes[r, :len(read)] = codes_of(read)
+    order = length_order(lengths)
+    return pack_codes(codes[order], 32), lengths[order].astype(np.int32), order
+
+
+def plane_kernel_words(library, decision: Decision, planes: np.ndarray, sorted_lengths: np.ndarray) -> np.ndarray:
+    """What the planes kernel writes (uint32 (groups, tasks)), run on the host as the GPU launch would."""
+    import ctypes
+
+    n, tasks = len(sorted_lengths), len(decision.starts) - 1
+    groups = -(-n // 32)
+    words = np.zeros((groups, tasks), np.uint32)
+    planes = np.ascontiguousarray(planes, np.uint32)
+    sorted_lengths = np.ascontiguousarray(sorted_lengths, np.int32)
+    kept, task_pointers = _task_pointers(decision)
+    library.run_planes(planes.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(planes.shape[1]),
+                       sorted_lengths.ctypes.data_as(ctypes.c_void_p), ctypes.c_longlong(n), *task_pointers,
+                       ctypes.c_int(tasks), words.ctypes.data_as(ctypes.c_void_p), ctypes.c_longlong(groups * tasks))
+    return words
+
+
+def plane_flags(library, decision: Decision, reads: list[str]) -> np.ndarray:
+    """bool (reads, tasks): the planes kernel's flags, in input order."""
+    planes, sorted_lengths, order = screen_planes(reads)
+    return end_overlap.lane_flags(plane_kernel_words(library, decision, planes, sorted_lengths), order)
+
+
 @pytest.mark.parametrize("scoring", [Scoring(), Scoring(1, 1, 1, 1), Scoring(4, 1, 2, 3)], ids=scoring_id)
-def test_the_cuda_kernel_decides_as_the_reference_on_the_host(scoring, tmp_path):
-    """bpbc/end_overlap.cu, compiled as C++ for the host: the same flags as
-    the plain DP, over several tasks of both ends, short reads, N, IUPAC."""
+def test_the_cuda_kernels_decide_as_the_reference_on_the_host(scoring, tmp_path):
+    """bpbc/end_overlap.cu, compiled as C++ for the host: both kernels (from
+    sequence bytes, and from the screen's bit planes of reads sorted by
+    length) flag what the plain DP flags, over several tasks of both ends,
+    reads of many lengths (many runs of one length in a word group), short
+    and empty reads, N, IUPAC."""
     rng = np.random.default_rng(SCORINGS.index(scoring) if scoring in SCORINGS else 9)
     patterns = [random_pattern(rng, int(rng.integers(5, 34)), iupac_rate=0.1) for _ in range(3)]
     ends = [_END3, _END5, _END3]
     fractions = [Fraction(4, 5), Fraction(1, 2), Fraction(7, 10)]
-    reads = []
+    reads = ["", "A"]
     for pattern, end in zip(patterns, ends):
         reads += planted_reads(rng, pattern, end, 70)
     reads = [reads[i] for i in rng.permutation(len(reads))]
     tasks = tasks_of(patterns, ends, fractions, scoring)
     decision = Decision(tasks, 2, scoring)
-    longest = int(np.diff(decision.starts).max())
-    expression = end_overlap.gpu_expression(max(decision.planes, 1), scoring, longest)
-    function = host_kernel(expression, tmp_path)
-    got = kernel_flags(function, decision, reads, np.where(READ_CODE < 4, np.left_shift(1, np.minimum(READ_CODE, 7)),
-                                                           0))
+    library = host_library(decision, tmp_path)
     want = expected(reads, patterns, ends, fractions, 2, scoring)
-    assert np.array_equal(got, want)
+    table = np.where(READ_CODE < 4, np.left_shift(1, np.minimum(READ_CODE, 7)), 0)
+    assert np.array_equal(kernel_flags(library, decision, reads, table), want)
+    assert np.array_equal(plane_flags(library, decision, reads), want)
     assert want.sum() > 30
+
+
+@pytest.mark.parametrize("end", [_END3, _END5], ids=["3prime", "5prime"])
+def test_the_planes_kernel_on_reads_of_one_length_and_a_partial_group(end, tmp_path):
+    """Reads of one length (one run a word group, as in most runs) and of
+    two, 100 reads (a last word group of 4), a pattern with IUPAC codes."""
+    scoring = Scoring()
+    rng = np.random.default_rng(21 + end)
+    pattern = "AGATCGGAAGAGCACACGTCTGAACTCCAGTCA"
+    fraction = Fraction(4, 5)
+    for lengths in ([60] * 100, [40] * 50 + [55] * 50):
+        reads = []
+        for length in lengths:
+            overlap = int(rng.integers(0, 20))
+            piece = pattern[:overlap] if end == _END3 else pattern[len(pattern) - overlap:]
+            piece = mutate(rng, piece, 0.05)[:length]
+            flank = random_read(rng, length - len(piece), n_rate=0.02)
+            reads.append(flank + piece if end == _END3 else piece + flank)
+        tasks = tasks_of([pattern], [end], [fraction], scoring)
+        decision = Decision(tasks, 3, scoring)
+        want = expected(reads, [pattern], [end], [fraction], 3, scoring)
+        assert np.array_equal(plane_flags(host_library(decision, tmp_path), decision, reads), want)
+        assert 10 < want.sum() < 90
+
+
+def test_lane_flags_puts_the_sorted_lanes_back_in_input_order():
+    order = np.array([2, 0, 3, 1, 4] + list(range(5, 40)), np.int64)  # 40 reads: two word groups
+    words = np.zeros((2, 3), np.uint32)
+    words[0, 1] = (1 << 0) | (1 << 3)  # lanes 0 and 3: reads 2 and 1, task 1
+    words[1, 2] = 1 << 7  # lane 39: read 39, task 2
+    words[1, 0] = 1 << 31  # lane 63: no read (the last group holds 8)
+    flags = end_overlap.lane_flags(words, order)
+    assert flags.shape == (40, 3)
+    assert sorted(zip(*np.nonzero(flags))) == [(1, 1), (2, 1), (39, 2)]
+
+
+def test_a_first_pass_begun_by_the_engine_replaces_the_hosts(monkeypatch, tmp_path):
+    """Trimmer.inputs begins the decision where the batch's engine offers it
+    (the GPU engine's end_overlap_flags), and edit takes the reads it flags
+    instead of running the host's pass: here a stand-in engine runs the
+    planes kernel on the host over the batch packed as the GPU holds it.
+    The edits are those of the host's pass, trimming and masking, 3', 5' and
+    anywhere adapters on both strands."""
+    from bench.trimming import ADAPTER, planted_reads as bench_reads
+
+    from bpbc.io import SequenceSource, read_patterns
+    from bpbc.screener import ReadBatch, Screener
+    from bpbc.trimming import EditInputs, Trimmer
+
+    data, _, _ = bench_reads(700, 150, 20, seed=5)
+    reads_path = tmp_path / "r.fq"
+    reads_path.write_bytes(data)
+    (tmp_path / "p.fa").write_text(f">a adapter=3prime\n{ADAPTER}\n>b adapter=anywhere\nGTGYCAGCMGCCGCGGTAA\n"
+                                   f">c adapter=5prime\n{ADAPTER[::-1]}\n")
+    patterns = read_patterns(tmp_path / "p.fa")
+    screener = Screener(patterns, 30, Scoring(), "both", device="cpu")
+    with SequenceSource(reads_path, kind="reads", raw_fastq=True) as source:
+        chunk = next(iter(source.chunks(10_000)))
+    lengths = np.asarray(chunk.lengths, np.int64)
+    buffer = np.frombuffer(chunk.data, np.uint8)
+    reads = [buffer[s:s + n].tobytes().decode() for s, n in zip(chunk.seq_start.tolist(), lengths.tolist())]
+    batch = ReadBatch.from_chunk(chunk, screener.engine)
+    alignments = screener.align(batch, screener.hits(batch))
+    planes, sorted_lengths, order = screen_planes(reads)
+    for action in ("trim", "mask"):
+        trimmer = Trimmer(action, screener, patterns, "p.fa", min_overlap=3, trim_strand="both",
+                          min_score_fraction=0.8)
+        library = host_library(trimmer.decision, tmp_path)
+        begun = []
+
+        class StandInEngine:
+            def end_overlap_flags(self, prepared, batch_lengths, decision):
+                assert decision is trimmer.decision and np.array_equal(batch_lengths, lengths)
+                begun.append(prepared)
+                words = plane_kernel_words(library, decision, planes, sorted_lengths)
+                return SimpleNamespace(result=lambda: end_overlap.lane_flags(words, order))
+
+        stand_in = ReadBatch(None, lengths, SimpleNamespace(planes=planes, order=order), StandInEngine(), chunk)
+        inputs = trimmer.inputs(chunk, stand_in)
+        assert len(begun) == 1 and inputs.codes is None and inputs.first_pass is not None
+        host = trimmer.edit(chunk, lengths, EditInputs(None), alignments, 1)
+        with monkeypatch.context() as patched:
+            patched.setattr(end_overlap.Decision, "flags", _no_host_pass)
+            engine = trimmer.edit(chunk, lengths, inputs, alignments, 1)
+        for field in ("keep_start", "keep_end", "span_first", "span_start", "span_end", "edited", "pattern",
+                      "pattern_reads", "pattern_bases"):
+            assert np.array_equal(getattr(host, field), getattr(engine, field)), field
+        assert host.bases == engine.bases and host.edited.sum() > 100
+    # a CPU batch: the host's pass (its engine offers none)
+    assert trimmer.inputs(chunk, batch) == EditInputs(None)
+
+
+def _no_host_pass(*args, **kwargs):
+    raise AssertionError("the host's first pass ran")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
 def test_gpu_decision_is_the_cpu_one(scoring):
     """The GPU pass (bpbc/end_overlap.cu through CuPy) flags the reads the
-    CPU pass and the plain DP flag; end_overlaps with it is the CPU's."""
+    CPU pass and the plain DP flag, from sequence bytes and from a batch as
+    the GPU engine prepares it (from the bytes, and from codes); end_overlaps
+    with it is the CPU's."""
+    from bpbc.gpu_engine import GpuEngine
+
     rng = np.random.default_rng(40 + SCORINGS.index(scoring))
     patterns = [random_pattern(rng, int(rng.integers(5, 40)), iupac_rate=0.1) for _ in range(3)]
     ends = [_END3, _END5, _END3]
     fractions = [Fraction(4, 5), Fraction(3, 5), Fraction(9, 10)]
-    reads = []
+    reads = [""]
     for pattern, end in zip(patterns, ends):
         reads += planted_reads(rng, pattern, end, 400)
     reads = [reads[i] for i in rng.permutation(len(reads))]
@@ -338,3 +501,44 @@ def test_gpu_decision_is_the_cpu_one(scoring):
     for a, b in zip(end_overlaps(data, starts, lengths, READ_CODE, tasks, 3, scoring, first_pass="gpu"),
                     end_overlaps(data, starts, lengths, READ_CODE, tasks, 3, scoring, first_pass="bits")):
         assert np.array_equal(a, b)
+    # the planes kernel, over the batch as the engine prepared it for the screen
+    engine = GpuEngine()
+    codes = np.full((len(reads), int(lengths.max())), 4, np.uint8)
+    for r, read in enumerate(reads):
+        codes[r, :len(read)] = codes_of(read)
+    for prepared in (engine.prepare_bytes(data, starts, lengths), engine.prepare(codes, lengths)):
+        flags = engine.end_overlap_flags(prepared, lengths, decision).result()
+        assert np.array_equal(flags, want)
+
+
+@pytest.mark.gpu
+def test_gpu_planes_decision_of_a_large_batch():
+    """400,000 reads of 150 bp (bench trimming's): the planes kernel flags
+    what the CPU pass flags."""
+    import tempfile
+    from pathlib import Path
+
+    from bench.trimming import ADAPTER, planted_reads as bench_reads
+
+    from bpbc.chunks import RawFastqChunk
+    from bpbc.gpu_engine import GpuEngine
+    from bpbc.io import SequenceSource
+
+    scoring = Scoring()
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "r.fq"
+        for adapters in (True, False):
+            path.write_bytes(bench_reads(400_000, 150, 20, adapters=adapters)[0])
+            with SequenceSource(path, kind="reads", raw_fastq=True) as source:
+                chunk = next(iter(source.chunks(1 << 20)))
+            assert isinstance(chunk, RawFastqChunk) and len(chunk) == 400_000
+            tasks = tasks_of([ADAPTER], [_END3], [Fraction(4, 5)], scoring)
+            decision = Decision(tasks, 3, scoring)
+            lengths = np.asarray(chunk.lengths, np.int64)
+            cpu = np.zeros((len(lengths), 1), np.int32)
+            decision.flags(np.frombuffer(chunk.data, np.uint8), chunk.seq_start, lengths, bit_table(READ_CODE),
+                           np.arange(len(lengths), dtype=np.int64), cpu)
+            engine = GpuEngine()
+            prepared = engine.prepare_bytes(chunk.data, chunk.seq_start, lengths)
+            assert np.array_equal(engine.end_overlap_flags(prepared, lengths, decision).result(), cpu > 0)
+            assert (cpu > 0).sum() > 0.01 * len(lengths)

@@ -528,17 +528,68 @@ def test_a_read_with_only_a_partial_adapter_is_demultiplexed_to_it(capsys, tmp_p
     assert [n for n, _, _ in records(tmp_path / "u.fq")] == ["none"] and not (tmp_path / "b.fq").exists()
 
 
+def _no_host_pass(*args, **kwargs):
+    raise AssertionError("the host's bit-sliced first pass ran in a GPU run")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("action", ["trim", "mask"])
-def test_gpu_trims_as_the_cpu(capsys, tmp_path, action):
+def test_gpu_trims_as_the_cpu(capsys, tmp_path, monkeypatch, action):
+    """The golden pairs: the same trimmed (masked) files from both devices;
+    the GPU run decides the end overlaps on the GPU, over the screen's copy
+    of the reads (the host's bit-sliced pass never runs)."""
+    from bpbc.end_overlap import Decision
+
     outputs = {}
     for device in ("cpu", "gpu"):
+        if device == "gpu":
+            monkeypatch.setattr(Decision, "flags", _no_host_pass)
         status, _, err = run_cli(capsys, READS_1, "-2", READS_2, PATTERNS, *GOLDEN_OPTIONS, "--action", action,
                                  "--device", device, "--trimmed", tmp_path / f"{device}_1.fq", "--trimmed2",
                                  tmp_path / f"{device}_2.fq", "-o", tmp_path / "o.paf", "-q")
         assert (status, err) == (0, "")
         outputs[device] = [(tmp_path / f"{device}_{mate}.fq").read_bytes() for mate in "12"]
     assert outputs["cpu"] == outputs["gpu"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["3prime", "5prime", "anywhere"])
+def test_gpu_trims_planted_reads_as_the_cpu(capsys, tmp_path, monkeypatch, kind):
+    """20,000 planted reads in batches of 3,000 (a partial last one), FASTQ
+    and FASTA (reads from codes), trimmed and masked, both strands: every
+    output and the JSON figures the same from both devices, the end overlaps
+    decided on the GPU."""
+    from bench.trimming import planted_reads
+
+    from bpbc.end_overlap import Decision
+
+    data, _, _ = planted_reads(20_000, 150, 20, seed=11)
+    (tmp_path / "r.fq").write_bytes(data)
+    lines = data.split(b"\n")
+    (tmp_path / "r.fa").write_bytes(b"".join(b">" + lines[k][1:] + b"\n" + lines[k + 1] + b"\n"
+                                             for k in range(0, len(lines) - 1, 4)))
+    (tmp_path / "p.fa").write_text(f">a adapter={kind}\n{ADAPTER}\n>b adapter={kind}\n{ADAPTER[:12]}\n"
+                                   f">c\nGTGYCAGCMGCCGCGGTAA\n")
+    for reads in ("r.fq", "r.fa"):
+        for action in ("trim", "mask"):
+            outputs = {}
+            for device in ("cpu", "gpu"):
+                with monkeypatch.context() as patched:
+                    if device == "gpu":
+                        patched.setattr(Decision, "flags", _no_host_pass)
+                    out = tmp_path / device
+                    out.mkdir(exist_ok=True)
+                    status, _, err = run_cli(
+                        capsys, tmp_path / reads, tmp_path / "p.fa", "--action", action, "--min-score-fraction",
+                        "0.8", "--trim-strand", "both", "--device", device, "--chunk-size", "3000", "--trimmed",
+                        out / "t", "--matched", out / "m", "--unmatched", out / "u", "-o", out / "o.paf", "--json",
+                        out / "s.json", "-q")
+                    assert (status, err) == (0, "")
+                    summary = json.loads((out / "s.json").read_text())
+                    outputs[device] = ([(out / name).read_bytes() for name in ("t", "m", "u", "o.paf")],
+                                       summary["patterns"], summary["reads_trimmed"], summary["bases_trimmed"])
+            assert outputs["cpu"] == outputs["gpu"], (reads, action)
+            assert outputs["cpu"][2] > 1000
 
 
 # --- bad input --------------------------------------------------------------------
