@@ -1,6 +1,6 @@
 """Bit-sliced Smith-Waterman on the CPU (numba), 64 instances per uint64 word.
 
-Instances are grouped into superblocks of ``words`` words (16: 1024 lanes);
+Instances are grouped into superblocks of ``words`` words (8 on AVX-512: 512 lanes);
 the innermost loop of the kernel runs over those words, so LLVM turns every
 bit-plane operation into vector instructions over all of them (AVX-512,
 AVX2, NEON, whatever numba compiles for). On AVX-512 the kernel is written
@@ -282,8 +282,16 @@ class KernelShape:
 #: XORs with the selects. The cell is bound by its 2-input logic (165
 #: operations per 256 cells flag only, on 3 ports), so AVX2 stays well
 #: behind the 3-input AVX-512 cell.
+#:
+#: AVX-512 superblocks of 8 words (one vector, 512 instances) since issue 27:
+#: the vector-major kernel runs a superblock's vectors one after the other
+#: anyway, so 8 words cost nothing per cell (2-core Zen 5, one thread: the
+#: flag-only pass over 200k reads 68.6-69.5 ms against 69.4-70.2, 6 planes
+#: with best over 100k 50.9-51.6 against 50.4-51.8) and make twice the tasks:
+#: 40k reads are 79 superblocks, enough for 16 threads, and the second pass
+#: of a few hundred instances runs on two threads, not one.
 SHAPES = {
-    "avx512": KernelShape(16, 2, "lut3", "early", stripe_bytes=24576),
+    "avx512": KernelShape(8, 2, "lut3", "early", stripe_bytes=24576),
     "avx2": KernelShape(16, 1, "binary", "early", vector=4),
     "neon": KernelShape(16, 1, "binary", "early"),
     "generic": KernelShape(16, 1, "binary", "early"),
