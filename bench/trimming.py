@@ -22,11 +22,17 @@ Figures, each beside its target (docs/trimming.md):
   unmatched reads), medians of ``--repeats`` runs after one warm-up run: the
   run's own wall time from ``--json``, the process's wall time and its CPU
   time (user + system: what the trimming adds where other work shares the
-  cores); then the same on as many reads without any adapter.
+  cores); then the same on as many reads without any adapter;
+* the end-overlap decision alone (does a read end in a partial adapter?), in
+  process, over all the reads as one batch, median of ``--repeats``: the
+  host's bit-sliced pass on one thread, and with ``--device gpu`` the GPU's
+  planes kernel over the batch as the GPU engine prepares it for the screen
+  (launch to flags in input order, as a GPU run takes it).
 
-    python -m bench trimming [--reads 400000] [--device cpu] [--repeats 3] [--out DIR]
+    python -m bench trimming [--reads 400000] [--device cpu|gpu] [--repeats 3] [--out DIR]
 
-Writes ``trimming_<device>.csv`` to ``--out`` (bench/results).
+Writes ``trimming_<device>.csv`` to ``--out`` (bench/results): ``cpu``, or
+the GPU's kind (``h100``, ``h200``).
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.environment import RESULTS_DIR, environment, write_csv
+from bench.environment import RESULTS_DIR, device_kind, environment, gpu_info, write_csv
 
 ADAPTER = "AGATCGGAAGAGCACACGTCTGAACTCCAGTCA"
 BASES = np.frombuffer(b"ACGT", np.uint8)
@@ -112,6 +118,53 @@ def timed(args: list[str], json_path: Path) -> tuple[float, float, float]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return json.loads(json_path.read_text())["wall_time_s"], process, cpu
+
+
+def decision_seconds(reads: Path, patterns: Path, device: str, repeats: int) -> dict[str, float]:
+    """Seconds of the end-overlap decision over every read of ``reads`` in
+    one batch, as ``--action trim --min-overlap 3 --min-score-fraction 0.8
+    --strand forward`` sets it up (medians of ``repeats``): 'host' the
+    bit-sliced pass on one thread, and for the GPU 'gpu' the planes kernel
+    over the batch the engine prepared (not counted: preparing it, which the
+    screen does anyway)."""
+    import numba
+
+    from bpbc.alphabet import READ_CODE
+    from bpbc.end_overlap import bit_table
+    from bpbc.io import SequenceSource, read_patterns
+    from bpbc.pipeline import ScreenSettings, make_screener
+    from bpbc.trimming import Trimmer
+
+    records = read_patterns(patterns)
+    screener = make_screener(ScreenSettings(strand="forward", min_score_fraction=0.8, device=device), records)
+    trimmer = Trimmer("trim", screener, records, str(patterns), min_overlap=MIN_OVERLAP, min_score_fraction=0.8)
+    decision = trimmer.decision
+    with SequenceSource(reads, kind="reads", raw_fastq=True) as source:
+        chunk = next(iter(source.chunks(1 << 30)))
+    lengths = np.asarray(chunk.lengths, np.int64)
+    buffer = np.frombuffer(chunk.data, np.uint8)
+    rows = np.arange(len(lengths), dtype=np.int64)
+    table = bit_table(READ_CODE)
+    numba.set_num_threads(1)
+    times: dict[str, list[float]] = {"host": []}
+    flags = np.zeros((len(lengths), len(decision.starts) - 1), np.int32)
+    for repeat in range(repeats + 1):
+        flags[:] = 0
+        started = time.perf_counter()
+        decision.flags(buffer, chunk.seq_start, lengths, table, rows, flags)
+        if repeat:
+            times["host"].append(time.perf_counter() - started)
+    if device == "gpu":
+        engine = screener.engine
+        prepared = engine.prepare_bytes(chunk.data, chunk.seq_start, lengths)
+        times["gpu"] = []
+        for repeat in range(repeats + 1):
+            started = time.perf_counter()
+            on_gpu = engine.end_overlap_flags(prepared, lengths, decision).result()
+            if repeat:
+                times["gpu"].append(time.perf_counter() - started)
+        assert np.array_equal(on_gpu, flags > 0), "the GPU's decision is not the host's"
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,13 +245,22 @@ def main(argv: list[str] | None = None) -> int:
                              "trim_s": round(trim_s, 4)})
         rows.append({"figure": "cutadapt process wall time (-j 0)", "reads": args.reads,
                      "value": round(cutadapt_seconds, 4), "target": "", "met": ""})
+        # the decision alone, in this process (last: it sets numba to one thread)
+        for label, path in (("", reads), ("reads without adapters, ", clean)):
+            seconds = decision_seconds(path, patterns, args.device, args.repeats)
+            for key, pass_name in (("host", "host bit-sliced pass, one thread"), ("gpu", "GPU planes kernel")):
+                if key in seconds:
+                    rows.append({"figure": f"end-overlap decision, {label}{pass_name} (ms)", "reads": args.reads,
+                                 "value": round(1e3 * seconds[key], 3), "target": "", "met": ""})
     for row in rows:
-        extra = f"  (screen {row['screen_s']} s, trim {row['trim_s']} s)" if "screen_s" in row else ""
+        times = f"  (screen {row['screen_s']} s, trim {row['trim_s']} s)" if "screen_s" in row else ""
         print(f"{row['figure']:<60} {row['value']:>10}  {row['target']:<8} {row['met']!s:<5} "
-              f"n={row['reads']}{extra}")
-    env = environment(None)
-    env.update({"device": args.device, "reads": str(args.reads), "length": str(args.length), "adapter": ADAPTER})
-    path = write_csv(args.out / f"trimming_{args.device}.csv", rows, env)
+              f"n={row['reads']}{times}")
+    gpu = gpu_info() if args.device == "gpu" else None
+    env = environment(gpu)
+    env.update({"device": args.device, "reads": str(args.reads), "length": str(args.length), "adapter": ADAPTER,
+                "repeats": str(args.repeats)})
+    path = write_csv(args.out / f"trimming_{device_kind(gpu)}.csv", rows, env)
     print(f"wrote {path}")
     return 0
 
