@@ -47,9 +47,10 @@ from functools import cache
 
 import numpy as np
 from numba import njit, prange
-from transpose.cpu import _code_words, _transpose_rows
+from transpose.cpu import _byte_words, _code_words, _transpose_rows
 
 from .cpu_vector import LANES as VECTOR_WORDS
+from .cpu_vector import base_masks64
 from .cpu_vector import VERSION as VECTOR_VERSION
 from .order import in_input_order, length_order
 from .scoring import Scoring
@@ -935,6 +936,65 @@ def _pack_lanes(codes, lane_rows, groups, cols):
                     cols[g // words, start + p, k, g % words] = rows[k, p]
 
 
+@njit(parallel=True, cache=True, nogil=True)
+def _pack_superblocks(data, starts, lengths, order, table, cols):
+    """Encode and pack reads into superblock columns in one pass: lane i
+    holds read ``order[i]``, ``data[starts[r]:][:lengths[r]]``, each byte
+    coded by ``table`` (bpbc.alphabet.READ_CODE: 0-3 a base, 4 none, 255
+    not allowed); word group g (lanes g * 64 ..) goes to word g % words of
+    superblock g // words, every position up to the columns' width, zero
+    past a read and past the last lane (what pack_bytes and
+    _to_superblocks gave, without the planes between them). Returns whether
+    a byte of some read is coded 255 (the columns are then not to be used).
+
+    64 bytes of a read at a time as vector compares (base_masks64), where
+    64 bytes of the buffer lie from there on, the few other letters (N and
+    the IUPAC codes) looked up in the table; else byte by byte."""
+    n = order.shape[0]
+    width = cols.shape[1]
+    words = cols.shape[3]
+    end = data.shape[0]
+    all_ones = ~np.uint64(0)
+    bad = np.zeros(cols.shape[0] * words, np.bool_)
+    for g in prange(cols.shape[0] * words):
+        s, w = g // words, g % words
+        rows = np.zeros((3, 64), np.uint64)
+        count = max(0, min(64, n - g * 64))
+        for start in range(0, width, 64):
+            stop = min(start + 64, width)
+            for r in range(count):
+                read = order[g * 64 + r]
+                at = starts[read] + start
+                left = lengths[read] - start  # bases of the read from ``start`` on
+                if left <= 0:
+                    low = high = valid = np.uint64(0)
+                elif at + 64 <= end:
+                    in_read = all_ones if left >= 64 else (np.uint64(1) << np.uint64(left)) - np.uint64(1)
+                    low, high, valid = base_masks64(data, at)
+                    low &= in_read
+                    high &= in_read
+                    valid &= in_read
+                    other = in_read & ~valid
+                    if other:  # N, another IUPAC code, or a byte outside the alphabet
+                        for q in range(min(left, 64)):
+                            if (other >> np.uint64(q)) & np.uint64(1) and table[data[at + q]] == 255:
+                                bad[g] = True
+                else:
+                    low, high, valid, seen = _byte_words(data, starts[read], lengths[read], table, start, stop)
+                    bad[g] |= seen
+                rows[0, r] = low
+                rows[1, r] = high
+                rows[2, r] = valid
+            if count:
+                for r in range(count, 64):  # the transpose before left its bits here
+                    rows[0, r] = rows[1, r] = rows[2, r] = 0
+                _transpose_rows(rows, 64)
+            for p in range(stop - start):
+                for k in range(3):
+                    cols[s, start + p, k, w] = rows[k, p]
+    return bad.any()
+
+
 class PreparedReads:
     """Reads in a given order (by default sorted by length), bit-transposed
     into superblock columns of ``words`` words. Lane ``i`` of the layout is
@@ -983,20 +1043,18 @@ class PreparedReads:
         (``data``, bytes or uint8: read i is ``data[seq_start[i]:][:lengths[i]]``),
         encoded and packed in one pass. None when a byte lies outside the
         alphabet (the caller encodes for the error message)."""
-        from transpose import pack_bytes
-
         from .alphabet import READ_CODE
 
         self = cls.__new__(cls)
-        self.order = length_order(lengths)
+        self.order = np.ascontiguousarray(length_order(lengths), dtype=np.int64)
         self.n = len(self.order)
         ordered_lengths = lengths[self.order]
         width = int(ordered_lengths[-1]) if self.n else 0
-        planes, bad = pack_bytes(np.frombuffer(data, np.uint8), seq_start[self.order], ordered_lengths, width,
-                                 READ_CODE, WORD_BITS)
-        if bad:
+        cols = np.empty((-(-self.n // (words * WORD_BITS)), width, 3, words), dtype=np.uint64)
+        if _pack_superblocks(np.frombuffer(data, np.uint8), np.ascontiguousarray(seq_start, dtype=np.int64),
+                             np.ascontiguousarray(lengths, dtype=np.int64), self.order, READ_CODE, cols):
             return None
-        self._lay_out(planes, ordered_lengths, words)
+        self._set_layout(cols, ordered_lengths, words)
         return self
 
     def _lay_out(self, planes: np.ndarray, ordered_lengths: np.ndarray, words: int) -> None:

@@ -316,3 +316,45 @@ vsplat16, vmax16, vselect16, vload16, vstore16 = _lane_integers(i32x16, mask16, 
 i16x32 = LaneVector("i16x32", 16, 32)
 mask32 = LaneVector("mask32", 1, 32)  #: what comparing two i16x32 gives
 vsplat32, vmax32, vselect32, vload32, vstore32 = _lane_integers(i16x32, mask32, types.int16)
+
+
+# ---------------------------------------------------------------------------
+# Read bases as bit masks, 64 bytes at a time, for packing reads into bit
+# planes (bpbc.cpu_engine): one vector compare per letter, its lanes' bits
+# one 64-bit mask (AVX-512BW: vpcmpeqb into a mask register; AVX2 and NEON:
+# LLVM's own sequence), where taking the bytes one by one through a table
+# cost 8-10 instructions a byte.
+
+_BYTES64 = ir.VectorType(ir.IntType(8), 64)
+
+
+@intrinsic
+def base_masks64(typingctx, data, index):
+    """(low, high, acgt) of the 64 bytes data[index:index + 64] (data: 1-d
+    contiguous uint8, index + 64 within it): bit q of ``acgt`` is set where
+    byte q is A, C, G, T or U in either case, of ``low`` where it is C or
+    T (U), of ``high`` where it is G or T (U): the bits of the read codes
+    0-3 that bpbc.alphabet.READ_CODE gives those letters, and of their
+    being below 4. Every other byte has no bit set in any of the three."""
+    if not (isinstance(data, types.Array) and data.ndim == 1 and data.layout == "C" and data.dtype == types.uint8) \
+            or not isinstance(index, types.Integer):
+        return None
+    masks = types.UniTuple(types.uint64, 3)
+
+    def codegen(context, builder, signature, args):
+        index = context.cast(builder, args[1], signature.args[1], types.intp)
+        start = context.make_array(signature.args[0])(context, builder, args[0]).data
+        pointer = builder.bitcast(builder.gep(start, [index]), _BYTES64.as_pointer())
+        folded = builder.or_(builder.load(pointer, align=1), ir.Constant(_BYTES64, [0x20] * 64))  # lower case
+
+        def equal(letter: str):
+            return builder.icmp_unsigned("==", folded, ir.Constant(_BYTES64, [ord(letter)] * 64))
+
+        def mask(lanes):
+            return builder.bitcast(lanes, ir.IntType(64))
+
+        a, c, g, t = equal("a"), equal("c"), equal("g"), builder.or_(equal("t"), equal("u"))
+        values = [mask(builder.or_(c, t)), mask(builder.or_(g, t)), mask(builder.or_(builder.or_(a, c), builder.or_(g, t)))]
+        return context.make_tuple(builder, masks, values)
+
+    return masks(data, index), codegen

@@ -113,3 +113,44 @@ def test_flagged_instances_are_the_set_bits_sorted_by_read_then_pattern():
     reads, ks = cpu_engine._flagged_instances(flag, order.astype(np.int64), count, words)
     assert np.array_equal(reads, expect_reads[sort]) and np.array_equal(ks, expect_ks[sort])
     assert len(reads) > 1000
+
+
+# ---------------------------------------------------------------- packing reads
+
+def test_reads_packed_from_their_bytes_are_the_codes_packed():
+    """PreparedReads.from_bytes (bytes encoded and packed into superblock
+    columns in one pass) lays out what packing the encoded reads does, for
+    reads of any length (empty, under and over 64 bases, long ones), any
+    letters (N, IUPAC codes, lower case, U), reads in any place of the
+    buffer (at its very end too), and 8 and 16 words; None where a byte
+    lies outside the alphabet."""
+    import numpy as np
+
+    from bpbc.alphabet import READ_CODE
+
+    rng = np.random.default_rng(9)
+    letters = np.frombuffer(b"ACGTacgtUuNnRYKMSWBDHV", np.uint8)
+    weights = np.r_[np.full(4, 8.0), np.ones(len(letters) - 4)]
+    for trial in range(24):
+        n = int(rng.integers(0, 1500))
+        lengths = rng.integers(0, 300, n).astype(np.int64)
+        if trial % 3 == 0:
+            lengths[:] = 150
+        data = letters[rng.choice(len(letters), int(lengths.sum()) + 100, p=weights / weights.sum())]
+        starts = rng.integers(0, len(data) - lengths + 1).astype(np.int64) if n else np.zeros(0, np.int64)
+        if n and trial % 4 == 1:  # the last read ends where the buffer does
+            starts[-1] = len(data) - lengths[-1]
+        words = 8 if trial % 2 else 16
+        prepared = cpu_engine.PreparedReads.from_bytes(data.tobytes(), starts, lengths, words=words)
+        codes = np.full((n, int(lengths.max()) if n else 0), 4, np.uint8)
+        for i in range(n):
+            codes[i, :lengths[i]] = READ_CODE[data[starts[i]:starts[i] + lengths[i]]]
+        expected = cpu_engine.PreparedReads(codes, lengths, words=words)
+        assert np.array_equal(prepared.order, expected.order)
+        assert np.array_equal(prepared.cols, expected.cols) and np.array_equal(prepared.block_length,
+                                                                               expected.block_length)
+        if n:
+            data[starts[n // 2] + lengths[n // 2] - 1] = ord("X") if lengths[n // 2] else data[0]
+            outside = lengths[n // 2] > 0
+            assert (cpu_engine.PreparedReads.from_bytes(data.tobytes(), starts, lengths, words=words) is None) \
+                == outside

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from bpbc.cpu_vector import vload16, vmax16, vselect16, vsplat16, vstore16
+from bpbc.cpu_vector import base_masks64, vload16, vmax16, vselect16, vsplat16, vstore16
 
 
 @njit
@@ -47,3 +47,29 @@ def test_lanes_equal_numpy():
         for k, want in enumerate(expected):
             assert np.array_equal(out[16 * k:16 * k + 16], want), (trial, k)
         assert np.array_equal(out_bytes, (a & 0xFF).astype(np.uint8))
+
+
+@njit
+def _base_masks(data, index):
+    return base_masks64(data, index)
+
+
+def test_base_masks_are_the_read_codes_bits():
+    """Bit q of (low, high, acgt) is bit 0, bit 1 of READ_CODE[byte q] and
+    whether it is below 4, for every byte value, in either case, at every
+    offset (unaligned loads)."""
+    from bpbc.alphabet import READ_CODE
+
+    rng = np.random.default_rng(8)
+    letters = np.frombuffer(b"ACGTUacgtuNnRyX@`\x00\xff\xc1\xe1", np.uint8)
+    buffers = [np.arange(256, dtype=np.uint8), rng.integers(0, 256, 300, dtype=np.int64).astype(np.uint8),
+               letters[rng.integers(0, len(letters), 300)]]
+    for data in buffers:
+        for index in range(0, len(data) - 63, 7):
+            codes = READ_CODE[data[index:index + 64]].astype(np.uint64)
+            below = codes < 4
+            bits = np.uint64(1) << np.arange(64, dtype=np.uint64)
+            expected = [int(np.bitwise_or.reduce(bits[below & (codes & np.uint64(1) == 1)], initial=0)),
+                        int(np.bitwise_or.reduce(bits[below & (codes >> np.uint64(1) == 1)], initial=0)),
+                        int(np.bitwise_or.reduce(bits[below], initial=0))]
+            assert [int(m) for m in _base_masks(data, index)] == expected, index
