@@ -427,7 +427,7 @@ class SequenceSource:
         self._line_offset = 0  # lines read on the raw route before dnaio took over
         self._stream: Any = None  # a plain file, a _ParallelGzip, an xopen stream or a _ReadAhead over one
         self._reader = None
-        self._pending = b""  # raw route: bytes read but not yet handed out
+        self._pending: bytes | np.ndarray = b""  # raw route: bytes read but not yet handed out
         self._buffers = BufferPool()  # raw route: of the chunks
         self._bytes_per_record = 0.0  # raw route: in the chunks so far
         self._threads = threads  # raw route: of the parallel scan (None: every usable core)
@@ -520,7 +520,7 @@ class SequenceSource:
     def _take_over_with_dnaio(self) -> None:
         """Read the rest (from the pending bytes on) with dnaio, records only."""
         self._line_offset = 4 * self.records_read
-        stream = io.BufferedReader(_Replay(self._pending, self._stream))
+        stream = io.BufferedReader(_Replay(bytes(self._pending), self._stream))
         self._pending = b""
         try:
             self._reader = dnaio.open(stream, fileformat="fastq")
@@ -575,7 +575,7 @@ class SequenceSource:
         estimate = min(int(1.05 * self._bytes_per_record * size), MAX_CHUNK_ESTIMATE)
         capacity = max(2 * len(pending), estimate + READ_BLOCK)
         buffer = self._buffers.take(capacity)
-        buffer[:len(pending)] = np.frombuffer(pending, np.uint8)
+        buffer[:len(pending)] = np.frombuffer(pending, np.uint8)  # the one copy of what the last chunk read past its end
         filled = len(pending)
         count = position = 0
         while count < size:
@@ -599,10 +599,14 @@ class SequenceSource:
                 grown[:filled] = buffer[:filled]
                 buffer = grown
             before = filled
+            # up to the chunk's estimated end first, a block at a time after
+            # that: what is read past the chunk's last record is copied into
+            # the next chunk's buffer
+            end = min(capacity, max(want, estimate, filled + READ_BLOCK))
             try:
                 with self._read_under_way():
                     while filled < want:
-                        got = self._stream.readinto(memoryview(buffer)[filled:])  # type: ignore[arg-type]  # ndarray is a buffer
+                        got = self._stream.readinto(memoryview(buffer)[filled:end])  # type: ignore[arg-type]  # ndarray is a buffer
                         if not got:
                             break
                         filled += got
@@ -612,7 +616,7 @@ class SequenceSource:
                 raise
             if filled == before:
                 break
-        self._pending = buffer[position:filled].tobytes()
+        self._pending = buffer[position:filled]  # a view: copied once, into the next chunk's buffer
         if count == 0:
             return None
         self._bytes_per_record = position / count
@@ -645,7 +649,7 @@ class SequenceSource:
         while self._reader is None:
             chunk = self._raw_chunk(target, multiple)
             if chunk is None:
-                if not self._pending:
+                if not len(self._pending):
                     return  # the whole input was plain FASTQ
                 break
             yield chunk

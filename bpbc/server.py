@@ -61,18 +61,57 @@ def _receive_exactly(connection: socket.socket, size: int) -> bytes:
 #: no BLAS calls, and OpenBLAS starting (and spinning) a thread per core took
 #: 0.2 s of wall and 2 s of CPU time on a 16-core host
 LEAN_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1"}
+#: modules hidden from the command where nothing has imported them yet:
+#: numba imports them where they are installed and works without them
+#: (SciPy: see :func:`lean_imports`; coverage: a plug-in for numba's code
+#: under coverage measurement, 60 ms of a start on a host that has it)
+LEAN_HIDDEN = ("scipy", "coverage")
 
 
 def lean_imports() -> None:
     """Before the command imports numpy and numba: :data:`LEAN_ENVIRONMENT`,
-    and SciPy hidden from this process (where the user has not imported it).
+    and :data:`LEAN_HIDDEN` hidden from this process (where nothing has
+    imported them).
     numba imports SciPy, where it is installed, only to check its version
     and to bind BLAS for ``np.linalg`` and ``np.dot``, which bpbc's kernels
     do not use: 0.3-0.45 s of a one-read run on a host with SciPy. Without
     SciPy numba works as where it is not installed (as in CI)."""
     for name, value in LEAN_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
-    sys.modules.setdefault("scipy", None)  # type: ignore[arg-type]  # None: 'import scipy' raises ImportError
+    for module in LEAN_HIDDEN:
+        sys.modules.setdefault(module, None)  # type: ignore[arg-type]  # None: 'import scipy' raises ImportError
+
+
+def may_use_gpu(argv: list[str]) -> bool:
+    """Whether the command line ``argv`` may screen on this host's GPU: not
+    with ``--device cpu``, Dask, or help and version only."""
+    for k, arg in enumerate(argv):
+        if arg in ("-h", "--help", "--version") or arg.startswith("--dask"):
+            return False
+        if arg == "--device=cpu" or (arg == "--device" and argv[k + 1:k + 2] == ["cpu"]):
+            return False
+    return True
+
+
+def start_cuda_early() -> threading.Thread:
+    """Import CuPy and create the CUDA context in a thread of its own from the
+    command's first moment, beside its own imports (numpy, numba: half a
+    second): the driver's start and the context (0.4 s on an H200 host)
+    wait on the driver, not on Python. Anything that fails here is met, and
+    reported, by the engine later; the GPU warm-up (bpbc.gpu_engine) goes on
+    from here."""
+    def start() -> None:
+        try:
+            import cupy
+
+            if cupy.cuda.runtime.getDeviceCount():
+                cupy.cuda.runtime.free(0)  # the current device's primary context, which every thread shares
+        except Exception:  # noqa: BLE001, S110 - no CuPy or no usable GPU: the engine says so where it matters
+            pass
+
+    thread = threading.Thread(target=start, name="bpbc-cuda-start", daemon=True)
+    thread.start()
+    return thread
 
 
 # ---------------------------------------------------------------- client side
@@ -130,6 +169,8 @@ def command() -> None:
         if status is not None:
             sys.exit(status)
     lean_imports()
+    if may_use_gpu(sys.argv[1:]):
+        start_cuda_early()
     from bpbc.cli import run
 
     run()

@@ -158,12 +158,22 @@ def test_command_starts_lean(tmp_path):
              "from bpbc.server import lean_imports\n"
              "lean_imports()\n"
              "import numba\n"
-             "print('scipy' in sys.modules and sys.modules['scipy'] is not None, os.environ['OPENBLAS_NUM_THREADS'])\n"
+             "print(sys.modules['scipy'] is None, os.environ['OPENBLAS_NUM_THREADS'])\n"
              "from bpbc.cli import main\n"
              f"sys.exit(main([{str(READS)!r}, {str(PATTERNS)!r}, '-t', '20', '--device', 'cpu', '-q',"
              f" '-o', {str(tmp_path / 'a.paf')!r}]))\n")
     env = _env(OPENBLAS_NUM_THREADS="3")
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["False", "3"]
+    assert done.stdout.split() == ["True", "3"]
     assert (tmp_path / "a.paf").read_text() == golden("expected.paf")
+
+
+def test_the_gpu_is_started_early_unless_the_command_line_rules_it_out():
+    from bpbc.server import may_use_gpu
+
+    assert may_use_gpu(["reads.fq", "p.fa"]) and may_use_gpu(["reads.fq", "p.fa", "--device", "gpu"])
+    assert may_use_gpu(["reads.fq", "p.fa", "--device", "auto", "-o", "cpu"])
+    for argv in (["r.fq", "p.fa", "--device", "cpu"], ["r.fq", "p.fa", "--device=cpu"], ["--help"], ["--version"],
+                 ["r.fq", "p.fa", "--dask", "tcp://h:8786"], ["r.fq", "p.fa", "--dask-scheduler-file", "s.json"]):
+        assert not may_use_gpu(argv), argv
