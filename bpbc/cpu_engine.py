@@ -52,7 +52,7 @@ from transpose.cpu import _byte_words, _code_words, _transpose_rows
 from .cpu_vector import LANES as VECTOR_WORDS
 from .cpu_vector import base_masks64
 from .cpu_vector import VERSION as VECTOR_VERSION
-from .order import in_input_order, length_order
+from .order import in_input_order
 from .scoring import Scoring
 
 WORD_BITS = 64
@@ -1008,7 +1008,7 @@ class PreparedReads:
                  padding: int | None = None):
         from transpose import pack_codes
 
-        self.order = length_order(lengths) if order is None else order
+        self.order = by_length(lengths) if order is None else order
         self.n = len(self.order)
         if padding is None:
             ordered_lengths = lengths[self.order]
@@ -1046,7 +1046,7 @@ class PreparedReads:
         from .alphabet import READ_CODE
 
         self = cls.__new__(cls)
-        self.order = np.ascontiguousarray(length_order(lengths), dtype=np.int64)
+        self.order = by_length(lengths)
         self.n = len(self.order)
         ordered_lengths = lengths[self.order]
         width = int(ordered_lengths[-1]) if self.n else 0
@@ -1096,6 +1096,21 @@ def stable_order(keys, n_keys):
         out[start[key]] = i
         start[key] += 1
     return out
+
+
+def by_length(lengths: np.ndarray) -> np.ndarray:
+    """:func:`bpbc.order.length_order` (numpy's stable argsort of the
+    lengths), as int64: the identity where every read has one length, else
+    by counting (400k reads of 30-150 bp: 1.1 ms against 15 ms for the
+    argsort, on one core before the parallel packing; 2-core Zen 5)."""
+    lengths = np.asarray(lengths)
+    n = len(lengths)
+    if n == 0 or lengths.min() == lengths.max():
+        return np.arange(n, dtype=np.int64)
+    longest = int(lengths.max())
+    if longest > 4 * n + (1 << 20):  # a counting array far larger than the reads
+        return np.argsort(lengths, kind="stable").astype(np.int64)
+    return stable_order(np.ascontiguousarray(lengths, dtype=np.int64), longest + 1)
 
 
 def lexsort2(minor: np.ndarray, major: np.ndarray) -> np.ndarray:

@@ -154,3 +154,15 @@ def test_reads_packed_from_their_bytes_are_the_codes_packed():
             outside = lengths[n // 2] > 0
             assert (cpu_engine.PreparedReads.from_bytes(data.tobytes(), starts, lengths, words=words) is None) \
                 == outside
+
+
+def test_by_length_is_the_stable_argsort():
+    import numpy as np
+
+    from bpbc.order import length_order
+
+    rng = np.random.default_rng(10)
+    for lengths in (np.zeros(0, np.int64), np.full(1000, 150), rng.integers(0, 300, 5000), np.array([5, 0, 5, 3]),
+                    rng.integers(0, 1 << 40, 50)):
+        order = cpu_engine.by_length(lengths)
+        assert order.dtype == np.int64 and np.array_equal(order, length_order(lengths))
