@@ -430,10 +430,10 @@ def test_hits_of_several_plane_groups_come_sorted_and_helpers_match_numpy():
         assert np.array_equal(hits.read, read) and np.array_equal(hits.pattern, pattern)
         assert np.array_equal(hits.strand, strand) and np.array_equal(hits.score, scores[read, pattern, strand])
         assert len(hits) > 300 and len(set(hits.pattern.tolist())) == 4
-    reads_ = rng.integers(0, 50, 300)
-    rows, local = _rows_and_local(reads_, 60)
-    expected_rows, expected_local = np.unique(reads_, return_inverse=True)
-    assert np.array_equal(rows, expected_rows) and np.array_equal(local, expected_local)
+    for reads_ in (rng.integers(0, 50, 300), np.sort(rng.integers(0, 50, 300)), np.zeros(0, np.int64), np.array([7])):
+        rows, local = _rows_and_local(reads_, 60)  # in any order, and sorted (the hits)
+        expected_rows, expected_local = np.unique(reads_, return_inverse=True)
+        assert np.array_equal(rows, expected_rows) and np.array_equal(local, expected_local)
     assert _sorted_pairs(np.array([0, 0, 1, 3]), np.array([1, 2, 0, 0]), 3)
     assert not _sorted_pairs(np.array([0, 0, 1]), np.array([2, 1, 0]), 3)
     assert not _sorted_pairs(np.array([0, 0]), np.array([1, 1]), 3)
