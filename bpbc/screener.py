@@ -80,6 +80,9 @@ class ReadBatch:
         self.prepared = prepared
         self.engine = engine
         self._chunk = chunk  # where codes come from when not given
+        #: (sorted rows, their codes and lengths) last encoded from the chunk: the
+        #: traceback's reads (the hits) are among the second pass's (the flagged)
+        self._coded: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def from_reads(cls, reads, engine) -> ReadBatch:
@@ -130,10 +133,20 @@ class ReadBatch:
         return self._codes
 
     def codes_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(codes, lengths) of the reads ``rows`` only."""
-        if self._codes is None:
-            return self._chunk.subset(rows).encode()
-        return self._codes[rows], self.lengths[rows]
+        """(codes, lengths) of the reads ``rows`` only, as
+        :func:`bpbc.alphabet.encode_reads` gives them."""
+        if self._codes is not None:
+            return self._codes[rows], self.lengths[rows]
+        if self._coded is not None:
+            known, known_codes, known_lengths = self._coded
+            at = np.searchsorted(known, rows)
+            if len(known) and (at < len(known)).all() and np.array_equal(known[at], rows):
+                lengths = known_lengths[at]
+                return known_codes[at, :int(lengths.max(initial=0))], lengths
+        codes, lengths = self._chunk.subset(rows).encode()
+        if len(rows) and (rows[1:] > rows[:-1]).all():
+            self._coded = (rows, codes, lengths)
+        return codes, lengths
 
     def part(self, start: int, stop: int) -> ReadBatch:
         """Reads start to stop, prepared anew."""

@@ -437,3 +437,20 @@ def test_hits_of_several_plane_groups_come_sorted_and_helpers_match_numpy():
     assert _sorted_pairs(np.array([0, 0, 1, 3]), np.array([1, 2, 0, 0]), 3)
     assert not _sorted_pairs(np.array([0, 0, 1]), np.array([2, 1, 0]), 3)
     assert not _sorted_pairs(np.array([0, 0]), np.array([1, 1]), 3)
+
+
+def test_codes_of_rows_encoded_before_are_a_fresh_encoding():
+    """The traceback's reads are among the second pass's: a batch hands
+    out the codes it encoded for those (cut to the longest read asked
+    for), the same as encoding the rows afresh, for any rows asked for
+    after (a subset, others, none, unsorted)."""
+    rng = np.random.default_rng(13)
+    reads = [random_read(rng, int(rng.integers(0, 120)), n_rate=0.05, lower_rate=0.1) for _ in range(300)]
+    batch = Screener(["ACGTTGCAACGGTAACGT"], threshold=20, device="cpu").prepare(reads)
+    fresh = bpbc.Reads.of(reads)
+    first = np.sort(rng.choice(300, 80, replace=False))
+    for rows in (first, first[::3], first[5:6], np.zeros(0, np.int64), np.array([first[2], 299, 0]), first[::-1]):
+        codes, lengths = batch.codes_of(rows)
+        expected_codes, expected_lengths = fresh.subset(rows).encode()
+        assert np.array_equal(codes, expected_codes) and np.array_equal(lengths, expected_lengths)
+        assert codes.shape == expected_codes.shape
