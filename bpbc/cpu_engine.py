@@ -902,38 +902,56 @@ def _to_superblocks(planes, cols):
                         cols[s, j, p, w] = 0
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def _pack_lanes(codes, lane_rows, groups, cols):
-    """Pack the word groups ``groups`` of lanes into superblock columns:
-    lane i holds read ``codes[lane_rows[i]]`` (-1: an empty read), group g
-    (lanes g * 64 ..) goes to word g % words of superblock g // words, as
-    transpose.pack_codes of the gathered codes and _to_superblocks would put
-    it."""
+@njit(cache=True, nogil=True, inline="always")
+def _pack_lane_group(codes, lane_rows, g, cols):
+    """Word group g of the lanes (lanes g * 64 ..; lane i holds read
+    ``codes[lane_rows[i]]``, -1 an empty read) into word g % words of
+    superblock g // words, as transpose.pack_codes of the gathered codes
+    and _to_superblocks would put it."""
     length = codes.shape[1]
     n = lane_rows.shape[0]
     words = cols.shape[3]
+    rows = np.zeros((3, 64), np.uint64)
+    first = g * 64
+    count = min(64, n - first)
+    for start in range(0, length, 64):
+        stop = min(start + 64, length)
+        for r in range(64):
+            row = lane_rows[first + r] if r < count else -1
+            if row < 0:
+                rows[0, r] = 0
+                rows[1, r] = 0
+                rows[2, r] = 0
+            else:
+                low, high, valid = _code_words(codes, row, start, stop)
+                rows[0, r] = low
+                rows[1, r] = high
+                rows[2, r] = valid
+        _transpose_rows(rows, 64)
+        for p in range(stop - start):
+            for k in range(3):
+                cols[g // words, start + p, k, g % words] = rows[k, p]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _pack_lanes(codes, lane_rows, groups, cols):
+    """Pack the word groups ``groups`` of lanes into superblock columns
+    (_pack_lane_group), in parallel."""
     for t in prange(groups.shape[0]):
-        g = groups[t]
-        rows = np.zeros((3, 64), np.uint64)
-        first = g * 64
-        count = min(64, n - first)
-        for start in range(0, length, 64):
-            stop = min(start + 64, length)
-            for r in range(64):
-                row = lane_rows[first + r] if r < count else -1
-                if row < 0:
-                    rows[0, r] = 0
-                    rows[1, r] = 0
-                    rows[2, r] = 0
-                else:
-                    low, high, valid = _code_words(codes, row, start, stop)
-                    rows[0, r] = low
-                    rows[1, r] = high
-                    rows[2, r] = valid
-            _transpose_rows(rows, 64)
-            for p in range(stop - start):
-                for k in range(3):
-                    cols[g // words, start + p, k, g % words] = rows[k, p]
+        _pack_lane_group(codes, lane_rows, groups[t], cols)
+
+
+@njit(cache=True, nogil=True)
+def _pack_lanes_serial(codes, lane_rows, groups, cols):
+    """:func:`_pack_lanes` on the calling thread."""
+    for t in range(groups.shape[0]):
+        _pack_lane_group(codes, lane_rows, groups[t], cols)
+
+
+#: word groups from which _pack_lanes runs in parallel: a parallel region
+#: wakes the other threads, about 50 us each time on a VM after a pause
+#: (2-core Zen 5; the few groups of a second pass take about that to pack)
+PARALLEL_GROUPS = 64
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -1032,7 +1050,8 @@ class PreparedReads:
             cols = np.zeros((blocks, codes.shape[1], 3, words), dtype=np.uint64)
             if len(real):
                 lane_rows = np.where(is_real, self.order, -1)
-                _pack_lanes(np.ascontiguousarray(codes, dtype=np.uint8), lane_rows, real, cols)
+                pack = _pack_lanes if len(real) >= PARALLEL_GROUPS else _pack_lanes_serial
+                pack(np.ascontiguousarray(codes, dtype=np.uint8), lane_rows, real, cols)
             self._set_layout(cols, ordered_lengths, words)
             return
         self._lay_out(planes, ordered_lengths, words)
@@ -1209,6 +1228,22 @@ def _kernel_pool(threads: int) -> ThreadPoolExecutor:
         return _pool
 
 
+@njit(cache=True, nogil=True)
+def _lane_scores(best, flag, task, lane, into, scores, overflow):
+    """scores[into[i]] and overflow[into[i]]: the score (its bit planes
+    best[task[i], :, w]) and flag of lane ``lane[i]`` (bit b of word w) of
+    task ``task[i]``; only the lanes asked for, on this thread, where
+    unpacking every lane of every task took two parallel regions."""
+    one = np.uint64(1)
+    for i in range(task.shape[0]):
+        t, w, b = task[i], lane[i] // 64, np.uint64(lane[i] % 64)
+        value = 0
+        for k in range(best.shape[1]):
+            value |= int((best[t, k, w] >> b) & one) << k
+        scores[into[i]] = value
+        overflow[into[i]] = (flag[t, w] >> b) & one
+
+
 class CpuEngine:
     """The numba bit-sliced engine. ``threads`` caps the threads it runs on
     (default: numba's thread count, every core).
@@ -1353,7 +1388,6 @@ class CpuEngine:
         over one superblock, and only its pattern's lanes are read back."""
         if len(reads) == 0:
             return np.zeros(0, np.int32), np.zeros(0, bool)
-        from transpose import unpack_flags, unpack_planes
 
         lanes = self.lanes
         by_pattern = lexsort2(lengths[reads], ks)
@@ -1381,15 +1415,11 @@ class CpuEngine:
         order[lane] = picked
         prepared = PreparedReads(codes, lengths, order, self.words, padding=len(codes))
         best, flag = self._run(prepared, table, scoring, planes, task_block, task_pattern)
-        count = len(task_block) * lanes
-        values = unpack_planes(best.transpose(0, 2, 1).reshape(-1, planes), count)
-        flags = unpack_flags(flag.reshape(-1), count)
         # instance i is lane lane[i] % lanes of its pattern's task on superblock lane[i] // lanes
-        at = (task_start[segment] + lane // lanes - first_block[segment]) * lanes + lane % lanes
+        task = task_start[segment] + lane // lanes - first_block[segment]
         scores = np.empty(len(reads), dtype=np.int32)
         overflow = np.empty(len(reads), dtype=bool)
-        scores[by_pattern] = values[at]
-        overflow[by_pattern] = flags[at]
+        _lane_scores(best, flag, task, lane % lanes, by_pattern, scores, overflow)
         return scores, overflow
 
     def hits(self, prepared: PreparedReads, table, scoring: Scoring, planes: int,

@@ -89,6 +89,10 @@ def test_pair_scores_of_many_patterns_sharing_superblocks_are_the_dense_scores()
     values, flags = engine.pair_scores(codes, lengths, instance_reads, ks, table, Scoring(), 5)
     assert np.array_equal(values, dense[instance_reads, ks]) and np.array_equal(flags, dense_flag[instance_reads, ks])
     assert flags.any() and (values > 10).any()
+    few = rng.choice(len(ks), 300, replace=False)  # a few superblocks: packed on the calling thread
+    values, flags = engine.pair_scores(codes, lengths, instance_reads[few], ks[few], table, Scoring(), 5)
+    assert np.array_equal(values, dense[instance_reads[few], ks[few]])
+    assert np.array_equal(flags, dense_flag[instance_reads[few], ks[few]])
 
 
 def test_flagged_instances_are_the_set_bits_sorted_by_read_then_pattern():
