@@ -323,7 +323,8 @@ vsplat32, vmax32, vselect32, vload32, vstore32 = _lane_integers(i16x32, mask32, 
 # planes (bpbc.cpu_engine): one vector compare per letter, its lanes' bits
 # one 64-bit mask (AVX-512BW: vpcmpeqb into a mask register; AVX2 and NEON:
 # LLVM's own sequence), where taking the bytes one by one through a table
-# cost 8-10 instructions a byte.
+# cost 8-10 instructions a byte. numba's cache of a kernel that uses it is
+# keyed by the kernel's own file: a change here needs a change there too.
 
 _BYTES64 = ir.VectorType(ir.IntType(8), 64)
 
