@@ -109,6 +109,26 @@ def test_bad_base_names_the_read(tmp_path, monkeypatch):
         chunks[0].encode()
 
 
+@pytest.mark.parametrize("count", [0, 5, 2500])
+def test_encoding_on_one_thread_and_on_all_gives_the_same_codes(count, monkeypatch):
+    from bpbc import chunks as chunks_module
+    from bpbc.chunks import _encode_sequences
+    from bpbc.reads import Reads
+
+    rng = np.random.default_rng(count)
+    reads = ["".join(rng.choice(list("ACGTNacgtuRy"), int(rng.integers(0, 200)))) for _ in range(count)]
+    buffer = Reads.of(reads)
+    expect_codes, expect_lengths = encode_reads(reads)
+    for parallel_from in (0, 1 << 30):  # every count on all threads, then on one
+        monkeypatch.setattr(chunks_module, "ENCODE_PARALLEL_FROM", parallel_from)
+        codes, lengths = _encode_sequences(buffer.data, buffer.seq_start, buffer.lengths, buffer.name)
+        assert np.array_equal(codes, expect_codes) and np.array_equal(lengths, expect_lengths)
+        if count:
+            bad = Reads.of(reads[:-1] + ["ACZT"])
+            with pytest.raises(SequenceError, match=f"read read{count}: character 'Z' at position 3"):
+                _encode_sequences(bad.data, bad.seq_start, bad.lengths, bad.name)
+
+
 def test_fasta_is_read_as_records(tmp_path):
     path = tmp_path / "r.fa"
     path.write_bytes(b">a\nAC\nGT\n>b\nTT\n")
