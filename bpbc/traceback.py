@@ -494,6 +494,12 @@ _score_batch_serial16 = njit(cache=True, nogil=True)(
 _cigars_parallel = njit(parallel=True, cache=True, nogil=True)(_named(_cigars_body, "_parallel"))
 _cigars_serial = njit(cache=True, nogil=True)(_named(_cigars_body, "_serial"))
 _PARALLEL_FROM = 32  #: instances from which the parallel kernels are used
+#: instances from which the CIGARs are written on all threads: each takes
+#: about 0.13 us, so a few thousand take less time on one thread than
+#: waking the others twice (2 threads, 2-core Zen 5: 800 instances 0.10 ms
+#: on one against 0.13-0.28 in parallel, 3200 0.41 against 0.41-0.43,
+#: 8000 1.03 against 0.70)
+_CIGARS_PARALLEL_FROM = 4000
 #: patterns more than this many times a read's length take the score pass and a window (_window_blocks)
 _WINDOW_FROM = 4
 
@@ -646,7 +652,7 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
         codes, lengths, rows[order], order, table.masks, table.starts, ks[order], lane_offset, ends, block_first,
         block_width, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops,
     )
-    cigars_of = _cigars_parallel if parallel else _cigars_serial
+    cigars_of = _cigars_parallel if count >= _CIGARS_PARALLEL_FROM else _cigars_serial
     letters = _EQX_LETTERS if eqx else _M_LETTERS
     reverse = np.ascontiguousarray(np.broadcast_to(reverse_cigar, (count,)), dtype=np.bool_)
     buf, offsets = cigars_of(ops, np.ascontiguousarray(table_rows[:, _N_OPS]), letters, reverse)

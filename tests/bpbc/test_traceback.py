@@ -419,6 +419,32 @@ def test_int16_and_int32_cells_give_the_same_alignments(scoring):
     assert (narrow[:, 0] >= 15 * scoring.match).sum() > 100  # many real alignments among them
 
 
+@pytest.mark.parametrize("eqx", [False, True])
+def test_cigars_on_one_thread_and_on_all_are_the_same(eqx, monkeypatch):
+    """The CIGARs of a batch written on the calling thread (fewer instances
+    than _CIGARS_PARALLEL_FROM) and on all threads: the same bytes, forward
+    and reversed."""
+    from bpbc import traceback
+    from bpbc.patterns import PatternTable
+
+    rng = np.random.default_rng(43)
+    pattern_texts = [random_pattern(rng, int(rng.integers(5, 90))) for _ in range(4)]
+    reads = [related_from(rng, pattern_texts[k % 4], int(rng.integers(0, 200))) for k in range(300)]
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.build([encode_pattern(p) for p in pattern_texts], ("+", "-"))
+    rows = rng.integers(0, len(reads), 700)
+    ks = 2 * (rows % 4) + rng.integers(0, 2, 700)
+    reverse = rng.integers(0, 2, 700).astype(bool)
+    found = []
+    for parallel_from in (0, 1 << 30):
+        monkeypatch.setattr(traceback, "_CIGARS_PARALLEL_FROM", parallel_from)
+        found.append(traceback._run_batch(codes, lengths, rows, table, ks, Scoring(), eqx, reverse))
+    (parallel, parallel_cigars), (serial, serial_cigars) = found
+    assert np.array_equal(parallel, serial)
+    assert parallel_cigars.strings() == serial_cigars.strings()
+    assert sum(len(cigar) > 3 for cigar in serial_cigars.strings()) > 200  # real alignments among them
+
+
 def test_int16_cells_up_to_their_largest_score_and_int32_beyond():
     """int16 cells where the best score can reach 32767 and no further
     (match 1000, 32 matching bases: 32000 exactly, gaps and mismatches of
