@@ -582,32 +582,3 @@ def test_a_line_ending_in_two_carriage_returns_is_an_error(tmp_path, line):
                        + r" line ends in a carriage return that is not part of the line end"):
         with SequenceSource(path, raw_fastq=True) as source:
             list(source.chunks(2))
-
-
-def test_buffer_pool_reuses_a_buffer_once_no_view_is_left():
-    import numpy as np
-
-    from bpbc.io import BufferPool
-
-    pool = BufferPool(keep=2)
-    first = pool.take(1000)
-    first[:] = 7
-    view = first[10:20].view(np.int16)  # a view of a view still holds the buffer
-    address = first.__array_interface__["data"][0]
-    del first
-    second = pool.take(1000)
-    assert second.__array_interface__["data"][0] != address  # the view is alive: not handed out again
-    assert (view == 0x0707).all()
-    del view
-    third = pool.take(900)  # smaller fits: the buffer comes back
-    assert third.__array_interface__["data"][0] == address and len(third) == 900
-    assert pool.take(5000).size == 5000  # larger than any: a new one
-
-
-def test_buffer_pool_keeps_at_most_its_bound_and_the_largest():
-    from bpbc.io import BufferPool
-
-    pool = BufferPool(keep=2)
-    arrays = [pool.take(size) for size in (100, 300, 200)]
-    del arrays
-    assert sorted(len(slab) for slab in pool._free) == [200 + 200 // 8, 300 + 300 // 8]
