@@ -129,6 +129,29 @@ def test_the_text_is_a_copy():
     assert texts[0].startswith("ACGT")
 
 
+def test_a_buffer_is_used_again_only_once_nothing_holds_it(monkeypatch):
+    """The copy's buffers come from a pool: a buffer still held (by the
+    reads of a result the caller keeps) is never written by the next copy,
+    and one no longer held is used again."""
+    from bpbc.buffers import BufferPool
+
+    monkeypatch.setattr(pyobjects, "_TEXT_BUFFERS", BufferPool(keep=2))
+
+    def address(array):
+        return array.__array_interface__["data"][0]
+
+    first, _, _ = pyobjects.gather(["ACGT" * 40] * 2000)
+    first_address = address(first)
+    held = first[100:200]  # a view holds the whole buffer
+    del first
+    second, _, _ = pyobjects.gather(["GGTA" * 40] * 2000)
+    assert address(second) != first_address and held.tobytes() == b"ACGT" * 25
+    del held
+    third, _, _ = pyobjects.gather(["TTAC" * 40] * 1500)  # smaller: the free buffer fits
+    assert address(third) == first_address and third.tobytes() == b"TTAC" * 40 * 1500
+    assert second.tobytes() == b"GGTA" * 40 * 2000
+
+
 def test_the_copy_reads_the_list_again_and_checks_it():
     """Another thread may run between the two kernels: the copy reads every
     object afresh and refuses a list whose size or texts' lengths changed."""

@@ -352,6 +352,21 @@ def test_every_input_form_gives_the_strings_result(monkeypatch, threads):
             assert np.array_equal(got.scores, expected.scores) and np.array_equal(got.capped, expected.capped)
 
 
+def test_a_result_keeps_its_reads_while_later_calls_reuse_buffers():
+    """The text of a list of str goes into a buffer that later calls use
+    again, but not while a result still needs it (its dense scores, computed
+    on first access, screen the same buffer)."""
+    reads = _form_reads()
+    expected = bpbc.screen(_forms(reads)["buffer"], [ADAPTER], threshold=24, device="cpu")  # the caller's buffer
+    expected_scores, expected_capped = expected.scores, expected.capped
+    first = bpbc.screen(reads, [ADAPTER], threshold=24, device="cpu")
+    others = [read[::-1] for read in reads]  # as many bases, other text
+    for _ in range(3):
+        bpbc.screen(others, [ADAPTER], threshold=24, device="cpu")
+    assert np.array_equal(first.scores, expected_scores) and np.array_equal(first.capped, expected_capped)
+    assert (first.scores >= 24).sum() > 100
+
+
 @pytest.mark.gpu
 def test_every_input_form_gives_the_strings_result_on_the_gpu():
     reads = _form_reads()
