@@ -13,7 +13,7 @@ format error keeps dnaio's message.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import get_num_threads, njit, prange
 
 from .result import Texts
 from .alphabet import INVALID, READ_CODE, SequenceError, describe_bad_byte, encode_reads, record_name
@@ -148,18 +148,19 @@ def scan_fastq(buf, pos, end, max_records, rec_start, seq_start, seq_len):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _encode_span(source, table, row):
-    """row = table[source], INVALID past its end; whether a byte of
-    ``source`` is outside the alphabet. Through slices from 0: twice the
-    speed of indexing buf[s + j] and codes[i, j] (0.35 ms for 8000 reads
-    of 150 bp against 0.71, one thread, 2-core Zen 5)."""
+def _encode_span(buf, s, length, table, codes, i):
+    """codes[i] = table[buf[s:s + length]], INVALID past its end; whether a
+    byte is outside the alphabet. Byte by byte: a vectorised loop over
+    slices was faster on reads in cache but slower on the second pass's
+    reads, scattered over a buffer long out of cache (8000 of 400k reads x
+    150 bp: 1.2-1.4 ms against 0.56-0.79, one thread, 2-core Zen 5)."""
     seen = np.uint8(0)
-    for j in range(source.shape[0]):
-        code = table[source[j]]
+    for j in range(length):
+        code = table[buf[s + j]]
         seen |= code
-        row[j] = code
-    for j in range(source.shape[0], row.shape[0]):
-        row[j] = INVALID
+        codes[i, j] = code
+    for j in range(length, codes.shape[1]):
+        codes[i, j] = INVALID
     return seen == 255  # the table holds 0-4 and 255 only
 
 
@@ -171,7 +172,7 @@ def _encode_spans(buf, seq_start, seq_len, table, codes):
     n = codes.shape[0]
     bad = np.zeros(n, np.bool_)
     for i in prange(n):
-        bad[i] = _encode_span(buf[seq_start[i]:seq_start[i] + seq_len[i]], table, codes[i])
+        bad[i] = _encode_span(buf, seq_start[i], seq_len[i], table, codes, i)
     return bad
 
 
@@ -181,14 +182,16 @@ def _encode_spans_serial(buf, seq_start, seq_len, table, codes):
     n = codes.shape[0]
     bad = np.zeros(n, np.bool_)
     for i in range(n):
-        bad[i] = _encode_span(buf[seq_start[i]:seq_start[i] + seq_len[i]], table, codes[i])
+        bad[i] = _encode_span(buf, seq_start[i], seq_len[i], table, codes, i)
     return bad
 
 
 #: reads from which _encode_sequences encodes on all the threads: fewer take
-#: less time on one than waking the others (2 threads, 2-core Zen 5, 150 bp:
-#: 2000 reads 0.075 ms on one, 0.066 on two; 800 reads 0.029 against 0.040),
-#: and a host with more threads to wake pays more for it
+#: less time on one than waking the others (2 threads, 2-core Zen 5, 150 bp
+#: reads: 800 0.047 ms on one against 0.067-0.081 on two, 2000 0.117
+#: against 0.130, 4000 0.233 against 0.213), and a host with more threads
+#: to wake pays more for it. On one thread the serial kernel runs (its loop
+#: a third faster than the parallel one's)
 ENCODE_PARALLEL_FROM = 2000
 
 
@@ -259,7 +262,7 @@ def _encode_sequences(data, seq_start: np.ndarray, lengths: np.ndarray, name_of)
     alphabet raises SequenceError naming the read (``name_of(index)``)."""
     n = len(lengths)
     codes = np.empty((n, int(lengths.max()) if n else 0), np.uint8)
-    encode = _encode_spans if n >= ENCODE_PARALLEL_FROM else _encode_spans_serial
+    encode = _encode_spans if n >= ENCODE_PARALLEL_FROM and get_num_threads() > 1 else _encode_spans_serial
     bad = encode(np.frombuffer(data, dtype=np.uint8), seq_start, lengths, READ_CODE, codes)
     if bad.any():
         index = int(np.argmax(bad))

@@ -119,6 +119,7 @@ def test_encoding_on_one_thread_and_on_all_gives_the_same_codes(count, monkeypat
     reads = ["".join(rng.choice(list("ACGTNacgtuRy"), int(rng.integers(0, 200)))) for _ in range(count)]
     buffer = Reads.of(reads)
     expect_codes, expect_lengths = encode_reads(reads)
+    monkeypatch.setattr(chunks_module, "get_num_threads", lambda: 2)  # as on a machine of several cores
     for parallel_from in (0, 1 << 30):  # every count on all threads, then on one
         monkeypatch.setattr(chunks_module, "ENCODE_PARALLEL_FROM", parallel_from)
         codes, lengths = _encode_sequences(buffer.data, buffer.seq_start, buffer.lengths, buffer.name)
