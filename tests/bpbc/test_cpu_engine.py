@@ -6,6 +6,8 @@ import importlib.util
 import os
 import sys
 
+import pytest
+
 from bpbc import cpu_engine
 from bpbc.scoring import Scoring
 
@@ -95,10 +97,12 @@ def test_pair_scores_of_many_patterns_sharing_superblocks_are_the_dense_scores()
     assert np.array_equal(flags, dense_flag[instance_reads[few], ks[few]])
 
 
-def test_flagged_instances_are_the_set_bits_sorted_by_read_then_pattern():
+@pytest.mark.parametrize("sparse", [False, True])
+def test_flagged_instances_are_the_set_bits_sorted_by_read_then_pattern(sparse):
     """Every set bit of the flag words, as (read, k), against a plain
     unpacking of the bits (all 64 bit positions, a permuted lane order,
-    words with many bits and none), sorted by read then k."""
+    words with many bits and none), sorted by read then k; counted per
+    read, and (few bits among many reads) by sorting their keys."""
     import numpy as np
 
     rng = np.random.default_rng(6)
@@ -107,6 +111,9 @@ def test_flagged_instances_are_the_set_bits_sorted_by_read_then_pattern():
     order = rng.permutation(lanes)
     flag = rng.integers(0, 1 << 63, size=(blocks * count, words), dtype=np.int64).astype(np.uint64)
     flag[::3] &= rng.integers(0, 1 << 63, size=flag[::3].shape, dtype=np.int64).astype(np.uint64)  # sparser
+    if sparse:  # a bit in one word of three or so
+        flag[rng.random(flag.shape) > 0.3] = 0
+        flag &= -flag  # its lowest set bit
     flag[1, 2] = np.uint64(1 << 63) | np.uint64(1)
     flag[2] = 0
     bits = (flag[:, :, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)
@@ -116,7 +123,7 @@ def test_flagged_instances_are_the_set_bits_sorted_by_read_then_pattern():
     sort = np.lexsort((expect_ks, expect_reads))
     reads, ks = cpu_engine._flagged_instances(flag, order.astype(np.int64), count, words)
     assert np.array_equal(reads, expect_reads[sort]) and np.array_equal(ks, expect_ks[sort])
-    assert len(reads) > 1000
+    assert (len(reads) * cpu_engine.SPARSE_FLAGS < lanes) == sparse and len(reads) > (10 if sparse else 1000)
 
 
 # ---------------------------------------------------------------- packing reads
