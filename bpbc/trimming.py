@@ -53,6 +53,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
+from functools import cache
 from fractions import Fraction
 from typing import Any
 
@@ -65,7 +66,6 @@ from .cpu_vector import vload16, vmax16, vselect16, vsplat16, vstore16
 from .errors import InputError
 from .scoring import Scoring
 from .thresholds import header_threshold, header_value
-from .traceback import _named
 
 ACTIONS = ("none", "trim", "mask")
 #: the kinds of adapter, by where they are cut from
@@ -412,11 +412,22 @@ def _end_overlaps_body(buf, seq_start, lengths, rows, bit_table, task_masks, tas
 
 
 _end_overlaps_kernel = njit(parallel=True, cache=True, nogil=True)(_end_overlaps_body)
-#: the serial twin, for the second pass's few reads: starting a parallel
-#: region cost more than the reads themselves (2,098 flagged reads of 100,000
-#: adapter-free ones: 0.4 ms serial, 5.2 ms parallel on 2 cores with another
-#: process busy; 28,375 reads: 7.0 and 7.8 ms)
-_end_overlaps_serial = njit(cache=True, nogil=True)(_named(_end_overlaps_body, "_serial"))
+
+
+@cache
+def _end_overlaps_serial():
+    """The serial twin, for the second pass's few reads: starting a parallel
+    region cost more than the reads themselves (2,098 flagged reads of
+    100,000 adapter-free ones: 0.4 ms serial, 5.2 ms parallel on 2 cores with
+    another process busy; 28,375 reads: 7.0 and 7.8 ms). Made on first use:
+    bpbc.traceback's import (and bpbc.cpu_engine's under it, about 18 ms)
+    would otherwise come with this module's, which the command imports
+    before the reading starts; the screen imports them later, beside it."""
+    from .traceback import _named
+
+    return njit(cache=True, nogil=True)(_named(_end_overlaps_body, "_serial"))
+
+
 _PARALLEL_FROM = 256  #: reads from which the first pass's jobs are shared out between threads
 _SECOND_PARALLEL_FROM = 16384  #: the same for the second pass
 
@@ -492,7 +503,7 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
                 jobs = (len(rows) + _LANES - 1) // _LANES * len(tasks)
                 parallel = len(rows) >= (_SECOND_PARALLEL_FROM if track else _PARALLEL_FROM)
                 groups = min(jobs, 8 * numba.get_num_threads()) if parallel else 1
-                kernel = _end_overlaps_kernel if parallel else _end_overlaps_serial
+                kernel = _end_overlaps_kernel if parallel else _end_overlaps_serial()
                 kernel(buf, seq_start, lengths, rows, bit_table, tasks.masks, tasks.starts, tasks.end, tasks.slack,
                        tasks.thresholds, min_overlap, scoring.match, scoring.mismatch, scoring.gap_open,
                        scoring.gap_extend, track, groups, score, cut, overlap)
@@ -849,17 +860,18 @@ class Trimmer:
         self.trim_strands = np.array([screener.strands.index(sign) for sign in strands], np.int64)
         fractions = pattern_fractions(patterns, screener.thresholds, self.scoring, min_score_fraction)
         self.tasks = self._tasks(screener, fractions)
-        #: the GPU of a GPU run (its end-overlap kernel is loaded by warm_up), else None
-        self._gpu_device = getattr(screener.engine, "device", None) if screener.engine.name == "gpu" else None
+        #: the GPU of a GPU run (its end-overlap kernel is loaded by warm_up_gpu), else None
+        self.gpu_device = getattr(screener.engine, "device", None) if screener.engine.name == "gpu" else None
         self._decision = None
         self._decision_lock = threading.Lock()
 
     @property
     def decision(self):
         """The bit-sliced first pass's view of the tasks (bpbc.end_overlap),
-        made on first use: by :meth:`warm_up` in its thread, not in the one
-        that sets the run up (importing bpbc.end_overlap and making it cost
-        about 5 ms there, before the reading starts)."""
+        made on first use (by the first batch's edit, or a GPU run's
+        :meth:`warm_up_gpu`), not in the thread that sets the run up
+        (importing bpbc.end_overlap and making it cost about 5 ms there,
+        before the reading starts)."""
         with self._decision_lock:
             if self._decision is None:
                 from .end_overlap import Decision
@@ -996,34 +1008,14 @@ class Trimmer:
                          np.diff(span_first) > 0, decided, self._kept(lengths, mates), pattern_reads, pattern_bases,
                          int(bases))
 
-    def warm_up(self) -> None:
-        """Load every kernel a chunk needs, on a read of each kind: about 50 ms
-        of loading from numba's cache that the first chunk then does not wait for."""
-        lengths = np.array([len(self.tasks.masks) + 2], np.int64)
-        if self._gpu_device is not None and self.decision.usable:
-            # a GPU run decides on the GPU (Trimmer.inputs): its kernel, not the bit-sliced host pass
+    def warm_up_gpu(self) -> None:
+        """A GPU run's end-overlap kernel loaded (NVRTC-compiled where CuPy's
+        cache is cold: seconds, which the first batch would wait for in the
+        thread that traces the hits), beside the device's own set-up."""
+        if self.gpu_device is not None and self.decision.usable:
             from .end_overlap import warm_up_gpu
 
-            warm_up_gpu(self.decision, self._gpu_device)
-            first_passes: tuple[str, ...] = ("lanes",)
-        else:
-            first_passes = ("bits", "lanes")
-        for first_pass in first_passes:  # the bit-sliced first pass, and the DP kernel's serial twin
-            end_overlaps(np.zeros(int(lengths[0]), np.uint8), np.zeros(1, np.int64), lengths, READ_CODE, self.tasks,
-                         self.min_overlap, self.scoring, decision=self.decision, first_pass=first_pass)
-        # (not the parallel DP kernel: only a chunk with many reads with adapters
-        # needs it, and loading it costs about 19 ms, a tenth of the screen of
-        # 400,000 adapter-free reads on 2 cores)
-        none = np.zeros(0, np.int64)
-        # only the action's kernel: loading the other cost 3-4 ms for nothing
-        if self.action == "trim":
-            _trim_cuts(lengths, none, none, np.zeros(0, np.bool_), none, len(self.lengths))
-        else:
-            _mask_spans(1, none, none, none, none, len(self.lengths))
-        data = np.frombuffer(b"@r\nA\n+\nI\n", np.uint8)
-        start = np.zeros(1, np.int64)
-        _gather_edited(data, start, start + 3, start + 1, start, start + 1, np.zeros(2, np.int64), none, none,
-                       start, np.empty(16, np.uint8))
+            warm_up_gpu(self.decision, self.gpu_device)
 
     def _kept(self, lengths: np.ndarray, mates: int) -> np.ndarray:
         if not self.min_length:
@@ -1057,13 +1049,21 @@ def check_settings(settings, trimmed_output: bool) -> None:
 
 
 def trimmer_for(settings, screener, patterns, file_name: str) -> Trimmer | None:
-    """The run's Trimmer, or None for ``--action none``; its kernels start
-    loading (from numba's cache) in the background, beside the first batches."""
+    """The run's Trimmer, or None for ``--action none``. A GPU run's
+    end-overlap kernel starts loading now, in the background. The host
+    kernels (about 25 ms of loading from numba's cache) load where the first
+    batch's edit first calls them, in the writing thread: loaded in a thread
+    of their own beside the first batches, they took numba's lock and the
+    GIL from the threads reading, encoding and screening them, whose own
+    kernels load then (400,000 adapter-free reads on 2 cores, together with
+    the late import of :func:`_end_overlaps_serial`: trim / screen run wall
+    1.31 -> 1.16, bench/results/trimming_startup_ab_cpu.txt)."""
     if settings.action == "none":
         return None
     trimmer = Trimmer(settings.action, screener, patterns, file_name, settings.adapter_kind, settings.min_overlap,
                       settings.trim_strand, settings.min_score_fraction, settings.min_length)
-    threading.Thread(target=trimmer.warm_up, name="bpbc-trim-warm-up", daemon=True).start()
+    if trimmer.gpu_device is not None:
+        threading.Thread(target=trimmer.warm_up_gpu, name="bpbc-trim-gpu-warm-up", daemon=True).start()
     return trimmer
 
 

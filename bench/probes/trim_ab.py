@@ -6,8 +6,11 @@ minutes apart differ by more than a change to the trimming does.
     python -m bench.probes.trim_ab --tree before=/tmp/base --tree after=. [--reads 400000] [--rounds 12]
 
 The screen runs in the first tree only (trimming changes do not touch it). Prints per data set
-(reads with planted adapters, reads without any) the medians and minimums of the run's wall
-time (``--json``), the process's wall time and its CPU time, and each tree's trim / screen.
+(reads with planted adapters, reads without any; ``--data`` picks) the medians and minimums of
+the run's wall time (``--json``), the process's wall time and its CPU time, each tree's trim /
+screen of the medians, and the median of the per-round ratios (each trim run against the
+screen run of its own round: slow drifts of the machine cancel). ``--raw FILE`` keeps every
+run (JSON).
 """
 
 from __future__ import annotations
@@ -65,12 +68,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reads", type=int, default=400_000)
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--slack", type=float, default=0.08, help="CPU seconds others may use during a run")
+    parser.add_argument("--data", default="planted,adapter-free", help="data sets, comma-separated")
+    parser.add_argument("--raw", type=Path, help="write every run here (JSON)")
     args = parser.parse_args(argv)
+    raw: dict[str, dict[str, list]] = {}
     trees = dict(item.split("=", 1) for item in args.tree)
     with tempfile.TemporaryDirectory(prefix="bpbc-trim-ab-") as scratch:
         work = Path(scratch)
         (work / "adapter.fa").write_text(f">truseq\n{ADAPTER}\n")
         for label, adapters in (("planted", True), ("adapter-free", False)):
+            if label not in args.data.split(","):
+                continue
             reads = work / f"{label}.fq"
             reads.write_bytes(planted_reads(args.reads, 150, 20, adapters=adapters)[0])
             common = [str(reads), str(work / "adapter.fa"), "--strand", "forward", "--min-score-fraction", "0.8",
@@ -86,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                     result = timed(tree, common + ([] if name == "screen" else trim), work / "s.json", args.slack)
                     if round_:
                         runs[name].append(result)
+            raw[label] = runs
             screen = [statistics.median(run[k] for run in runs["screen"]) for k in range(3)]
             for name in names:
                 cells = []
@@ -93,8 +102,12 @@ def main(argv: list[str] | None = None) -> int:
                     median = statistics.median(run[k] for run in runs[name])
                     low = min(run[k] for run in runs[name])
                     ratio = "" if name == "screen" else f" = {median / screen[k]:.3f}x"
-                    cells.append(f"{what} {median:.3f}{ratio} (min {low:.3f})")
+                    paired = "" if name == "screen" else ", per round {:.3f}x".format(statistics.median(
+                        run[k] / base[k] for run, base in zip(runs[name], runs["screen"])))
+                    cells.append(f"{what} {median:.3f}{ratio}{paired} (min {low:.3f})")
                 print(f"{label:12} {name:8} " + "; ".join(cells), flush=True)
+    if args.raw is not None:
+        args.raw.write_text(json.dumps(raw))
     return 0
 
 

@@ -631,6 +631,20 @@ def test_dask_refuses_trimming(capsys, tmp_path):
     assert status == 1 and "not with --dask" in err
 
 
+def test_importing_trimming_leaves_the_screens_modules_for_later():
+    """The command imports bpbc.trimming before the reading starts: without
+    bpbc.traceback and bpbc.cpu_engine (about 18 ms, the screen's), which the
+    screen imports later, beside the reading."""
+    import subprocess
+    import sys
+
+    code = "import sys, bpbc.trimming; print(sorted(m for m in sys.modules if m.startswith('bpbc')))"
+    listed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=Path(__file__).resolve().parents[2]).stdout
+    assert "bpbc.trimming" in listed
+    assert "bpbc.traceback" not in listed and "bpbc.cpu_engine" not in listed, listed
+
+
 @pytest.mark.parametrize("kind", ["3prime", "5prime", "anywhere"])
 def test_skipping_overlaps_behind_an_earlier_cut_changes_nothing(capsys, tmp_path, monkeypatch, kind):
     """Trimming computes the end overlaps only of reads whose hits leave the
