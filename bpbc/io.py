@@ -269,11 +269,16 @@ class _ParallelGzip(io.RawIOBase):
     errors that :meth:`SequenceSource._translate` names."""
 
     def __init__(self, path, threads: int):
+        self._path, self._threads = os.fspath(path), threads
+        self._size = os.path.getsize(path)
+        self._end: int | None = None  # the decompressed size, once the end was read and the file released
+        self._open()
+
+    def _open(self) -> None:
         import rapidgzip
 
-        self._size = os.path.getsize(path)
         try:
-            self._file = rapidgzip.RapidgzipFile(os.fspath(path), parallelization=threads,
+            self._file = rapidgzip.RapidgzipFile(self._path, parallelization=self._threads,
                                                  chunk_size=PARALLEL_GZIP_CHUNK)
         except (RuntimeError, ValueError) as error:  # no gzip header after all
             raise GzipError(str(error)) from None
@@ -285,13 +290,21 @@ class _ParallelGzip(io.RawIOBase):
         return True  # dnaio looks at the first bytes and seeks back
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if self._end is not None:  # released at the end (see readinto)
+            target = offset if whence == io.SEEK_SET else self._end + offset
+            if target == self._end:
+                return target
+            # back from the end (dnaio seeks back to the start after looking at
+            # the first bytes, which may have been all of a small file): open again
+            self._end = None
+            self._open()
         return self._file.seek(offset, whence)
 
     def tell(self) -> int:
-        return self._file.tell()
+        return self._file.tell() if self._end is None else self._end
 
     def readinto(self, buffer) -> int:
-        if self._file.closed:
+        if self._end is not None:
             return 0  # the end, reached before
         try:
             got = self._file.readinto(buffer)
@@ -300,6 +313,7 @@ class _ParallelGzip(io.RawIOBase):
                     raise EOFError("compressed data ended before the end-of-stream marker was reached")
                 # the whole file read: its threads and buffers go now, in the
                 # reading thread, not at the end of the run (0.3 s on a 10M-read file)
+                self._end = self._file.tell()
                 self._file.close()
         except RuntimeError as error:  # rapidgzip's 'End of file reached!' and the like
             if "end of file" in str(error).lower():

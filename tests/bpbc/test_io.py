@@ -495,6 +495,33 @@ def test_gzip_readers_give_every_record(tmp_path, gzip_reader, members, raw_fast
         assert ids == [record.id for record in expected]
 
 
+@pytest.mark.parametrize("content", [b"", b">p\nACGTACGTAC\n"])
+def test_gzip_readers_read_small_and_empty_files(tmp_path, gzip_reader, content):
+    """dnaio reads the first bytes of a stream and seeks back; rapidgzip's
+    file is let go once its end has been read, which was all of a small file
+    (an empty one: a seek on a closed file, an internal error)."""
+    path = write(tmp_path / "p.fa.gz", gzip.compress(content))
+    if content:
+        assert [(p.id, p.sequence) for p in read_patterns(path)] == [("p", "ACGTACGTAC")]
+    else:
+        with pytest.raises(InputError, match="holds no sequences"):
+            read_patterns(path)
+
+
+def test_parallel_gzip_seeks_back_after_its_end(tmp_path):
+    pytest.importorskip("rapidgzip")
+    path = write(tmp_path / "r.fq.gz", gzip.compress(GZIP_RECORDS))
+    stream = bpbc.io._ParallelGzip(path, 2)
+    try:
+        whole = stream.read()
+        assert whole == GZIP_RECORDS and stream.read() == b"" and stream.tell() == len(GZIP_RECORDS)
+        assert stream.seek(0, io.SEEK_END) == len(GZIP_RECORDS) and stream.read() == b""
+        stream.seek(10)
+        assert stream.read() == GZIP_RECORDS[10:]
+    finally:
+        stream.close()
+
+
 GZIP_DAMAGE = {
     # cut off: footer bytes, the last deflate bytes, half the file
     **{f"truncated by {cut}": (lambda packed, cut=cut: packed[:-cut]) for cut in (1, 4, 8, 9, 20)},
