@@ -11,6 +11,7 @@ again once nothing refers to it any more.
 from __future__ import annotations
 
 import mmap
+import queue
 import threading
 import weakref
 
@@ -36,6 +37,11 @@ class BufferPool:
 
     def __init__(self, keep: int = 4, largest: int | None = None):
         self._free: list[mmap.mmap] = []
+        # buffers given back, put there by weakref callbacks: these may run
+        # inside take() (the garbage collector frees a cycle holding an array
+        # while take() allocates), so they take no lock (a SimpleQueue's put
+        # is safe there); take() moves them to _free under its lock
+        self._returned: queue.SimpleQueue[mmap.mmap] = queue.SimpleQueue()
         self._keep = keep
         self._largest = largest
         self._lock = threading.Lock()
@@ -46,6 +52,7 @@ class BufferPool:
         pool when the array and every view of it are gone: keep the array
         handed out (or views of it), never a copy of its memory's address."""
         with self._lock:
+            self._take_returned()
             fits = [slab for slab in self._free if len(slab) >= size]
             slab = min(fits, key=len) if fits else None
             if slab is not None:
@@ -55,16 +62,20 @@ class BufferPool:
         array = np.frombuffer(slab, np.uint8)[:size]
         # every view of the array holds the array behind it (its base), and
         # that holds the buffer: it comes back only when the last view is gone
-        weakref.finalize(array.base, self._give_back, slab)
+        weakref.finalize(array.base, self._returned.put, slab)
         return array
 
-    def _give_back(self, slab: mmap.mmap) -> None:
-        if self._largest is not None and len(slab) > self._largest:
-            return  # unmapped once unreferenced
-        with self._lock:
-            self._free.append(slab)
-            if len(self._free) > self._keep:
-                self._free.remove(min(self._free, key=len))
+    def _take_returned(self) -> None:
+        """Move the buffers given back to the free ones, keeping at most
+        ``keep``, the largest, none above ``largest`` (the others are
+        unmapped once unreferenced). Under the lock."""
+        while not self._returned.empty():
+            slab = self._returned.get_nowait()  # only take() gets from it, under the lock
+            if self._largest is None or len(slab) <= self._largest:
+                self._free.append(slab)
+        if len(self._free) > self._keep:
+            self._free.sort(key=len)
+            del self._free[:len(self._free) - self._keep]
 
 
 def _new_slab(size: int) -> mmap.mmap:

@@ -285,8 +285,8 @@ class KernelShape:
 #: operations per 256 cells flag only, on 3 ports), so AVX2 stays well
 #: behind the 3-input AVX-512 cell.
 #:
-#: AVX-512 superblocks of 8 words (one vector, 512 instances) since issue 27:
-#: the vector-major kernel runs a superblock's vectors one after the other
+#: AVX-512 superblocks of 8 words (one vector, 512 instances): the
+#: vector-major kernel runs a superblock's vectors one after the other
 #: anyway, so 8 words cost nothing per cell (2-core Zen 5, one thread: the
 #: flag-only pass over 200k reads 68.6-69.5 ms against 69.4-70.2, 6 planes
 #: with best over 100k 50.9-51.6 against 50.4-51.8) and make twice the tasks:
@@ -1253,22 +1253,30 @@ def _second_pass_layout(counts, lanes):
 
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
-_pool_pid = 0
 _pool_lock = threading.Lock()
+
+
+def _forget_pool() -> None:
+    """In a forked child: the parent's pool threads are not there, and its
+    lock may have been held at the fork."""
+    global _pool, _pool_size, _pool_lock
+    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _kernel_pool(threads: int) -> ThreadPoolExecutor:
     """A pool of at least ``threads`` threads that run kernel slices, kept
     between calls: starting a pool per call cost 0.16-0.18 ms on 2 threads
-    and 1-13 ms on 16 (2-core Zen 5), twice a screen. Made again in a
-    process forked from one that had it (its threads stay behind)."""
-    global _pool, _pool_size, _pool_pid
+    and 1-13 ms on 16 (2-core Zen 5), twice a screen. A pool too small for a
+    call is replaced and dropped, not shut down: another call may still be
+    submitting to it (its threads end once it is collected)."""
+    global _pool, _pool_size
     with _pool_lock:
-        if _pool is None or _pool_size < threads or _pool_pid != os.getpid():
-            retired, _pool = _pool, ThreadPoolExecutor(threads, thread_name_prefix="bpbc-cpu")
-            _pool_size, _pool_pid = threads, os.getpid()
-            if retired is not None:
-                retired.shutdown(wait=False)  # its threads end once their slices are done
+        if _pool is None or _pool_size < threads:
+            _pool, _pool_size = ThreadPoolExecutor(threads, thread_name_prefix="bpbc-cpu"), threads
         return _pool
 
 

@@ -296,8 +296,9 @@ class _ParallelGzip(io.RawIOBase):
                 return target
             # back from the end (dnaio seeks back to the start after looking at
             # the first bytes, which may have been all of a small file): open again
-            self._end = None
             self._open()
+            self._end = None
+            return self._file.seek(target)
         return self._file.seek(offset, whence)
 
     def tell(self) -> int:

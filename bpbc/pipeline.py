@@ -460,28 +460,30 @@ def _prepared_chunks(read_chunks: prefetched, source_name: str, screener, stages
     return prefetched(encoded(read_chunks))
 
 
-def device_screeners(screener) -> list:
-    """``screener``, and for a GPU run on a host with more GPUs (those
-    ``CUDA_VISIBLE_DEVICES`` shows), a maker of a twin on each of the others
-    (a call that returns it): the same patterns and settings, an engine of
-    its own. :func:`_screened` makes them beside the screen."""
+def twin_makers(screener) -> list[Callable]:
+    """For a GPU run on a host with more GPUs (those ``CUDA_VISIBLE_DEVICES``
+    shows), a call per other device that makes a twin of ``screener`` there:
+    the same patterns and settings, an engine of its own. :func:`_screened`
+    makes them beside the first device's screen. None for a CPU run."""
     if screener.engine.name != "gpu":
-        return [screener]
+        return []
     import cupy
 
     others = [d for d in range(cupy.cuda.runtime.getDeviceCount()) if d != screener.engine.device]
-    return [screener] + [functools.partial(_twin_on, screener, d) for d in others]
+    return [functools.partial(_twin_on, screener, d) for d in others]
 
 
 def _twin_on(screener, device: int):
     return screener.on_engine(screener.engine.on_device(device))
 
 
-def _screened(read_chunks: prefetched, source_name: str, screeners: list, stages: StageTimes) -> Generator:
+def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[Callable],
+              stages: StageTimes) -> Generator:
     """(chunk, batch, hits) per chunk of ``read_chunks``, in input order.
 
-    One screener: chunks encoded in a thread of their own
-    (:func:`_prepared_chunks`), screened in this one. Several (one per GPU):
+    One device: chunks encoded in a thread of their own
+    (:func:`_prepared_chunks`), screened by ``screener`` in this one.
+    Several (``makers`` of the other GPUs' twins, see :func:`twin_makers`):
     each chunk is encoded and screened by whichever device is idle first,
     in one of n threads, with up to 2n chunks under way. A batch is
     prepared on the device that screens it, and preparing waits for the
@@ -490,16 +492,16 @@ def _screened(read_chunks: prefetched, source_name: str, screeners: list, stages
     than device k mod n for chunk k keeps a device that started later, or
     drew larger chunks, from holding up the others (the output waits for
     chunks in order). Stage seconds add up over the devices."""
-    if len(screeners) == 1:
-        with closing(_prepared_chunks(read_chunks, source_name, screeners[0], stages)) as prepared:
+    if not makers:
+        with closing(_prepared_chunks(read_chunks, source_name, screener, stages)) as prepared:
             for chunk, batch in prepared:
                 with stages.timing("device"):
-                    hits = screeners[0].hits(batch)
+                    hits = screener.hits(batch)
                 yield chunk, batch, hits
         return
 
     idle: queue.SimpleQueue = queue.SimpleQueue()  # screeners, and errors in making one
-    idle.put(screeners[0])
+    idle.put(screener)
 
     def join(make) -> None:
         """Make a twin (its device's context, about 0.3 s) while the first
@@ -510,24 +512,24 @@ def _screened(read_chunks: prefetched, source_name: str, screeners: list, stages
             idle.put(_Raised(error))
 
     def screen(chunk):
-        screener = idle.get()  # a device idle, or the next to be ready: n threads, n screeners
-        if isinstance(screener, _Raised):
-            idle.put(screener)  # for the chunks waiting behind
-            raise screener.error
+        device = idle.get()  # a device idle, or the next to be ready: n threads, n screeners
+        if isinstance(device, _Raised):
+            idle.put(device)  # for the chunks waiting behind
+            raise device.error
         try:
             with stages.timing("encode"):
-                batch = encode_chunk(chunk, screener.engine, source_name)
+                batch = encode_chunk(chunk, device.engine, source_name)
             with stages.timing("device"):
-                return batch, screener.hits(batch)
+                return batch, device.hits(batch)
         finally:
-            idle.put(screener)
+            idle.put(device)
 
-    n = len(screeners)
-    makers = [threading.Thread(target=join, args=(make,), name="bpbc-gpu-set-up", daemon=True)
-              for make in screeners[1:]]
-    for maker in makers:
-        maker.start()
-    pool = ThreadPoolExecutor(n, "bpbc-gpu", limit_numba_threads, (encoding_threads(screeners[0].threads),))
+    n = 1 + len(makers)
+    setting_up = [threading.Thread(target=join, args=(make,), name="bpbc-gpu-set-up", daemon=True)
+                  for make in makers]
+    for thread in setting_up:
+        thread.start()
+    pool = ThreadPoolExecutor(n, "bpbc-gpu", limit_numba_threads, (encoding_threads(screener.threads),))
     pending: deque = deque()
     try:
         for chunk in read_chunks:
@@ -540,8 +542,8 @@ def _screened(read_chunks: prefetched, source_name: str, screeners: list, stages
             yield (chunk, *done.result())
     finally:
         pool.shutdown(cancel_futures=True)
-        for maker in makers:
-            maker.join()  # a device's set-up is not left running past the run
+        for thread in setting_up:
+            thread.join()  # a device's set-up is not left running past the run
 
 
 class OrderedWorker:
@@ -817,9 +819,9 @@ def screen_files(
         writer = stack.enter_context(OrderedWorker(inline=threads == 1))
         # the traceback of batch k runs beside the screen of batch k + 1
         aligner = stack.enter_context(OrderedWorker(depth=1, inline=threads == 1, name="bpbc-aligner"))
-        screeners = device_screeners(screener)
-        summary.devices = len(screeners)
-        for chunk, batch, hits in stack.enter_context(closing(_screened(read_chunks, source.name, screeners,
+        makers = twin_makers(screener)
+        summary.devices = 1 + len(makers)
+        for chunk, batch, hits in stack.enter_context(closing(_screened(read_chunks, source.name, screener, makers,
                                                                         stages))):
             passing_reads, passing = passing_units(hits, len(batch), mates, settings.pair_filter)
             aligner.submit(align_and_write, chunk, batch, hits, passing, passing_reads)

@@ -13,6 +13,12 @@ def _address(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
 
 
+def _free_sizes(pool: BufferPool) -> list[int]:
+    with pool._lock:
+        pool._take_returned()
+        return sorted(len(slab) for slab in pool._free)
+
+
 def test_buffer_pool_reuses_a_buffer_once_no_view_is_left():
     pool = BufferPool(keep=2)
     first = pool.take(1000)
@@ -33,14 +39,14 @@ def test_buffer_pool_keeps_at_most_its_bound_and_the_largest():
     pool = BufferPool(keep=2)
     arrays = [pool.take(size) for size in (100, 300, 200)]
     del arrays
-    assert sorted(len(slab) for slab in pool._free) == [200 + 200 // 8, 300 + 300 // 8]
+    assert _free_sizes(pool) == [200 + 200 // 8, 300 + 300 // 8]
 
 
 def test_buffer_pool_keeps_no_buffer_above_its_largest():
     pool = BufferPool(keep=4, largest=1000)
     arrays = [pool.take(size) for size in (800, 2000)]
     del arrays
-    assert [len(slab) for slab in pool._free] == [800 + 800 // 8]
+    assert _free_sizes(pool) == [800 + 800 // 8]
 
 
 def test_a_large_buffer_is_private_memory_that_holds_what_is_written():
@@ -54,3 +60,25 @@ def test_a_large_buffer_is_private_memory_that_holds_what_is_written():
     gc.collect()
     again = pool.take(size)
     assert _address(again) == address and np.array_equal(again, expect)  # reused, not cleared
+
+
+def test_a_buffer_freed_by_the_garbage_collector_inside_take_comes_back():
+    """The collector may free a cycle holding a pool's array while take()
+    holds the pool's lock (it allocates there): giving the buffer back must
+    not wait for that lock (it waited for ever)."""
+    import threading
+
+    pool = BufferPool(keep=2)
+
+    def collect_inside_take() -> None:
+        cycle: list = [pool.take(64)]
+        cycle.append(cycle)  # freed only by the collector
+        del cycle
+        with pool._lock:  # as inside take()
+            gc.collect()
+
+    worker = threading.Thread(target=collect_inside_take, daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "the buffer's return waited for take()'s lock"
+    assert _free_sizes(pool) == [64 + 64 // 8]

@@ -177,3 +177,30 @@ def test_by_length_is_the_stable_argsort():
                     rng.integers(0, 1 << 40, 50)):
         order = cpu_engine.by_length(lengths)
         assert order.dtype == np.int64 and np.array_equal(order, length_order(lengths))
+
+
+def test_a_kernel_pool_replaced_by_a_larger_one_still_takes_work():
+    """Two calls at once with different thread counts: the first may still
+    be submitting to the pool the second replaces."""
+    from bpbc import cpu_engine
+
+    small = cpu_engine._kernel_pool(1)
+    large = cpu_engine._kernel_pool(cpu_engine._pool_size + 1)
+    assert large is not small and cpu_engine._kernel_pool(1) is large
+    assert small.submit(lambda: 7).result(timeout=10) == 7
+
+
+def test_a_forked_child_makes_its_own_kernel_pool():
+    import os
+
+    from bpbc import cpu_engine
+
+    parent = cpu_engine._kernel_pool(2)
+    if not hasattr(os, "fork"):
+        return
+    pid = os.fork()
+    if pid == 0:  # the child: a pool of its own, that runs
+        ok = cpu_engine._pool is None and cpu_engine._kernel_pool(2).submit(lambda: 7).result(timeout=10) == 7
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and cpu_engine._kernel_pool(2) is parent

@@ -518,6 +518,8 @@ def test_parallel_gzip_seeks_back_after_its_end(tmp_path):
         assert stream.seek(0, io.SEEK_END) == len(GZIP_RECORDS) and stream.read() == b""
         stream.seek(10)
         assert stream.read() == GZIP_RECORDS[10:]
+        assert stream.seek(-90, io.SEEK_CUR) == len(GZIP_RECORDS) - 90  # relative to the end it reached
+        assert stream.read() == GZIP_RECORDS[-90:]
     finally:
         stream.close()
 

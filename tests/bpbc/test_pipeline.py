@@ -67,40 +67,51 @@ def test_one_thread_uses_one_core(tmp_path):
 
 
 def test_chunks_spread_over_several_devices_come_back_in_input_order(monkeypatch):
-    """With one screener per device, each chunk is encoded and screened by an
+    """With a screener per device, each chunk is encoded and screened by an
     idle one, n at once, and the results come back in input order, however
-    long each takes; a device that is slow takes fewer chunks."""
+    long each takes. A device still being set up takes no chunk meanwhile:
+    the others screen them (with chunk k on device k mod n the output would
+    wait for the late device)."""
     import time
 
     from bpbc import pipeline
 
+    screened = threading.Semaphore(0)  # a chunk screened by device 0 or 1
+
     class Screener:
-        def __init__(self, name, seconds):
-            self.name, self.engine, self.threads, self.seconds = name, f"engine{name}", None, seconds
+        def __init__(self, name):
+            self.name, self.engine, self.threads, self.taken = name, f"engine{name}", None, 0
             self.busy = threading.Lock()
 
         def hits(self, batch):
             assert self.busy.acquire(blocking=False), "a device screens one chunk at a time"
             try:
-                time.sleep(self.seconds * (1 + batch[1] % 3))  # later chunks often finish first
+                self.taken += 1
+                time.sleep(0.001 * (batch[1] % 3))  # later chunks often finish first
+                if self.name != 2:
+                    screened.release()
                 return (self.name, batch[1])
             finally:
                 self.busy.release()
 
-    monkeypatch.setattr(pipeline, "encode_chunk", lambda chunk, engine, source: (engine, int(chunk[5:])))
-    def made_later(screener):
-        time.sleep(0.05)  # a device's set-up: the others screen meanwhile
-        return screener
+    devices = [Screener(0), Screener(1), Screener(2)]
+    screened_before_2: list[int] = []
 
-    screeners = [Screener(0, 0.001), Screener(1, 0.001), Screener(2, 0.02)]
-    makers = [screeners[0], lambda: made_later(screeners[1]), lambda: screeners[2]]
-    results = list(pipeline._screened(iter([f"chunk{k}" for k in range(40)]), "reads", makers,
-                                      pipeline.StageTimes()))
-    assert [chunk for chunk, _, _ in results] == [f"chunk{k}" for k in range(40)]
-    assert [batch[1] for _, batch, _ in results] == list(range(40))
+    def set_up_late():  # device 2 is ready once the others have screened 20 chunks
+        for _ in range(20):
+            if not screened.acquire(timeout=30):
+                break
+        screened_before_2.append(devices[0].taken + devices[1].taken)
+        return devices[2]
+
+    monkeypatch.setattr(pipeline, "encode_chunk", lambda chunk, engine, source: (engine, int(chunk[5:])))
+    results = list(pipeline._screened(iter([f"chunk{k}" for k in range(60)]), "reads", devices[0],
+                                      [lambda: devices[1], set_up_late], pipeline.StageTimes()))
+    assert [chunk for chunk, _, _ in results] == [f"chunk{k}" for k in range(60)]
+    assert [batch[1] for _, batch, _ in results] == list(range(60))
     assert all(batch == (f"engine{device}", k) for _, batch, (device, k) in results)  # encoded for its device
-    taken = [sum(1 for _, _, (device, _) in results if device == d) for d in range(3)]
-    assert taken[2] < min(taken[0], taken[1])
+    assert screened_before_2[0] >= 20
+    assert sum(device.taken for device in devices) == 60
 
 
 def test_a_device_that_cannot_be_set_up_fails_the_run(monkeypatch):
@@ -117,12 +128,11 @@ def test_a_device_that_cannot_be_set_up_fails_the_run(monkeypatch):
 
     monkeypatch.setattr(pipeline, "encode_chunk", lambda chunk, engine, source: chunk)
     with pytest.raises(RuntimeError, match="DevicesUnavailable"):
-        list(pipeline._screened(iter(range(50)), "reads", [Screener(), broken], pipeline.StageTimes()))
+        list(pipeline._screened(iter(range(50)), "reads", Screener(), [broken], pipeline.StageTimes()))
 
 
 def test_a_cpu_screen_runs_on_one_engine():
-    from bpbc.pipeline import device_screeners
+    from bpbc.pipeline import twin_makers
     from bpbc.screener import Screener
 
-    screener = Screener(["ACGTACGTAC"], threshold=10, device="cpu")
-    assert device_screeners(screener) == [screener]
+    assert twin_makers(Screener(["ACGTACGTAC"], threshold=10, device="cpu")) == []
