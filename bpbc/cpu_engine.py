@@ -1168,14 +1168,21 @@ _BIT_OF[(np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64)) * _DE_BRUIJ
 SPARSE_FLAGS = 16
 
 
+@njit(inline="always")
+def _lowest_bit(x):
+    """The index of the lowest set bit of ``x`` (not 0), by De Bruijn multiplication."""
+    return _BIT_OF[((x & (~x + np.uint64(1))) * _DE_BRUIJN) >> np.uint64(58)]
+
+
 @njit(cache=True, nogil=True)
 def _flagged_instances(flag, order, count, words):
     """(read, k) of every set bit of ``flag`` (tasks x words; task t =
     superblock t // count against oriented pattern t % count; bit b of word w
     is lane (superblock * words + w) * 64 + b, read order[lane]), sorted by
-    read, then k. A few among many reads: their keys read * count + k
-    (each one once) sorted; else counted per read first, then placed, the
-    tasks in order, so that each read's come in k order."""
+    read, then k. The bits are read off in task order, which is k order for
+    each read; then a few among many reads are sorted by their keys read *
+    count + k (each one once), else counted per read and placed (a stable
+    counting sort, not a pass over every read's keys)."""
     one = np.uint64(1)
     m = 0
     for t in range(flag.shape[0]):
@@ -1184,47 +1191,35 @@ def _flagged_instances(flag, order, count, words):
             while x:
                 x &= x - one
                 m += 1
+    found = np.empty(m, np.int64)
+    ks = np.empty(m, np.int64)
+    at = 0
+    for t in range(flag.shape[0]):
+        base = t // count * words * 64
+        for w in range(words):
+            x = flag[t, w]
+            while x:
+                found[at] = order[base + w * 64 + _lowest_bit(x)]
+                ks[at] = t % count
+                at += 1
+                x &= x - one
     if m * SPARSE_FLAGS < order.shape[0]:
-        keys = np.empty(m, np.int64)
-        at = 0
-        for t in range(flag.shape[0]):
-            base = t // count * words * 64
-            k = t % count
-            for w in range(words):
-                x = flag[t, w]
-                while x:
-                    low = x & (~x + one)
-                    keys[at] = order[base + w * 64 + _BIT_OF[(low * _DE_BRUIJN) >> np.uint64(58)]] * count + k
-                    at += 1
-                    x ^= low
+        keys = found * count + ks
         keys.sort()
         return keys // count, keys % count
     first = np.zeros(order.shape[0] + 1, np.int64)
-    for t in range(flag.shape[0]):
-        base = t // count * words * 64
-        for w in range(words):
-            x = flag[t, w]
-            while x:
-                low = x & (~x + one)
-                first[order[base + w * 64 + _BIT_OF[(low * _DE_BRUIJN) >> np.uint64(58)]] + 1] += 1
-                x ^= low
+    for i in range(m):
+        first[found[i] + 1] += 1
     for r in range(order.shape[0]):
         first[r + 1] += first[r]
-    reads = np.empty(first[-1], np.int64)
-    ks = np.empty(first[-1], np.int64)
-    for t in range(flag.shape[0]):
-        base = t // count * words * 64
-        k = t % count
-        for w in range(words):
-            x = flag[t, w]
-            while x:
-                low = x & (~x + one)
-                read = order[base + w * 64 + _BIT_OF[(low * _DE_BRUIJN) >> np.uint64(58)]]
-                reads[first[read]] = read
-                ks[first[read]] = k
-                first[read] += 1
-                x ^= low
-    return reads, ks
+    reads = np.empty(m, np.int64)
+    sorted_ks = np.empty(m, np.int64)
+    for i in range(m):
+        read = found[i]
+        reads[first[read]] = read
+        sorted_ks[first[read]] = ks[i]
+        first[read] += 1
+    return reads, sorted_ks
 
 
 @njit(cache=True, nogil=True)
