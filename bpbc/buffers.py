@@ -23,6 +23,8 @@ import numpy as np
 _PRIVATE = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
 #: from this size a buffer asks for transparent huge pages
 _HUGE_FROM = 4 << 20
+#: a free buffer serves requests down to this fraction of its size
+SPARE = 4
 
 
 class BufferPool:
@@ -48,12 +50,14 @@ class BufferPool:
 
     def take(self, size: int) -> np.ndarray:
         """An uninitialised uint8 array of ``size`` bytes (a reused buffer
-        where one is large enough, the smallest such). It goes back to the
-        pool when the array and every view of it are gone: keep the array
+        where one is large enough, the smallest such, but not one over
+        :data:`SPARE` times as large: a small request does not hold a large
+        buffer that a large one then has to allocate again). It goes back to
+        the pool when the array and every view of it are gone: keep the array
         handed out (or views of it), never a copy of its memory's address."""
         with self._lock:
             self._take_returned()
-            fits = [slab for slab in self._free if len(slab) >= size]
+            fits = [slab for slab in self._free if size <= len(slab) <= SPARE * size + (1 << 16)]
             slab = min(fits, key=len) if fits else None
             if slab is not None:
                 self._free.remove(slab)

@@ -82,3 +82,13 @@ def test_a_buffer_freed_by_the_garbage_collector_inside_take_comes_back():
     worker.join(30)
     assert not worker.is_alive(), "the buffer's return waited for take()'s lock"
     assert _free_sizes(pool) == [64 + 64 // 8]
+
+
+def test_a_small_request_does_not_take_a_much_larger_buffer():
+    pool = BufferPool(keep=4)
+    large = pool.take(10 << 20)
+    address = _address(large)
+    del large
+    small = pool.take(1000)
+    assert _address(small) != address  # left for a large request
+    assert _address(pool.take(9 << 20)) == address
