@@ -454,45 +454,41 @@ def _named(function, suffix: str, **names):
 
 # The forward pass on 16 int32 lanes, and on 32 int16 lanes where the values
 # fit: the same instructions for twice the reads (a 16-bit lane is as fast as
-# a 32-bit one)
-_forward_lanes = njit(cache=True, nogil=True)(_named(
-    _forward_body, "_i32", _K=LANES, _CELL=np.int32, _CELL_NEG=_NEG, _vsplat=vsplat16, _vload=vload16,
-    _vstore=vstore16, _vmax=vmax16, _vselect=vselect16))
-_forward = _forward_lanes
-_forward_lanes16 = njit(cache=True, nogil=True)(_named(
-    _forward_body, "_i16", _K=LANES16, _CELL=np.int16, _CELL_NEG=_NEG16, _vsplat=vsplat32, _vload=vload32,
-    _vstore=vstore32, _vmax=vmax32, _vselect=vselect32))
+# a 32-bit one); each lane width's cell type and vector operations
+_INT32_LANES = dict(_K=LANES, _CELL=np.int32, _CELL_NEG=_NEG, _vsplat=vsplat16, _vload=vload16, _vstore=vstore16,
+                    _vmax=vmax16, _vselect=vselect16)
+_INT16_LANES = dict(_K=LANES16, _CELL=np.int16, _CELL_NEG=_NEG16, _vsplat=vsplat32, _vload=vload32, _vstore=vstore32,
+                    _vmax=vmax32, _vselect=vselect32)
 
-# Parallel kernels for batches, serial twins for a few instances: starting a
-# parallel region costs far more than aligning one read, above all on a busy
-# machine where the worker threads have to be woken up. Each for both cell
-# widths.
-_align_batch_parallel = njit(parallel=True, cache=True, nogil=True)(
-    _named(_align_batch_body, "_parallel", _K=LANES, _forward=_forward_lanes))
-_align_batch_serial = njit(cache=True, nogil=True)(
-    _named(_align_batch_body, "_serial", _K=LANES, _forward=_forward_lanes))
-_align_batch_parallel16 = njit(parallel=True, cache=True, nogil=True)(
-    _named(_align_batch_body, "_parallel16", _K=LANES16, _forward=_forward_lanes16))
-_align_batch_serial16 = njit(cache=True, nogil=True)(
-    _named(_align_batch_body, "_serial16", _K=LANES16, _forward=_forward_lanes16))
+
+def _lane_kernels(body):
+    """``body`` compiled for int32 lanes and for int16 lanes."""
+    return (njit(cache=True, nogil=True)(_named(body, "_i32", **_INT32_LANES)),
+            njit(cache=True, nogil=True)(_named(body, "_i16", **_INT16_LANES)))
+
+
+def _batch_kernels(body, suffix: str, **names):
+    """``body`` as a parallel kernel for batches and its serial twin for a
+    few instances: starting a parallel region costs far more than aligning
+    one read, above all on a busy machine where the worker threads have to
+    be woken up."""
+    return (njit(parallel=True, cache=True, nogil=True)(_named(body, "_parallel" + suffix, **names)),
+            njit(cache=True, nogil=True)(_named(body, "_serial" + suffix, **names)))
+
+
+_forward_lanes, _forward_lanes16 = _lane_kernels(_forward_body)
+_forward = _forward_lanes
+_align_batch_parallel, _align_batch_serial = _batch_kernels(_align_batch_body, "", _K=LANES,
+                                                            _forward=_forward_lanes)
+_align_batch_parallel16, _align_batch_serial16 = _batch_kernels(_align_batch_body, "16", _K=LANES16,
+                                                                _forward=_forward_lanes16)
 # The score pass (long patterns), likewise
-_score_lanes = njit(cache=True, nogil=True)(_named(
-    _score_body, "_i32", _K=LANES, _CELL=np.int32, _CELL_NEG=_NEG, _vsplat=vsplat16, _vload=vload16,
-    _vstore=vstore16, _vmax=vmax16, _vselect=vselect16))
-_score_lanes16 = njit(cache=True, nogil=True)(_named(
-    _score_body, "_i16", _K=LANES16, _CELL=np.int16, _CELL_NEG=_NEG16, _vsplat=vsplat32, _vload=vload32,
-    _vstore=vstore32, _vmax=vmax32, _vselect=vselect32))
+_score_lanes, _score_lanes16 = _lane_kernels(_score_body)
 _score = _score_lanes  # _score_batch_body's own binding is _named's; this one names it for readers and linters
-_score_batch_parallel = njit(parallel=True, cache=True, nogil=True)(
-    _named(_score_batch_body, "_parallel", _K=LANES, _score=_score_lanes))
-_score_batch_serial = njit(cache=True, nogil=True)(
-    _named(_score_batch_body, "_serial", _K=LANES, _score=_score_lanes))
-_score_batch_parallel16 = njit(parallel=True, cache=True, nogil=True)(
-    _named(_score_batch_body, "_parallel16", _K=LANES16, _score=_score_lanes16))
-_score_batch_serial16 = njit(cache=True, nogil=True)(
-    _named(_score_batch_body, "_serial16", _K=LANES16, _score=_score_lanes16))
-_cigars_parallel = njit(parallel=True, cache=True, nogil=True)(_named(_cigars_body, "_parallel"))
-_cigars_serial = njit(cache=True, nogil=True)(_named(_cigars_body, "_serial"))
+_score_batch_parallel, _score_batch_serial = _batch_kernels(_score_batch_body, "", _K=LANES, _score=_score_lanes)
+_score_batch_parallel16, _score_batch_serial16 = _batch_kernels(_score_batch_body, "16", _K=LANES16,
+                                                                _score=_score_lanes16)
+_cigars_parallel, _cigars_serial = _batch_kernels(_cigars_body, "")
 _PARALLEL_FROM = 32  #: instances from which the parallel kernels are used
 #: instances from which the CIGARs are written on all threads: each takes
 #: about 0.13 us, so a few thousand take less time on one thread than
