@@ -24,7 +24,7 @@ import stat
 import sys
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -146,18 +146,25 @@ class _ReadAhead(io.RawIOBase):
     """``stream`` read (and so decompressed) by a thread of its own, up to
     READ_AHEAD_BLOCKS blocks of ``block_size`` ahead of the reader.
 
-    xopen's own threads decompress gzip only two 1 MiB blocks ahead, so
-    decompressing and parsing took turns; xz and zstd in an external program
-    report a damaged stream only when the file is closed (found by fuzzing).
-    Here every format is decompressed in this process, beside the parsing,
-    and an error is raised to the reader where the damage is, after the data
-    before it. The thread closes ``stream`` when it ends."""
+    The reader's thread then only copies and parses: xopen's own threads
+    decompress gzip only two 1 MiB blocks ahead, and a read of rapidgzip,
+    waiting for its threads and copying out of them, took as long as the
+    parsing after it. xz and zstd in an external program report a damaged
+    stream only when the file is closed (found by fuzzing): here every format
+    is decompressed in this process, and an error is raised to the reader
+    where the damage is, after the data before it. The blocks are used again
+    (fresh ones were new memory, faulted in page by page) and copied out with
+    the GIL released. The thread closes ``stream`` when it ends."""
 
     def __init__(self, stream, block_size: int):
         self._stream = stream
-        self._block_size = block_size
-        self._blocks: queue.Queue = queue.Queue(READ_AHEAD_BLOCKS)
-        self._current = memoryview(b"")
+        self._free: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(READ_AHEAD_BLOCKS + 1):  # one more: the block being copied out
+            self._free.put(np.empty(block_size, np.uint8))
+        self._blocks: queue.SimpleQueue = queue.SimpleQueue()  # (block, size); an error; None at the end
+        self._current: np.ndarray | None = None
+        self._start = self._stop = 0  # what is left of the current block
+        self._error: BaseException | None = None  # raised at the next read: data came before it
         self._at_end = False
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._read_ahead, name="bpbc-read-ahead", daemon=True)
@@ -165,14 +172,26 @@ class _ReadAhead(io.RawIOBase):
 
     def _read_ahead(self) -> None:
         try:
-            while not self._stopping.is_set():
-                try:
-                    block = self._stream.read(self._block_size)
-                except BaseException as error:  # noqa: BLE001 - raised in the reader, at its place
-                    self._hand_over(error)
+            while True:
+                block = self._wait(self._free)
+                if block is None:
                     return
-                self._hand_over(block)
-                if not block:
+                size = 0
+                try:
+                    while size < len(block):
+                        got = self._stream.readinto(memoryview(block)[size:])
+                        if not got:
+                            break
+                        size += got
+                except BaseException as error:  # noqa: BLE001 - raised in the reader, at its place
+                    if size:
+                        self._blocks.put((block, size))
+                    self._blocks.put(error)
+                    return
+                if size:
+                    self._blocks.put((block, size))
+                if size < len(block):
+                    self._blocks.put(None)
                     return
         finally:
             try:
@@ -180,64 +199,61 @@ class _ReadAhead(io.RawIOBase):
             except Exception:  # noqa: BLE001 - a damaged stream: its error was handed over, or nobody reads on
                 pass
 
-    def _hand_over(self, item) -> None:
+    def _wait(self, items: queue.SimpleQueue):
+        """The next of ``items``, or None once the reader stopped."""
         while not self._stopping.is_set():
             try:
-                self._blocks.put(item, timeout=0.1)
-                return
-            except queue.Full:
+                return items.get(timeout=0.1)
+            except queue.Empty:
                 continue
+        return None
 
     def readable(self) -> bool:
         return True
 
-    def _next_block(self) -> bool:
-        """Make the next block current; False at the end of the stream."""
-        if self.closed:
-            raise ValueError("read of closed file")
-        if self._at_end:
+    def _advance(self) -> bool:
+        """Make the next block current; False at the end of the stream or
+        before an error (kept in _error)."""
+        if self._current is not None:
+            self._free.put(self._current)
+            self._current = None
+        if self._at_end or self._error is not None:
             return False
-        while True:
-            try:
-                item = self._blocks.get(timeout=0.1)
-                break
-            except queue.Empty:
-                if self._stopping.is_set():
-                    raise ValueError("read of closed file") from None
+        item = self._wait(self._blocks)
+        if item is None:
+            if self._stopping.is_set():
+                raise ValueError("read of closed file")
+            self._at_end = True
+            return False
         if isinstance(item, BaseException):
-            self._at_end = True
-            raise item
-        if not item:
-            self._at_end = True
+            self._error = item
             return False
-        self._current = memoryview(item)
+        self._current, self._stop = item
+        self._start = 0
         return True
 
     def readinto(self, buffer) -> int:
-        if not len(self._current) and not self._next_block():
-            return 0
-        size = min(len(buffer), len(self._current))
-        buffer[:size] = self._current[:size]
-        self._current = self._current[size:]
-        return size
-
-    def read(self, size: int = -1) -> bytes:
-        if size is None or size < 0:
-            return self.readall()
-        if not len(self._current) and not self._next_block():
-            return b""
-        part, self._current = self._current[:size], self._current[size:]
-        return bytes(part)
+        if self.closed:
+            raise ValueError("read of closed file")
+        target = np.frombuffer(buffer, np.uint8)
+        done = 0
+        while done < len(target):
+            if self._start == self._stop and not self._advance():
+                break
+            size = min(len(target) - done, self._stop - self._start)
+            target[done:done + size] = self._current[self._start:self._start + size]  # type: ignore[index]  # set by _advance
+            self._start += size
+            done += size
+        if not done and self._error is not None:
+            self._at_end = True
+            error, self._error = self._error, None
+            raise error
+        return done
 
     def close(self) -> None:
         """Stop the thread; it closes the stream once its read returns
         (at once for a file; a pipe whose writer is idle may keep it)."""
         self._stopping.set()
-        while True:  # a thread waiting to hand over a block can stop
-            try:
-                self._blocks.get_nowait()
-            except queue.Empty:
-                break
         self._thread.join(0.5)
         super().close()
 
@@ -369,9 +385,9 @@ def parallel_gzip(path, threads: int | None):
 #: bytes read from the input at a time on the raw FASTQ route
 READ_BLOCK = 4 << 20
 #: streams the raw route reads in the parsing thread, straight into the batch
-#: buffers: rapidgzip decompresses ahead on threads of its own, a plain file
-#: is in the page cache; any other stream gets a thread ahead (_ReadAhead)
-_READ_IN_PLACE: tuple[type, ...] = (_ParallelGzip, io.FileIO)
+#: buffers: a plain file is in the page cache (one copy at memory speed, the GIL
+#: released); any other stream, rapidgzip's too, gets a thread ahead (_ReadAhead)
+_READ_IN_PLACE: tuple[type, ...] = (io.FileIO,)
 #: the raw route scans a batch on this many threads or more (bpbc.fastq_scan);
 #: on 2 busy cores one thread scanned 348 MB in 0.16-0.27 s, two in 0.53-1.15 s
 PARALLEL_SCAN_MIN_THREADS = 4
@@ -379,8 +395,10 @@ PARALLEL_SCAN_MIN_THREADS = 4
 #: few enormous records (a fuzzed file) made 77 GiB of 100k records' worth;
 #: a batch whose records need more grows its buffer as it reads
 MAX_CHUNK_ESTIMATE = 256 << 20
-#: blocks read ahead of the parsing (see _ReadAhead)
-READ_AHEAD_BLOCKS = 4
+#: blocks read ahead of the parsing (see _ReadAhead): 48 MiB, more than a
+#: chunk of 100k short reads, so decompressing goes on while the parsing
+#: thread waits for the stages after it
+READ_AHEAD_BLOCKS = 12
 
 
 class SequenceSource:
@@ -411,8 +429,8 @@ class SequenceSource:
         self._close_when_read = False  # close() came during a read: the read closes when done
         try:
             # decompressed in this process: a large gzip file by rapidgzip's
-            # threads (parallel_gzip), anything else by xopen's threads=0, in a
-            # thread of its own on the raw route (_ReadAhead), else in the reading thread
+            # threads (parallel_gzip), anything else by xopen's threads=0; read
+            # by a thread of its own on the raw route (_ReadAhead), else by the reading thread
             if path == STDIN:
                 # xopen detects compression from the stream's first bytes;
                 # sys.stdin.buffer works where the fd is replaced (tests)
@@ -603,9 +621,10 @@ class SequenceSource:
         self._last_chunk = chunk
         return chunk
 
-    def chunks(self, size: int, ramp: int = 1, multiple: int = 1) -> Iterator:
+    def chunks(self, size: int | Callable[[], int], ramp: int = 1, multiple: int = 1) -> Iterator:
         """Yield chunks of at most ``size`` records (see :mod:`bpbc.chunks`),
-        in file order.
+        in file order. ``size`` may be a call, asked before each chunk: a run
+        that learns how many devices it has lowers it.
 
         With ``ramp`` k > 1 the first chunk holds size/k records and each next
         one twice as many, up to ``size``: a consumer working on chunk i while
@@ -614,14 +633,15 @@ class SequenceSource:
         """
         from bpbc.chunks import RecordChunk
 
-        if size < 1 or ramp < 1 or multiple < 1:
-            raise ValueError(f"chunk size, ramp and multiple must be positive, got {size}, {ramp} and {multiple}")
+        def most() -> int:
+            limit = size() if callable(size) else size
+            if limit < 1:
+                raise ValueError(f"chunk size must be positive, got {limit}")
+            return max(multiple, limit - limit % multiple)
 
-        def rounded(count: int) -> int:
-            return max(multiple, count - count % multiple)
-
-        size = rounded(size)
-        target = rounded(size // ramp)
+        if ramp < 1 or multiple < 1:
+            raise ValueError(f"ramp and multiple must be positive, got {ramp} and {multiple}")
+        target = max(multiple, most() // ramp // multiple * multiple)
         while self._reader is None:
             chunk = self._raw_chunk(target, multiple)
             if chunk is None:
@@ -629,14 +649,14 @@ class SequenceSource:
                     return  # the whole input was plain FASTQ
                 break
             yield chunk
-            target = min(size, 2 * target)
+            target = min(most(), 2 * target)
         records: list = []
         for record in self.records():
             records.append(record)
             if len(records) == target:
                 yield RecordChunk(records)
                 records = []
-                target = min(size, 2 * target)
+                target = min(most(), 2 * target)
         if records:
             yield RecordChunk(records)
 

@@ -10,7 +10,7 @@ once a trailing ``/1`` or ``/2`` is dropped.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from numba import njit
@@ -148,8 +148,9 @@ class PairedChunk:
                          "(mate names must be equal up to a trailing /1 or /2)")
 
 
-def two_file_pairs(source1, source2, size: int, ramp: int = 1) -> Iterator[PairedChunk]:
-    """Chunks of at most ``size`` pairs from two files read side by side."""
+def two_file_pairs(source1, source2, size: int | Callable[[], int], ramp: int = 1) -> Iterator[PairedChunk]:
+    """Chunks of at most ``size`` pairs (a number, or a call as
+    :meth:`bpbc.io.SequenceSource.chunks` takes) from two files read side by side."""
     files = (source1.name, source2.name)
     chunks1, chunks2 = source1.chunks(size, ramp), source2.chunks(size, ramp)
     left1 = left2 = None  # records of a chunk not yet paired
@@ -176,11 +177,13 @@ def two_file_pairs(source1, source2, size: int, ramp: int = 1) -> Iterator[Paire
         yield pairs
 
 
-def interleaved_pairs(source, size: int, ramp: int = 1) -> Iterator[PairedChunk]:
-    """Chunks of at most ``size`` pairs from one file holding mate 1, mate 2, mate 1, ..."""
+def interleaved_pairs(source, size: int | Callable[[], int], ramp: int = 1) -> Iterator[PairedChunk]:
+    """Chunks of at most ``size`` pairs (a number, or a call as
+    :meth:`bpbc.io.SequenceSource.chunks` takes) from one file holding mate 1, mate 2, mate 1, ..."""
     files = (source.name, source.name)
     done = 0
-    for chunk in source.chunks(2 * size, ramp, multiple=2):
+    records = (lambda: 2 * size()) if callable(size) else 2 * size
+    for chunk in source.chunks(records, ramp, multiple=2):
         if len(chunk) % 2:
             raise InputError(f"{source.name}: interleaved input holds an odd number of records; the last, "
                              f"record {2 * done + len(chunk)} ({chunk.read_id(len(chunk) - 1)!r}), has no mate")

@@ -54,6 +54,13 @@ MAX_CHUNK_INSTANCES = 1 << 30
 #: thresholds so low that the CPU engine screens in one pass with scores
 MAX_CHUNK_SCORED_INSTANCES = 1 << 24
 MIN_AUTO_CHUNK_SIZE = 1_000
+#: with several devices a chunk holds at most this many reads x pattern bases
+#: x strands (with 150 bp reads, 6.4e11 cells: about 0.1 s of an H100), so
+#: that the devices end together: a run ends with its last chunk, and 100k
+#: reads against 5000 patterns were 0.55 s of one device
+SEVERAL_DEVICES_CHUNK_WORK = 1 << 32
+#: ... and at least this many reads (a chunk's per-launch costs)
+SEVERAL_DEVICES_MIN_CHUNK = 4_096
 #: the first chunk is this many times smaller (then doubling): the engine starts sooner
 CHUNK_RAMP = 8
 
@@ -103,6 +110,13 @@ def chunk_size_for(settings: ScreenSettings, n_patterns: int, mates: int = 1) ->
                                        and score_planes(settings.threshold) < MIN_TWO_PASS_PLANES)
     limit = MAX_CHUNK_SCORED_INSTANCES if scored else MAX_CHUNK_INSTANCES
     return max(MIN_AUTO_CHUNK_SIZE, min(DEFAULT_CHUNK_SIZE, limit // per_read)) // mates
+
+
+def several_devices_chunk_size(size: int, screener, mates: int = 1) -> int:
+    """Reads (pairs) per chunk for a run on several devices: ``size``, or
+    fewer where a chunk would hold more than SEVERAL_DEVICES_CHUNK_WORK."""
+    bases = max(1, int(screener.pattern_lengths.sum()) * len(screener.strands) * mates)
+    return min(size, max(SEVERAL_DEVICES_MIN_CHUNK // mates, SEVERAL_DEVICES_CHUNK_WORK // bases))
 
 
 @dataclass
@@ -712,12 +726,16 @@ def screen_files(
         patterns = read_patterns(patterns_path)
         stages = StageTimes()
         size = chunk_size_for(settings, len(patterns), mates)
+
+        def chunk_size() -> int:
+            return size  # lowered below once the run knows it has several devices
+
         if mates == 1:
-            chunks = source.chunks(size, ramp=CHUNK_RAMP)
+            chunks = source.chunks(chunk_size, ramp=CHUNK_RAMP)
         elif interleaved:
-            chunks = interleaved_pairs(source, size, CHUNK_RAMP)
+            chunks = interleaved_pairs(source, chunk_size, CHUNK_RAMP)
         else:
-            chunks = two_file_pairs(source, source2, size, CHUNK_RAMP)
+            chunks = two_file_pairs(source, source2, chunk_size, CHUNK_RAMP)
         # reading starts now, beside the engine's set-up (device, kernels)
         read_chunks = stack.enter_context(closing(prefetched(stages.timed(chunks, "read"))))
         screener = make_screener(settings, patterns, display_name(patterns_path))
@@ -821,6 +839,8 @@ def screen_files(
         aligner = stack.enter_context(OrderedWorker(depth=1, inline=threads == 1, name="bpbc-aligner"))
         makers = twin_makers(screener)
         summary.devices = 1 + len(makers)
+        if makers and settings.chunk_size is None:
+            size = several_devices_chunk_size(size, screener, mates)
         for chunk, batch, hits in stack.enter_context(closing(_screened(read_chunks, source.name, screener, makers,
                                                                         stages))):
             passing_reads, passing = passing_units(hits, len(batch), mates, settings.pair_filter)

@@ -58,6 +58,21 @@ def test_chunks_ramp_up_from_a_small_first_chunk(tmp_path):
     assert sizes == [5, 10, 20, 40, 25]
 
 
+@pytest.mark.parametrize("suffix, body", [(".fa", b">r%d\nACGT\n"), (".fq", b"@r%d\nACGT\n+\nIIII\n")])
+def test_chunk_size_given_as_a_call_is_asked_before_each_chunk(tmp_path, suffix, body):
+    """A run lowers the size once it knows it has several devices: the
+    chunks read after that are no larger (dnaio's records and the raw route)."""
+    path = write(tmp_path / f"r{suffix}", b"".join(body % i for i in range(100)))
+    limit = [40]
+    sizes = []
+    with SequenceSource(path, raw_fastq=True) as source:
+        for chunk in source.chunks(lambda: limit[0], ramp=4):
+            sizes.append(len(chunk))
+            limit[0] = 15 if len(sizes) == 2 else limit[0]
+    assert sizes == [10, 20, 15, 15, 15, 15, 10]
+    assert sum(sizes) == 100
+
+
 def test_thread_switch_interval_is_shortened_and_restored():
     import sys
 
@@ -319,6 +334,22 @@ def test_chunk_size_for_bounds_instances():
     assert chunk_size_for(ScreenSettings(threshold=8), 500) == 100_000
 
 
+def test_several_devices_take_chunks_of_bounded_work():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from bpbc.pipeline import SEVERAL_DEVICES_CHUNK_WORK, SEVERAL_DEVICES_MIN_CHUNK, several_devices_chunk_size
+
+    def screener(lengths, strands=("+", "-")):
+        return SimpleNamespace(pattern_lengths=np.array(lengths), strands=strands)
+
+    assert several_devices_chunk_size(100_000, screener([24] * 96)) == 100_000  # light panels: unchanged
+    assert several_devices_chunk_size(100_000, screener([24] * 5000)) == SEVERAL_DEVICES_CHUNK_WORK // 240_000
+    assert several_devices_chunk_size(50_000, screener([24] * 5000), mates=2) == SEVERAL_DEVICES_CHUNK_WORK // 480_000
+    assert several_devices_chunk_size(100_000, screener([10_000] * 2000)) == SEVERAL_DEVICES_MIN_CHUNK
+
+
 def test_gzip_reads_output_written_from_a_thread_that_ends_first(tmp_path, monkeypatch):
     """The pipeline's writer thread ends before the main thread closes the
     outputs, and the multi-threaded gzip writer must still finish. (ISA-L's
@@ -489,7 +520,11 @@ def _gzip_members(data: bytes, members: int) -> bytes:
 def test_gzip_readers_give_every_record(tmp_path, gzip_reader, members, raw_fastq):
     path = write(tmp_path / "r.fq.gz", _gzip_members(GZIP_RECORDS, members))
     with SequenceSource(path, raw_fastq=raw_fastq) as source:
-        assert (type(source._stream).__name__ == "_ParallelGzip") == (gzip_reader == "rapidgzip")
+        stream = source._stream
+        if raw_fastq:  # read by a thread ahead of the parsing
+            assert type(stream).__name__ == "_ReadAhead"
+            stream = stream._stream
+        assert (type(stream).__name__ == "_ParallelGzip") == (gzip_reader == "rapidgzip")
         ids = [chunk.read_id(i) for chunk in source.chunks(500) for i in range(len(chunk))]
     with dnaio.open(io.BytesIO(GZIP_RECORDS)) as expected:
         assert ids == [record.id for record in expected]
