@@ -962,10 +962,18 @@ _COLUMN_BUFFERS = BufferPool(keep=4, largest=512 << 20)
 PARALLEL_GROUPS = 64
 
 
+@njit(inline="always")
+def _lane_read(order, lane):
+    """The read in ``lane``: ``order[lane]``, or ``lane`` where ``order`` is
+    empty (the identity, never materialised: see PreparedReads)."""
+    return order[lane] if order.shape[0] else lane
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def _pack_superblocks(data, starts, lengths, order, table, cols):
     """Encode and pack reads into superblock columns in one pass: lane i
-    holds read ``order[i]``, ``data[starts[r]:][:lengths[r]]``, each byte
+    holds read ``order[i]`` (read i where ``order`` is empty: the identity),
+    ``data[starts[r]:][:lengths[r]]``, each byte
     coded by ``table`` (bpbc.alphabet.READ_CODE: 0-3 a base, 4 none, 255
     not allowed); word group g (lanes g * 64 ..) goes to word g % words of
     superblock g // words, every position up to the columns' width, zero
@@ -976,7 +984,7 @@ def _pack_superblocks(data, starts, lengths, order, table, cols):
     64 bytes of a read at a time as vector compares (base_masks64), where
     64 bytes of the buffer lie from there on, the few other letters (N and
     the IUPAC codes) looked up in the table; else byte by byte."""
-    n = order.shape[0]
+    n = lengths.shape[0]
     width = cols.shape[1]
     words = cols.shape[3]
     end = data.shape[0]
@@ -989,7 +997,7 @@ def _pack_superblocks(data, starts, lengths, order, table, cols):
         for start in range(0, width, 64):
             stop = min(start + 64, width)
             for r in range(count):
-                read = order[g * 64 + r]
+                read = _lane_read(order, g * 64 + r)
                 at = starts[read] + start
                 left = lengths[read] - start  # bases of the read from ``start`` on
                 if left <= 0:
@@ -1034,13 +1042,11 @@ class PreparedReads:
                  padding: int | None = None):
         from transpose import pack_codes
 
-        self.order = by_length(lengths) if order is None else order
-        self.n = len(self.order)
+        self._order = _length_order(lengths) if order is None else order
+        self.n = len(lengths) if self._order is None else len(self._order)
         if padding is None:
-            ordered_lengths = lengths[self.order]
-            # reads of one length: the stable order is the identity, skip the copy
-            same = order is None and self.n and ordered_lengths[0] == ordered_lengths[-1]
-            ordered_codes = codes if same else codes[self.order]
+            ordered_codes = codes if self._order is None else codes[self._order]
+            ordered_lengths = lengths if self._order is None else lengths[self._order]
             planes = pack_codes(ordered_codes, word_bits=WORD_BITS)  # (G, L, 3)
         else:
             # a few reads in superblocks of their own (the second pass) are
@@ -1064,6 +1070,21 @@ class PreparedReads:
             return
         self._lay_out(planes, ordered_lengths, words)
 
+    @property
+    def order(self) -> np.ndarray:
+        """int64: lane i holds read ``order[i]`` (made here where it is the
+        identity, which the kernels take as an empty array: :attr:`lane_order`)."""
+        if self._order is None:
+            self._order = np.arange(self.n, dtype=np.int64)
+        return self._order
+
+    @property
+    def lane_order(self) -> np.ndarray:
+        """:attr:`order` as the kernels take it: empty for the identity, an
+        order never made (400k reads: 3.2 MB, 1.4 ms of fresh pages on one
+        thread, on the 16-core host as on one core)."""
+        return _IDENTITY if self._order is None else np.ascontiguousarray(self._order, dtype=np.int64)
+
     @classmethod
     def from_bytes(cls, data, seq_start: np.ndarray, lengths: np.ndarray, words: int = 16) -> PreparedReads | None:
         """The reads sorted by length, from sequences as they lie in a buffer
@@ -1073,16 +1094,16 @@ class PreparedReads:
         from .alphabet import READ_CODE
 
         self = cls.__new__(cls)
-        self.order = by_length(lengths)
-        self.n = len(self.order)
-        ordered_lengths = lengths[self.order]
-        width = int(ordered_lengths[-1]) if self.n else 0
+        self._order = _length_order(lengths)
+        self.n = len(lengths)
+        width = int(lengths[self.n - 1 if self._order is None else self._order[-1]]) if self.n else 0
         shape = (-(-self.n // (words * WORD_BITS)), width, 3, words)
         cols = _COLUMN_BUFFERS.take(8 * int(np.prod(shape))).view(np.uint64).reshape(shape)
+        lengths = np.ascontiguousarray(lengths, dtype=np.int64)
         if _pack_superblocks(np.frombuffer(data, np.uint8), np.ascontiguousarray(seq_start, dtype=np.int64),
-                             np.ascontiguousarray(lengths, dtype=np.int64), self.order, READ_CODE, cols):
+                             lengths, self.lane_order, READ_CODE, cols):
             return None
-        self._set_layout(cols, ordered_lengths, words, ascending=True)
+        self._set_layout(cols, lengths, words, ascending=True)
         return self
 
     def _lay_out(self, planes: np.ndarray, ordered_lengths: np.ndarray, words: int) -> None:
@@ -1093,20 +1114,22 @@ class PreparedReads:
         _to_superblocks(planes, cols)
         self._set_layout(cols, ordered_lengths, words)
 
-    def _set_layout(self, cols: np.ndarray, ordered_lengths: np.ndarray, words: int, ascending: bool = False) -> None:
-        """The superblock columns and each superblock's length (``ascending``:
-        the lengths are sorted, and a superblock's last read is its longest:
-        no padded copy of every length, 1 ms for 400k reads on one thread)."""
+    def _set_layout(self, cols: np.ndarray, lengths: np.ndarray, words: int, ascending: bool = False) -> None:
+        """The superblock columns and each superblock's length, from the
+        reads' ``lengths`` in lane order (``ascending``: in input order,
+        the reads laid out by length, so that a superblock's last read is
+        its longest: no copy of every length in lane order, 1 ms for 400k
+        reads on one thread)."""
         blocks = cols.shape[0]
         self.words = words
         self.cols = cols
         lanes = words * WORD_BITS
         if ascending and self.n:
             last = np.minimum(np.arange(1, blocks + 1, dtype=np.int64) * lanes, self.n) - 1
-            self.block_length = ordered_lengths[last].astype(np.int64)
+            self.block_length = lengths[last if self._order is None else self._order[last]].astype(np.int64)
             return
         padded = np.zeros(blocks * lanes, dtype=np.int64)
-        padded[:self.n] = ordered_lengths
+        padded[:self.n] = lengths
         self.block_length = padded.reshape(blocks, lanes).max(axis=1) if blocks else np.zeros(0, np.int64)
 
     @property
@@ -1130,6 +1153,26 @@ def stable_order(keys, n_keys):
         out[start[key]] = i
         start[key] += 1
     return out
+
+
+@njit(cache=True, nogil=True)
+def _ascending(lengths):
+    """Whether ``lengths`` never fall."""
+    for i in range(1, lengths.shape[0]):
+        if lengths[i] < lengths[i - 1]:
+            return False
+    return True
+
+
+#: the identity order, as the kernels take it (PreparedReads.lane_order)
+_IDENTITY = np.zeros(0, np.int64)
+
+
+def _length_order(lengths: np.ndarray) -> np.ndarray | None:
+    """:func:`by_length`, or None where that is the identity (the reads in
+    length order already: all of one length, say)."""
+    lengths = np.asarray(lengths)
+    return None if _ascending(lengths) else by_length(lengths)
 
 
 def by_length(lengths: np.ndarray) -> np.ndarray:
@@ -1175,14 +1218,16 @@ def _lowest_bit(x):
 
 
 @njit(cache=True, nogil=True)
-def _flagged_instances(flag, order, count, words):
+def _flagged_instances(flag, order, count, words, n=-1):
     """(read, k) of every set bit of ``flag`` (tasks x words; task t =
     superblock t // count against oriented pattern t % count; bit b of word w
-    is lane (superblock * words + w) * 64 + b, read order[lane]), sorted by
+    is lane (superblock * words + w) * 64 + b, read order[lane]; of ``n``
+    reads, default len(order); read lane where ``order`` is empty), sorted by
     read, then k. The bits are read off in task order, which is k order for
     each read; then a few among many reads are sorted by their keys read *
     count + k (each one once), else counted per read and placed (a stable
     counting sort, not a pass over every read's keys)."""
+    n = order.shape[0] if n < 0 else n
     one = np.uint64(1)
     m = 0
     for t in range(flag.shape[0]):
@@ -1199,18 +1244,18 @@ def _flagged_instances(flag, order, count, words):
         for w in range(words):
             x = flag[t, w]
             while x:
-                found[at] = order[base + w * 64 + _lowest_bit(x)]
+                found[at] = _lane_read(order, base + w * 64 + _lowest_bit(x))
                 ks[at] = t % count
                 at += 1
                 x &= x - one
-    if m * SPARSE_FLAGS < order.shape[0]:
+    if m * SPARSE_FLAGS < n:
         keys = found * count + ks
         keys.sort()
         return keys // count, keys % count
-    first = np.zeros(order.shape[0] + 1, np.int64)
+    first = np.zeros(n + 1, np.int64)
     for i in range(m):
         first[found[i] + 1] += 1
-    for r in range(order.shape[0]):
+    for r in range(n):
         first[r + 1] += first[r]
     reads = np.empty(m, np.int64)
     sorted_ks = np.empty(m, np.int64)
@@ -1343,7 +1388,7 @@ class CpuEngine:
         from .patterns import PatternTable
 
         prepared = PreparedReads.__new__(PreparedReads)
-        prepared.order, prepared.n, prepared.words = np.zeros(0, np.int64), 0, self.words
+        prepared._order, prepared.n, prepared.words = None, 0, self.words
         prepared.cols = np.zeros((1, 1, 3, self.words), dtype=np.uint64)
         prepared.block_length = np.zeros(1, dtype=np.int64)
         one = np.zeros(1, dtype=np.int64)
@@ -1424,7 +1469,7 @@ class CpuEngine:
         """(read, oriented pattern) of every instance whose score reaches
         2**planes, sorted; scores are not kept (a cheaper kernel)."""
         _, flag = self._run(prepared, table, scoring, planes, *self._all_tasks(prepared, table), track_best=False)
-        return _flagged_instances(flag, np.ascontiguousarray(prepared.order, dtype=np.int64), len(table), self.words)
+        return _flagged_instances(flag, prepared.lane_order, len(table), self.words, prepared.n)
 
     def pair_scores(self, codes: np.ndarray, lengths: np.ndarray, reads: np.ndarray, ks: np.ndarray, table,
                     scoring: Scoring, planes: int) -> tuple[np.ndarray, np.ndarray]:

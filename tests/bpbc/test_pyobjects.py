@@ -122,6 +122,27 @@ def test_records_with_a_slot_are_read_through_it():
     assert pyobjects.record_slot(str) is None
 
 
+def test_lists_of_several_pieces():
+    """The kernels run over pieces of PIECE items, each piece's offsets from
+    the sums of those before: texts of every length across several pieces
+    (a last piece part full, empty texts), and the first item not read here
+    is the first of all pieces, wherever the pieces are run."""
+    rng = np.random.default_rng(3)
+    n = 3 * pyobjects.PIECE + 17
+    texts = ["".join(rng.choice(list("ACGTN"), int(length))) for length in rng.integers(0, 300, n)]
+    texts[pyobjects.PIECE - 1] = texts[pyobjects.PIECE] = ""
+    check_gathered(texts)
+    check_gathered([text.encode() if i % 3 else text for i, text in enumerate(texts)])
+    fields = pyobjects._fields(texts)
+    for unread in ([2 * pyobjects.PIECE + 5, pyobjects.PIECE + 1], [n - 1], [0, n - 1]):
+        items = list(texts)
+        for i in unread:
+            items[i] = "\xe9" + items[i]  # not ASCII: not read here
+        sums = np.empty(4, np.int64)
+        assert pyobjects._locate(id(items), fields, np.empty(n, np.int64), sums) == min(unread)
+        assert pyobjects.gather(items) is None
+
+
 def test_the_text_is_a_copy():
     texts = ["ACGT" * 300, "GG" * 700]
     data, _, _ = pyobjects.gather(texts)
@@ -157,14 +178,15 @@ def test_the_copy_reads_the_list_again_and_checks_it():
     object afresh and refuses a list whose size or texts' lengths changed."""
     items = ["".join(["ACGT"] * 10) for _ in range(100)]
     fields = pyobjects._fields(items)
-    lengths, offsets = np.empty(100, np.int64), np.empty(101, np.int64)
-    assert pyobjects._locate(id(items), fields, lengths, offsets) == -1
-    data = np.empty(offsets[-1], np.uint8)
+    lengths, offsets, sums, start = np.empty(100, np.int64), np.empty(101, np.int64), np.empty(1, np.int64), \
+        np.zeros(1, np.int64)
+    assert pyobjects._locate(id(items), fields, lengths, sums) == -1 and sums[0] == 4000
+    data = np.empty(sums[0], np.uint8)
     items[5] = "TTTT" * 10  # as long: copied as it is now
-    assert pyobjects._copy(id(items), fields, offsets, data)
+    assert pyobjects._copy(id(items), fields, lengths, start, offsets, data)
     assert data[200:240].tobytes() == b"TTTT" * 10
     items[7] = "ACGT"  # shorter
-    assert not pyobjects._copy(id(items), fields, offsets, data)
+    assert not pyobjects._copy(id(items), fields, lengths, start, offsets, data)
     items[7] = "ACGT" * 10
     items.append("A")
-    assert not pyobjects._copy(id(items), fields, offsets, data)
+    assert not pyobjects._copy(id(items), fields, lengths, start, offsets, data)
