@@ -69,7 +69,7 @@ def screen(
             reads = Reads.of(reads)  # once: the dense pass, if asked for, screens the same buffer
         chunk = screener.run(reads)
     return ScreenResult(
-        indices=chunk.passing_reads.astype(np.int64),
+        indices=_distinct(chunk.hits.read),
         alignments=chunk.alignments,
         threshold=threshold,
         strands=screener.strands,
@@ -77,6 +77,15 @@ def screen(
         # the dense table, when asked for: the reads screened again, every score kept
         dense=functools.partial(_dense_scores, screener, reads, threads),
     )
+
+
+def _distinct(read: np.ndarray) -> np.ndarray:
+    """The distinct values of ``read``, sorted as the hits' reads are, as
+    int64: np.unique by hashing and sorting took 0.4 ms for the 8000 hits of
+    400k reads, on the calling thread whatever the threads."""
+    first = np.ones(len(read), dtype=bool)
+    np.not_equal(read[1:], read[:-1], out=first[1:])
+    return read[first].astype(np.int64, copy=False)
 
 
 def _dense_scores(screener: Screener, reads, threads: int | None):
