@@ -23,6 +23,9 @@ with these instead, one vector per signal:
   one vpternlogq. Only for targets with AVX-512F (``CpuTarget.isa ==
   'avx512'``): elsewhere the intrinsic does not exist.
 
+:func:`take_next` hands the slices of a kernel's tasks out to the threads
+that run it (an atomic count).
+
 :data:`i32x16` (16 int32 lanes, one zmm or two ymm registers) is the
 traceback's: ``+``, ``-``, ``&``, ``|`` lane by lane, ``>``, ``>=``, ``!=``
 giving a lane mask, :func:`vmax16`, :func:`vselect16`, :func:`vsplat16`,
@@ -49,7 +52,7 @@ LANES = 8
 
 #: the version of these intrinsics, in every generated source (numba's cache
 #: of a kernel is keyed by the kernel's file, not by this module)
-VERSION = 4
+VERSION = 5
 
 
 class LaneVector(types.Type):
@@ -359,3 +362,19 @@ def base_masks64(typingctx, data, index):
         return context.make_tuple(builder, masks, values)
 
     return masks(data, index), codegen
+
+
+@intrinsic
+def take_next(typingctx, counter):
+    """counter[0] += 1 as one atomic step, giving the value before (counter:
+    a 1-d contiguous int64 array): threads that share ``counter`` each get
+    a number of their own, 0, 1, 2, ..., with no lock and no GIL."""
+    if not (isinstance(counter, types.Array) and counter.ndim == 1 and counter.layout == "C"
+            and counter.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        start = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.atomic_rmw("add", start, ir.Constant(ir.IntType(64), 1), "monotonic")
+
+    return types.int64(counter), codegen

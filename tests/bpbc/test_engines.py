@@ -290,6 +290,49 @@ def test_padding_lanes_are_not_packed_but_the_layout_is_the_same(words):
         assert np.array_equal(plain.cols, padded.cols) and np.array_equal(plain.block_length, padded.block_length)
 
 
+def test_threads_sharing_a_count_each_take_numbers_of_their_own():
+    """take_next, as the CPU kernel's threads take its tasks: each number
+    goes to one thread only, none is left out, whatever the threads do at
+    once (4 threads taking 200k numbers as fast as they can)."""
+    import threading
+
+    from numba import njit
+
+    from bpbc.cpu_vector import take_next
+
+    @njit(nogil=True)
+    def take(counter, n, got):
+        count = 0
+        while True:
+            k = take_next(counter)
+            if k >= n or count == n:
+                return count
+            work = k
+            for _ in range(50):  # a little work between takes, as a task is (a plain += then fails here)
+                work = (work * 6364136223846793005 + 1) & 0xFFFF
+            got[count] = k + work * 0
+            count += 1
+
+    n, threads = 200_000, 4
+    counter = np.zeros(1, np.int64)
+    got = [np.full(n, -1, np.int64) for _ in range(threads)]
+    counts = [0] * threads
+    start = threading.Barrier(threads)
+
+    def run(i):
+        start.wait()
+        counts[i] = take(counter, n, got[i])
+
+    take(np.zeros(1, np.int64), 0, got[0])  # compiled before the threads start
+    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    taken = np.concatenate([numbers[:count] for numbers, count in zip(got, counts)])
+    assert np.array_equal(np.sort(taken), np.arange(n)) and counter[0] == n + threads
+
+
 # ---------------------------------------------------------------- CPU targets and kernel shapes
 
 def test_every_kernel_shape_gives_the_same_scores():
