@@ -86,7 +86,7 @@ def count_kernel(planes, scoring, track_best, shape) -> dict:
     best = np.zeros((len(task_block), planes if track_best else 0, shape.words), np.uint64)
     flag = np.zeros((len(task_block), shape.words), np.uint64)
     fresh(prepared.cols, prepared.block_length, table.masks.astype(np.int64), table.starts, task_block,
-          task_pattern, best, flag, 0, len(task_block))
+          task_pattern, best, flag, np.zeros(1, np.int64))
     asm = fresh.inspect_asm(fresh.signatures[0])
     block, words = hot_block(asm, shape)
     counts = Counter(_classify(i) for i in block)
