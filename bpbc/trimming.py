@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import math
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from fractions import Fraction
@@ -142,17 +143,16 @@ def overlap_slack(thresholds: np.ndarray, scoring: Scoring) -> int:
 
 @njit(cache=True, nogil=True)
 def _overlap_lanes(bits, rows, start_row, pattern, m, band, thresholds, min_overlap, match, mismatch, gap_open,
-                   gap_extend, track, h_column, e_column, start_h, start_e, best):
+                   gap_extend, h_column, e_column, start_h, start_e, best):
     """The end-overlap DP (module docstring) for 16 reads at once, and each
     read's best passing overlap. ``bits`` (rows x 16) holds the window's read
     bases as IUPAC bits (0 for N), lane q's read starting at row
     ``start_row[q]`` (rows before it do not exist); ``pattern[:m]`` the masks
     of P without its last base; cells (i, j) with j > i + band are not
     computed (no passing overlap goes through them). The columns are scratch
-    space of at least (m + 1) x 16. Writes best[0:16] (score, 0: none), and
-    with ``track`` (the start of every cell's alignment carried along, a
-    third of the work) best[16:32] (start row) and best[32:48] (overlap
-    length)."""
+    space of at least (m + 1) x 16. Writes best[0:16] (score, 0: none),
+    best[16:32] (start row: the start of every cell's alignment is carried
+    along) and best[32:48] (overlap length)."""
     K = _LANES
     negative = vsplat16(_NEG)
     zero = vsplat16(0)
@@ -190,16 +190,15 @@ def _overlap_lanes(bits, rows, start_row, pattern, m, band, thresholds, min_over
             h = vmax16(diag, gap)
             vstore16(h_column, j * K, h)
             vstore16(e_column, j * K, e)
-            if track:
-                start_up = vload16(start_h, j * K)
-                start_e_now = vselect16(e_open >= e_extend, start_up, vload16(start_e, j * K))
-                start_f = vselect16(f_open >= f_extend, start_left, start_f)
-                start_gap = vselect16(e >= f, start_e_now, start_f)
-                start = vselect16(diag >= gap, start_diag, start_gap)
-                vstore16(start_h, j * K, start)
-                vstore16(start_e, j * K, start_e_now)
-                start_diag = start_up
-                start_left = start
+            start_up = vload16(start_h, j * K)
+            start_e_now = vselect16(e_open >= e_extend, start_up, vload16(start_e, j * K))
+            start_f = vselect16(f_open >= f_extend, start_left, start_f)
+            start_gap = vselect16(e >= f, start_e_now, start_f)
+            start = vselect16(diag >= gap, start_diag, start_gap)
+            vstore16(start_h, j * K, start)
+            vstore16(start_e, j * K, start_e_now)
+            start_diag = start_up
+            start_left = start
             h_diag = h_up
             h_left = h
     # row W: the passing overlap with the highest score, then the smallest start, then the shortest
@@ -336,16 +335,17 @@ def _load_window(bits, first_row, stop_row, width, buf, seq_start, lengths, rows
 
 
 def _end_overlaps_body(buf, seq_start, lengths, rows, bit_table, task_masks, task_starts, task_end, task_slack,
-                       task_thresholds, min_overlap, match, mismatch, gap_open, gap_extend, track, groups, score, cut,
+                       task_thresholds, min_overlap, match, mismatch, gap_open, gap_extend, groups, score, cut,
                        overlap):
     """The end overlaps of reads ``rows`` for every task: read r's bases, as
     IUPAC bits, are bit_table[buf[seq_start[r]:][:lengths[r]]]; task k aligns masks
     task_masks[task_starts[k]:task_starts[k + 1]] (P without its last base;
     reversed for a 5' end) to the read's end (task_end[k] _END3) or start
     (_END5). Jobs of 16 reads and one task, ``groups`` groups of them in
-    parallel, each with its own scratch space. Without ``track`` it sets
+    parallel, each with its own scratch space. The first pass (the global
+    _TRACK False, fixed where the kernel is made: :func:`_pass_kernel`) sets
     score[r, k] to 1 where read r has an overlap (:func:`_any_overlap_lanes`);
-    with it, it fills score[r, k] (0: none), cut[r, k] (3' end: where the
+    the second fills score[r, k] (0: none), cut[r, k] (3' end: where the
     adapter starts; 5' end: where it ends) and overlap[r, k]."""
     K = _LANES
     reads = rows.shape[0]
@@ -381,7 +381,7 @@ def _end_overlaps_body(buf, seq_start, lengths, rows, bit_table, task_masks, tas
                 start_row[q] = width + 1  # lanes without a read never start
             for q in range(count):
                 start_row[q] = max(0, width - lengths[rows[first + q]])
-            if not track:  # does the read have an overlap at all: most reads tell within a few bases
+            if not _TRACK:  # does the read have an overlap at all: most reads tell within a few bases
                 done = -1
                 loaded = width
                 while done < width:
@@ -400,36 +400,44 @@ def _end_overlaps_body(buf, seq_start, lengths, rows, bit_table, task_masks, tas
                 continue
             _load_window(bits, 0, width, width, buf, seq_start, lengths, rows, first, count, bit_table, reverse)
             _overlap_lanes(bits, width, start_row, task_masks[task_starts[k]:], m, reach - width,
-                           task_thresholds[k], min_overlap, match, mismatch, gap_open, gap_extend, track,
-                           h_column, e_column, start_h, start_e, best)
+                           task_thresholds[k], min_overlap, match, mismatch, gap_open, gap_extend, h_column,
+                           e_column, start_h, start_e, best)
             for q in range(count):
                 if best[q] > 0:
                     r = rows[first + q]
                     score[r, k] = best[q]
-                    if track:
-                        cut[r, k] = width - best[K + q] if reverse else lengths[r] - width + best[K + q]
-                        overlap[r, k] = best[2 * K + q]
+                    cut[r, k] = width - best[K + q] if reverse else lengths[r] - width + best[K + q]
+                    overlap[r, k] = best[2 * K + q]
 
 
-_end_overlaps_kernel = njit(parallel=True, cache=True, nogil=True)(_end_overlaps_body)
+_TRACK = True  # the pass of _end_overlaps_body (a constant of each kernel: _pass_kernel)
 
 
 @cache
-def _end_overlaps_serial():
-    """The serial twin, for the second pass's few reads: starting a parallel
-    region cost more than the reads themselves (2,098 flagged reads of
-    100,000 adapter-free ones: 0.4 ms serial, 5.2 ms parallel on 2 cores with
-    another process busy; 28,375 reads: 7.0 and 7.8 ms). Made on first use:
-    bpbc.traceback's import (and bpbc.cpu_engine's under it, about 18 ms)
-    would otherwise come with this module's, which the command imports
-    before the reading starts; the screen imports them later, beside it."""
+def _pass_kernel(track: bool, parallel: bool):
+    """A pass's kernel (``track``: the second), made on first use from
+    :func:`_end_overlaps_body` with _TRACK fixed: each holds one pass's code
+    (the second pass's serial kernel, the one most runs load, 4.3 ms to load
+    from numba's cache against 6.8 for both passes'). Serial twins are for a
+    few reads: starting a parallel region cost more than the reads
+    themselves (2,098 flagged reads of 100,000 adapter-free ones: 0.4 ms
+    serial, 5.2 ms parallel on 2 cores with another process busy; 28,375
+    reads: 7.0 and 7.8 ms). Made here, not at import: bpbc.traceback's
+    import (and bpbc.cpu_engine's under it, about 18 ms) would otherwise come
+    with this module's, which the command imports before the reading
+    starts; the screen imports them later, beside it."""
     from .traceback import _named
 
-    return njit(cache=True, nogil=True)(_named(_end_overlaps_body, "_serial"))
+    suffix = ("_second" if track else "_first") + ("_parallel" if parallel else "_serial")
+    return njit(parallel=parallel, cache=True, nogil=True)(_named(_end_overlaps_body, suffix, _TRACK=track))
 
 
 _PARALLEL_FROM = 256  #: reads from which the first pass's jobs are shared out between threads
-_SECOND_PARALLEL_FROM = 16384  #: the same for the second pass
+_SECOND_PARALLEL_FROM = 16384  #: the same for the second pass,
+#: where this many threads may run it: on 2 cores the screen of the next chunk keeps the other one busy, and
+#: the parallel kernel's load (about 10 ms) and start cost more than it saves (planted reads, 28,375 of 100,000
+#: flagged: 7.8 ms against 7.0 serial)
+_SECOND_PARALLEL_THREADS = 3
 
 
 @dataclass(frozen=True)
@@ -479,39 +487,40 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
         lengths = np.ascontiguousarray(lengths, np.int64)
         # a read base as the IUPAC bit of its code (0 for N)
         bit_table = np.where(table < 4, np.left_shift(1, np.minimum(table, 7)), 0).astype(np.uint8)
-        passes: tuple[bool, ...] = (False, True)  # track: the first pass (any overlap?), then the second
         if flagged is not None:
             rows = rows[flagged[rows].any(axis=1)]
-            passes = (True,)
-        elif first_pass in ("bits", "gpu"):
-            from .end_overlap import BASE_BIT, Decision
+        else:  # the first pass: which reads have an overlap at all
+            if first_pass in ("bits", "gpu"):
+                from .end_overlap import BASE_BIT, Decision, gpu_flags
 
-            decision = decision if decision is not None else Decision(tasks, min_overlap, scoring)
-            if not decision.usable:
-                first_pass = "lanes"
-        # the scores of every read first, then the cut of those with an overlap
-        for track in passes:
-            if not len(rows):
-                break
-            if not track and first_pass == "bits":
+                decision = decision if decision is not None else Decision(tasks, min_overlap, scoring)
+                if not decision.usable:
+                    first_pass = "lanes"
+            if first_pass == "bits":
                 decision.flags(buf, seq_start, lengths, bit_table | np.uint8(BASE_BIT), rows, score)
-            elif not track and first_pass == "gpu":
-                from .end_overlap import gpu_flags
-
+            elif first_pass == "gpu":
                 gpu_flags(decision, buf, seq_start, lengths, bit_table, rows, score)
             else:
-                jobs = (len(rows) + _LANES - 1) // _LANES * len(tasks)
-                parallel = len(rows) >= (_SECOND_PARALLEL_FROM if track else _PARALLEL_FROM)
-                groups = min(jobs, 8 * numba.get_num_threads()) if parallel else 1
-                kernel = _end_overlaps_kernel if parallel else _end_overlaps_serial()
-                kernel(buf, seq_start, lengths, rows, bit_table, tasks.masks, tasks.starts, tasks.end, tasks.slack,
-                       tasks.thresholds, min_overlap, scoring.match, scoring.mismatch, scoring.gap_open,
-                       scoring.gap_extend, track, groups, score, cut, overlap)
-            if track:
-                break
+                _run_pass(False, len(rows) >= _PARALLEL_FROM, buf, seq_start, lengths, rows, bit_table, tasks,
+                          min_overlap, scoring, score, cut, overlap)
             rows = np.flatnonzero((score > 0).any(axis=1))
             score[rows] = 0  # the first pass marks them; the second scores them
+        if len(rows):  # the second pass: the score and cut of the reads with an overlap
+            parallel = len(rows) >= _SECOND_PARALLEL_FROM and numba.get_num_threads() >= _SECOND_PARALLEL_THREADS
+            _run_pass(True, parallel, buf, seq_start, lengths, rows, bit_table, tasks, min_overlap, scoring,
+                      score, cut, overlap)
     return score, cut, overlap
+
+
+def _run_pass(track: bool, parallel: bool, buf, seq_start, lengths, rows, bit_table, tasks: EndTasks,
+              min_overlap: int, scoring: Scoring, score, cut, overlap) -> None:
+    """A pass of :func:`_end_overlaps_body` (``track``: the second) over the
+    reads ``rows``, on its parallel kernel or its serial twin."""
+    jobs = (len(rows) + _LANES - 1) // _LANES * len(tasks)
+    groups = min(jobs, 8 * numba.get_num_threads()) if parallel else 1
+    _pass_kernel(track, parallel)(buf, seq_start, lengths, rows, bit_table, tasks.masks, tasks.starts, tasks.end,
+                                  tasks.slack, tasks.thresholds, min_overlap, scoring.match, scoring.mismatch,
+                                  scoring.gap_open, scoring.gap_extend, groups, score, cut, overlap)
 
 
 # ----------------------------------------------------------------- edited records
@@ -772,6 +781,9 @@ class EditInputs:
     codes: np.ndarray | None
     #: the end-overlap decision begun on the GPU (its ``result()``: bool (reads, tasks)), or None: the host's
     first_pass: Any = None
+    #: the end overlaps of every read begun in the trimmer's thread (a future: ``result()`` gives (score,
+    #: cut)), or None: :meth:`Trimmer.edit` computes them
+    overlaps: Any = None
 
 
 @dataclass
@@ -864,6 +876,9 @@ class Trimmer:
         self.gpu_device = getattr(screener.engine, "device", None) if screener.engine.name == "gpu" else None
         self._decision = None
         self._decision_lock = threading.Lock()
+        #: numba threads of the trimmer's thread (None: the usable cores); 1: no thread of its own
+        self.threads = screener.threads
+        self._worker: ThreadPoolExecutor | None = None
 
     @property
     def decision(self):
@@ -907,9 +922,15 @@ class Trimmer:
     def inputs(self, chunk, batch) -> EditInputs:
         """What :meth:`edit` needs of a screened batch besides its lengths: the
         codes of its reads (None for plain FASTQ: read from the chunk's
-        bytes) and, where the GPU screened it, the end-overlap decision begun
+        bytes), where the GPU screened it the end-overlap decision begun
         there on the screen's copy of its reads (running beside the
-        traceback; ``edit`` waits for it)."""
+        traceback), and the end overlaps of every read begun in the
+        trimmer's own thread (unless ``--threads 1``). They need no
+        alignments, so they run beside the batch's traceback and the writing
+        of the batch before instead of in the thread that writes, which
+        limits the run (on 2 cores the writes of 400,000 reads take about
+        0.25 s of it, and trimming added its edits, first the kernels' loads,
+        before each chunk's writes)."""
         from .chunks import RawFastqChunk
 
         codes = None if isinstance(chunk, RawFastqChunk) else batch.codes
@@ -917,7 +938,22 @@ class Trimmer:
         first_pass = None
         if begin is not None and batch.prepared is not None and len(batch) and self.decision.usable:
             first_pass = begin(batch.prepared, batch.lengths, self.decision)
-        return EditInputs(codes, first_pass)
+        if self.threads == 1:
+            return EditInputs(codes, first_pass)
+        if self._worker is None:
+            from .engines import limit_numba_threads
+
+            self._worker = ThreadPoolExecutor(1, "bpbc-trim", limit_numba_threads, (self.threads,))
+        lengths = np.asarray(batch.lengths, np.int64)
+        return EditInputs(codes, first_pass, self._worker.submit(self._every_overlap, chunk, lengths, codes,
+                                                                  first_pass))
+
+    def _every_overlap(self, chunk, lengths: np.ndarray, codes: np.ndarray | None, first_pass) -> tuple:
+        """(score, cut) of every read of a batch (:meth:`inputs`); the GPU's
+        decision is fetched first: it holds the batch's device memory until then."""
+        score, cut, _ = self.end_overlaps(chunk, lengths, codes, None,
+                                          None if first_pass is None else first_pass.result())
+        return score, cut
 
     def end_overlaps(self, chunk, lengths: np.ndarray, codes: np.ndarray | None, rows: np.ndarray | None = None,
                      flagged: np.ndarray | None = None):
@@ -959,7 +995,7 @@ class Trimmer:
         its alignments (the screen's hits, traced) and the end overlaps of its
         reads, combined (docs/trimming.md)."""
         # first: the GPU's decision holds the batch's device memory until it is fetched
-        flagged = None if inputs.first_pass is None else inputs.first_pass.result()
+        flagged = None if inputs.first_pass is None or inputs.overlaps is not None else inputs.first_pass.result()
         lengths = np.asarray(lengths, np.int64)
         # the hits on the trimmed strands: the adapter's span, extended to the pattern's ends
         use = np.isin(alignments.strand, self.trim_strands)
@@ -976,7 +1012,14 @@ class Trimmer:
         # the end overlaps found (trimming: of the reads where they can matter)
         rows = None if self.action == "mask" else self._overlaps_needed(lengths, read, five, np.where(five, end,
                                                                                                         start))
-        score, cut, _ = self.end_overlaps(chunk, lengths, inputs.codes, rows, flagged)
+        if inputs.overlaps is None:
+            score, cut, _ = self.end_overlaps(chunk, lengths, inputs.codes, rows, flagged)
+        else:
+            score, cut = inputs.overlaps.result()
+            if rows is not None:  # those of the other reads count for nothing
+                needed = np.zeros(len(lengths), bool)
+                needed[rows] = True
+                score[~needed] = 0
         found_read, task = np.nonzero(score > 0)
         found_cut = cut[found_read, task].astype(np.int64)
         found_pattern = self.tasks.pattern[task]
@@ -1052,11 +1095,12 @@ def trimmer_for(settings, screener, patterns, file_name: str) -> Trimmer | None:
     """The run's Trimmer, or None for ``--action none``. A GPU run's
     end-overlap kernel starts loading now, in the background. The host
     kernels (about 25 ms of loading from numba's cache) load where the first
-    batch's edit first calls them, in the writing thread: loaded in a thread
-    of their own beside the first batches, they took numba's lock and the
-    GIL from the threads reading, encoding and screening them, whose own
+    batch first needs them (the end overlaps' in the trimmer's thread, the
+    edits' in the writing thread), not at the start: loaded in a thread of
+    their own beside the first batches, they took numba's lock and the GIL
+    from the threads reading, encoding and screening them, whose own
     kernels load then (400,000 adapter-free reads on 2 cores, together with
-    the late import of :func:`_end_overlaps_serial`: trim / screen run wall
+    the late import of :func:`_pass_kernel`: trim / screen run wall
     1.31 -> 1.16, bench/results/trimming_startup_ab_cpu.txt)."""
     if settings.action == "none":
         return None

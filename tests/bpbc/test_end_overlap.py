@@ -452,18 +452,24 @@ def test_a_first_pass_begun_by_the_engine_replaces_the_hosts(monkeypatch, tmp_pa
                 return SimpleNamespace(result=lambda: end_overlap.lane_flags(words, order))
 
         stand_in = ReadBatch(None, lengths, SimpleNamespace(planes=planes, order=order), StandInEngine(), chunk)
-        inputs = trimmer.inputs(chunk, stand_in)
-        assert len(begun) == 1 and inputs.codes is None and inputs.first_pass is not None
         host = trimmer.edit(chunk, lengths, EditInputs(None), alignments, 1)
         with monkeypatch.context() as patched:
             patched.setattr(end_overlap.Decision, "flags", _no_host_pass)
+            inputs = trimmer.inputs(chunk, stand_in)
+            assert len(begun) == 1 and inputs.codes is None and inputs.first_pass is not None
             engine = trimmer.edit(chunk, lengths, inputs, alignments, 1)
-        for field in ("keep_start", "keep_end", "span_first", "span_start", "span_end", "edited", "pattern",
-                      "pattern_reads", "pattern_bases"):
-            assert np.array_equal(getattr(host, field), getattr(engine, field)), field
-        assert host.bases == engine.bases and host.edited.sum() > 100
-    # a CPU batch: the host's pass (its engine offers none)
-    assert trimmer.inputs(chunk, batch) == EditInputs(None)
+            # the same with the trimmer's thread left out (--threads 1): the flags taken in edit
+            inline = trimmer.edit(chunk, lengths, EditInputs(None, inputs.first_pass), alignments, 1)
+        for edit in (engine, inline):
+            for field in ("keep_start", "keep_end", "span_first", "span_start", "span_end", "edited", "pattern",
+                          "pattern_reads", "pattern_bases"):
+                assert np.array_equal(getattr(host, field), getattr(edit, field)), field
+            assert host.bases == edit.bases and host.edited.sum() > 100
+    # a CPU batch: no pass begun on the engine (it offers none), the host's begun in the trimmer's thread
+    inputs = trimmer.inputs(chunk, batch)
+    assert inputs.codes is None and inputs.first_pass is None
+    for a, b in zip(inputs.overlaps.result(), trimmer.end_overlaps(chunk, lengths, None)):
+        assert np.array_equal(a, b)
 
 
 def _no_host_pass(*args, **kwargs):

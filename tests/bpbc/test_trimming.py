@@ -29,6 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpbc.alphabet import READ_CODE, encode_pattern
+from bpbc import trimming
 from bpbc.cli import main
 from bpbc.scoring import Scoring
 from bpbc.chunks import RawFastqChunk
@@ -175,12 +176,18 @@ def test_reference_scores_are_parasails_semi_global_scores(scoring):
                                        scoring.gap_extend, matrix).score == score
 
 
+@pytest.mark.parametrize("second_pass", ["serial", "parallel"])
 @pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
 @pytest.mark.parametrize("end", [_END3, _END5], ids=["3prime", "5prime"])
-def test_kernel_matches_the_reference(scoring, end):
+def test_kernel_matches_the_reference(scoring, end, second_pass, monkeypatch):
     """Score, cut and overlap of every read: short reads (padded lanes), long
     ones (the window and the band), N, IUPAC patterns, indels, every
-    fraction and minimum overlap; more than 256 reads take the parallel kernel."""
+    fraction and minimum overlap; more than 256 reads take the first pass's
+    parallel kernel, and the second pass runs on its serial twin or (as on
+    more than 2 threads from 16,384 flagged reads) on its parallel kernel."""
+    if second_pass == "parallel":
+        monkeypatch.setattr(trimming, "_SECOND_PARALLEL_FROM", 1)
+        monkeypatch.setattr(trimming, "_SECOND_PARALLEL_THREADS", 1)
     rng = np.random.default_rng(end * 10 + SCORINGS.index(scoring))
     found = 0
     for trial in range(12):
