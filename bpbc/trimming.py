@@ -870,6 +870,7 @@ class Trimmer:
         self.kind = np.array([ADAPTER_KINDS.index(kind) for kind in kinds], np.int64)
         #: strand indices (into the screen's strands) whose hits are trimmed
         self.trim_strands = np.array([screener.strands.index(sign) for sign in strands], np.int64)
+        self._every_strand = len(strands) == len(screener.strands)
         fractions = pattern_fractions(patterns, screener.thresholds, self.scoring, min_score_fraction)
         self.tasks = self._tasks(screener, fractions)
         #: the GPU of a GPU run (its end-overlap kernel is loaded by warm_up_gpu), else None
@@ -973,7 +974,9 @@ class Trimmer:
         """Trimming: the reads whose end overlaps can change the cut, given the
         hits' cuts. A partial adapter's cut lies within ``reach`` bases of its
         end, so behind a 3' cut further from the end (before a 5' cut further
-        from the start) it changes nothing, not even which pattern is credited."""
+        from the start) it changes nothing, not even which pattern is credited
+        (so the trimmer's thread, which runs before the hits are traced,
+        computes every read's)."""
         needed = np.zeros(len(lengths), bool)
         for side in (_END3, _END5):
             ends = self.tasks.end == side
@@ -998,7 +1001,8 @@ class Trimmer:
         flagged = None if inputs.first_pass is None or inputs.overlaps is not None else inputs.first_pass.result()
         lengths = np.asarray(lengths, np.int64)
         # the hits on the trimmed strands: the adapter's span, extended to the pattern's ends
-        use = np.isin(alignments.strand, self.trim_strands)
+        # (every hit where every screened strand is trimmed: views, not copies of the columns)
+        use = slice(None) if self._every_strand else np.isin(alignments.strand, self.trim_strands)
         read = alignments.read_index[use]
         pattern = alignments.pattern_index[use]
         m = self.lengths[pattern]
@@ -1010,16 +1014,12 @@ class Trimmer:
         kind = self.kind[pattern]
         five = (kind == _FIVE) | ((kind == _ANYWHERE) & (start == 0))
         # the end overlaps found (trimming: of the reads where they can matter)
-        rows = None if self.action == "mask" else self._overlaps_needed(lengths, read, five, np.where(five, end,
-                                                                                                        start))
-        if inputs.overlaps is None:
-            score, cut, _ = self.end_overlaps(chunk, lengths, inputs.codes, rows, flagged)
-        else:
+        if inputs.overlaps is not None:  # every read's: those the hits leave out change nothing (below)
             score, cut = inputs.overlaps.result()
-            if rows is not None:  # those of the other reads count for nothing
-                needed = np.zeros(len(lengths), bool)
-                needed[rows] = True
-                score[~needed] = 0
+        else:  # trimming: of the reads where they can matter
+            rows = None if self.action == "mask" else self._overlaps_needed(lengths, read, five, np.where(
+                five, end, start))
+            score, cut, _ = self.end_overlaps(chunk, lengths, inputs.codes, rows, flagged)
         found_read, task = np.nonzero(score > 0)
         found_cut = cut[found_read, task].astype(np.int64)
         found_pattern = self.tasks.pattern[task]

@@ -655,7 +655,9 @@ def test_importing_trimming_leaves_the_screens_modules_for_later():
 @pytest.mark.parametrize("kind", ["3prime", "5prime", "anywhere"])
 def test_skipping_overlaps_behind_an_earlier_cut_changes_nothing(capsys, tmp_path, monkeypatch, kind):
     """Trimming computes the end overlaps only of reads whose hits leave the
-    end uncut (Trimmer._overlaps_needed): every read's cut and credit stay."""
+    end uncut (Trimmer._overlaps_needed, where edit computes them: --threads
+    1): every read's cut and credit stay, so the trimmer's thread, which
+    computes every read's, trims the same."""
     from bench.trimming import planted_reads
 
     from bpbc.trimming import Trimmer
@@ -672,8 +674,12 @@ def test_skipping_overlaps_behind_an_earlier_cut_changes_nothing(capsys, tmp_pat
             monkeypatch.setattr(Trimmer, "_overlaps_needed", lambda self, lengths, *rest: np.arange(len(lengths)))
         status, _, _ = run_cli(capsys, reads_path, tmp_path / "p.fa", "--action", "trim", "--min-score-fraction",
                                "0.8", "--strand", "forward", "--trimmed", tmp_path / "t.fq", "--json",
-                               tmp_path / "s.json", "-o", tmp_path / "o.paf", "-q")
+                               tmp_path / "s.json", "-o", tmp_path / "o.paf", "-q", "--threads", "1")
         assert status == 0
         summary = json.loads((tmp_path / "s.json").read_text())
         outputs[skipping] = ((tmp_path / "t.fq").read_bytes(), summary["patterns"], summary["bases_trimmed"])
     assert outputs[True] == outputs[False]
+    # and the trimmer's thread (every read's overlaps) trims the same
+    status, _, _ = run_cli(capsys, reads_path, tmp_path / "p.fa", "--action", "trim", "--min-score-fraction", "0.8",
+                           "--strand", "forward", "--trimmed", tmp_path / "t.fq", "-q", "-o", tmp_path / "o.paf")
+    assert status == 0 and (tmp_path / "t.fq").read_bytes() == outputs[True][0]
