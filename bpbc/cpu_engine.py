@@ -1162,12 +1162,37 @@ def stable_order(keys, n_keys):
 
 
 @njit(cache=True, nogil=True)
-def _ascending(lengths):
-    """Whether ``lengths`` never fall."""
-    for i in range(1, lengths.shape[0]):
-        if lengths[i] < lengths[i - 1]:
+def _pairs_ascending(minor, major):
+    """Whether the pairs (major[i], minor[i]) never fall (minor empty: the majors alone)."""
+    for i in range(1, major.shape[0]):
+        if major[i] < major[i - 1] or (minor.shape[0] and major[i] == major[i - 1] and minor[i] < minor[i - 1]):
             return False
     return True
+
+
+#: values per piece of _ascending's parallel check
+_ASCENDING_PIECE = 1 << 16
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _ascending_parallel(values):
+    """Whether ``values`` never fall, a piece per thread at a time."""
+    n = values.shape[0]
+    falls = 0
+    for p in prange((n + _ASCENDING_PIECE - 1) // _ASCENDING_PIECE):
+        piece = values[max(0, p * _ASCENDING_PIECE - 1):min(n, (p + 1) * _ASCENDING_PIECE)]
+        if not _pairs_ascending(piece[:0], piece):
+            falls += 1
+    return falls == 0
+
+
+def _ascending(lengths: np.ndarray) -> bool:
+    """Whether ``lengths`` never fall: on every thread from two pieces on
+    (sorted lengths are read to the end, and 1.6M of them, cold in this
+    core's caches, took 3.7 ms on the 16-core host's calling thread)."""
+    if len(lengths) >= 2 * _ASCENDING_PIECE:
+        return bool(_ascending_parallel(lengths))
+    return bool(_pairs_ascending(lengths[:0], lengths))
 
 
 #: the identity order, as the kernels take it (PreparedReads.lane_order)
@@ -1201,6 +1226,8 @@ def lexsort2(minor: np.ndarray, major: np.ndarray) -> np.ndarray:
     counting passes, minor first (the same order, ties in input order)."""
     if len(major) == 0:
         return np.zeros(0, np.int64)
+    if _pairs_ascending(minor, major):  # one pattern, reads of one length: in order already
+        return np.arange(len(major), dtype=np.int64)
     by_minor = stable_order(minor, int(minor.max()) + 1)
     return by_minor[stable_order(major[by_minor], int(major.max()) + 1)]
 

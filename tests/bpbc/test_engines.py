@@ -333,6 +333,33 @@ def test_threads_sharing_a_count_each_take_numbers_of_their_own():
     assert np.array_equal(np.sort(taken), np.arange(n)) and counter[0] == n + threads
 
 
+def test_sorted_keys_and_lengths_are_found_sorted():
+    """lexsort2 of keys in order already (the identity, found without
+    sorting) and not quite in order; the check that lengths never fall, on
+    one thread and in pieces on all, with the one fall anywhere: inside a
+    piece, at a piece's first value, at the very end."""
+    from bpbc.cpu_engine import _ASCENDING_PIECE, _ascending, lexsort2
+
+    rng = np.random.default_rng(12)
+    major = np.sort(rng.integers(0, 5, 3000))
+    minor = np.zeros(3000, np.int64)
+    for start in np.flatnonzero(np.diff(major, prepend=-1)):  # ascending within each major
+        minor[start:] = np.sort(rng.integers(0, 151, 3000 - start))
+    for a_major, a_minor in ((major, minor), (major, np.zeros(3000, np.int64)), (major, minor[::-1].copy())):
+        assert np.array_equal(lexsort2(a_minor, a_major), np.lexsort((a_minor, a_major)))
+    swapped = major.copy()
+    swapped[[10, 2990]] = swapped[[2990, 10]]
+    assert np.array_equal(lexsort2(minor, swapped), np.lexsort((minor, swapped)))
+    for n in (0, 1, 1000, 2 * _ASCENDING_PIECE + 5, 5 * _ASCENDING_PIECE):
+        lengths = np.sort(rng.integers(0, 300, n))
+        assert _ascending(lengths)
+        for fall in {1, n // 2, _ASCENDING_PIECE, 2 * _ASCENDING_PIECE + 1, n - 1} - {0} if n > 1 else ():
+            if fall < n:
+                fallen = lengths.copy()
+                fallen[fall] = fallen[fall - 1] - 1
+                assert not _ascending(fallen)
+
+
 # ---------------------------------------------------------------- CPU targets and kernel shapes
 
 def test_every_kernel_shape_gives_the_same_scores():
