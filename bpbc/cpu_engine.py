@@ -17,8 +17,8 @@ kernel needs about 1.5x the time). Its layout, the :class:`KernelShape`
 the gate list), is chosen per target (:func:`cpu_target`, read from numba's
 configuration at first use, never at import), and the generated source and
 its cache file are keyed by the target. Kernels are serial and release the
-GIL; a pool of threads kept between calls runs them over slices of tasks.
-numba caches them on disk.
+GIL; a pool of threads kept between calls runs them, each thread taking the
+next task from a count they share. numba caches them on disk.
 
 The cell update, in saturation-free form (see docs/exactness.md):
 
