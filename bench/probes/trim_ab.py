@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--slack", type=float, default=0.08, help="CPU seconds others may use during a run")
     parser.add_argument("--data", default="planted,adapter-free", help="data sets, comma-separated")
+    parser.add_argument("--device", default="cpu", help="the runs' --device (cpu, gpu)")
     parser.add_argument("--raw", type=Path, help="write every run here (JSON)")
     parser.add_argument("--scratch", type=Path, help="where the reads and outputs go (default: the temporary "
                         "directory; /dev/shm leaves out the disk's writeback, this VM's largest noise)")
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             reads = work / f"{label}.fq"
             reads.write_bytes(planted_reads(args.reads, 150, 20, adapters=adapters)[0])
             common = [str(reads), str(work / "adapter.fa"), "--strand", "forward", "--min-score-fraction", "0.8",
-                      "--device", "cpu", "-o", "/dev/null", "--matched", str(work / "m.fq"), "--unmatched",
+                      "--device", args.device, "-o", "/dev/null", "--matched", str(work / "m.fq"), "--unmatched",
                       str(work / "u.fq"), "-q", "--json", str(work / "s.json")]
             trim = ["--action", "trim", "--min-overlap", str(MIN_OVERLAP)]
             first = next(iter(trees))
