@@ -61,8 +61,6 @@ MIN_AUTO_CHUNK_SIZE = 1_000
 SEVERAL_DEVICES_CHUNK_WORK = 1 << 32
 #: ... and at least this many reads (a chunk's per-launch costs)
 SEVERAL_DEVICES_MIN_CHUNK = 4_096
-#: chunks a device takes at a time with several devices: one screened, the next encoded beside it
-CHUNKS_A_DEVICE = 2
 #: the first chunk is this many times smaller (then doubling): the engine starts sooner
 CHUNK_RAMP = 8
 
@@ -500,18 +498,14 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
     One device: chunks encoded in a thread of their own
     (:func:`_prepared_chunks`), screened by ``screener`` in this one.
     Several (``makers`` of the other GPUs' twins, see :func:`twin_makers`):
-    each chunk is encoded and screened by whichever device is free first,
-    in one of 2n threads, with up to 3n chunks under way. A batch is
+    each chunk is encoded and screened by whichever device is idle first,
+    in one of n threads, with up to 2n chunks under way. A batch is
     prepared on the device that screens it, and preparing waits for the
     kernels already running there (they fill it), so one thread preparing
-    for every device left the others idle. Each device takes two chunks at
-    a time and screens one at a time: the encoding of one (on the host, then
-    its upload behind the device's kernels) goes on while the other is
-    screened, where one thread a device left it idle while its next chunk
-    was encoded. Taking a free device rather than device k mod n for chunk
-    k keeps a device that started later, or drew larger chunks, from holding
-    up the others (the output waits for chunks in order). Stage seconds add
-    up over the devices."""
+    for every device left the others idle. Taking the idle device rather
+    than device k mod n for chunk k keeps a device that started later, or
+    drew larger chunks, from holding up the others (the output waits for
+    chunks in order). Stage seconds add up over the devices."""
     if not makers:
         with closing(_prepared_chunks(read_chunks, source_name, screener, stages)) as prepared:
             for chunk, batch in prepared:
@@ -520,48 +514,41 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
                 yield chunk, batch, hits
         return
 
-    free: queue.SimpleQueue = queue.SimpleQueue()  # (screener, its lock) twice a device; errors in making one
-    screening = threading.Lock()  # held by the first device's screen: one at a time on each device
+    idle: queue.SimpleQueue = queue.SimpleQueue()  # screeners, and errors in making one
+    idle.put(screener)
 
     def join(make) -> None:
         """Make a twin (its device's context, about 0.3 s) while the first
         device screens, and let it take chunks from then on."""
         try:
-            twin = (make(), threading.Lock())
+            idle.put(make())
         except BaseException as error:  # noqa: BLE001 - raised where a chunk would have used it
-            free.put(_Raised(error))
-            return
-        for _ in range(CHUNKS_A_DEVICE):
-            free.put(twin)
+            idle.put(_Raised(error))
 
     def screen(chunk):
-        taken = free.get()  # a device free, or the next to be ready: 2n threads, 2n places
-        if isinstance(taken, _Raised):
-            free.put(taken)  # for the chunks waiting behind
-            raise taken.error
-        device, lock = taken
+        device = idle.get()  # a device idle, or the next to be ready: n threads, n screeners
+        if isinstance(device, _Raised):
+            idle.put(device)  # for the chunks waiting behind
+            raise device.error
         try:
             with stages.timing("encode"):
                 batch = encode_chunk(chunk, device.engine, source_name)
-            with lock, stages.timing("device"):
+            with stages.timing("device"):
                 return batch, device.hits(batch)
         finally:
-            free.put(taken)
+            idle.put(device)
 
-    for _ in range(CHUNKS_A_DEVICE):
-        free.put((screener, screening))
     n = 1 + len(makers)
     setting_up = [threading.Thread(target=join, args=(make,), name="bpbc-gpu-set-up", daemon=True)
                   for make in makers]
     for thread in setting_up:
         thread.start()
-    pool = ThreadPoolExecutor(CHUNKS_A_DEVICE * n, "bpbc-gpu", limit_numba_threads,
-                              (encoding_threads(screener.threads),))
+    pool = ThreadPoolExecutor(n, "bpbc-gpu", limit_numba_threads, (encoding_threads(screener.threads),))
     pending: deque = deque()
     try:
         for chunk in read_chunks:
             pending.append((chunk, pool.submit(screen, chunk)))
-            if len(pending) == (CHUNKS_A_DEVICE + 1) * n:  # each device has a chunk queued behind its two
+            if len(pending) == 2 * n:  # each device has a chunk queued behind its current one
                 chunk, done = pending.popleft()
                 yield (chunk, *done.result())
         while pending:

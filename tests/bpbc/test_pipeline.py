@@ -114,41 +114,6 @@ def test_chunks_spread_over_several_devices_come_back_in_input_order(monkeypatch
     assert sum(device.taken for device in devices) == 60
 
 
-def test_a_device_encodes_its_next_chunk_while_it_screens(monkeypatch):
-    """With several devices, a device's next chunk is encoded (for that
-    device) while it screens the one before: one thread a device left it
-    idle meanwhile. The second device here is ready only after a while."""
-    import time
-
-    from bpbc import pipeline
-
-    next_encoded = threading.Event()  # chunk 1 encoded for device 0
-
-    class Screener:
-        def __init__(self, engine):
-            self.engine, self.threads = engine, None
-
-        def hits(self, batch):
-            engine, k = batch
-            if k == 0:
-                assert next_encoded.wait(5), "the next chunk was not encoded beside this screen"
-            return batch
-
-    def encode(chunk, engine, source):
-        if chunk == 1 and engine == "engine0":
-            next_encoded.set()
-        return engine, chunk
-
-    def late():
-        time.sleep(0.5)
-        return Screener("engine1")
-
-    monkeypatch.setattr(pipeline, "encode_chunk", encode)
-    results = list(pipeline._screened(iter(range(8)), "reads", Screener("engine0"), [late], pipeline.StageTimes()))
-    assert [k for _, (_, k), _ in results] == list(range(8))
-    assert results[1][1] == ("engine0", 1)
-
-
 def test_a_device_that_cannot_be_set_up_fails_the_run(monkeypatch):
     from bpbc import pipeline
 
