@@ -45,8 +45,9 @@ class Reads:
         self.lengths = lengths
         self._names = names  # one per row, or None
         self._records = records  # the items the reads came from (names looked up only for an error), or None
-        #: the row, in the reads as made, of each read: a subset keeps its reads' names
-        self.rows = np.arange(len(lengths)) if rows is None else rows
+        #: the row, in the reads as made, of each read (None: read i is row i, and
+        #: no array of n rows is made for reads never subset): a subset keeps its reads' names
+        self._rows = rows
 
     @classmethod
     def from_buffer(cls, data, offsets, names: Sequence[str] | None = None) -> Reads:
@@ -97,7 +98,7 @@ class Reads:
 
     def name(self, index: int) -> str:
         """The name of read ``index``, as errors give it."""
-        row = int(self.rows[index])
+        row = index if self._rows is None else int(self._rows[index])
         if self._names is not None:
             return str(self._names[row])
         if self._records is not None:
@@ -106,7 +107,8 @@ class Reads:
 
     def subset(self, rows: np.ndarray) -> Reads:
         """The reads ``rows`` (indices), in that order, sharing this buffer."""
-        return Reads(self.data, self.seq_start[rows], self.lengths[rows], self._names, self._records, self.rows[rows])
+        return Reads(self.data, self.seq_start[rows], self.lengths[rows], self._names, self._records,
+                     np.asarray(rows) if self._rows is None else self._rows[rows])
 
     def encode(self) -> tuple[np.ndarray, np.ndarray]:
         """(codes, lengths) as :func:`bpbc.alphabet.encode_reads` gives them;

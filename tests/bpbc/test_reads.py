@@ -92,6 +92,8 @@ def test_a_bad_byte_names_its_read(monkeypatch, gather_from):
         if len(made) > 3:
             with pytest.raises(SequenceError, match=message):
                 made.subset(np.array([3, 2])).encode()
+            with pytest.raises(SequenceError, match=message):  # a subset of a subset: still the reads' own numbers
+                made.subset(np.array([0, 2, 3])).subset(np.array([2, 1])).encode()
 
 
 @pytest.mark.parametrize("data, offsets, names, error, message", [
