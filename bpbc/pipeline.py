@@ -764,9 +764,14 @@ def screen_files(
         counts = np.zeros((len(pattern_ids), len(strands), mates), dtype=np.int64)
 
         outputs: list[AtomicOutput] = []
+        # every output, those the writer makes as it goes too (demultiplexing),
+        # is committed or discarded here, after the threads that write them
+        # have stopped (they are entered below): one discarded while the
+        # writer could still open it was left open
+        output_stack = stack.enter_context(ExitStack())
 
         def create(path, what) -> AtomicOutput:
-            out = stack.enter_context(AtomicOutput(path, what, compression_threads(threads)))
+            out = output_stack.enter_context(AtomicOutput(path, what, compression_threads(threads)))
             outputs.append(out)
             return out
 
