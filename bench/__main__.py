@@ -29,6 +29,7 @@ SCRIPTS = {
     "library-scaling": "library_scaling",
     "fastq-scan": "fastq_scan",
     "panel-rate": "panel_rate",
+    "several-gpus": "several_gpus",
 }
 
 

@@ -48,8 +48,10 @@ def timed(command: list[str], env: dict | None = None, cwd=None) -> tuple[float,
     process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
-    stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
-    code = os.waitstatus_to_exitcode(status)
+    code = process.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen waits no more
+    assert process.stderr is not None
+    with process.stderr:
+        stderr = process.stderr.read().decode(errors="replace")
     if code:
         print(f"  exit {code}: {' '.join(command)}\n{stderr[-2000:]}", file=sys.stderr)
     return wall, usage.ru_maxrss / 1e6, code
