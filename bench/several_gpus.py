@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from .environment import RESULTS_DIR, device_kind, environment, gpu_info, write_csv
-from .host_pipeline import ROOT, timed
+from .host_pipeline import ROOT, random_patterns, timed
 
 READ_LENGTH, THRESHOLD, STRANDS = 150, 40, 2
 LONG_PANEL = "long2000"
@@ -45,14 +45,12 @@ def panel_file(work: Path, panel: str) -> Path:
     path = work / f"panel_{panel}.fa"
     if path.exists():
         return path
-    bases = np.frombuffer(b"ACGT", np.uint8)
-    if panel == LONG_PANEL:
-        rng = np.random.default_rng(28)
-        rows = [bases[rng.integers(0, 4, n)] for n in rng.integers(100, 10_001, 2000)]
-    else:
+    if panel != LONG_PANEL:
         count, _, length = panel.lower().partition("x")
-        rng = np.random.default_rng(7)
-        rows = list(bases[rng.integers(0, 4, (int(count), int(length)))])
+        return random_patterns(path, int(count), int(length), 7)
+    rng = np.random.default_rng(28)
+    bases = np.frombuffer(b"ACGT", np.uint8)
+    rows = [bases[rng.integers(0, 4, n)] for n in rng.integers(100, 10_001, 2000)]
     path.write_text("".join(f">p{i}\n{row.tobytes().decode()}\n" for i, row in enumerate(rows)))
     return path
 
