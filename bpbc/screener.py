@@ -40,6 +40,15 @@ def _names_and_sequences(items, kind: str) -> tuple[list[str], list[bytes]]:
     return [record_name(item, i, kind) for i, item in enumerate(items)], [as_bytes(item) for item in items]
 
 
+def first_of_runs(values: np.ndarray) -> np.ndarray:
+    """bool: where each run of equal values in ``values`` begins (sorted
+    values: where each distinct value first occurs)."""
+    first = np.empty(len(values), dtype=bool)
+    first[:1] = True
+    np.not_equal(values[1:], values[:-1], out=first[1:])
+    return first
+
+
 def _rows_and_local(reads: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """np.unique(reads, return_inverse=True) for read indices below ``n``,
     without sorting: the reads that occur, in order, and each entry's index
@@ -47,9 +56,7 @@ def _rows_and_local(reads: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     take time in their number, not in ``n`` (a serial pass over 400k reads
     for a few thousand hits)."""
     if len(reads) == 0 or (reads[1:] >= reads[:-1]).all():
-        first = np.empty(len(reads), dtype=bool)
-        first[:1] = True
-        np.not_equal(reads[1:], reads[:-1], out=first[1:])
+        first = first_of_runs(reads)
         return reads[first], np.cumsum(first, dtype=np.int64) - 1
     present = np.zeros(n, dtype=bool)
     present[reads] = True
