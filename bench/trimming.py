@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         patterns = work / "adapter.fa"
         patterns.write_text(f">truseq\n{ADAPTER}\n")
         screen = [reads, patterns, "--strand", "forward", "--min-score-fraction", "0.8", "--device", args.device,
-                  "-o", "/dev/null", "--matched", work / "m.fq", "--unmatched", work / "u.fq", "-q"]
+                  "-o", work / "hits.paf", "--matched", work / "m.fq", "--unmatched", work / "u.fq", "-q"]
         trim = ["--action", "trim", "--min-overlap", str(MIN_OVERLAP)]
         # exactness: every read written, trimmed where an adapter was found
         subprocess.run(command(*screen, *trim, "--trimmed", work / "t.fq"), check=True)

@@ -459,7 +459,7 @@ class EndTasks:
 
 def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: int, scoring: Scoring,
                  rows: np.ndarray | None = None, decision=None, first_pass: str = "bits",
-                 flagged: np.ndarray | None = None):
+                 flagged: np.ndarray | None = None, prepared=None):
     """(score, cut, overlap), each int32 (reads, tasks): every read's best
     passing end overlap per task (score 0: none), of the reads ``rows``
     (default all; the others get 0). The reads: bytes
@@ -475,11 +475,15 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
     ``end_overlap.MAX_PLANES`` planes). ``flagged`` (bool (reads, tasks)),
     where given, is a first pass run already, over every read (on the GPU,
     over the screen's copy of the batch: :meth:`Trimmer.inputs`): of
-    ``rows``, the reads it flags go to the second pass. All are exact; the
-    second pass is the same."""
+    ``rows``, the reads it flags go to the second pass. ``prepared``, where
+    given, is the CPU screen's batch of these reads
+    (bpbc.cpu_engine.PreparedReads): the bit-sliced pass over every read
+    (``rows`` None) reads their bases from its bit planes, not from
+    ``buf``. All are exact; the second pass is the same."""
     reads = len(lengths)
     shape = (reads, len(tasks))
     score, cut, overlap = np.zeros(shape, np.int32), np.zeros(shape, np.int32), np.zeros(shape, np.int32)
+    every_read = rows is None
     rows = np.arange(reads, dtype=np.int64) if rows is None else np.ascontiguousarray(rows, np.int64)
     if len(rows) and len(tasks):
         buf = np.asarray(buf).view(np.uint8).reshape(-1)
@@ -496,7 +500,9 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
                 decision = decision if decision is not None else Decision(tasks, min_overlap, scoring)
                 if not decision.usable:
                     first_pass = "lanes"
-            if first_pass == "bits":
+            if first_pass == "bits" and prepared is not None and every_read and prepared.n == reads:
+                decision.plane_flags(prepared, lengths, score)
+            elif first_pass == "bits":
                 decision.flags(buf, seq_start, lengths, bit_table | np.uint8(BASE_BIT), rows, score)
             elif first_pass == "gpu":
                 gpu_flags(decision, buf, seq_start, lengths, bit_table, rows, score)
@@ -947,29 +953,35 @@ class Trimmer:
 
             self._worker = ThreadPoolExecutor(1, "bpbc-trim", limit_numba_threads, (self.threads,))
         lengths = np.asarray(batch.lengths, np.int64)
+        # the CPU screen's bit planes of the batch: the decision reads its rows there (it holds them meanwhile)
+        prepared = batch.prepared if first_pass is None and _cpu_planes(batch.prepared) else None
         return EditInputs(codes, first_pass, self._worker.submit(self._every_overlap, chunk, lengths, codes,
-                                                                  first_pass))
+                                                                  first_pass, prepared))
 
-    def _every_overlap(self, chunk, lengths: np.ndarray, codes: np.ndarray | None, first_pass) -> tuple:
+    def _every_overlap(self, chunk, lengths: np.ndarray, codes: np.ndarray | None, first_pass,
+                       prepared=None) -> tuple:
         """(score, cut) of every read of a batch (:meth:`inputs`); the GPU's
         decision is fetched first: it holds the batch's device memory until then."""
         score, cut, _ = self.end_overlaps(chunk, lengths, codes, None,
-                                          None if first_pass is None else first_pass.result())
+                                          None if first_pass is None else first_pass.result(), prepared)
         return score, cut
 
     def end_overlaps(self, chunk, lengths: np.ndarray, codes: np.ndarray | None, rows: np.ndarray | None = None,
-                     flagged: np.ndarray | None = None):
+                     flagged: np.ndarray | None = None, prepared=None):
         """(score, cut, overlap) of the reads ``rows`` (default all) of a
         chunk (rows as its batch's), for every end task; ``flagged``: the
-        first pass's flags where it ran on the GPU."""
+        first pass's flags where it ran on the GPU; ``prepared``: the CPU
+        screen's batch, whose bit planes the first pass reads (see
+        :func:`end_overlaps`)."""
         if codes is None:
             return end_overlaps(chunk.data, chunk.seq_start, chunk.lengths, READ_CODE, self.tasks,
-                                self.min_overlap, self.scoring, rows, self.decision, flagged=flagged)
+                                self.min_overlap, self.scoring, rows, self.decision, flagged=flagged,
+                                prepared=prepared)
         codes = np.ascontiguousarray(codes, np.uint8)
         width = codes.shape[1] if codes.ndim == 2 else 0
         seq_start = np.arange(len(lengths), dtype=np.int64) * width
         return end_overlaps(codes.reshape(-1), seq_start, lengths, _CODE_IDENTITY, self.tasks, self.min_overlap,
-                            self.scoring, rows, self.decision, flagged=flagged)
+                            self.scoring, rows, self.decision, flagged=flagged, prepared=prepared)
 
     def _overlaps_needed(self, lengths: np.ndarray, read: np.ndarray, five: np.ndarray, cut: np.ndarray):
         """Trimming: the reads whose end overlaps can change the cut, given the
@@ -1065,6 +1077,17 @@ class Trimmer:
         if not self.min_length:
             return np.ones(len(lengths) // mates, bool)
         return np.asarray((lengths >= self.min_length).reshape(-1, mates).all(axis=1))
+
+
+def _cpu_planes(prepared) -> bool:
+    """Whether ``prepared`` (a batch's prepared form) is the CPU screen's
+    bit planes (bpbc.cpu_engine.PreparedReads), which the bit-sliced
+    decision can read instead of the reads' bytes."""
+    if prepared is None:
+        return False
+    from .cpu_engine import PreparedReads
+
+    return isinstance(prepared, PreparedReads)
 
 
 def check_min_overlap(min_overlap: int, names, lengths) -> None:

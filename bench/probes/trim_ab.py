@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             reads = work / f"{label}.fq"
             reads.write_bytes(planted_reads(args.reads, 150, 20, adapters=adapters)[0])
             common = [str(reads), str(work / "adapter.fa"), "--strand", "forward", "--min-score-fraction", "0.8",
-                      "--device", args.device, "-o", "/dev/null", "--matched", str(work / "m.fq"), "--unmatched",
+                      "--device", args.device, "-o", str(work / "hits.paf"), "--matched", str(work / "m.fq"), "--unmatched",
                       str(work / "u.fq"), "-q", "--json", str(work / "s.json")]
             trim = ["--action", "trim", "--min-overlap", str(MIN_OVERLAP)]
             first = next(iter(trees))

@@ -206,6 +206,98 @@ def test_end_overlaps_is_the_same_with_either_first_pass():
         assert (bits[0] > 0).sum() > 100
 
 
+def cpu_batches(reads: list[str], rng) -> list:
+    """The reads as the CPU screen holds a batch (bpbc.cpu_engine.PreparedReads,
+    lane i holding read order[i]), several ways: from their bytes (sorted by
+    length; the identity order where they are in length order already) in
+    superblocks of 16 words, from codes in superblocks of 8 and 3 words, and
+    in a random order (word groups of many lengths, read lane by lane)."""
+    from bpbc.cpu_engine import PreparedReads
+
+    data, starts, lengths = joined(reads)
+    codes = np.full((len(reads), max(1, int(lengths.max(initial=0)))), 4, np.uint8)
+    for r, read in enumerate(reads):
+        codes[r, :len(read)] = codes_of(read)
+    padded = np.concatenate([data, np.zeros(64, np.uint8)])  # from_bytes may read 64 bytes at a time
+    batches = [PreparedReads.from_bytes(padded, starts, lengths, 16), PreparedReads(codes, lengths, words=8),
+               PreparedReads(codes, lengths, order=rng.permutation(len(reads)).astype(np.int64), words=3)]
+    assert batches[0] is not None
+    return batches
+
+
+def plane_decided(prepared, reads: list[str], tasks: EndTasks, min_overlap: int, scoring: Scoring,
+                  first_rows: int = end_overlap.FIRST_ROWS) -> np.ndarray:
+    """bool (reads, tasks): the bit-sliced pass's flags from a CPU batch's bit planes."""
+    out = np.zeros((len(reads), len(tasks)), np.int32)
+    lengths = np.array([len(read) for read in reads], np.int64)
+    Decision(tasks, min_overlap, scoring).plane_flags(prepared, lengths, out, first_rows)
+    return out > 0
+
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_decision_from_a_cpu_batch_is_the_reference(scoring):
+    """The decision reading the rows from the CPU screen's bit planes of the
+    batch (Decision.plane_flags) flags exactly what the plain DP flags:
+    several tasks of both ends, more than one superblock of 512 and a
+    partial last one, reads of many lengths (word groups of one length and
+    of several), short and empty reads, N and lowercase, IUPAC patterns;
+    the batch laid out in any order and superblock width, rows loaded in
+    any steps."""
+    rng = np.random.default_rng(60 + SCORINGS.index(scoring))
+    patterns = [random_pattern(rng, int(rng.integers(5, 34)), iupac_rate=0.1) for _ in range(3)]
+    ends = [_END3, _END5, _END3]
+    fractions = [Fraction(4, 5), Fraction(1, 2), Fraction(7, 10)]
+    reads = ["", "A", "NNNNN", "acgtn"]
+    for pattern, end in zip(patterns, ends):
+        reads += planted_reads(rng, pattern, end, 400)
+    reads += [random_read(rng, 150, n_rate=0.01, lower_rate=0.1) for _ in range(600)]  # groups of one length
+    reads = [reads[i] for i in rng.permutation(len(reads))]
+    tasks = tasks_of(patterns, ends, fractions, scoring)
+    want = expected(reads, patterns, ends, fractions, 2, scoring)
+    assert want.sum() > 100
+    for prepared in cpu_batches(reads, rng):
+        for first_rows in (1, end_overlap.FIRST_ROWS, 60):
+            assert np.array_equal(plane_decided(prepared, reads, tasks, 2, scoring, first_rows), want)
+
+
+@pytest.mark.parametrize("end", [_END3, _END5], ids=["3prime", "5prime"])
+def test_decision_from_a_cpu_batch_of_one_length(end):
+    """Reads of one length in input order (the identity order: no lanes
+    reordered), as most runs' batches are, and a partial last word group."""
+    scoring = Scoring()
+    rng = np.random.default_rng(31 + end)
+    pattern = "AGATCGGAAGAGCACACGTCTGAACTCCAGTCA"
+    fraction = Fraction(4, 5)
+    reads = []
+    for _ in range(1100):
+        overlap = int(rng.integers(0, 34))
+        piece = pattern[:overlap] if end == _END3 else pattern[len(pattern) - overlap:]
+        piece = mutate(rng, piece, 0.05)[:150]
+        flank = random_read(rng, 150 - len(piece), n_rate=0.01)
+        reads.append(flank + piece if end == _END3 else piece + flank)
+    tasks = tasks_of([pattern], [end], [fraction], scoring)
+    want = expected(reads, [pattern], [end], [fraction], 3, scoring)
+    batches = cpu_batches(reads, rng)
+    assert not len(batches[0].lane_order)  # the identity
+    for prepared in batches:
+        assert np.array_equal(plane_decided(prepared, reads, tasks, 3, scoring), want)
+    assert 100 < want.sum() < 1000
+
+
+@settings(max_examples=60, deadline=None)
+@given(pattern=pattern_texts(min_size=1, max_size=25), reads=st.lists(read_texts(max_size=40), min_size=1,
+                                                                     max_size=20),
+       end=st.sampled_from([_END3, _END5]), numerator=st.integers(1, 10), min_overlap=st.integers(1, 25),
+       seed=st.integers(0, 1 << 16))
+def test_decision_from_a_cpu_batch_on_any_input(pattern, reads, end, numerator, min_overlap, seed):
+    scoring = Scoring()
+    fraction = Fraction(numerator, 10)
+    tasks = tasks_of([pattern], [end], [fraction], scoring)
+    want = expected(reads, [pattern], [end], [fraction], min_overlap, scoring)
+    for prepared in cpu_batches(reads, np.random.default_rng(seed)):
+        assert np.array_equal(plane_decided(prepared, reads, tasks, min_overlap, scoring), want)
+
+
 def test_no_read_can_pass_needs_no_kernel():
     """Thresholds above every overlap's best score: no planes, nothing flagged."""
     scoring = Scoring()
