@@ -88,6 +88,7 @@ _NEWLINE, _PLUS = 10, 43
 #: read code -> itself (0..3, INVALID): the table for reads given as codes
 _CODE_IDENTITY = np.full(256, INVALID, np.uint8)
 _CODE_IDENTITY[:4] = np.arange(4, dtype=np.uint8)
+_NO_ROWS = np.zeros(0, np.int64)
 
 
 # ----------------------------------------------------------------- settings
@@ -480,42 +481,69 @@ def end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: i
     (bpbc.cpu_engine.PreparedReads): the bit-sliced pass over every read
     (``rows`` None) reads their bases from its bit planes, not from
     ``buf``. All are exact; the second pass is the same."""
+    return _end_overlaps(buf, seq_start, lengths, table, tasks, min_overlap, scoring, rows, decision, first_pass,
+                         flagged, prepared)[:3]
+
+
+def _end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: int, scoring: Scoring,
+                  rows: np.ndarray | None, decision, first_pass: str, flagged: np.ndarray | None, prepared):
+    """:func:`end_overlaps`, and the rows of the second pass (in the order
+    of ``rows``, ascending by default): no other row holds a score."""
     reads = len(lengths)
     shape = (reads, len(tasks))
     score, cut, overlap = np.zeros(shape, np.int32), np.zeros(shape, np.int32), np.zeros(shape, np.int32)
-    every_read = rows is None
-    rows = np.arange(reads, dtype=np.int64) if rows is None else np.ascontiguousarray(rows, np.int64)
-    if len(rows) and len(tasks):
-        buf = np.asarray(buf).view(np.uint8).reshape(-1)
-        seq_start = np.ascontiguousarray(seq_start, np.int64)
-        lengths = np.ascontiguousarray(lengths, np.int64)
-        # a read base as the IUPAC bit of its code (0 for N)
-        bit_table = np.where(table < 4, np.left_shift(1, np.minimum(table, 7)), 0).astype(np.uint8)
-        if flagged is not None:
-            rows = rows[flagged[rows].any(axis=1)]
-        else:  # the first pass: which reads have an overlap at all
-            if first_pass in ("bits", "gpu"):
-                from .end_overlap import BASE_BIT, Decision, gpu_flags
+    # the bit-sliced pass over every read, from the CPU batch's planes: no list of every row needed
+    planes = rows is None and prepared is not None and prepared.n == reads and first_pass == "bits" \
+        and flagged is None
+    if rows is not None:
+        rows = np.ascontiguousarray(rows, np.int64)
+    elif not planes:
+        rows = np.arange(reads, dtype=np.int64)
+    if not reads or not len(tasks) or (rows is not None and not len(rows)):
+        return score, cut, overlap, _NO_ROWS
+    buf = np.asarray(buf).view(np.uint8).reshape(-1)
+    seq_start = np.ascontiguousarray(seq_start, np.int64)
+    lengths = np.ascontiguousarray(lengths, np.int64)
+    # a read base as the IUPAC bit of its code (0 for N)
+    bit_table = np.where(table < 4, np.left_shift(1, np.minimum(table, 7)), 0).astype(np.uint8)
+    if flagged is not None:
+        assert rows is not None
+        rows = rows[flagged[rows].any(axis=1)]
+    else:  # the first pass: which reads have an overlap at all
+        if first_pass in ("bits", "gpu"):
+            from .end_overlap import BASE_BIT, Decision, gpu_flags
 
-                decision = decision if decision is not None else Decision(tasks, min_overlap, scoring)
-                if not decision.usable:
-                    first_pass = "lanes"
-            if first_pass == "bits" and prepared is not None and every_read and prepared.n == reads:
-                decision.plane_flags(prepared, lengths, score)
-            elif first_pass == "bits":
-                decision.flags(buf, seq_start, lengths, bit_table | np.uint8(BASE_BIT), rows, score)
-            elif first_pass == "gpu":
-                gpu_flags(decision, buf, seq_start, lengths, bit_table, rows, score)
-            else:
-                _run_pass(False, len(rows) >= _PARALLEL_FROM, buf, seq_start, lengths, rows, bit_table, tasks,
-                          min_overlap, scoring, score, cut, overlap)
-            rows = np.flatnonzero((score > 0).any(axis=1))
-            score[rows] = 0  # the first pass marks them; the second scores them
-        if len(rows):  # the second pass: the score and cut of the reads with an overlap
-            parallel = len(rows) >= _SECOND_PARALLEL_FROM and numba.get_num_threads() >= _SECOND_PARALLEL_THREADS
-            _run_pass(True, parallel, buf, seq_start, lengths, rows, bit_table, tasks, min_overlap, scoring,
-                      score, cut, overlap)
-    return score, cut, overlap
+            decision = decision if decision is not None else Decision(tasks, min_overlap, scoring)
+            if not decision.usable:
+                first_pass = "lanes"
+        if first_pass == "bits" and planes:
+            decision.plane_flags(prepared, lengths, score)
+        elif first_pass == "bits":
+            assert rows is not None
+            decision.flags(buf, seq_start, lengths, bit_table | np.uint8(BASE_BIT), rows, score)
+        elif first_pass == "gpu":
+            assert rows is not None
+            gpu_flags(decision, buf, seq_start, lengths, bit_table, rows, score)
+        else:
+            rows = np.arange(reads, dtype=np.int64) if rows is None else rows
+            _run_pass(False, len(rows) >= _PARALLEL_FROM, buf, seq_start, lengths, rows, bit_table, tasks,
+                      min_overlap, scoring, score, cut, overlap)
+        rows = np.flatnonzero(score[:, 0] if len(tasks) == 1 else (score > 0).any(axis=1))
+        score[rows] = 0  # the first pass marks them; the second scores them
+    if len(rows):  # the second pass: the score and cut of the reads with an overlap
+        parallel = len(rows) >= _SECOND_PARALLEL_FROM and numba.get_num_threads() >= _SECOND_PARALLEL_THREADS
+        _run_pass(True, parallel, buf, seq_start, lengths, rows, bit_table, tasks, min_overlap, scoring,
+                  score, cut, overlap)
+    return score, cut, overlap, rows
+
+
+def _found(score: np.ndarray, cut: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(read, task, cut), int64, of every passing end overlap (score > 0),
+    by read then task, where only the reads ``rows`` (ascending) hold one."""
+    scored = score[rows]
+    at, task = np.nonzero(scored > 0)
+    found_read = rows[at]
+    return found_read, task.astype(np.int64), cut[found_read, task].astype(np.int64)
 
 
 def _run_pass(track: bool, parallel: bool, buf, seq_start, lengths, rows, bit_table, tasks: EndTasks,
@@ -666,26 +694,35 @@ def edited_chunk(chunk, keep_start, keep_end, span_first, span_start, span_end):
 def _trim_cuts(lengths, read, pattern, five, cut, patterns):
     """Per read: keep what lies after every 5' cut and before every 3' one;
     each side's bases go to the pattern whose cut decided it (the first of
-    equal ones). Returns (keep_start, keep_end, deciding pattern or -1, per
-    pattern reads and bases, bases in all)."""
+    equal ones). Returns (keep_start, keep_end, deciding pattern or -1,
+    edited, per pattern reads and bases, bases in all). Beyond filling the
+    per-read arrays, only the cuts and their reads are visited (a few in a
+    hundred reads of most batches)."""
     reads = lengths.shape[0]
     keep_start = np.zeros(reads, np.int64)
-    first_three = lengths.copy()
-    by_five = np.full(reads, -1, np.int64)
-    by_three = np.full(reads, -1, np.int64)
+    keep_end = lengths.copy()  # the first 3' cut, until the reads are settled below
+    decided = np.full(reads, -1, np.int64)
+    edited = np.zeros(reads, np.bool_)
+    by_five = np.empty(reads, np.int64)  # set for the reads with a cut only
+    by_three = np.empty(reads, np.int64)
+    for t in range(read.shape[0]):
+        by_five[read[t]] = -1
+        by_three[read[t]] = -1
     for t in range(read.shape[0]):
         r, p, c = read[t], pattern[t], cut[t]
         if five[t]:
             if c > keep_start[r] or (c == keep_start[r] and (by_five[r] < 0 or p < by_five[r])):
                 keep_start[r], by_five[r] = c, p
-        elif c < first_three[r] or (c == first_three[r] and (by_three[r] < 0 or p < by_three[r])):
-            first_three[r], by_three[r] = c, p
-    keep_end = np.maximum(keep_start, first_three)
-    decided = np.full(reads, -1, np.int64)
+        elif c < keep_end[r] or (c == keep_end[r] and (by_three[r] < 0 or p < by_three[r])):
+            keep_end[r], by_three[r] = c, p
     pattern_reads = np.zeros(patterns, np.int64)
     pattern_bases = np.zeros(patterns, np.int64)
     total = 0
-    for r in range(reads):
+    for t in range(read.shape[0]):
+        r = read[t]
+        if by_five[r] == -2:  # settled already (a read of several cuts)
+            continue
+        keep_end[r] = max(keep_start[r], keep_end[r])
         before, after = keep_start[r], lengths[r] - keep_end[r]
         if before > 0:
             decided[r] = by_five[r]
@@ -697,8 +734,10 @@ def _trim_cuts(lengths, read, pattern, five, cut, patterns):
             if decided[r] < 0:
                 decided[r] = by_three[r]
             pattern_bases[by_three[r]] += after
+        edited[r] = before > 0 or after > 0
         total += before + after
-    return keep_start, keep_end, decided, pattern_reads, pattern_bases, total
+        by_five[r] = -2
+    return keep_start, keep_end, decided, edited, pattern_reads, pattern_bases, total
 
 
 @njit(cache=True, nogil=True)
@@ -787,8 +826,8 @@ class EditInputs:
     codes: np.ndarray | None
     #: the end-overlap decision begun on the GPU (its ``result()``: bool (reads, tasks)), or None: the host's
     first_pass: Any = None
-    #: the end overlaps of every read begun in the trimmer's thread (a future: ``result()`` gives (score,
-    #: cut)), or None: :meth:`Trimmer.edit` computes them
+    #: the end overlaps of every read begun in the trimmer's thread (a future: ``result()`` gives (read, task,
+    #: cut) of every passing one, by read then task), or None: :meth:`Trimmer.edit` computes them
     overlaps: Any = None
 
 
@@ -824,7 +863,10 @@ class ChunkEdit:
     def passing(self, passing_reads: np.ndarray, mates: int, pair_filter: str) -> np.ndarray:
         """Units that pass: by the screen, or with a read edited (a partial
         adapter), judged by the pair filter."""
-        reads = (passing_reads | self.edited).reshape(-1, mates)
+        reads = passing_reads | self.edited
+        if mates == 1:
+            return reads
+        reads = reads.reshape(-1, mates)
         return np.asarray(reads.all(axis=1) if pair_filter == "both" else reads.any(axis=1))
 
     def best_patterns(self, best: np.ndarray | None, mates: int) -> np.ndarray | None:
@@ -841,9 +883,9 @@ class ChunkEdit:
     def count(self, totals: TrimCounts) -> None:
         totals.reads += self.pattern_reads
         totals.bases += self.pattern_bases
-        totals.reads_edited += int(self.edited.sum())
+        totals.reads_edited += int(np.count_nonzero(self.edited))
         totals.bases_edited += self.bases
-        totals.dropped += int((~self.kept).sum())
+        totals.dropped += len(self.kept) - int(np.count_nonzero(self.kept))
 
 
 class Trimmer:
@@ -960,11 +1002,12 @@ class Trimmer:
 
     def _every_overlap(self, chunk, lengths: np.ndarray, codes: np.ndarray | None, first_pass,
                        prepared=None) -> tuple:
-        """(score, cut) of every read of a batch (:meth:`inputs`); the GPU's
-        decision is fetched first: it holds the batch's device memory until then."""
-        score, cut, _ = self.end_overlaps(chunk, lengths, codes, None,
-                                          None if first_pass is None else first_pass.result(), prepared)
-        return score, cut
+        """(read, task, cut) of every passing end overlap of a batch's reads,
+        by read then task (:meth:`inputs`); the GPU's decision is fetched
+        first: it holds the batch's device memory until then."""
+        score, cut, _, rows = self._overlaps(chunk, lengths, codes, None,
+                                             None if first_pass is None else first_pass.result(), prepared)
+        return _found(score, cut, rows)
 
     def end_overlaps(self, chunk, lengths: np.ndarray, codes: np.ndarray | None, rows: np.ndarray | None = None,
                      flagged: np.ndarray | None = None, prepared=None):
@@ -973,15 +1016,19 @@ class Trimmer:
         first pass's flags where it ran on the GPU; ``prepared``: the CPU
         screen's batch, whose bit planes the first pass reads (see
         :func:`end_overlaps`)."""
+        return self._overlaps(chunk, lengths, codes, rows, flagged, prepared)[:3]
+
+    def _overlaps(self, chunk, lengths: np.ndarray, codes: np.ndarray | None, rows: np.ndarray | None,
+                  flagged: np.ndarray | None, prepared) -> tuple:
+        """:meth:`end_overlaps`, and the rows of the second pass (:func:`_end_overlaps`)."""
         if codes is None:
-            return end_overlaps(chunk.data, chunk.seq_start, chunk.lengths, READ_CODE, self.tasks,
-                                self.min_overlap, self.scoring, rows, self.decision, flagged=flagged,
-                                prepared=prepared)
+            return _end_overlaps(chunk.data, chunk.seq_start, chunk.lengths, READ_CODE, self.tasks,
+                                 self.min_overlap, self.scoring, rows, self.decision, "bits", flagged, prepared)
         codes = np.ascontiguousarray(codes, np.uint8)
         width = codes.shape[1] if codes.ndim == 2 else 0
         seq_start = np.arange(len(lengths), dtype=np.int64) * width
-        return end_overlaps(codes.reshape(-1), seq_start, lengths, _CODE_IDENTITY, self.tasks, self.min_overlap,
-                            self.scoring, rows, self.decision, flagged=flagged, prepared=prepared)
+        return _end_overlaps(codes.reshape(-1), seq_start, lengths, _CODE_IDENTITY, self.tasks, self.min_overlap,
+                             self.scoring, rows, self.decision, "bits", flagged, prepared)
 
     def _overlaps_needed(self, lengths: np.ndarray, read: np.ndarray, five: np.ndarray, cut: np.ndarray):
         """Trimming: the reads whose end overlaps can change the cut, given the
@@ -1028,13 +1075,12 @@ class Trimmer:
         five = (kind == _FIVE) | ((kind == _ANYWHERE) & (start == 0))
         # the end overlaps found
         if inputs.overlaps is not None:  # every read's: those the hits leave out change nothing (below)
-            score, cut = inputs.overlaps.result()
+            found_read, task, found_cut = inputs.overlaps.result()
         else:  # trimming: of the reads where they can matter
             rows = None if self.action == "mask" else self._overlaps_needed(lengths, read, five, np.where(
                 five, end, start))
-            score, cut, _ = self.end_overlaps(chunk, lengths, inputs.codes, rows, flagged)
-        found_read, task = np.nonzero(score > 0)
-        found_cut = cut[found_read, task].astype(np.int64)
+            score, cut, _, scored = self._overlaps(chunk, lengths, inputs.codes, rows, flagged, None)
+            found_read, task, found_cut = _found(score, cut, scored)
         found_pattern = self.tasks.pattern[task]
         found_five = self.tasks.end[task] == _END5
         read = np.concatenate([read, found_read])
@@ -1049,20 +1095,20 @@ class Trimmer:
 
     def _trimmed(self, lengths, read, pattern, five, start, end, mates) -> ChunkEdit:
         """Keep what lies after every 5' adapter and before every 3' one."""
-        keep_start, keep_end, decided, pattern_reads, pattern_bases, bases = _trim_cuts(
+        keep_start, keep_end, decided, edited, pattern_reads, pattern_bases, bases = _trim_cuts(
             lengths, read, pattern, five, np.where(five, end, start), len(self.lengths))
-        edited = (keep_start > 0) | (keep_end < lengths)
         no_spans = np.zeros(0, np.int64)
+        kept = self._kept(None if self.min_length is None else keep_end - keep_start, len(lengths), mates)
         return ChunkEdit(keep_start, keep_end, np.zeros(len(lengths) + 1, np.int64), no_spans, no_spans, edited,
-                         decided, self._kept(keep_end - keep_start, mates), pattern_reads, pattern_bases, int(bases))
+                         decided, kept, pattern_reads, pattern_bases, int(bases))
 
     def _masked(self, lengths, read, pattern, start, end, mates) -> ChunkEdit:
         """Every adapter's span set to N."""
         span_first, span_start, span_end, decided, pattern_reads, pattern_bases, bases = _mask_spans(
             len(lengths), read, pattern, start, end, len(self.lengths))
         return ChunkEdit(np.zeros(len(lengths), np.int64), lengths, span_first, span_start, span_end,
-                         np.diff(span_first) > 0, decided, self._kept(lengths, mates), pattern_reads, pattern_bases,
-                         int(bases))
+                         np.diff(span_first) > 0, decided, self._kept(lengths, len(lengths), mates), pattern_reads,
+                         pattern_bases, int(bases))
 
     def warm_up_gpu(self) -> None:
         """A GPU run's end-overlap kernel loaded (NVRTC-compiled where CuPy's
@@ -1073,9 +1119,12 @@ class Trimmer:
 
             warm_up_gpu(self.decision, self.gpu_device)
 
-    def _kept(self, lengths: np.ndarray, mates: int) -> np.ndarray:
+    def _kept(self, lengths: np.ndarray | None, reads: int, mates: int) -> np.ndarray:
+        """Per unit of ``reads`` reads: all its reads' ``lengths`` (after the
+        edits; None without --min-length) at least --min-length."""
         if not self.min_length:
-            return np.ones(len(lengths) // mates, bool)
+            return np.ones(reads // mates, bool)
+        assert lengths is not None
         return np.asarray((lengths >= self.min_length).reshape(-1, mates).all(axis=1))
 
 
