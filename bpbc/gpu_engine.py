@@ -17,10 +17,11 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numba import njit
@@ -143,6 +144,15 @@ def _kernel(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int, bes
     return _module((name,)).get_function(name)
 
 
+P = TypeVar("P", bound="PreparedReads | None")
+
+#: the priority of the stream batches are prepared on: CUDA clamps it to the
+#: device's greatest (lower numbers are greater; 0 is the default's)
+PREPARING_PRIORITY = -1 << 10
+#: held while an engine makes its preparing stream (its threads may ask at once)
+_PREPARING_STREAM = threading.Lock()
+
+
 #: sw.cu's kernels other than sw_screen (extern "C", the same for every screen)
 HELPER_KERNELS = ("hit_records", "flagged_lanes", "second_pass_ranges", "gather_lanes")
 
@@ -220,6 +230,9 @@ class PreparedReads:
     order: np.ndarray
     planes: Any  # cupy uint32 (G, L, 3)
     group_length: Any  # cupy int32 (G,), each >= 1
+    #: a cupy Event that passes once the planes are written (they are made on
+    #: the engine's preparing stream): the work that reads them waits for it
+    ready: Any = None
 
     @property
     def groups(self) -> int:
@@ -416,7 +429,8 @@ class GpuEngine:
         #: second pass's batch: what the last batches needed (they grow)
         self._record_capacity = 1 << 16
         self._second_pass_words = 1 << 22
-        self._end_overlap_stream = None  # trimming's end-overlap decision's own stream (end_overlap_flags)
+        self._end_overlap_stream: Any = None  # trimming's end-overlap decision's own stream (end_overlap_flags)
+        self._preparing_stream: Any = None  # see _preparing
 
     def on_device(self, device: int) -> GpuEngine:
         """An engine of the same settings on another device."""
@@ -444,15 +458,39 @@ class GpuEngine:
         cupy.get_default_memory_pool().free_all_blocks()
         cupy.get_default_pinned_memory_pool().free_all_blocks()
 
+    def _preparing(self):
+        """The stream batches are prepared on (made on first use, on the
+        current device: the engine's). Not the default stream, where the
+        screen's kernels run: an upload from pageable memory there waits for
+        them (the driver syncs the stream first), so a batch prepared while
+        the device screened the last one waited for the whole screen. Of the
+        greatest priority (CUDA clamps PREPARING_PRIORITY to the device's):
+        the packing kernel's blocks go before the screen's waiting ones."""
+        with _PREPARING_STREAM:
+            if self._preparing_stream is None:
+                import cupy
+
+                self._preparing_stream = cupy.cuda.Stream(non_blocking=True, priority=PREPARING_PRIORITY)
+            return self._preparing_stream
+
+    def _prepared(self, make: Callable[[], P]) -> P:
+        """``make()`` run on the preparing stream, its batch marked ready there."""
+        stream = self._preparing()
+        with stream:
+            prepared = make()
+            if prepared is not None:
+                prepared.ready = stream.record()
+        return prepared
+
     @_on_device
     def prepare(self, codes: np.ndarray, lengths: np.ndarray) -> PreparedReads:
-        return PreparedReads.from_codes(codes, lengths, self.transpose)
+        return self._prepared(lambda: PreparedReads.from_codes(codes, lengths, self.transpose))
 
     @_on_device
     def prepare_bytes(self, data, seq_start: np.ndarray, lengths: np.ndarray) -> PreparedReads | None:
         """:meth:`prepare` for sequences still in their buffer (encoded on
         the GPU); None when a byte lies outside the alphabet."""
-        return PreparedReads.from_bytes(data, seq_start, lengths)
+        return self._prepared(lambda: PreparedReads.from_bytes(data, seq_start, lengths))
 
     @_on_device
     def end_overlap_flags(self, prepared: PreparedReads, lengths: np.ndarray, decision):
@@ -467,6 +505,8 @@ class GpuEngine:
 
         if self._end_overlap_stream is None:
             self._end_overlap_stream = cupy.cuda.Stream(non_blocking=True)
+        if prepared.ready is not None:
+            self._end_overlap_stream.wait_event(prepared.ready)
         return launch_plane_flags(decision, prepared.planes, np.asarray(lengths)[prepared.order], prepared.order,
                                   self._end_overlap_stream)
 
@@ -484,6 +524,8 @@ class GpuEngine:
         chains of :func:`latency_shape` (for a sweep over few groups)."""
         import cupy
 
+        if prepared.ready is not None:
+            cupy.cuda.get_current_stream().wait_event(prepared.ready)
         groups = prepared.groups
         leading = (len(table),) if group_ranges is None else ()
         best = cupy.zeros(leading + (groups, planes if track_best else 0), cupy.uint32)

@@ -63,6 +63,9 @@ SEVERAL_DEVICES_CHUNK_WORK = 1 << 32
 SEVERAL_DEVICES_MIN_CHUNK = 4_096
 #: the first chunk is this many times smaller (then doubling): the engine starts sooner
 CHUNK_RAMP = 8
+#: with several devices, the chunks each has under way: one screened, the
+#: next encoded beside it (:func:`_screened`)
+CHUNKS_PER_DEVICE = 2
 
 
 @dataclass(frozen=True)
@@ -498,14 +501,16 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
     One device: chunks encoded in a thread of their own
     (:func:`_prepared_chunks`), screened by ``screener`` in this one.
     Several (``makers`` of the other GPUs' twins, see :func:`twin_makers`):
-    each chunk is encoded and screened by whichever device is idle first,
-    in one of n threads, with up to 2n chunks under way. A batch is
-    prepared on the device that screens it, and preparing waits for the
-    kernels already running there (they fill it), so one thread preparing
-    for every device left the others idle. Taking the idle device rather
-    than device k mod n for chunk k keeps a device that started later, or
-    drew larger chunks, from holding up the others (the output waits for
-    chunks in order). Stage seconds add up over the devices."""
+    each chunk is encoded and screened by whichever device is free first, in
+    one of CHUNKS_PER_DEVICE x n threads, with up to as many chunks and one
+    more per device under way: each device screens one chunk at a time
+    while the next is encoded for it (on a stream of its own, see
+    ``GpuEngine._preparing``), so it goes from one screen to the next with
+    no upload between. A batch is prepared on the device that screens it.
+    Taking the free device rather than device k mod n for chunk k keeps a
+    device that started later, or drew larger chunks, from holding up the
+    others (the output waits for chunks in order). Stage seconds add up
+    over the devices."""
     if not makers:
         with closing(_prepared_chunks(read_chunks, source_name, screener, stages)) as prepared:
             for chunk, batch in prepared:
@@ -514,41 +519,48 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
                 yield chunk, batch, hits
         return
 
-    idle: queue.SimpleQueue = queue.SimpleQueue()  # screeners, and errors in making one
-    idle.put(screener)
+    free: queue.SimpleQueue = queue.SimpleQueue()  # (screener, its device's lock) per slot, or an error
+
+    def add_device(device_screener) -> None:
+        screening = threading.Lock()  # one screen at a time on the device
+        for _ in range(CHUNKS_PER_DEVICE):
+            free.put((device_screener, screening))
 
     def join(make) -> None:
         """Make a twin (its device's context, about 0.3 s) while the first
         device screens, and let it take chunks from then on."""
         try:
-            idle.put(make())
+            add_device(make())
         except BaseException as error:  # noqa: BLE001 - raised where a chunk would have used it
-            idle.put(_Raised(error))
+            free.put(_Raised(error))
 
     def screen(chunk):
-        device = idle.get()  # a device idle, or the next to be ready: n threads, n screeners
-        if isinstance(device, _Raised):
-            idle.put(device)  # for the chunks waiting behind
-            raise device.error
+        slot = free.get()  # a device's slot free, or the next to be
+        if isinstance(slot, _Raised):
+            free.put(slot)  # for the chunks waiting behind
+            raise slot.error
+        device, screening = slot
         try:
             with stages.timing("encode"):
                 batch = encode_chunk(chunk, device.engine, source_name)
-            with stages.timing("device"):
+            with screening, stages.timing("device"):
                 return batch, device.hits(batch)
         finally:
-            idle.put(device)
+            free.put(slot)
 
+    add_device(screener)
     n = 1 + len(makers)
     setting_up = [threading.Thread(target=join, args=(make,), name="bpbc-gpu-set-up", daemon=True)
                   for make in makers]
     for thread in setting_up:
         thread.start()
-    pool = ThreadPoolExecutor(n, "bpbc-gpu", limit_numba_threads, (encoding_threads(screener.threads),))
+    pool = ThreadPoolExecutor(CHUNKS_PER_DEVICE * n, "bpbc-gpu", limit_numba_threads,
+                              (encoding_threads(screener.threads),))
     pending: deque = deque()
     try:
         for chunk in read_chunks:
             pending.append((chunk, pool.submit(screen, chunk)))
-            if len(pending) == 2 * n:  # each device has a chunk queued behind its current one
+            if len(pending) == (CHUNKS_PER_DEVICE + 1) * n:  # and one more per device waiting for a slot
                 chunk, done = pending.popleft()
                 yield (chunk, *done.result())
         while pending:

@@ -554,3 +554,34 @@ def test_every_visible_gpu_screens_and_the_output_is_one_gpus(tmp_path):
     assert (one / "hits.paf").read_text().count("\n") > 1000
     assert json.loads((one / "summary.json").read_text())["devices"] == 1
     assert json.loads((every / "summary.json").read_text())["devices"] == gpus
+
+
+@pytest.mark.gpu
+def test_a_batch_prepared_while_the_device_screens_gives_the_cpu_hits():
+    """A batch is prepared on a stream of its own (GpuEngine._preparing),
+    beside the screen of the one before; the screen waits for its planes.
+    Prepared from FASTQ-like bytes and from codes, during a screen in
+    another thread: every hit is the CPU engine's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bpbc.screener import ReadBatch, Screener
+
+    rng = np.random.default_rng(17)
+    patterns = [random_pattern(rng, 24) for _ in range(300)]
+    parts = [_random_workload(rng, 20_000) for _ in range(3)]
+    for part in parts:
+        part += [random_read(rng, 40) + patterns[k] + random_read(rng, 40) for k in range(0, 300, 7)]
+    gpu = Screener(patterns, threshold=40, device="gpu")
+    cpu = Screener(patterns, threshold=40, device="cpu")
+    with ThreadPoolExecutor(1) as pool:
+        screening = pool.submit(gpu.hits, gpu.prepare(parts[0]))
+        second = gpu.prepare(parts[1])  # from the reads' bytes
+        hits = [screening.result()]
+        screening = pool.submit(gpu.hits, second)
+        third = ReadBatch.from_codes(*bpbc.Reads.of(parts[2]).encode(), gpu.engine)  # from codes
+        hits += [screening.result(), gpu.hits(third)]
+    for got, part in zip(hits, parts):
+        expected = cpu.hits(part)
+        for field in ("read", "pattern", "strand", "score", "capped"):
+            assert np.array_equal(getattr(got, field), getattr(expected, field)), field
+        assert len(got) >= 300 // 7

@@ -114,6 +114,44 @@ def test_chunks_spread_over_several_devices_come_back_in_input_order(monkeypatch
     assert sum(device.taken for device in devices) == 60
 
 
+def test_a_device_gets_its_next_chunk_encoded_while_it_screens(monkeypatch):
+    """With several devices, each screens one chunk at a time while the next
+    is encoded for it, so that it goes from one screen to the next without
+    waiting for an upload: the first chunk's screen on device 0 sees the
+    second chunk encoded for device 0 (one thread per device never did)."""
+    from bpbc import pipeline
+
+    encoded = {0: [], 1: []}
+    second_encoded = threading.Event()
+    seen_while_screening = []
+
+    class Screener:
+        def __init__(self, name):
+            self.name, self.engine, self.threads = name, name, None
+            self.screening = threading.Lock()
+
+        def hits(self, batch):
+            assert self.screening.acquire(blocking=False), "a device screens one chunk at a time"
+            try:
+                if batch == 0:
+                    seen_while_screening.append(second_encoded.wait(timeout=10))
+                return batch
+            finally:
+                self.screening.release()
+
+    def encode(chunk, engine, source):
+        encoded[engine].append(chunk)
+        if engine == 0 and len(encoded[0]) == 2:
+            second_encoded.set()
+        return chunk
+
+    monkeypatch.setattr(pipeline, "encode_chunk", encode)
+    results = list(pipeline._screened(iter(range(20)), "reads", Screener(0), [lambda: Screener(1)],
+                                      pipeline.StageTimes()))
+    assert [chunk for chunk, _, _ in results] == list(range(20))
+    assert seen_while_screening == [True]
+
+
 def test_a_device_that_cannot_be_set_up_fails_the_run(monkeypatch):
     from bpbc import pipeline
 
