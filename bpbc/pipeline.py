@@ -55,10 +55,12 @@ MAX_CHUNK_INSTANCES = 1 << 30
 MAX_CHUNK_SCORED_INSTANCES = 1 << 24
 MIN_AUTO_CHUNK_SIZE = 1_000
 #: with several devices a chunk holds at most this many reads x pattern bases
-#: x strands (with 150 bp reads, 6.4e11 cells: about 0.1 s of an H100), so
+#: x strands (with 150 bp reads, 1.3e12 cells: about 0.2 s of an H100), so
 #: that the devices end together: a run ends with its last chunk, and 100k
-#: reads against 5000 patterns were 0.55 s of one device
-SEVERAL_DEVICES_CHUNK_WORK = 1 << 32
+#: reads against 5000 patterns were 0.55 s of one device. Each chunk costs
+#: its device about 10-15 ms more than its kernels; 2^33 was the best of
+#: 2^32, 2^33 and 2^34 in two runs on 2 x H200 (docs/gpu.md)
+SEVERAL_DEVICES_CHUNK_WORK = 1 << 33
 #: ... and at least this many reads (a chunk's per-launch costs)
 SEVERAL_DEVICES_MIN_CHUNK = 4_096
 #: the first chunk is this many times smaller (then doubling): the engine starts sooner
