@@ -737,7 +737,10 @@ class AtomicOutput:
     exception) removes the temporary file.
 
     The temporary file is created at construction, so an unwritable
-    destination is reported before any work is done.
+    destination is reported before any work is done. An existing
+    destination that is not a regular file (``/dev/null``, a named pipe,
+    ``/dev/stdout``) is written in place: a file renamed over it would
+    replace the device or the pipe itself.
     """
 
     def __init__(self, path, what: str = "output", compression_threads: int | None = None):
@@ -747,6 +750,14 @@ class AtomicOutput:
         self.compression_threads = compression_threads
         if os.path.isdir(self.path):
             raise InputError(f"{self.path}: is a directory; cannot write the {what} file there")
+        self._handles: list = []
+        self.done = False
+        self.in_place = os.path.exists(self.path) and not stat.S_ISREG(os.stat(self.path).st_mode)
+        if self.in_place:
+            if not os.access(self.path, os.W_OK):  # opening a pipe here would wait for its reader
+                raise InputError(f"{self.path}: cannot write the {what} file: permission denied")
+            self.temp_path = self.path
+            return
         directory, base = os.path.split(os.path.abspath(self.path))
         self.temp_path = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.bpbc-tmp")
         try:
@@ -754,8 +765,6 @@ class AtomicOutput:
         except OSError as error:
             raise InputError(f"{self.path}: cannot write the {what} file: {_describe_os_error(error)}") from None
         os.close(descriptor)
-        self._handles: list = []
-        self.done = False
 
     def open_binary(self, append: bool = False, threads: int | None = None):
         """A binary file on the temporary path, compressed as the final name
@@ -802,6 +811,9 @@ class AtomicOutput:
         """Finish writing and move the file to its final name."""
         try:
             self.close_handles()
+            if self.in_place:
+                self.done = True
+                return
             if compression_for(self.path) == "zst" and os.path.getsize(self.temp_path) == 0:
                 # zstd written in this process leaves nothing for no data,
                 # which readers reject: an empty frame instead (the other
@@ -820,10 +832,11 @@ class AtomicOutput:
             self.close_handles()
         except Exception:  # noqa: BLE001 - the file is being thrown away anyway
             pass
-        try:
-            os.unlink(self.temp_path)
-        except FileNotFoundError:
-            pass
+        if not self.in_place:  # what went to a device or a pipe is gone already
+            try:
+                os.unlink(self.temp_path)
+            except FileNotFoundError:
+                pass
         self.done = True
 
     def __enter__(self) -> AtomicOutput:

@@ -247,6 +247,27 @@ def test_atomic_output_failure_leaves_old_file_and_no_temporary(tmp_path):
     assert list(tmp_path.iterdir()) == [target]
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_atomic_output_writes_a_pipe_in_place(tmp_path):
+    """A destination that is not a regular file (a named pipe here; /dev/null
+    and /dev/stdout alike) is written in place: a temporary file renamed
+    over it would replace the pipe, or the device, with a regular file."""
+    import stat
+
+    target = tmp_path / "out.fifo"
+    os.mkfifo(target)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(target.read_bytes()))
+    reader.start()
+    with AtomicOutput(target) as out:
+        out.open_binary().write(b"hello\n")
+        out.commit()
+    reader.join(timeout=30)
+    assert received == [b"hello\n"]
+    assert stat.S_ISFIFO(os.stat(target).st_mode)
+    assert list(tmp_path.iterdir()) == [target]  # no temporary file
+
+
 @pytest.mark.parametrize("suffix,magic", [(".gz", b"\x1f\x8b"), (".bz2", b"BZh"), (".xz", b"\xfd7zXZ"), ("", b"@r0")])
 def test_atomic_output_compresses_by_final_name(tmp_path, suffix, magic):
     target = tmp_path / f"out.fq{suffix}"
