@@ -516,8 +516,9 @@ def _end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: 
             decision = decision if decision is not None else Decision(tasks, min_overlap, scoring)
             if not decision.usable:
                 first_pass = "lanes"
+        listed = None
         if first_pass == "bits" and planes:
-            decision.plane_flags(prepared, lengths, score)
+            listed = decision.plane_flags(prepared, lengths, score)
         elif first_pass == "bits":
             assert rows is not None
             decision.flags(buf, seq_start, lengths, bit_table | np.uint8(BASE_BIT), rows, score)
@@ -528,7 +529,7 @@ def _end_overlaps(buf, seq_start, lengths, table, tasks: EndTasks, min_overlap: 
             rows = np.arange(reads, dtype=np.int64) if rows is None else rows
             _run_pass(False, len(rows) >= _PARALLEL_FROM, buf, seq_start, lengths, rows, bit_table, tasks,
                       min_overlap, scoring, score, cut, overlap)
-        rows = np.flatnonzero(score[:, 0] if len(tasks) == 1 else (score > 0).any(axis=1))
+        rows = np.flatnonzero((score > 0).any(axis=1)) if listed is None else listed
         score[rows] = 0  # the first pass marks them; the second scores them
     if len(rows):  # the second pass: the score and cut of the reads with an overlap
         parallel = len(rows) >= _SECOND_PARALLEL_FROM and numba.get_num_threads() >= _SECOND_PARALLEL_THREADS
