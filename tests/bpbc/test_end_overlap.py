@@ -227,10 +227,12 @@ def cpu_batches(reads: list[str], rng) -> list:
 
 def plane_decided(prepared, reads: list[str], tasks: EndTasks, min_overlap: int, scoring: Scoring,
                   first_rows: int = end_overlap.FIRST_ROWS) -> np.ndarray:
-    """bool (reads, tasks): the bit-sliced pass's flags from a CPU batch's bit planes."""
+    """bool (reads, tasks): the bit-sliced pass's flags from a CPU batch's
+    bit planes (the reads it lists: those it flags, ascending)."""
     out = np.zeros((len(reads), len(tasks)), np.int32)
     lengths = np.array([len(read) for read in reads], np.int64)
-    Decision(tasks, min_overlap, scoring).plane_flags(prepared, lengths, out, first_rows)
+    listed = Decision(tasks, min_overlap, scoring).plane_flags(prepared, lengths, out, first_rows)
+    assert np.array_equal(listed, np.flatnonzero((out > 0).any(axis=1)))
     return out > 0
 
 
