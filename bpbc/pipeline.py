@@ -497,7 +497,7 @@ def _twin_on(screener, device: int):
 
 
 def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[Callable],
-              stages: StageTimes) -> Generator:
+              stages: StageTimes, begin: Callable | None = None) -> Generator:
     """(chunk, batch, hits) per chunk of ``read_chunks``, in input order.
 
     One device: chunks encoded in a thread of their own
@@ -516,6 +516,8 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
     if not makers:
         with closing(_prepared_chunks(read_chunks, source_name, screener, stages)) as prepared:
             for chunk, batch in prepared:
+                if begin is not None:  # what needs no screen begins now (Trimmer.begin: the end overlaps)
+                    begin(chunk, batch)
                 with stages.timing("device"):
                     hits = screener.hits(batch)
                 yield chunk, batch, hits
@@ -861,7 +863,7 @@ def screen_files(
         if makers and settings.chunk_size is None:
             size = several_devices_chunk_size(size, screener, mates)
         for chunk, batch, hits in stack.enter_context(closing(_screened(read_chunks, source.name, screener, makers,
-                                                                        stages))):
+                                                                        stages, None if trimmer is None else trimmer.begin))):
             passing_reads, passing = passing_units(hits, len(batch), mates, settings.pair_filter)
             aligner.submit(align_and_write, chunk, batch, hits, passing, passing_reads)
             np.add.at(counts, (hits.pattern, hits.strand, hits.read % mates), 1)

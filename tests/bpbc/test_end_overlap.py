@@ -570,6 +570,19 @@ def test_a_first_pass_begun_by_the_engine_replaces_the_hosts(monkeypatch, tmp_pa
     want = np.nonzero(score > 0)
     assert np.array_equal(found_read, want[0]) and np.array_equal(task, want[1]) and len(task) > 50
     assert np.array_equal(found_cut, cut[want])
+    # begun when the batch is prepared, before its screen (Trimmer.begin): inputs takes them, the same
+    trimmer.begin(chunk, batch)
+    begun = trimmer.inputs(chunk, batch)
+    assert not trimmer._begun and begun.codes is None and begun.first_pass is None
+    for a, b in zip(begun.overlaps.result(), (found_read, task, found_cut)):
+        assert np.array_equal(a, b)
+    edits = [trimmer.edit(chunk, lengths, given, alignments, 1) for given in (begun, trimmer.inputs(chunk, batch))]
+    for field in ("keep_start", "keep_end", "edited", "pattern", "pattern_reads", "pattern_bases"):
+        assert np.array_equal(getattr(edits[0], field), getattr(edits[1], field)), field
+    # nothing begun for a batch the trimmer's thread does not take (--threads 1)
+    trimmer.threads = 1
+    trimmer.begin(chunk, batch)
+    assert not trimmer._begun and trimmer.inputs(chunk, batch).overlaps is None
 
 
 def _no_host_pass(*args, **kwargs):
