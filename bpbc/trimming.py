@@ -378,6 +378,16 @@ def _end_overlaps_body(buf, seq_start, lengths, rows, bit_table, task_masks, tas
                 longest = max(longest, lengths[rows[first + q]])
             width = min(longest, reach)
             reverse = task_end[k] == _END5
+            if _TRACK and k == tasks - 1:
+                # the next 16 reads' ends: in memory, not in cache, more often than not (the second pass takes a
+                # few reads of a batch, far apart); asked for now, they come while this job's DP runs
+                ahead = first + K
+                for q in range(min(K, reads - ahead)):
+                    r = rows[ahead + q]
+                    _prefetch(buf, seq_start[r])
+                    _prefetch(buf, seq_start[r] + min(lengths[r], longest_reach) - 1)
+                    _prefetch(buf, seq_start[r] + max(lengths[r] - longest_reach, 0))
+                    _prefetch(buf, seq_start[r] + max(lengths[r] - 1, 0))
             for q in range(K):
                 start_row[q] = width + 1  # lanes without a read never start
             for q in range(count):
@@ -414,6 +424,12 @@ def _end_overlaps_body(buf, seq_start, lengths, rows, bit_table, task_masks, tas
 _TRACK = True  # the pass of _end_overlaps_body (a constant of each kernel: _pass_kernel)
 
 
+@njit(cache=True, nogil=True)
+def _prefetch(array, index):
+    """bpbc.end_overlap.prefetch in the kernels :func:`_pass_kernel` makes (bound there: that module is
+    imported with the first kernel, not with this one); a no-op elsewhere."""
+
+
 @cache
 def _pass_kernel(track: bool, parallel: bool):
     """A pass's kernel (``track``: the second), made on first use from
@@ -427,10 +443,12 @@ def _pass_kernel(track: bool, parallel: bool):
     import (and bpbc.cpu_engine's under it, about 18 ms) would otherwise come
     with this module's, which the command imports before the reading
     starts; the screen imports them later, beside it."""
+    from .end_overlap import prefetch
     from .traceback import _named
 
     suffix = ("_second" if track else "_first") + ("_parallel" if parallel else "_serial")
-    return njit(parallel=parallel, cache=True, nogil=True)(_named(_end_overlaps_body, suffix, _TRACK=track))
+    return njit(parallel=parallel, cache=True, nogil=True)(_named(_end_overlaps_body, suffix, _TRACK=track,
+                                                                  _prefetch=prefetch))
 
 
 _PARALLEL_FROM = 256  #: reads from which the first pass's jobs are shared out between threads
