@@ -460,12 +460,16 @@ class GpuEngine:
 
     def _preparing(self):
         """The stream batches are prepared on (made on first use, on the
-        current device: the engine's). Not the default stream, where the
-        screen's kernels run: an upload from pageable memory there waits for
-        them (the driver syncs the stream first), so a batch prepared while
-        the device screened the last one waited for the whole screen. Of the
-        greatest priority (CUDA clamps PREPARING_PRIORITY to the device's):
-        the packing kernel's blocks go before the screen's waiting ones."""
+        current device: the engine's), not the default one, where the
+        screen's kernels run; of the greatest priority (CUDA clamps
+        PREPARING_PRIORITY to the device's), so the packing kernel's blocks go
+        before the screen's waiting ones (1.4 ms beside a screen). The upload
+        before it still waits for the screen's kernels to end: 15 MB took
+        393-399 ms beside a screen of 5000 patterns on an H200 and 2-5 ms on
+        the idle device, from pageable and from pinned memory alike (not
+        explained; bench/results/several_gpus_h200.txt). With several devices
+        a batch is prepared while the one before is screened, so it is ready
+        when the screen ends (pipeline._screened)."""
         with _PREPARING_STREAM:
             if self._preparing_stream is None:
                 import cupy
