@@ -1460,7 +1460,7 @@ class CpuEngine:
         try:
             take_tasks()
         finally:
-            for helper in helpers:  # every slice done (or failed) before the arrays are handed back
+            for helper in helpers:  # every task done (or failed) before the arrays are handed back
                 helper.exception()
         for helper in helpers:
             helper.result()

@@ -23,8 +23,8 @@ with these instead, one vector per signal:
   one vpternlogq. Only for targets with AVX-512F (``CpuTarget.isa ==
   'avx512'``): elsewhere the intrinsic does not exist.
 
-:func:`take_next` hands the slices of a kernel's tasks out to the threads
-that run it (an atomic count).
+:func:`take_next` hands a kernel's tasks out to the threads that run it,
+one at a time (an atomic count).
 
 :data:`i32x16` (16 int32 lanes, one zmm or two ymm registers) is the
 traceback's: ``+``, ``-``, ``&``, ``|`` lane by lane, ``>``, ``>=``, ``!=``

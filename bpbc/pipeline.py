@@ -507,8 +507,9 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
     one of CHUNKS_PER_DEVICE x n threads, with up to as many chunks and one
     more per device under way: each device screens one chunk at a time
     while the next is encoded for it (on a stream of its own, see
-    ``GpuEngine._preparing``), so it goes from one screen to the next with
-    no upload between. A batch is prepared on the device that screens it.
+    ``GpuEngine._preparing``; its upload still waits for the screen's
+    kernels), so the next chunk is ready when the screen ends. A batch is
+    prepared on the device that screens it.
     Taking the free device rather than device k mod n for chunk k keeps a
     device that started later, or drew larger chunks, from holding up the
     others (the output waits for chunks in order). Stage seconds add up
