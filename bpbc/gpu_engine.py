@@ -18,6 +18,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -149,8 +150,6 @@ P = TypeVar("P", bound="PreparedReads | None")
 #: the priority of the stream batches are prepared on: CUDA clamps it to the
 #: device's greatest (lower numbers are greater; 0 is the default's)
 PREPARING_PRIORITY = -1 << 10
-#: held while an engine makes its preparing stream (its threads may ask at once)
-_PREPARING_STREAM = threading.Lock()
 
 
 #: sw.cu's kernels other than sw_screen (extern "C", the same for every screen)
@@ -230,9 +229,6 @@ class PreparedReads:
     order: np.ndarray
     planes: Any  # cupy uint32 (G, L, 3)
     group_length: Any  # cupy int32 (G,), each >= 1
-    #: a cupy Event that passes once the planes are written (they are made on
-    #: the engine's preparing stream): the work that reads them waits for it
-    ready: Any = None
 
     @property
     def groups(self) -> int:
@@ -243,11 +239,14 @@ class PreparedReads:
         return self.planes.shape[1]
 
     @classmethod
-    def from_codes(cls, codes: np.ndarray, lengths: np.ndarray, transpose_method: str) -> "PreparedReads":
-        """Sort, pack (2 bits per base plus validity), upload, transpose on the GPU."""
-        import cupy
-
+    def from_codes(cls, codes: np.ndarray, lengths: np.ndarray, transpose_method: str,
+                   upload: Callable[[list[np.ndarray]], list] | None = None) -> "PreparedReads":
+        """Sort, pack (2 bits per base plus validity), upload, transpose on
+        the GPU. ``upload``: host arrays to device arrays (default
+        ``cupy.asarray`` each; the engine's goes through pinned memory)."""
         from transpose import codes_to_streams, planes_ballot, planes_swap
+
+        upload = upload or _uploaded
 
         n = len(lengths)
         order = length_order(lengths)
@@ -257,19 +256,26 @@ class PreparedReads:
             sorted_codes = np.full((n, 1), 4, np.uint8)
         streams = codes_to_streams(sorted_codes, WORD_BITS)
         to_planes = {"ballot": planes_ballot, "swap": planes_swap}[transpose_method]
-        planes = to_planes(cupy.asarray(streams), sorted_codes.shape[1])
-        return cls(n, order, planes, _group_lengths(sorted_lengths))
+        on_device, group_length = upload([streams, _group_lengths(sorted_lengths)])
+        return cls(n, order, to_planes(on_device, sorted_codes.shape[1]), group_length)
 
     @classmethod
-    def from_bytes(cls, data, seq_start: np.ndarray, lengths: np.ndarray) -> "PreparedReads | None":
+    def from_bytes(cls, data, seq_start: np.ndarray, lengths: np.ndarray,
+                   upload: Callable[[list[np.ndarray]], list] | None = None,
+                   flag_out: np.ndarray | None = None, on_host: bool = False) -> "PreparedReads | None":
         """The same batch from sequences as they lie in a buffer (``data``,
         bytes or uint8: read i is ``data[seq_start[i]:][:lengths[i]]``):
         only the span holding them is uploaded; encoding, sorting and the
-        transpose happen on the GPU. None when a byte lies outside the
-        alphabet (the caller encodes on the host for the error message)."""
-        import cupy
+        transpose happen on the GPU, or with ``on_host`` on the host
+        (:func:`transpose.pack_bytes`, the same planes), the planes
+        uploaded. None when a byte lies outside the alphabet (the caller
+        encodes on the host for the error message). ``upload`` as for
+        :meth:`from_codes`; ``flag_out`` as for :func:`transpose.pack_bytes_gpu`."""
+        from transpose import pack_bytes, pack_bytes_gpu
 
-        from transpose import pack_bytes_gpu
+        from .alphabet import READ_CODE
+
+        upload = upload or _uploaded
 
         n = len(lengths)
         order = length_order(lengths)
@@ -278,21 +284,107 @@ class PreparedReads:
         last = int((seq_start + lengths).max())
         buffer = np.frombuffer(data, np.uint8)[first:last]
         starts = seq_start[order].astype(np.int64) - first
-        planes, bad = pack_bytes_gpu(cupy.asarray(buffer), cupy.asarray(starts),
-                                        cupy.asarray(sorted_lengths.astype(np.int32)),
-                                        max(int(sorted_lengths[-1]), 1), _read_code_table())
-        return None if bad else cls(n, order, planes, _group_lengths(sorted_lengths))
+        width = max(int(sorted_lengths[-1]), 1)
+        if on_host:
+            planes, bad = pack_bytes(buffer, starts, sorted_lengths, width, READ_CODE, WORD_BITS)
+            if bad:
+                return None
+            planes, group_length = upload([planes, _group_lengths(sorted_lengths)])
+            return cls(n, order, planes, group_length)
+        on_device, starts, sorted_lengths_, group_length = upload(
+            [buffer, starts, sorted_lengths.astype(np.int32), _group_lengths(sorted_lengths)])
+        planes, bad = pack_bytes_gpu(on_device, starts, sorted_lengths_, width, _read_code_table(), flag_out)
+        return None if bad else cls(n, order, planes, group_length)
 
 
-def _group_lengths(sorted_lengths: np.ndarray):
-    """Each word group's length (its longest read, at least 1) on the device: int32 (G,)."""
+def _uploaded(arrays: list[np.ndarray]) -> list:
+    return [_on_stream(array) for array in arrays]
+
+
+def _on_stream(array: np.ndarray):
+    """A device copy of ``array`` made on the current stream (no pinned
+    block from CuPy's pool, no event: cupy.asarray makes both)."""
     import cupy
 
+    copy = cupy.empty(array.shape, array.dtype)
+    if array.size:
+        copy.set(np.ascontiguousarray(array))
+    return copy
+
+
+def _flagged_lanes(flag):
+    """From the first pass's flags (K, G): each word's flagged lanes of
+    its pattern in the words before it (rank, int64 (K, G)), and each
+    pattern's (counts[:K], uint64 (K + 1,); counts[K] = 0: the second
+    pass's hit records)."""
+    import cupy
+
+    lanes = _popcount()(flag).astype(cupy.int64)
+    rank = cupy.cumsum(lanes, axis=1) - lanes
+    counts = cupy.zeros(len(flag) + 1, cupy.uint64)
+    counts[:-1] = lanes.sum(axis=1)
+    return rank, counts
+
+
+def _group_lengths(sorted_lengths: np.ndarray) -> np.ndarray:
+    """Each word group's length (its longest read, at least 1): int32 (G,)."""
     n = len(sorted_lengths)
     groups = -(-n // WORD_BITS)
     last = np.minimum((np.arange(groups) + 1) * WORD_BITS, n) - 1
     group_length = np.maximum(sorted_lengths[last], 1) if n else np.zeros(0, np.int64)
-    return cupy.asarray(group_length.astype(np.int32))
+    return group_length.astype(np.int32)
+
+
+class _PinnedStaging:
+    """Pinned host memory an engine's batches are uploaded through, on its
+    preparing stream, and the flag of bad bytes is read into (``flag``):
+    allocated once and grown rarely, since beside a running kernel
+    allocating pinned (or device) memory waits for the kernel to end
+    (cupy.asarray allocates from a pool of pinned blocks by size, and makes
+    an event per call). One batch at a time (``lock``): the memory is used
+    again only after the stream has passed the copies."""
+
+    #: each array's place in the memory starts on a multiple of this
+    ALIGN = 256
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self._memory: Any = None
+        self._size = 0
+        self._flag_memory: Any = None
+
+    @property
+    def flag(self) -> np.ndarray:
+        """int32 (1,) in pinned memory."""
+        if self._flag_memory is None:
+            import cupy
+
+            self._flag_memory = cupy.cuda.alloc_pinned_memory(4)
+        return np.frombuffer(self._flag_memory, np.int32, 1)
+
+    def upload(self, arrays: list[np.ndarray], stream) -> list:
+        """Device copies of ``arrays``, queued on ``stream``; the caller
+        waits for the stream before the next upload."""
+        import cupy
+
+        offsets, total = [], 0
+        for array in arrays:
+            offsets.append(total)
+            total += -(-array.nbytes // self.ALIGN) * self.ALIGN
+        if total > self._size:
+            self._size = max(total, 2 * self._size)
+            self._memory = cupy.cuda.alloc_pinned_memory(self._size)
+        copies = []
+        for array, offset in zip(arrays, offsets):
+            if not array.size:
+                copies.append(cupy.empty(array.shape, array.dtype))
+                continue
+            staged = np.frombuffer(self._memory, array.dtype, array.size, offset).reshape(array.shape)
+            np.copyto(staged, array)
+            copy = cupy.empty(array.shape, array.dtype)
+            copy.set(staged, stream=stream)
+            copies.append(copy)
+        return copies
 
 
 def _read_code_table():
@@ -310,23 +402,43 @@ def _code_table(device: int):
 
 
 def _warm_up() -> None:
-    """CuPy imported, the CUDA context created and the kernels every screen
+    """CuPy imported, and on every visible device at once (a run on the GPU
+    uses them all) the CUDA context created and the kernels every screen
     uses loaded (compiled where CuPy's cache is cold); any failure is left
     for the engine to meet, and report, where it would anyway."""
     try:
         import cupy
 
-        if cupy.cuda.runtime.getDeviceCount() == 0:
-            return
-        cupy.cuda.runtime.free(0)  # creates the device's (primary) context, which every thread then shares
+        others = [threading.Thread(target=_warm_up_device, args=(device,), name="bpbc-gpu-warm-up", daemon=True)
+                  for device in range(1, cupy.cuda.runtime.getDeviceCount())]
+        for thread in others:
+            thread.start()
+        _warm_up_device(0)
+        for thread in others:
+            thread.join()
+    except Exception:  # noqa: BLE001 - no usable GPU, or a broken one: the engine says so
+        pass
+
+
+def _warm_up_device(device: int) -> None:
+    """:func:`_warm_up` on one device. The kernels: reading the reads
+    (pack_bytes_gpu), the helpers and CuPy's (its first call on a device
+    compiles or loads each) that every screen's two passes use."""
+    try:
+        import cupy
+
         from transpose.gpu import _kernels as transpose_kernels
 
-        transpose_kernels()  # pack_bytes_gpu: the reads' upload
-        _read_code_table()
-        _helpers()
-        _popcount()(cupy.zeros(1, cupy.uint32))  # an ElementwiseKernel compiles on its first call
-        cupy.cuda.runtime.deviceSynchronize()
-    except Exception:  # noqa: BLE001 - no usable GPU, or a broken one: the engine says so
+        with cupy.cuda.Device(device):
+            cupy.cuda.runtime.free(0)  # creates the device's (primary) context, which every thread then shares
+            transpose_kernels().get_function("pack_bytes_kernel")
+            _read_code_table()
+            for name in HELPER_KERNELS:
+                _helper(name, device)
+            _flagged_lanes(cupy.zeros((1, 1), cupy.uint32))
+            cupy.full(1, -1, cupy.int32)  # the second pass's fill
+            cupy.cuda.runtime.deviceSynchronize()
+    except Exception:  # noqa: BLE001 - as _warm_up
         pass
 
 
@@ -378,12 +490,14 @@ def _launch_parts(count: int, stripes: int, groups: int, width: int, planes: int
 
 def _on_device(method):
     """The engine's method run with its device current (CUDA's current device
-    is per thread: the threads of a run with several GPUs each use their own)."""
+    is per thread: the threads of a run with several GPUs each use their own)
+    and the calling thread's screening stream (see :class:`GpuEngine`) the
+    current stream."""
     @functools.wraps(method)
     def on_device(self, *args, **kwargs):
         import cupy
 
-        with cupy.cuda.Device(self.device):
+        with cupy.cuda.Device(self.device), self._screening_stream():
             return method(self, *args, **kwargs)
 
     return on_device
@@ -393,7 +507,15 @@ class GpuEngine:
     """The CuPy engine, on one device (``device``: its CUDA ordinal, default
     the current one). ``transpose`` picks the swap (default: faster on an
     H100, see docs/gpu.md) or the ballot kernel. One launch covers every oriented
-    pattern of a chain shape; only words holding a hit come back."""
+    pattern of a chain shape; only words holding a hit come back.
+
+    The engine screens on a non-blocking stream of its own, not CUDA's
+    default stream, and prepares batches on another (:meth:`_prepared`):
+    beside a screen on the default stream every copy to the device waited
+    for the screen's kernels, on any stream, from pinned memory too (15 MB:
+    422 ms against 0.3 ms on the idle device, H200, 5000 x 24 bp); beside
+    one on a non-blocking stream the copy takes 0.3 ms
+    (bench/results/several_gpus_h200.txt)."""
 
     name = "gpu"
     word_bits = WORD_BITS
@@ -429,13 +551,25 @@ class GpuEngine:
         #: second pass's batch: what the last batches needed (they grow)
         self._record_capacity = 1 << 16
         self._second_pass_words = 1 << 22
-        self._end_overlap_stream: Any = None  # trimming's end-overlap decision's own stream (end_overlap_flags)
-        self._preparing_stream: Any = None  # see _preparing
+        #: pack batches of bytes into bit planes on the host (numba) and
+        #: upload the planes, rather than upload the bytes and pack them on
+        #: the device: set for runs on several devices (pipeline._screened),
+        #: where a batch is prepared while the device screens, and the
+        #: packing kernel would wait for the screen's kernels to leave the
+        #: multiprocessors (each block of a chain runs to the kernel's end)
+        self.pack_on_host = False
+        with cupy.cuda.Device(self.device):
+            self._preparing_stream = cupy.cuda.Stream(non_blocking=True, priority=PREPARING_PRIORITY)
+            self._end_overlap_stream = cupy.cuda.Stream(non_blocking=True)  # trimming's (end_overlap_flags)
+        self._staging = _PinnedStaging()
+        self._threads = threading.local()  # each thread's screening stream and its event
+        self._queue = threading.Lock()  # held while a thread queues its kernels after the last ones
+        self._last: Any = None  # the event recorded after the kernels queued last
 
     def on_device(self, device: int) -> GpuEngine:
         """An engine of the same settings on another device."""
         twin = GpuEngine(self.transpose, flag_first=self.flag_first, device=device)
-        twin.cell = self.cell
+        twin.cell, twin.pack_on_host = self.cell, self.pack_on_host
         return twin
 
     def _resident_threads(self, kernel) -> int:
@@ -458,43 +592,56 @@ class GpuEngine:
         cupy.get_default_memory_pool().free_all_blocks()
         cupy.get_default_pinned_memory_pool().free_all_blocks()
 
-    def _preparing(self):
-        """The stream batches are prepared on (made on first use, on the
-        current device: the engine's), not the default one, where the
-        screen's kernels run; of the greatest priority (CUDA clamps
-        PREPARING_PRIORITY to the device's), so the packing kernel's blocks go
-        before the screen's waiting ones (1.4 ms beside a screen). The upload
-        before it still waits for the screen's kernels to end: 15 MB took
-        393-399 ms beside a screen of 5000 patterns on an H200 and 2-5 ms on
-        the idle device, from pageable and from pinned memory alike (not
-        explained; bench/results/several_gpus_h200.txt). With several devices
-        a batch is prepared while the one before is screened, so it is ready
-        when the screen ends (pipeline._screened)."""
-        with _PREPARING_STREAM:
-            if self._preparing_stream is None:
-                import cupy
+    def _screening_stream(self):
+        """The calling thread's screening stream on this engine's device (a
+        non-blocking one, made on the thread's first call)."""
+        mine = self._threads
+        if getattr(mine, "stream", None) is None:
+            import cupy
 
-                self._preparing_stream = cupy.cuda.Stream(non_blocking=True, priority=PREPARING_PRIORITY)
-            return self._preparing_stream
+            with cupy.cuda.Device(self.device):
+                mine.stream, mine.done = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Event(disable_timing=True)
+        return mine.stream
 
-    def _prepared(self, make: Callable[[], P]) -> P:
-        """``make()`` run on the preparing stream, its batch marked ready there."""
-        stream = self._preparing()
-        with stream:
-            prepared = make()
-            if prepared is not None:
-                prepared.ready = stream.record()
+    @contextmanager
+    def _in_device_order(self):
+        """Kernels queued in this block (on the thread's screening stream,
+        current) start after those queued before by any thread: the
+        threads of a run with several chunks under way on a device queue a
+        screen while the one before runs, and their screens run one after
+        the other, not beside each other (kernels of chunks sharing a
+        device ran slower together: 130-138 ms each against 96-100)."""
+        stream = self._screening_stream()
+        with self._queue:
+            if self._last is not None:
+                stream.wait_event(self._last)
+            yield
+            self._threads.done.record(stream)
+            self._last = self._threads.done
+
+    def _prepared(self, make: Callable[[Callable, np.ndarray], P]) -> P:
+        """``make(upload, flag_out)``: a batch prepared on the engine's
+        preparing stream, its arrays uploaded through pinned memory
+        (:class:`_PinnedStaging`), finished when this returns. The stream is
+        of the greatest priority (CUDA clamps PREPARING_PRIORITY to the
+        device's), so the packing kernel's blocks go before the screen's
+        waiting ones: a batch is prepared while the device screens the one
+        before (pipeline._screened)."""
+        with self._staging.lock, self._preparing_stream as stream:
+            prepared = make(functools.partial(self._staging.upload, stream=stream), self._staging.flag)
+            stream.synchronize()  # the batch is ready, the pinned memory free again
         return prepared
 
     @_on_device
     def prepare(self, codes: np.ndarray, lengths: np.ndarray) -> PreparedReads:
-        return self._prepared(lambda: PreparedReads.from_codes(codes, lengths, self.transpose))
+        return self._prepared(lambda upload, _: PreparedReads.from_codes(codes, lengths, self.transpose, upload))
 
     @_on_device
     def prepare_bytes(self, data, seq_start: np.ndarray, lengths: np.ndarray) -> PreparedReads | None:
         """:meth:`prepare` for sequences still in their buffer (encoded on
         the GPU); None when a byte lies outside the alphabet."""
-        return self._prepared(lambda: PreparedReads.from_bytes(data, seq_start, lengths))
+        return self._prepared(lambda upload, flag: PreparedReads.from_bytes(data, seq_start, lengths, upload, flag,
+                                                                            self.pack_on_host))
 
     @_on_device
     def end_overlap_flags(self, prepared: PreparedReads, lengths: np.ndarray, decision):
@@ -503,14 +650,8 @@ class GpuEngine:
         planes, which are on the device already (``lengths``: the batch's, in
         input order), on a stream of its own; returns the
         :class:`bpbc.end_overlap.PlaneFlags` whose ``result()`` waits for it."""
-        import cupy
-
         from .end_overlap import launch_plane_flags
 
-        if self._end_overlap_stream is None:
-            self._end_overlap_stream = cupy.cuda.Stream(non_blocking=True)
-        if prepared.ready is not None:
-            self._end_overlap_stream.wait_event(prepared.ready)
         return launch_plane_flags(decision, prepared.planes, np.asarray(lengths)[prepared.order], prepared.order,
                                   self._end_overlap_stream)
 
@@ -528,8 +669,6 @@ class GpuEngine:
         chains of :func:`latency_shape` (for a sweep over few groups)."""
         import cupy
 
-        if prepared.ready is not None:
-            cupy.cuda.get_current_stream().wait_event(prepared.ready)
         groups = prepared.groups
         leading = (len(table),) if group_ranges is None else ()
         best = cupy.zeros(leading + (groups, planes if track_best else 0), cupy.uint32)
@@ -619,32 +758,30 @@ class GpuEngine:
         import cupy
 
         count, groups = len(table), prepared.groups
-        thresholds_on_device = cupy.asarray(thresholds.astype(np.int32))  # before the kernel: the copy waits
-        best, flag = self.launch(prepared, table, scoring, planes)
-        counter = cupy.zeros(1, cupy.uint64)
-        records = _HitRecords(self, best, flag, thresholds_on_device, count, groups, planes, counter, n=prepared.n)
+        thresholds_on_device = _on_stream(thresholds.astype(np.int32))
+        with self._in_device_order():
+            best, flag = self.launch(prepared, table, scoring, planes)
+            counter = cupy.zeros(1, cupy.uint64)
+            records = _HitRecords(self, best, flag, thresholds_on_device, count, groups, planes, counter,
+                                  n=prepared.n)
         packed = records.fetch(int(counter.get()[0]))
         return expand_hits(packed, planes, groups, prepared.order, np.zeros(0, np.int64))
 
     def _hits_of_flagged_lanes(self, prepared: PreparedReads, table, scoring: Scoring, planes: int,
                                thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`hits` in two passes (see there)."""
-        import cupy
 
         count, groups = len(table), prepared.groups
-        thresholds_on_device = cupy.asarray(thresholds.astype(np.int32))  # before the kernels: the copy waits
-        _, flag = self.launch(prepared, table, scoring, planes - 1, track_best=False)
-        # the flagged lanes of each pattern (counts[:K]), and of each pattern in the words before each
-        # word (rank); counts[K]: the second pass's hit records
-        lanes = _popcount()(flag).astype(cupy.int64)
-        rank = cupy.cumsum(lanes, axis=1) - lanes
-        counts = cupy.zeros(count + 1, cupy.uint64)
-        counts[:count] = lanes.sum(axis=1)
+        self._load_passes(table, scoring, planes)
+        thresholds_on_device = _on_stream(thresholds.astype(np.int32))
         # the second pass goes into buffers of the room the last batch needed (no copy to the host
         # between the passes, so the host runs ahead of the device), and once more where they fell short
         new_groups = max(1, min(count * groups, self._second_pass_words // (3 * prepared.width)))
-        second = self._second_pass(prepared, table, scoring, planes, flag, rank, counts, thresholds_on_device,
-                                   new_groups)
+        with self._in_device_order():
+            _, flag = self.launch(prepared, table, scoring, planes - 1, track_best=False)
+            rank, counts = _flagged_lanes(flag)
+            second = self._second_pass(prepared, table, scoring, planes, flag, rank, counts, thresholds_on_device,
+                                       new_groups)
         copied = counts.get()
         sizes = -(-copied[:count].astype(np.int64) // WORD_BITS)  # each pattern's new word groups
         needed = int(sizes.sum())
@@ -652,13 +789,28 @@ class GpuEngine:
             return _no_hits()
         if needed > new_groups:
             self._second_pass_words = 2 * needed * 3 * prepared.width
-            counts[count:] = 0
-            second = self._second_pass(prepared, table, scoring, planes, flag, rank, counts, thresholds_on_device,
-                                       needed)
+            with self._in_device_order():
+                counts[count:] = 0
+                second = self._second_pass(prepared, table, scoring, planes, flag, rank, counts,
+                                           thresholds_on_device, needed)
             copied = counts.get()
         packed = second.fetch(int(copied[count]))  # (new group, hit mask, flag, best planes, positions)
         group_pattern = np.repeat(np.arange(count), sizes)
         return expand_hits(packed, planes, 1, prepared.order, group_pattern)
+
+    def _load_passes(self, table, scoring: Scoring, planes: int) -> None:
+        """The launches and kernels of both passes over ``table`` made on
+        this device before the first pass runs, once: beside a running
+        kernel, loading a module or allocating device memory waits for it
+        to end (a run's first second pass waited so for its first pass)."""
+        key = ("passes", planes, scoring, self.cell, _device())
+        if key in table.engine_cache:
+            return
+        for latency, kernel_planes, best in ((False, planes - 1, False), (True, planes, True)):
+            for launch in _launches(table, latency):
+                _kernel(kernel_planes, launch.rows, launch.lanes, scoring, self.cell, best, launch.stripes > 1,
+                        _device())
+        table.engine_cache[key] = True
 
     def _second_pass(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, flag, rank, counts,
                      thresholds, new_groups: int):
@@ -728,8 +880,9 @@ class _HitRecords:
         if found > self.capacity:
             self.engine._record_capacity = 2 * found  # for the batches after this one too
             self.capacity = found
-            self.counter.fill(0)
-            self.records = self._run()
+            with self.engine._in_device_order():
+                self.counter.fill(0)
+                self.records = self._run()
         packed = self.records[:found].get()
         return packed[np.argsort(packed[:, 0])]  # the kernel appends in no set order
 

@@ -483,12 +483,15 @@ def twin_makers(screener) -> list[Callable]:
     """For a GPU run on a host with more GPUs (those ``CUDA_VISIBLE_DEVICES``
     shows), a call per other device that makes a twin of ``screener`` there:
     the same patterns and settings, an engine of its own. :func:`_screened`
-    makes them beside the first device's screen. None for a CPU run."""
+    makes them beside the first device's screen. None for a CPU run. With
+    other devices, the engines pack batches on the host
+    (``GpuEngine.pack_on_host``)."""
     if screener.engine.name != "gpu":
         return []
     import cupy
 
     others = [d for d in range(cupy.cuda.runtime.getDeviceCount()) if d != screener.engine.device]
+    screener.engine.pack_on_host = bool(others)  # and so its twins'
     return [functools.partial(_twin_on, screener, d) for d in others]
 
 
@@ -505,11 +508,12 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
     Several (``makers`` of the other GPUs' twins, see :func:`twin_makers`):
     each chunk is encoded and screened by whichever device is free first, in
     one of CHUNKS_PER_DEVICE x n threads, with up to as many chunks and one
-    more per device under way: each device screens one chunk at a time
-    while the next is encoded for it (on a stream of its own, see
-    ``GpuEngine._preparing``; its upload still waits for the screen's
-    kernels), so the next chunk is ready when the screen ends. A batch is
-    prepared on the device that screens it.
+    more per device under way: while a device screens one chunk, the next
+    is encoded for it on the host (``GpuEngine.pack_on_host``), uploaded
+    beside the screen and its kernels queued to run right after the
+    screen's (``GpuEngine._in_device_order``), so the device goes from one
+    screen to the next without waiting for the host. A batch is prepared
+    on the device that screens it.
     Taking the free device rather than device k mod n for chunk k keeps a
     device that started later, or drew larger chunks, from holding up the
     others (the output waits for chunks in order). Stage seconds add up
@@ -524,12 +528,11 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
                 yield chunk, batch, hits
         return
 
-    free: queue.SimpleQueue = queue.SimpleQueue()  # (screener, its device's lock) per slot, or an error
+    free: queue.SimpleQueue = queue.SimpleQueue()  # a device's screener per slot, or an error
 
     def add_device(device_screener) -> None:
-        screening = threading.Lock()  # one screen at a time on the device
         for _ in range(CHUNKS_PER_DEVICE):
-            free.put((device_screener, screening))
+            free.put(device_screener)
 
     def join(make) -> None:
         """Make a twin (its device's context, about 0.3 s) while the first
@@ -544,12 +547,11 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
         if isinstance(slot, _Raised):
             free.put(slot)  # for the chunks waiting behind
             raise slot.error
-        device, screening = slot
         try:
             with stages.timing("encode"):
-                batch = encode_chunk(chunk, device.engine, source_name)
-            with screening, stages.timing("device"):
-                return batch, device.hits(batch)
+                batch = encode_chunk(chunk, slot.engine, source_name)
+            with stages.timing("device"):
+                return batch, slot.hits(batch)
         finally:
             free.put(slot)
 

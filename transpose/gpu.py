@@ -91,14 +91,16 @@ def planes_swap(streams_gpu, length: int):
     return _streams_to_planes("planes_swap_kernel", streams_gpu, length)
 
 
-def pack_bytes_gpu(data_gpu, starts_gpu, lengths_gpu, length: int, code_table_gpu):
+def pack_bytes_gpu(data_gpu, starts_gpu, lengths_gpu, length: int, code_table_gpu, flag_out=None):
     """Bit planes (G, L = ``length``, 3) uint32 of byte sequences on the
     device, encoded on the way: instance i is ``data[starts[i]:starts[i] +
     lengths[i]]`` (uint8, int64, int32 cupy arrays), each byte coded by
     ``code_table`` (256 uint8, as for :func:`transpose.cpu.pack_bytes`: 0-3
     a base, 4 one that matches nothing, 255 not allowed); positions past an
     instance are invalid. Returns (planes, bad): bad is True when some byte
-    is coded 255 (the planes are then not to be used)."""
+    is coded 255 (the planes are then not to be used). ``flag_out``: an
+    int32 (1,) host array to read the flag into (in pinned memory, the read
+    does not wait for other streams' kernels)."""
     import cupy
 
     length = int(length)
@@ -115,7 +117,7 @@ def pack_bytes_gpu(data_gpu, starts_gpu, lengths_gpu, length: int, code_table_gp
         kernel(_grid(groups), (THREADS_PER_BLOCK,), (
             data_gpu, starts_gpu, lengths_gpu, code_table_gpu, planes, bad,
             np.int64(n), np.int32(length), np.int64(groups)))
-    return planes, bool(bad.get()[0])
+    return planes, bool(bad.get(out=flag_out)[0])
 
 
 _UNPACK_KERNELS = {"ballot": "unpack_ballot_kernel", "swap": "unpack_swap_kernel"}

@@ -557,11 +557,14 @@ def test_every_visible_gpu_screens_and_the_output_is_one_gpus(tmp_path):
 
 
 @pytest.mark.gpu
-def test_a_batch_prepared_while_the_device_screens_gives_the_cpu_hits():
-    """A batch is prepared on a stream of its own (GpuEngine._preparing),
-    beside the screen of the one before; the screen waits for its planes.
-    Prepared from FASTQ-like bytes and from codes, during a screen in
-    another thread: every hit is the CPU engine's."""
+@pytest.mark.parametrize("pack_on_host", [False, True])
+def test_batches_prepared_and_screened_beside_each_other_give_the_cpu_hits(pack_on_host):
+    """Batches are prepared on a stream of their own, through pinned memory
+    (GpuEngine._prepared), packed on the device or on the host
+    (pack_on_host), beside another batch's screen; screens called from
+    several threads at once run one after the other on the device
+    (GpuEngine._in_device_order). From the reads' bytes and from codes:
+    every hit is the CPU engine's."""
     from concurrent.futures import ThreadPoolExecutor
 
     from bpbc.screener import ReadBatch, Screener
@@ -572,16 +575,107 @@ def test_a_batch_prepared_while_the_device_screens_gives_the_cpu_hits():
     for part in parts:
         part += [random_read(rng, 40) + patterns[k] + random_read(rng, 40) for k in range(0, 300, 7)]
     gpu = Screener(patterns, threshold=40, device="gpu")
+    gpu.engine.pack_on_host = pack_on_host
     cpu = Screener(patterns, threshold=40, device="cpu")
-    with ThreadPoolExecutor(1) as pool:
-        screening = pool.submit(gpu.hits, gpu.prepare(parts[0]))
-        second = gpu.prepare(parts[1])  # from the reads' bytes
-        hits = [screening.result()]
-        screening = pool.submit(gpu.hits, second)
+    with ThreadPoolExecutor(3) as pool:
+        screens = [pool.submit(gpu.hits, gpu.prepare(parts[0]))]
+        screens.append(pool.submit(gpu.hits, gpu.prepare(parts[1])))  # from the reads' bytes
         third = ReadBatch.from_codes(*bpbc.Reads.of(parts[2]).encode(), gpu.engine)  # from codes
-        hits += [screening.result(), gpu.hits(third)]
+        screens.append(pool.submit(gpu.hits, third))
+        hits = [screen.result() for screen in screens]
     for got, part in zip(hits, parts):
         expected = cpu.hits(part)
         for field in ("read", "pattern", "strand", "score", "capped"):
             assert np.array_equal(getattr(got, field), getattr(expected, field)), field
         assert len(got) >= 300 // 7
+
+
+@pytest.mark.gpu
+def test_pinned_staging_uploads_every_array_as_it_is():
+    """The engine's uploads go through pinned memory (_PinnedStaging): arrays
+    of several types and shapes, an empty one, and a second, larger set
+    (the memory grows) arrive unchanged."""
+    import cupy
+
+    from bpbc.gpu_engine import _PinnedStaging
+
+    rng = np.random.default_rng(3)
+    staging = _PinnedStaging()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    for size in (1000, 300_000):
+        arrays = [rng.integers(0, 256, size).astype(np.uint8), rng.integers(-5, 5, (size // 7, 3)).astype(np.int64),
+                  np.zeros(0, np.int32), rng.integers(0, 1 << 30, 33).astype(np.int32)]
+        copies = staging.upload(arrays, stream)
+        stream.synchronize()
+        for array, copy in zip(arrays, copies):
+            assert copy.dtype == array.dtype and copy.shape == array.shape
+            assert np.array_equal(copy.get(), array)
+
+
+@pytest.mark.gpu
+def test_flagged_lanes_counts_each_patterns_lanes_and_ranks_each_word():
+    """_flagged_lanes (the two passes' bookkeeping, also run by the warm-up):
+    rank[k, g] is pattern k's flagged lanes in the words before word g,
+    counts[k] its flagged lanes in all, counts[K] = 0."""
+    import cupy
+
+    from bpbc.gpu_engine import _flagged_lanes
+
+    rng = np.random.default_rng(5)
+    flag = rng.integers(0, 1 << 32, (7, 40), dtype=np.uint64).astype(np.uint32)
+    flag[rng.random(flag.shape) < 0.4] = 0
+    rank, counts = _flagged_lanes(cupy.asarray(flag))
+    lanes = np.vectorize(lambda word: bin(int(word)).count("1"))(flag).astype(np.int64)
+    assert np.array_equal(rank.get(), np.cumsum(lanes, axis=1) - lanes)
+    assert np.array_equal(counts.get(), np.append(lanes.sum(axis=1), 0).astype(np.uint64))
+
+
+@pytest.mark.gpu
+def test_the_engine_screens_off_the_default_stream(monkeypatch):
+    """Beside a screen on CUDA's default stream every copy to the device
+    waits for its kernels (GpuEngine's docstring): the engine's SW kernels
+    run on the calling thread's screening stream, a non-blocking one."""
+    import cupy
+
+    from bpbc import gpu_engine
+    from bpbc.screener import Screener
+
+    streams = []
+    loaded = gpu_engine._kernel
+
+    class Recording:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getattr__(self, name):
+            return getattr(self.kernel, name)
+
+        def __call__(self, *args):
+            streams.append(cupy.cuda.get_current_stream().ptr)
+            return self.kernel(*args)
+
+    monkeypatch.setattr(gpu_engine, "_kernel", lambda *args: Recording(loaded(*args)))
+    screener = Screener([b"ACGTACGTAC"], threshold=10, device="gpu")
+    hits = screener.hits([b"TTACGTACGTACTT", b"GGGG"])
+    assert set(hits.read.tolist()) == {0}
+    assert streams and set(streams) == {screener.engine._screening_stream().ptr} != {cupy.cuda.Stream.null.ptr}
+
+
+@pytest.mark.gpu
+def test_packing_on_the_host_gives_the_devices_planes():
+    """GpuEngine.pack_on_host: the same planes, order and word-group lengths
+    as packing on the device; a byte outside the alphabet gives None."""
+    from bpbc.gpu_engine import GpuEngine
+
+    rng = np.random.default_rng(23)
+    reads = bpbc.Reads.of([random_read(rng, int(n)) for n in rng.integers(1, 300, 1000)])
+    on_device, on_host = GpuEngine(), GpuEngine()
+    on_host.pack_on_host = True
+    expected = on_device.prepare_bytes(reads.data, reads.seq_start, reads.lengths)
+    got = on_host.prepare_bytes(reads.data, reads.seq_start, reads.lengths)
+    assert np.array_equal(got.order, expected.order)
+    assert np.array_equal(got.planes.get(), expected.planes.get())
+    assert np.array_equal(got.group_length.get(), expected.group_length.get())
+    bad = np.array(reads.data, np.uint8)
+    bad[int(reads.seq_start[5])] = ord("X")
+    assert on_host.prepare_bytes(bad, reads.seq_start, reads.lengths) is None

@@ -84,15 +84,12 @@ def test_chunks_spread_over_several_devices_come_back_in_input_order(monkeypatch
             self.busy = threading.Lock()
 
         def hits(self, batch):
-            assert self.busy.acquire(blocking=False), "a device screens one chunk at a time"
-            try:
+            with self.busy:
                 self.taken += 1
-                time.sleep(0.001 * (batch[1] % 3))  # later chunks often finish first
-                if self.name != 2:
-                    screened.release()
-                return (self.name, batch[1])
-            finally:
-                self.busy.release()
+            time.sleep(0.001 * (batch[1] % 3))  # later chunks often finish first
+            if self.name != 2:
+                screened.release()
+            return (self.name, batch[1])
 
     devices = [Screener(0), Screener(1), Screener(2)]
     screened_before_2: list[int] = []
@@ -114,38 +111,34 @@ def test_chunks_spread_over_several_devices_come_back_in_input_order(monkeypatch
     assert sum(device.taken for device in devices) == 60
 
 
-def test_a_device_gets_its_next_chunk_encoded_while_it_screens(monkeypatch):
-    """With several devices, each screens one chunk at a time while the next
-    is encoded for it, so that it goes from one screen to the next without
-    waiting for an upload: the first chunk's screen on device 0 sees the
-    second chunk encoded for device 0 (one thread per device never did)."""
+def test_a_device_gets_its_next_chunk_queued_while_it_screens(monkeypatch):
+    """With several devices, while a device screens one chunk the next is
+    encoded for it and its screen called, to be queued behind the first on
+    the device (GpuEngine._in_device_order), so that it goes from one
+    screen to the next without waiting for the host: the first chunk's
+    screen on device 0 sees the second chunk's screen on device 0 begin
+    (one screen at a time per device never did)."""
     from bpbc import pipeline
 
-    encoded = {0: [], 1: []}
-    second_encoded = threading.Event()
+    second_called = threading.Event()
     seen_while_screening = []
+    calls = {0: 0, 1: 0}
+    counting = threading.Lock()
 
     class Screener:
         def __init__(self, name):
             self.name, self.engine, self.threads = name, name, None
-            self.screening = threading.Lock()
 
         def hits(self, batch):
-            assert self.screening.acquire(blocking=False), "a device screens one chunk at a time"
-            try:
-                if batch == 0:
-                    seen_while_screening.append(second_encoded.wait(timeout=10))
-                return batch
-            finally:
-                self.screening.release()
+            with counting:
+                calls[self.name] += 1
+                if self.name == 0 and calls[0] == 2:
+                    second_called.set()
+            if batch == 0:
+                seen_while_screening.append(second_called.wait(timeout=10))
+            return batch
 
-    def encode(chunk, engine, source):
-        encoded[engine].append(chunk)
-        if engine == 0 and len(encoded[0]) == 2:
-            second_encoded.set()
-        return chunk
-
-    monkeypatch.setattr(pipeline, "encode_chunk", encode)
+    monkeypatch.setattr(pipeline, "encode_chunk", lambda chunk, engine, source: chunk)
     results = list(pipeline._screened(iter(range(20)), "reads", Screener(0), [lambda: Screener(1)],
                                       pipeline.StageTimes()))
     assert [chunk for chunk, _, _ in results] == list(range(20))

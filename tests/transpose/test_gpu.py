@@ -291,6 +291,10 @@ def test_pack_bytes_gpu_matches_cpu(cupy, n):
         buffer[starts[i]] = ord("X")
         assert gpu.pack_bytes_gpu(cupy.asarray(buffer), cupy.asarray(starts.astype(np.int64)),
                                   cupy.asarray(lengths.astype(np.int32)), width, cupy.asarray(CODE_TABLE))[1]
+        flag = np.frombuffer(cupy.cuda.alloc_pinned_memory(4), np.int32, 1)  # the flag read into pinned memory
+        assert gpu.pack_bytes_gpu(cupy.asarray(buffer), cupy.asarray(starts.astype(np.int64)),
+                                  cupy.asarray(lengths.astype(np.int32)), width, cupy.asarray(CODE_TABLE), flag)[1]
+        assert flag[0] == 1
 
 
 @pytest.mark.gpu
