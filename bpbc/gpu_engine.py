@@ -242,8 +242,8 @@ class PreparedReads:
     def from_codes(cls, codes: np.ndarray, lengths: np.ndarray, transpose_method: str,
                    upload: Callable[[list[np.ndarray]], list] | None = None) -> "PreparedReads":
         """Sort, pack (2 bits per base plus validity), upload, transpose on
-        the GPU. ``upload``: host arrays to device arrays (default
-        ``cupy.asarray`` each; the engine's goes through pinned memory)."""
+        the GPU. ``upload``: host arrays to device arrays on the current
+        stream (default: a copy each; the engine's goes through pinned memory)."""
         from transpose import codes_to_streams, planes_ballot, planes_swap
 
         upload = upload or _uploaded
