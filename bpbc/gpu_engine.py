@@ -553,7 +553,7 @@ class GpuEngine:
         self._second_pass_words = 1 << 22
         #: pack batches of bytes into bit planes on the host (numba) and
         #: upload the planes, rather than upload the bytes and pack them on
-        #: the device: set for runs on several devices (pipeline._screened),
+        #: the device: set for runs on several devices (pipeline.twin_makers),
         #: where a batch is prepared while the device screens, and the
         #: packing kernel would wait for the screen's kernels to leave the
         #: multiprocessors (each block of a chain runs to the kernel's end)
@@ -624,9 +624,10 @@ class GpuEngine:
         preparing stream, its arrays uploaded through pinned memory
         (:class:`_PinnedStaging`), finished when this returns. The stream is
         of the greatest priority (CUDA clamps PREPARING_PRIORITY to the
-        device's), so the packing kernel's blocks go before the screen's
-        waiting ones: a batch is prepared while the device screens the one
-        before (pipeline._screened)."""
+        device's): the packing kernel's blocks go before the screen's
+        waiting ones, though not before its running ones, which run to the
+        kernel's end (hence ``pack_on_host`` where batches are prepared
+        beside screens)."""
         with self._staging.lock, self._preparing_stream as stream:
             prepared = make(functools.partial(self._staging.upload, stream=stream), self._staging.flag)
             stream.synchronize()  # the batch is ready, the pinned memory free again
@@ -639,7 +640,8 @@ class GpuEngine:
     @_on_device
     def prepare_bytes(self, data, seq_start: np.ndarray, lengths: np.ndarray) -> PreparedReads | None:
         """:meth:`prepare` for sequences still in their buffer (encoded on
-        the GPU); None when a byte lies outside the alphabet."""
+        the GPU, or with ``pack_on_host`` on the host); None when a byte
+        lies outside the alphabet."""
         return self._prepared(lambda upload, flag: PreparedReads.from_bytes(data, seq_start, lengths, upload, flag,
                                                                             self.pack_on_host))
 
@@ -770,7 +772,6 @@ class GpuEngine:
     def _hits_of_flagged_lanes(self, prepared: PreparedReads, table, scoring: Scoring, planes: int,
                                thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`hits` in two passes (see there)."""
-
         count, groups = len(table), prepared.groups
         self._load_passes(table, scoring, planes)
         thresholds_on_device = _on_stream(thresholds.astype(np.int32))
@@ -801,8 +802,9 @@ class GpuEngine:
     def _load_passes(self, table, scoring: Scoring, planes: int) -> None:
         """The launches and kernels of both passes over ``table`` made on
         this device before the first pass runs, once: beside a running
-        kernel, loading a module or allocating device memory waits for it
-        to end (a run's first second pass waited so for its first pass)."""
+        kernel, allocating device memory (the launches' tables) waits for
+        it to end, and a run's first second pass waited so for its first
+        pass."""
         key = ("passes", planes, scoring, self.cell, _device())
         if key in table.engine_cache:
             return

@@ -99,8 +99,8 @@ def pack_bytes_gpu(data_gpu, starts_gpu, lengths_gpu, length: int, code_table_gp
     a base, 4 one that matches nothing, 255 not allowed); positions past an
     instance are invalid. Returns (planes, bad): bad is True when some byte
     is coded 255 (the planes are then not to be used). ``flag_out``: an
-    int32 (1,) host array to read the flag into (in pinned memory, the read
-    does not wait for other streams' kernels)."""
+    int32 (1,) host array to read the flag into (in pinned memory: the
+    driver copies it without staging)."""
     import cupy
 
     length = int(length)
