@@ -809,7 +809,8 @@ def screen_files(
             return FileSink(tuple(ReadsOutput(create(path, f"{kind} reads"), source_)
                                   for path, source_ in zip(given, sources)) + tail)
 
-        matched_sink, unmatched_sink, trimmed_sink = sink("matched"), sink("unmatched"), sink("trimmed")
+        sinks = {kind: sink(kind) for kind in ("matched", "unmatched", "trimmed")}
+        sinks = {kind: given for kind, given in sinks.items() if given is not None}
         json_file = None if json_path is None else create(json_path, "JSON summary")
         if paf_file is not None:
             paf_handle = paf_file.open_binary()
@@ -823,29 +824,28 @@ def screen_files(
 
         pattern_texts = Texts.of(pattern_ids)
 
-        def write(chunk, batch_lengths, trim_inputs, alignments, passing, passing_reads, best) -> None:
+        def write(chunk, batch_lengths, alignments, passing, best, edited) -> None:
             with stages.timing("write"):
                 if len(alignments):
                     write_paf(chunk_paf(chunk, batch_lengths, alignments, pattern_texts, pattern_lengths))
                 written, kept, edit = chunk, np.ones(len(passing), bool), None
-                if trimmer is not None:  # here, beside the traceback of the next batch
-                    limit_numba_threads(settings.threads)
-                    edit = trimmer.edit(chunk, batch_lengths, trim_inputs, alignments, mates)
+                if edited is not None:
                     # a read with only a partial adapter passes too; passing units are written edited, the
                     # others unchanged; --min-length drops units
-                    passing = edit.passing(passing_reads, mates, settings.pair_filter)
-                    best = edit.best_patterns(best, mates)
-                    written, kept = edit.chunk(chunk), edit.kept
-                if matched_sink is not None:
-                    matched_sink.write(written, np.flatnonzero(passing & kept), best)
-                if unmatched_sink is not None:
-                    unmatched_sink.write(chunk, np.flatnonzero(~passing & kept), best)
-                if trimmed_sink is not None:
-                    trimmed_sink.write(written, np.flatnonzero(kept), best)
+                    edit, written, passing, best = edited.result()
+                    kept = edit.kept
+                for kind, units in (("matched", passing & kept), ("unmatched", ~passing & kept), ("trimmed", kept)):
+                    if kind in sink_writers:
+                        sink_writers[kind].submit(write_sink, sinks[kind], chunk if kind == "unmatched" else written,
+                                                  np.flatnonzero(units), best)
                 if edit is not None:
                     edit.count(trim_counts)
 
-        demultiplexing = isinstance(matched_sink, DemuxSink)
+        def write_sink(sink, chunk, units, best) -> None:
+            with stages.timing("write"):
+                sink.write(chunk, units, best)
+
+        demultiplexing = isinstance(sinks.get("matched"), DemuxSink)
 
         def align_and_write(chunk, batch, hits, passing, passing_reads) -> None:
             limit_numba_threads(settings.threads)  # the traceback's kernels, in this thread
@@ -854,10 +854,17 @@ def screen_files(
             with stages.timing("traceback"):
                 alignments = screener.align(batch, hits)
             best = best_patterns(alignments, len(chunk), mates) if demultiplexing else None
-            writer.submit(write, chunk, batch.lengths, trim_inputs, alignments, passing, passing_reads, best)
+            # the edits in the trimmer's thread, beside the writing of the batch before and the next traceback
+            edited = None if trimmer is None else trimmer.submit_edit(
+                chunk, batch.lengths, trim_inputs, alignments, mates, passing_reads, settings.pair_filter, best)
+            writer.submit(write, chunk, batch.lengths, alignments, passing, best, edited)
 
         # closed (their threads stopped) before the outputs and the sources
-        # are closed, the aligner first; with one thread this one does it all
+        # are closed, the aligner first; with one thread this one does it all.
+        # Each reads file is written by a thread of its own, in order: the
+        # writer formats the PAF and takes the edits
+        sink_writers = {kind: stack.enter_context(OrderedWorker(inline=threads == 1, name=f"bpbc-writer-{kind}"))
+                        for kind in sinks}
         writer = stack.enter_context(OrderedWorker(inline=threads == 1))
         # the traceback of batch k runs beside the screen of batch k + 1
         aligner = stack.enter_context(OrderedWorker(depth=1, inline=threads == 1, name="bpbc-aligner"))
@@ -880,6 +887,8 @@ def screen_files(
                 progress(summary.reads)
         aligner.finish()
         writer.finish()
+        for sink_writer in sink_writers.values():
+            sink_writer.finish()
         if paf_file is None:
             sys.stdout.flush()
 

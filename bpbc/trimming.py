@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from fractions import Fraction
@@ -1137,6 +1137,31 @@ class Trimmer:
         if self.action == "trim":
             return self._trimmed(lengths, read, pattern, five, start, end, mates)
         return self._masked(lengths, read, pattern, start, end, mates)
+
+    def submit_edit(self, chunk, lengths: np.ndarray, inputs: EditInputs, alignments, mates: int,
+                    passing_reads: np.ndarray, pair_filter: str, best: np.ndarray | None) -> Future:
+        """:meth:`edit_chunk` begun in the trimmer's thread, after the batch's
+        end overlaps (inline with ``--threads 1``): the thread that writes
+        only writes. In a GPU run without adapters the writer is the run's
+        limit, and the edits there made it longer (4M reads on an H200 host:
+        trim / screen run wall 1.22)."""
+        if self._worker is None:
+            done: Future = Future()
+            done.set_result(self.edit_chunk(chunk, lengths, inputs, alignments, mates, passing_reads, pair_filter,
+                                            best))
+            return done
+        return self._worker.submit(self.edit_chunk, chunk, lengths, inputs, alignments, mates, passing_reads,
+                                   pair_filter, best)
+
+    def edit_chunk(self, chunk, lengths: np.ndarray, inputs: EditInputs, alignments, mates: int,
+                   passing_reads: np.ndarray, pair_filter: str, best: np.ndarray | None) -> tuple:
+        """(edit, the chunk edited, passing units, best patterns) of a
+        screened batch: :meth:`edit`, and the units that pass by the screen
+        or with a read edited (a partial adapter), judged by the pair
+        filter; demultiplexing's ``best`` (else None) filled in for them."""
+        edit = self.edit(chunk, lengths, inputs, alignments, mates)
+        return (edit, edit.chunk(chunk), edit.passing(passing_reads, mates, pair_filter),
+                edit.best_patterns(best, mates))
 
     def _trimmed(self, lengths, read, pattern, five, start, end, mates) -> ChunkEdit:
         """Keep what lies after every 5' adapter and before every 3' one."""

@@ -145,6 +145,42 @@ def test_a_device_gets_its_next_chunk_queued_while_it_screens(monkeypatch):
     assert seen_while_screening == [True]
 
 
+def test_each_reads_file_is_written_by_a_thread_of_its_own(tmp_path, monkeypatch):
+    """The matched and the unmatched reads go to their files from threads of
+    their own, each in input order: while the unmatched file's first write
+    is held up, the matched file gets the next chunks (with one writer
+    thread, it waited). The files are those of --threads 1."""
+    from bpbc import sinks
+
+    names: dict[str, set] = {"m.fq": set(), "u.fq": set()}
+    matched_chunks = 0
+    two_matched, seen_while_held = threading.Event(), []
+    real_write = sinks.FileSink.write
+
+    def recording_write(sink, chunk, units, best):
+        nonlocal matched_chunks
+        path = Path(sink.outputs[0]._output.path).name
+        names[path].add(threading.current_thread().name)
+        if path == "u.fq" and not seen_while_held:
+            seen_while_held.append(two_matched.wait(timeout=10))
+        real_write(sink, chunk, units, best)
+        if path == "m.fq":
+            matched_chunks += 1
+            if matched_chunks == 2:
+                two_matched.set()
+
+    settings = dict(threshold=20, device="cpu", chunk_size=3)
+    screen_files(DATA / "reads.fq", DATA / "patterns.fa", ScreenSettings(threads=1, **settings),
+                 output=tmp_path / "one.paf", matched=tmp_path / "one_m.fq", unmatched=tmp_path / "one_u.fq")
+    monkeypatch.setattr(sinks.FileSink, "write", recording_write)
+    screen_files(DATA / "reads.fq", DATA / "patterns.fa", ScreenSettings(threads=2, **settings),
+                 output=tmp_path / "o.paf", matched=tmp_path / "m.fq", unmatched=tmp_path / "u.fq")
+    assert names == {"m.fq": {"bpbc-writer-matched"}, "u.fq": {"bpbc-writer-unmatched"}}
+    assert seen_while_held == [True]
+    for mine, one in (("o.paf", "one.paf"), ("m.fq", "one_m.fq"), ("u.fq", "one_u.fq")):
+        assert (tmp_path / mine).read_bytes() == (tmp_path / one).read_bytes()
+
+
 def test_a_device_that_cannot_be_set_up_fails_the_run(monkeypatch):
     from bpbc import pipeline
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from fractions import Fraction
 from pathlib import Path
 
@@ -336,6 +337,25 @@ def test_golden_files(capsys, tmp_path, action, chunk_size):
     assert (status, err) == (0, "")
     for mate in "12":
         assert (tmp_path / f"t_{mate}.fq").read_bytes() == (DATA / f"expected_{action}_{mate}.fq").read_bytes()
+
+
+def test_edits_are_made_in_the_trimmers_thread(capsys, tmp_path, monkeypatch):
+    """With threads to spare, a chunk's edits are made in the trimmer's
+    thread, not in the writer's (which only writes), and give the golden
+    file."""
+    threads = set()
+    real_edit = trimming.Trimmer.edit
+
+    def recording_edit(self, *args):
+        threads.add(threading.current_thread().name.split("_")[0])
+        return real_edit(self, *args)
+
+    monkeypatch.setattr(trimming.Trimmer, "edit", recording_edit)
+    status, _, err = run_cli(capsys, READS, PATTERNS, *GOLDEN_OPTIONS, "--action", "trim", "--trimmed",
+                             tmp_path / "t.fq", "-o", tmp_path / "o.paf", "--chunk-size", 3, "--threads", 2, "-q")
+    assert (status, err) == (0, "")
+    assert threads == {"bpbc-trim"}
+    assert (tmp_path / "t.fq").read_bytes() == (DATA / "expected_trim.fq").read_bytes()
 
 
 def test_interleaved_and_fasta_inputs_trim_the_same(capsys, tmp_path):
