@@ -847,10 +847,8 @@ def screen_files(
 
         demultiplexing = isinstance(sinks.get("matched"), DemuxSink)
 
-        def align_and_write(chunk, batch, hits, passing, passing_reads) -> None:
+        def align_and_write(chunk, batch, hits, passing, passing_reads, trim_inputs) -> None:
             limit_numba_threads(settings.threads)  # the traceback's kernels, in this thread
-            # (a GPU batch's end-overlap decision starts here, on the device, beside the traceback)
-            trim_inputs = None if trimmer is None else trimmer.inputs(chunk, batch)
             with stages.timing("traceback"):
                 alignments = screener.align(batch, hits)
             best = best_patterns(alignments, len(chunk), mates) if demultiplexing else None
@@ -875,7 +873,10 @@ def screen_files(
         for chunk, batch, hits in stack.enter_context(closing(_screened(read_chunks, source.name, screener, makers,
                                                                         stages, None if trimmer is None else trimmer.begin))):
             passing_reads, passing = passing_units(hits, len(batch), mates, settings.pair_filter)
-            aligner.submit(align_and_write, chunk, batch, hits, passing, passing_reads)
+            # a GPU batch's end-overlap decision starts here, on the device, beside the traceback (whose
+            # thread limits a GPU run where most reads pass)
+            trim_inputs = None if trimmer is None else trimmer.inputs(chunk, batch)
+            aligner.submit(align_and_write, chunk, batch, hits, passing, passing_reads, trim_inputs)
             np.add.at(counts, (hits.pattern, hits.strand, hits.read % mates), 1)
             summary.reads += len(batch)
             summary.reads_passing += int(passing_reads.sum())
