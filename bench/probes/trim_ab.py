@@ -1,17 +1,18 @@
-"""bench trimming's timed runs (the screen, and the same run with ``--action trim``) for two or
+"""bench trimming's timed runs (the screen, and the same run with ``--action trim``) for one or
 more source trees, round by round in turns, each run kept only where the rest of the machine
 stayed idle while it ran: on a machine shared with other work, trim/screen ratios from runs
 minutes apart differ by more than a change to the trimming does.
 
     python -m bench.probes.trim_ab --tree before=/tmp/base --tree after=. [--reads 400000] [--rounds 12]
 
-The screen runs in the first tree only (trimming changes do not touch it). Prints per data set
-(reads with planted adapters, reads without any; ``--data`` picks) the medians and minimums of
-the run's wall time (``--json``), the process's wall time and its CPU time, each tree's trim /
-screen of the medians, and the median of the per-round ratios (each trim run against the
-screen run of its own round: slow drifts of the machine cancel). ``--raw FILE`` keeps every
-run (JSON). ``--scratch /dev/shm`` keeps the reads and outputs in memory: on this VM the
-disk's writeback of the last runs' 260 MB made runs of every tree 1.5-2x slower at times.
+Each tree runs the screen and the trim (a change to the pipeline moves both). Prints per data
+set (reads with planted adapters, reads without any; ``--data`` picks) and tree the medians and
+minimums of the run's wall time (``--json``), the process's wall time and its CPU time, the
+trim / screen of the medians and of the minimums, and the median of the per-round ratios (each
+trim run against its tree's screen run of the same round: slow drifts of the machine cancel).
+``--raw FILE`` keeps every run (JSON). ``--scratch /dev/shm`` keeps the reads and outputs in
+memory: on this VM the disk's writeback of the last runs' 260 MB made runs of every tree
+1.5-2x slower at times. ``--any-load`` keeps every run (a machine of its own, the GPU's host).
 """
 
 from __future__ import annotations
@@ -53,11 +54,12 @@ def _wait_for_idle(limit: float = 0.03) -> None:
 _ENVIRONMENT = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed(tree: Path, args: list[str], json_path: Path, slack: float) -> tuple[float, float, float]:
+def timed(tree: Path, args: list[str], json_path: Path, slack: float | None) -> tuple[float, float, float]:
     """(run wall from --json, process wall, process CPU) of one run in ``tree``, repeated until
-    the rest of the machine used under ``slack`` CPU seconds while it ran."""
+    the rest of the machine used under ``slack`` CPU seconds while it ran (None: once)."""
     while True:
-        _wait_for_idle()
+        if slack is not None:
+            _wait_for_idle()
         before, busy = resource.getrusage(resource.RUSAGE_CHILDREN), _busy()
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "bpbc", *args], check=True, capture_output=True, cwd=tree,
@@ -65,17 +67,18 @@ def timed(tree: Path, args: list[str], json_path: Path, slack: float) -> tuple[f
         wall = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-        if _busy() - busy - cpu < slack:
+        if slack is None or _busy() - busy - cpu < slack:
             return json.loads(json_path.read_text())["wall_time_s"], wall, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.probes.trim_ab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tree", action="append", required=True, help="NAME=PATH, two or more")
+    parser.add_argument("--tree", action="append", required=True, help="NAME=PATH, one or more")
     parser.add_argument("--reads", type=int, default=400_000)
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--slack", type=float, default=0.08, help="CPU seconds others may use during a run")
+    parser.add_argument("--any-load", action="store_true", help="keep every run, whatever else the machine did")
     parser.add_argument("--data", default="planted,adapter-free", help="data sets, comma-separated")
     parser.add_argument("--device", default="cpu", help="the runs' --device (cpu, gpu)")
     parser.add_argument("--raw", type=Path, help="write every run here (JSON)")
@@ -96,27 +99,25 @@ def main(argv: list[str] | None = None) -> int:
                       "--device", args.device, "-o", str(work / "hits.paf"), "--matched", str(work / "m.fq"), "--unmatched",
                       str(work / "u.fq"), "-q", "--json", str(work / "s.json")]
             trim = ["--action", "trim", "--min-overlap", str(MIN_OVERLAP)]
-            first = next(iter(trees))
-            names = ["screen", *trees]
-            runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in names}
+            names = [(mode, tree) for tree in trees for mode in ("screen", "trim")]
+            runs: dict[str, list[tuple[float, float, float]]] = {f"{mode} {tree}": [] for mode, tree in names}
             for round_ in range(args.rounds + 1):  # round 0 warms the caches (numba's, the bytecode)
-                for name in names[round_ % len(names):] + names[:round_ % len(names)]:
-                    tree = Path(trees[first if name == "screen" else name]).resolve()
-                    result = timed(tree, common + ([] if name == "screen" else trim), work / "s.json", args.slack)
+                for mode, tree in names[round_ % len(names):] + names[:round_ % len(names)]:
+                    result = timed(Path(trees[tree]).resolve(), common + (trim if mode == "trim" else []),
+                                   work / "s.json", None if args.any_load else args.slack)
                     if round_:
-                        runs[name].append(result)
+                        runs[f"{mode} {tree}"].append(result)
             raw[label] = runs
-            screen = [statistics.median(run[k] for run in runs["screen"]) for k in range(3)]
-            for name in names:
+            for tree in trees:
+                screen, trimmed = runs[f"screen {tree}"], runs[f"trim {tree}"]
                 cells = []
                 for k, what in enumerate(("run wall", "process wall", "CPU")):
-                    median = statistics.median(run[k] for run in runs[name])
-                    low = min(run[k] for run in runs[name])
-                    ratio = "" if name == "screen" else f" = {median / screen[k]:.3f}x"
-                    paired = "" if name == "screen" else ", per round {:.3f}x".format(statistics.median(
-                        run[k] / base[k] for run, base in zip(runs[name], runs["screen"])))
-                    cells.append(f"{what} {median:.3f}{ratio}{paired} (min {low:.3f})")
-                print(f"{label:12} {name:8} " + "; ".join(cells), flush=True)
+                    medians = [statistics.median(run[k] for run in kind) for kind in (screen, trimmed)]
+                    lows = [min(run[k] for run in kind) for kind in (screen, trimmed)]
+                    paired = statistics.median(t[k] / s[k] for s, t in zip(screen, trimmed))
+                    cells.append(f"{what} {medians[0]:.3f} -> {medians[1]:.3f} (min {lows[0]:.3f} -> {lows[1]:.3f}): "
+                                 f"{medians[1] / medians[0]:.3f}x, min {lows[1] / lows[0]:.3f}x, per round {paired:.3f}x")
+                print(f"{label:12} {tree:8} screen -> trim: " + "; ".join(cells), flush=True)
     if args.raw is not None:
         args.raw.write_text(json.dumps(raw))
     return 0
