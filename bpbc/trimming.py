@@ -1012,7 +1012,10 @@ class Trimmer:
         if self._worker is None:
             from .engines import limit_numba_threads
 
-            self._worker = ThreadPoolExecutor(1, "bpbc-trim", limit_numba_threads, (self.threads,))
+            # one numba thread where the screen runs on the CPU: it keeps every core busy, and the trimmer's
+            # parallel kernels beside it cost more CPU than they saved
+            kernel_threads = self.threads if self.gpu_device is not None else 1
+            self._worker = ThreadPoolExecutor(1, "bpbc-trim", limit_numba_threads, (kernel_threads,))
         return self._worker.submit(self._every_overlap, chunk, lengths, codes, first_pass, prepared)
 
     def inputs(self, chunk, batch) -> EditInputs:
