@@ -859,8 +859,10 @@ def screen_files(
 
         # closed (their threads stopped) before the outputs and the sources
         # are closed, the aligner first; with one thread this one does it all.
-        # Each reads file is written by a thread of its own, in order: the
-        # writer formats the PAF and takes the edits
+        # Each reads file is written by a thread of its own, in order (where
+        # most reads pass, --matched and --unmatched side by side: the GPU
+        # screen of 4M such reads on an H200 went from 1.8-2.2 to 1.2-1.4 s);
+        # the writer formats the PAF and hands them the units and the edits
         sink_writers = {kind: stack.enter_context(OrderedWorker(inline=threads == 1, name=f"bpbc-writer-{kind}"))
                         for kind in sinks}
         writer = stack.enter_context(OrderedWorker(inline=threads == 1))

@@ -1144,10 +1144,9 @@ class Trimmer:
     def submit_edit(self, chunk, lengths: np.ndarray, inputs: EditInputs, alignments, mates: int,
                     passing_reads: np.ndarray, pair_filter: str, best: np.ndarray | None) -> Future:
         """:meth:`edit_chunk` begun in the trimmer's thread, after the batch's
-        end overlaps (inline with ``--threads 1``): the thread that writes
-        only writes. In a GPU run without adapters the writer is the run's
-        limit, and the edits there made it longer (4M reads on an H200 host:
-        trim / screen run wall 1.22)."""
+        end overlaps (inline with ``--threads 1``), beside the traceback of
+        the next batch and the writing of the batch before: the threads that
+        write take the result and only write."""
         if self._worker is None:
             done: Future = Future()
             done.set_result(self.edit_chunk(chunk, lengths, inputs, alignments, mates, passing_reads, pair_filter,
