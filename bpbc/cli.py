@@ -107,26 +107,60 @@ def _internal_error(error: BaseException) -> int:
     return EXIT_INTERNAL
 
 
+#: how soon a signal put off while the main thread loads or compiles a kernel comes again
+SIGNAL_RETRY_S = 0.001
+
+
+def _holds_compiler_locks() -> bool:
+    """Whether the calling thread holds numba's compiler lock or llvmlite's
+    lock of the LLVM library. An exception raised in between their
+    acquire and the block that releases them left one held (a SIGTERM while
+    the main thread loaded a kernel: the next kernel's load, in another
+    thread, waited for it for ever)."""
+    compiler_lock = sys.modules.get("numba.core.compiler_lock")
+    if compiler_lock is not None and compiler_lock.global_compiler_lock.is_locked():
+        return True
+    ffi = sys.modules.get("llvmlite.binding.ffi")
+    llvm_lock = getattr(getattr(getattr(ffi, "lib", None), "_lock", None), "_lock", None)
+    return llvm_lock is not None and llvm_lock._is_owned()
+
+
 @contextmanager
 def _sigterm_interrupts():
     """While the block runs (in the main thread), SIGTERM raises :class:`Terminated`
-    once (a second SIGTERM does not cut the cleanup short); the previous
-    handler is restored afterwards. Yields the list of signals received."""
+    once (a second SIGTERM does not cut the cleanup short), put off while
+    the main thread holds numba's or LLVM's lock (:func:`_holds_compiler_locks`);
+    the previous handler is restored afterwards. Yields the list of signals
+    received."""
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield received  # signal handlers can only be set in the main thread
         return
 
+    retries: list[threading.Timer] = []
+
     def terminate(signum, frame) -> None:
-        if not received:
-            received.append(signum)
-            raise Terminated
+        if received:
+            return
+        if _holds_compiler_locks():  # raised now, it could leave them held: the signal comes again shortly
+            retry = threading.Timer(SIGNAL_RETRY_S, os.kill, (os.getpid(), signum))
+            retry.daemon = True
+            retries.append(retry)
+            retry.start()
+            return
+        received.append(signum)
+        raise Terminated
 
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
         yield received
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        try:
+            for retry in retries:  # none may come once the previous handler is back
+                retry.cancel()
+                retry.join()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _silence_stdout() -> None:
