@@ -145,6 +145,7 @@ def _sigterm_interrupts():
         if _holds_compiler_locks():  # raised now, it could leave them held: the signal comes again shortly
             retry = threading.Timer(SIGNAL_RETRY_S, os.kill, (os.getpid(), signum))
             retry.daemon = True
+            retries[:] = [waiting for waiting in retries if waiting.is_alive()]
             retries.append(retry)
             retry.start()
             return
