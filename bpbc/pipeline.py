@@ -375,10 +375,11 @@ class StageTimes:
     """Seconds spent per stage of the run: setup (from the start of the run
     until the engine is ready: inputs opened, patterns read, device and
     kernels set up), read (decompress and parse), encode (encode and
-    transpose) and write (PAF formatting and all output) each run in a
-    thread of their own, device (the screen) and traceback in the calling
-    thread; they overlap (reading starts during the setup), so the shares of
-    wall time may add up to more than 1."""
+    transpose), traceback and write (PAF formatting and all output: the
+    seconds of the writer and of each reads file's thread added up) each
+    run in threads of their own, device (the screen) in the calling thread;
+    they overlap (reading starts during the setup), so the shares of wall
+    time may add up to more than 1."""
 
     STAGES = ("setup", "read", "encode", "device", "traceback", "write")
 

@@ -944,7 +944,8 @@ class Trimmer:
         self.gpu_device = getattr(screener.engine, "device", None) if screener.engine.name == "gpu" else None
         self._decision = None
         self._decision_lock = threading.Lock()
-        #: numba threads of the trimmer's thread (None: the usable cores); 1: no thread of its own
+        #: the run's threads (None: the usable cores); 1: no thread of its own (its kernels' numba
+        #: threads: these in a GPU run, 1 in a CPU run, see _submit)
         self.threads = screener.threads
         self._worker: ThreadPoolExecutor | None = None
         #: end overlaps begun before the batch's screen (:meth:`begin`): id(batch) -> (batch, future)
