@@ -126,12 +126,13 @@ def _holds_compiler_locks() -> bool:
 
 
 @contextmanager
-def _sigterm_interrupts():
-    """While the block runs (in the main thread), SIGTERM raises :class:`Terminated`
-    once (a second SIGTERM does not cut the cleanup short), put off while
-    the main thread holds numba's or LLVM's lock (:func:`_holds_compiler_locks`);
-    the previous handler is restored afterwards. Yields the list of signals
-    received."""
+def _interrupts():
+    """While the block runs (in the main thread), SIGTERM raises
+    :class:`Terminated` once (a second SIGTERM does not cut the cleanup
+    short) and SIGINT calls its handler as before (KeyboardInterrupt by
+    default); both are put off while the main thread holds numba's or LLVM's
+    lock (:func:`_holds_compiler_locks`). The previous handlers are restored
+    afterwards. Yields the list of SIGTERMs received."""
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield received  # signal handlers can only be set in the main thread
@@ -139,29 +140,39 @@ def _sigterm_interrupts():
 
     retries: list[threading.Timer] = []
 
+    def put_off(handler):
+        def handle(signum, frame) -> None:
+            if _holds_compiler_locks():  # raised now, it could leave them held: the signal comes again shortly
+                retry = threading.Timer(SIGNAL_RETRY_S, os.kill, (os.getpid(), signum))
+                retry.daemon = True
+                retries[:] = [waiting for waiting in retries if waiting.is_alive()]
+                retries.append(retry)
+                retry.start()
+                return
+            handler(signum, frame)
+        return handle
+
     def terminate(signum, frame) -> None:
         if received:
-            return
-        if _holds_compiler_locks():  # raised now, it could leave them held: the signal comes again shortly
-            retry = threading.Timer(SIGNAL_RETRY_S, os.kill, (os.getpid(), signum))
-            retry.daemon = True
-            retries[:] = [waiting for waiting in retries if waiting.is_alive()]
-            retries.append(retry)
-            retry.start()
             return
         received.append(signum)
         raise Terminated
 
-    previous = signal.signal(signal.SIGTERM, terminate)
+    previous = {signal.SIGTERM: signal.getsignal(signal.SIGTERM), signal.SIGINT: signal.getsignal(signal.SIGINT)}
+    signal.signal(signal.SIGTERM, put_off(terminate))
+    if callable(previous[signal.SIGINT]):  # not where it is ignored (a background job) or left to the system
+        signal.signal(signal.SIGINT, put_off(previous[signal.SIGINT]))
     try:
         yield received
     finally:
         try:
-            for retry in retries:  # none may come once the previous handler is back
+            for retry in retries:  # none may come once the previous handlers are back
                 retry.cancel()
                 retry.join()
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for signum, handler in previous.items():
+                if handler is not None:  # None: set outside Python, and left so
+                    signal.signal(signum, handler)
 
 
 def _silence_stdout() -> None:
@@ -489,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     terminated: list[int] = []
     try:
-        with _sigterm_interrupts() as terminated:
+        with _interrupts() as terminated:
             command.main(args=args, prog_name=PROG, standalone_mode=True)
     except SystemExit as exit_:
         if terminated:

@@ -611,7 +611,12 @@ def test_sigterm_in_any_stage_exits_143_and_leaves_no_files(capsys, tmp_path, mo
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is the command's only while it runs
 
 
-def test_sigterm_waits_while_the_main_thread_holds_numbas_compiler_lock(capsys, tmp_path, monkeypatch):
+@pytest.mark.parametrize("signum,status,message", [
+    (signal.SIGTERM, 143, "terminated (SIGTERM)"),
+    (signal.SIGINT, 130, "interrupted"),
+])
+def test_a_signal_waits_while_the_main_thread_holds_numbas_compiler_lock(capsys, tmp_path, monkeypatch, signum,
+                                                                         status, message):
     """Raised while the main thread loads or compiles a kernel, the
     interrupt could leave numba's or LLVM's lock held (another thread's next
     load then waited for ever): it comes once the lock is let go."""
@@ -623,14 +628,18 @@ def test_sigterm_waits_while_the_main_thread_holds_numbas_compiler_lock(capsys, 
 
     def signal_holding_the_lock():
         with global_compiler_lock:
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signum)
             time.sleep(0.05)  # the handler runs here, in this (the main) thread
             held_through.append(True)
 
-    calls = patch_stage(monkeypatch, "device", signal_holding_the_lock)
-    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", *every_output(tmp_path))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal
+    try:
+        calls = patch_stage(monkeypatch, "device", signal_holding_the_lock)
+        got, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", *every_output(tmp_path))
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert held_through == [True] and len(calls) >= 2
-    assert (status, err) == (143, "bpbc-screen: error: terminated (SIGTERM)\n")
+    assert (got, err) == (status, f"bpbc-screen: error: {message}\n")
     assert list(tmp_path.iterdir()) == []
 
 
