@@ -29,7 +29,7 @@ import traceback
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 import typer
 
@@ -140,7 +140,7 @@ def _interrupts():
 
     retries: list[threading.Timer] = []
 
-    def put_off(handler):
+    def put_off(handler: Callable) -> Callable:
         def handle(signum, frame) -> None:
             if _holds_compiler_locks():  # raised now, it could leave them held: the signal comes again shortly
                 retry = threading.Timer(SIGNAL_RETRY_S, os.kill, (os.getpid(), signum))
