@@ -107,22 +107,33 @@ def _internal_error(error: BaseException) -> int:
     return EXIT_INTERNAL
 
 
-#: how soon a signal put off while the main thread loads or compiles a kernel comes again
+#: how soon a signal put off (:func:`_unsafe_to_interrupt`) comes again
 SIGNAL_RETRY_S = 0.001
 
 
-def _holds_compiler_locks() -> bool:
-    """Whether the calling thread holds numba's compiler lock or llvmlite's
-    lock of the LLVM library. An exception raised in between their
-    acquire and the block that releases them left one held (a SIGTERM while
-    the main thread loaded a kernel: the next kernel's load, in another
-    thread, waited for it for ever)."""
+def _unsafe_to_interrupt(frame) -> bool:
+    """Whether an exception raised now in the calling thread, at ``frame``,
+    could break what it is doing: it holds numba's compiler lock or
+    llvmlite's lock of the LLVM library (raised between their acquire and
+    the block that releases them, it left one held: a SIGTERM while the
+    main thread loaded a kernel, and the next load in another thread waited
+    for ever), or it runs Python code that a numba kernel called
+    (``_numba_unpickle``: the kernel took the exception for an internal
+    error, SystemError, and the run ended with status 3)."""
     compiler_lock = sys.modules.get("numba.core.compiler_lock")
     if compiler_lock is not None and compiler_lock.global_compiler_lock.is_locked():
         return True
     ffi = sys.modules.get("llvmlite.binding.ffi")
     llvm_lock = getattr(getattr(getattr(ffi, "lib", None), "_lock", None), "_lock", None)
-    return llvm_lock is not None and llvm_lock._is_owned()
+    if llvm_lock is not None and llvm_lock._is_owned():
+        return True
+    serialize = sys.modules.get("numba.core.serialize")
+    unpickle = getattr(getattr(serialize, "_numba_unpickle", None), "__code__", None)
+    while frame is not None and unpickle is not None:
+        if frame.f_code is unpickle:
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextmanager
@@ -130,8 +141,8 @@ def _interrupts():
     """While the block runs (in the main thread), SIGTERM raises
     :class:`Terminated` once (a second SIGTERM does not cut the cleanup
     short) and SIGINT calls its handler as before (KeyboardInterrupt by
-    default); both are put off while the main thread holds numba's or LLVM's
-    lock (:func:`_holds_compiler_locks`). The previous handlers are restored
+    default); both are put off while an exception could break what the main
+    thread does (:func:`_unsafe_to_interrupt`). The previous handlers are restored
     afterwards. Yields the list of SIGTERMs received."""
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
@@ -142,7 +153,7 @@ def _interrupts():
 
     def put_off(handler: Callable) -> Callable:
         def handle(signum, frame) -> None:
-            if _holds_compiler_locks():  # raised now, it could leave them held: the signal comes again shortly
+            if _unsafe_to_interrupt(frame):  # the signal comes again shortly
                 retry = threading.Timer(SIGNAL_RETRY_S, os.kill, (os.getpid(), signum))
                 retry.daemon = True
                 retries[:] = [waiting for waiting in retries if waiting.is_alive()]

@@ -643,6 +643,48 @@ def test_a_signal_waits_while_the_main_thread_holds_numbas_compiler_lock(capsys,
     assert list(tmp_path.iterdir()) == []
 
 
+class _SignalWhenUnpickled:
+    """Unpickled, sends the signal to this process (from C, inside the unpickling)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+
+    def __reduce__(self):
+        return os.kill, (os.getpid(), self.signum)
+
+
+@pytest.mark.parametrize("signum,status,message", [
+    (signal.SIGTERM, 143, "terminated (SIGTERM)"),
+    (signal.SIGINT, 130, "interrupted"),
+])
+def test_a_signal_waits_while_a_kernel_calls_python(capsys, tmp_path, monkeypatch, signum, status, message):
+    """A numba kernel calls Python code (``_numba_unpickle``); an interrupt
+    raised there came back to the kernel as an error of its own, and the run
+    ended as an internal error (status 3, seen in test runs): it comes once
+    the call returns."""
+    import pickle
+
+    from numba.core.serialize import _numba_unpickle
+
+    returned = []
+
+    def signal_inside_the_call():
+        data = pickle.dumps(_SignalWhenUnpickled(signum))
+        _numba_unpickle(len(returned) + 10**9, data, hash(data))  # the signal comes inside it
+        returned.append(True)
+        time.sleep(0.05)  # the handler runs here, in this (the main) thread
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal
+    try:
+        calls = patch_stage(monkeypatch, "device", signal_inside_the_call)
+        got, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", *every_output(tmp_path))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert returned == [True] and len(calls) >= 2
+    assert (got, err) == (status, f"bpbc-screen: error: {message}\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("signum,status,message", [
     (signal.SIGTERM, 143, "terminated (SIGTERM)"),
     (signal.SIGINT, 130, "interrupted"),
