@@ -20,6 +20,7 @@ import queue
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -292,6 +293,47 @@ class _Raised:
 _END = object()
 
 
+class _Handoff:
+    """What a :class:`prefetched` and its thread share (the thread holds this,
+    not the iterator, so that an iterator dropped unclosed can stop it)."""
+
+    def __init__(self) -> None:
+        self.items: queue.Queue = queue.Queue(maxsize=1)
+        self.taken = threading.Semaphore(0)  # released each time the caller takes an item
+        self.stop = threading.Event()
+
+    def halt(self) -> None:
+        """Stop the thread; wake it where it waits for an item to be taken
+        (without this it noticed the stop only at its next 0.1 s poll, and
+        every run that ended in an error waited that long, once per nested
+        prefetched)."""
+        if not self.stop.is_set():
+            self.stop.set()
+            self.taken.release()
+
+    def give(self, item) -> bool:
+        """Give one item to the caller and wait until it is taken; False when stopped."""
+        self.items.put(item)  # never blocks: the previous item was taken
+        while not self.stop.is_set():
+            if self.taken.acquire(timeout=0.1):
+                # the caller stopping releases ``taken`` too (see halt)
+                return not self.stop.is_set()
+        return False
+
+    def produce(self, items: Iterator) -> None:
+        try:
+            for item in items:
+                if not self.give(item):
+                    return
+            self.give(_END)
+        except BaseException as error:  # noqa: BLE001 - re-raised in the caller
+            self.give(_Raised(error))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()  # an inner prefetched() stops its own thread
+
+
 class prefetched:
     """Iterate ``items`` in a background thread, one item ahead.
 
@@ -299,39 +341,19 @@ class prefetched:
     until the caller takes it before producing k+2, so at most two items
     exist at once. Exceptions in the thread re-raise in the caller.
     :meth:`close` stops the thread; any thread may call it, also while
-    another one waits in ``next`` (which then ends the iteration).
+    another one waits in ``next`` (which then ends the iteration). An
+    iterator dropped unclosed stops it too, when it is freed (an interrupt
+    that came between its making and the block that closes it: the thread
+    polled for ever, holding its items, in a server that outlives the run).
     """
 
     def __init__(self, items: Iterator, stop_timeout_s: float = 1.0):
-        self._handoff: queue.Queue = queue.Queue(maxsize=1)
-        self._taken = threading.Semaphore(0)  # released each time the caller takes an item
-        self._stop = threading.Event()
+        self._handoff = _Handoff()
         self._stop_timeout_s = stop_timeout_s
-        self._items = items
-        self._worker = threading.Thread(target=self._produce, name="bpbc-reader", daemon=True)
+        self._worker = threading.Thread(target=self._handoff.produce, args=(items,), name="bpbc-reader",
+                                        daemon=True)
+        weakref.finalize(self, self._handoff.halt)
         self._worker.start()
-
-    def _hand_over(self, item) -> bool:
-        """Give one item to the caller and wait until it is taken; False when stopped."""
-        self._handoff.put(item)  # never blocks: the previous item was taken
-        while not self._stop.is_set():
-            if self._taken.acquire(timeout=0.1):
-                # the caller stopping releases ``taken`` too (see close)
-                return not self._stop.is_set()
-        return False
-
-    def _produce(self) -> None:
-        try:
-            for item in self._items:
-                if not self._hand_over(item):
-                    return
-            self._hand_over(_END)
-        except BaseException as error:  # noqa: BLE001 - re-raised in the caller
-            self._hand_over(_Raised(error))
-        finally:
-            close = getattr(self._items, "close", None)
-            if close is not None:
-                close()  # an inner prefetched() stops its own thread
 
     def __iter__(self) -> prefetched:
         return self
@@ -341,15 +363,16 @@ class prefetched:
         # thread (one blocked reading a pipe, say) is acted on only when the
         # main thread runs Python code again, which a wait without timeout
         # would put off for good
+        handoff = self._handoff
         while True:
-            if self._stop.is_set():
+            if handoff.stop.is_set():
                 raise StopIteration
             try:
-                item = self._handoff.get(timeout=0.1)
+                item = handoff.items.get(timeout=0.1)
                 break
             except queue.Empty:
                 continue
-        self._taken.release()
+        handoff.taken.release()
         if item is _END:
             self.close()
             raise StopIteration
@@ -359,14 +382,9 @@ class prefetched:
         return item
 
     def close(self) -> None:
-        if self._stop.is_set():
+        if self._handoff.stop.is_set():
             return
-        self._stop.set()
-        # wake a thread waiting in _hand_over() for an item that will not be
-        # taken now (an error, or the caller closing early): without this it
-        # noticed the stop only at its next 0.1 s poll, and every run that
-        # ended in an error waited that long, once per nested prefetched
-        self._taken.release()
+        self._handoff.halt()
         if self._worker is not threading.current_thread():
             self._worker.join(self._stop_timeout_s)
 

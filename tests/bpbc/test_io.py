@@ -341,6 +341,32 @@ def test_prefetched_stops_its_thread_when_closed():
     assert threading.active_count() == before
 
 
+def test_prefetched_dropped_unclosed_stops_its_thread():
+    """An iterator lost before the block that closes it (an interrupt in
+    between) stops its thread once it is freed, and the thread closes its
+    items: in a resident server it polled for ever, holding them."""
+    import gc
+
+    closed = []
+
+    def endless():
+        try:
+            k = 0
+            while True:
+                yield k
+                k += 1
+        finally:
+            closed.append(True)
+
+    iterator = prefetched(endless())
+    assert next(iterator) == 0
+    worker = iterator._worker
+    del iterator
+    gc.collect()
+    worker.join(5)
+    assert not worker.is_alive() and closed == [True]
+
+
 def test_chunk_size_for_bounds_instances():
     assert chunk_size_for(ScreenSettings(chunk_size=7), 1000) == 7
     assert chunk_size_for(ScreenSettings(), 1) == 100_000
