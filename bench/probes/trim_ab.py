@@ -13,6 +13,9 @@ trim run against its tree's screen run of the same round: slow drifts of the mac
 ``--raw FILE`` keeps every run (JSON). ``--scratch /dev/shm`` keeps the reads and outputs in
 memory: on this VM the disk's writeback of the last runs' 260 MB made runs of every tree
 1.5-2x slower at times. ``--any-load`` keeps every run (a machine of its own, the GPU's host).
+``--warm`` runs each tree's rounds in one process instead, each timed run after a run of 1,000
+reads in the same mode: every kernel loaded and module imported, what trimming costs per read
+without what it costs a process once (run wall only).
 """
 
 from __future__ import annotations
@@ -71,6 +74,34 @@ def timed(tree: Path, args: list[str], json_path: Path, slack: float | None) -> 
             return json.loads(json_path.read_text())["wall_time_s"], wall, cpu
 
 
+#: one process's warm rounds (``--warm``): argv[1] is JSON [common args, trim args, tiny reads, rounds, json path];
+#: prints {"screen": [run walls], "trim": [...]}
+_WARM_DRIVER = """
+import json, sys
+from bpbc.cli import main
+common, trim, tiny, rounds, json_path = json.loads(sys.argv[1])
+walls = {"screen": [], "trim": []}
+for round_ in range(rounds + 1):
+    for mode in ("screen", "trim") if round_ % 2 else ("trim", "screen"):
+        extra = trim if mode == "trim" else []
+        assert main([tiny, *common[1:], *extra]) == 0
+        assert main([*common, *extra]) == 0
+        if round_:
+            with open(json_path) as fh:
+                walls[mode].append(json.load(fh)["wall_time_s"])
+print(json.dumps(walls))
+"""
+
+
+def warm_runs(tree: Path, common: list[str], trim: list[str], tiny: Path, rounds: int,
+              json_path: Path) -> dict[str, list[float]]:
+    """Run walls of ``rounds`` screen and trim runs in one process in ``tree``, each after a run of ``tiny``."""
+    done = subprocess.run([sys.executable, "-c", _WARM_DRIVER, json.dumps([common, trim, str(tiny), rounds,
+                                                                           str(json_path)])],
+                          check=True, capture_output=True, cwd=tree, env=_ENVIRONMENT, text=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.probes.trim_ab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -81,11 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--any-load", action="store_true", help="keep every run, whatever else the machine did")
     parser.add_argument("--data", default="planted,adapter-free", help="data sets, comma-separated")
     parser.add_argument("--device", default="cpu", help="the runs' --device (cpu, gpu)")
+    parser.add_argument("--warm", action="store_true",
+                        help="every tree's runs in one process, each after a run of 1,000 reads (run wall only)")
     parser.add_argument("--raw", type=Path, help="write every run here (JSON)")
     parser.add_argument("--scratch", type=Path, help="where the reads and outputs go (default: the temporary "
                         "directory; /dev/shm leaves out the disk's writeback, this VM's largest noise)")
     args = parser.parse_args(argv)
-    raw: dict[str, dict[str, list]] = {}
+    raw: dict[str, dict] = {}
     trees = dict(item.split("=", 1) for item in args.tree)
     with tempfile.TemporaryDirectory(prefix="bpbc-trim-ab-", dir=args.scratch) as scratch:
         work = Path(scratch)
@@ -99,6 +132,20 @@ def main(argv: list[str] | None = None) -> int:
                       "--device", args.device, "-o", str(work / "hits.paf"), "--matched", str(work / "m.fq"), "--unmatched",
                       str(work / "u.fq"), "-q", "--json", str(work / "s.json")]
             trim = ["--action", "trim", "--min-overlap", str(MIN_OVERLAP)]
+            if args.warm:
+                tiny = work / f"{label}_tiny.fq"
+                tiny.write_bytes(b"".join(reads.read_bytes().splitlines(keepends=True)[:4000]))
+                raw[label] = {}
+                for tree in trees:
+                    walls = warm_runs(Path(trees[tree]).resolve(), common, trim, tiny, args.rounds, work / "s.json")
+                    raw[label][tree] = walls
+                    screen, trimmed = walls["screen"], walls["trim"]
+                    paired = statistics.median(t / s for s, t in zip(screen, trimmed))
+                    print(f"{label:12} {tree:8} warm, in one process: run wall {statistics.median(screen):.3f} -> "
+                          f"{statistics.median(trimmed):.3f} (min {min(screen):.3f} -> {min(trimmed):.3f}): "
+                          f"{statistics.median(trimmed) / statistics.median(screen):.3f}x, "
+                          f"min {min(trimmed) / min(screen):.3f}x, per round {paired:.3f}x", flush=True)
+                continue
             names = [(mode, tree) for tree in trees for mode in ("screen", "trim")]
             runs: dict[str, list[tuple[float, float, float]]] = {f"{mode} {tree}": [] for mode, tree in names}
             for round_ in range(args.rounds + 1):  # round 0 warms the caches (numba's, the bytecode)
