@@ -20,6 +20,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+import itertools
 import json
 import lzma
 import os
@@ -611,36 +612,8 @@ def test_sigterm_in_any_stage_exits_143_and_leaves_no_files(capsys, tmp_path, mo
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is the command's only while it runs
 
 
-@pytest.mark.parametrize("signum,status,message", [
-    (signal.SIGTERM, 143, "terminated (SIGTERM)"),
-    (signal.SIGINT, 130, "interrupted"),
-])
-def test_a_signal_waits_while_the_main_thread_holds_numbas_compiler_lock(capsys, tmp_path, monkeypatch, signum,
-                                                                         status, message):
-    """Raised while the main thread loads or compiles a kernel, the
-    interrupt could leave numba's or LLVM's lock held (another thread's next
-    load then waited for ever): it comes once the lock is let go."""
-    import time
-
-    from numba.core.compiler_lock import global_compiler_lock
-
-    held_through = []
-
-    def signal_holding_the_lock():
-        with global_compiler_lock:
-            os.kill(os.getpid(), signum)
-            time.sleep(0.05)  # the handler runs here, in this (the main) thread
-            held_through.append(True)
-
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal
-    try:
-        calls = patch_stage(monkeypatch, "device", signal_holding_the_lock)
-        got, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", *every_output(tmp_path))
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    assert held_through == [True] and len(calls) >= 2
-    assert (got, err) == (status, f"bpbc-screen: error: {message}\n")
-    assert list(tmp_path.iterdir()) == []
+#: each signal the command stops on: its exit status and message
+SIGNAL_EXITS = [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 130, "interrupted")]
 
 
 class _SignalWhenUnpickled:
@@ -653,42 +626,53 @@ class _SignalWhenUnpickled:
         return os.kill, (os.getpid(), self.signum)
 
 
-@pytest.mark.parametrize("signum,status,message", [
-    (signal.SIGTERM, 143, "terminated (SIGTERM)"),
-    (signal.SIGINT, 130, "interrupted"),
-])
-def test_a_signal_waits_while_a_kernel_calls_python(capsys, tmp_path, monkeypatch, signum, status, message):
-    """A numba kernel calls Python code (``_numba_unpickle``); an interrupt
-    raised there came back to the kernel as an error of its own, and the run
-    ended as an internal error (status 3, seen in test runs): it comes once
-    the call returns."""
+def _signal_holding_numbas_compiler_lock(signum: int, went_on: list) -> None:
+    from numba.core.compiler_lock import global_compiler_lock
+
+    with global_compiler_lock:
+        os.kill(os.getpid(), signum)
+        time.sleep(0.05)  # the handler runs here, in this (the main) thread
+        went_on.append(True)
+
+
+_UNPICKLED_KEYS = itertools.count(1 << 40)  # numba keeps what it unpickled by key: a new one each call
+
+
+def _signal_inside_a_kernels_call_to_python(signum: int, went_on: list) -> None:
     import pickle
 
     from numba.core.serialize import _numba_unpickle
 
-    returned = []
+    data = pickle.dumps(_SignalWhenUnpickled(signum))
+    _numba_unpickle(next(_UNPICKLED_KEYS), data, hash(data))  # as a kernel calls it; the signal comes inside
+    went_on.append(True)
+    time.sleep(0.05)  # the handler runs here, in this (the main) thread
 
-    def signal_inside_the_call():
-        data = pickle.dumps(_SignalWhenUnpickled(signum))
-        _numba_unpickle(len(returned) + 10**9, data, hash(data))  # the signal comes inside it
-        returned.append(True)
-        time.sleep(0.05)  # the handler runs here, in this (the main) thread
 
+@pytest.mark.parametrize("signal_there", [_signal_holding_numbas_compiler_lock,
+                                          _signal_inside_a_kernels_call_to_python])
+@pytest.mark.parametrize("signum,status,message", SIGNAL_EXITS)
+def test_a_signal_waits_until_the_main_thread_may_be_interrupted(capsys, tmp_path, monkeypatch, signal_there,
+                                                                 signum, status, message):
+    """Raised while the main thread holds numba's or LLVM's lock (loading or
+    compiling a kernel), the interrupt could leave it held (another thread's
+    next load then waited for ever); raised in Python code that a numba
+    kernel called (``_numba_unpickle``), it came back to the kernel as an
+    error of its own and the run ended as an internal error (status 3). It
+    comes once the block is done."""
+    went_on: list = []
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal
     try:
-        calls = patch_stage(monkeypatch, "device", signal_inside_the_call)
+        calls = patch_stage(monkeypatch, "device", lambda: signal_there(signum, went_on))
         got, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", *every_output(tmp_path))
     finally:
         signal.signal(signal.SIGINT, previous)
-    assert returned == [True] and len(calls) >= 2
+    assert went_on == [True] and len(calls) >= 2
     assert (got, err) == (status, f"bpbc-screen: error: {message}\n")
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("signum,status,message", [
-    (signal.SIGTERM, 143, "terminated (SIGTERM)"),
-    (signal.SIGINT, 130, "interrupted"),
-])
+@pytest.mark.parametrize("signum,status,message", SIGNAL_EXITS)
 def test_signal_while_reading_a_pipe_subprocess(tmp_path, signum, status, message):
     """``producer | bpbc-screen -`` where the producer stalls: the reader
     thread is blocked reading stdin when the signal comes. The command stops
