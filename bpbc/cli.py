@@ -442,7 +442,7 @@ def _reads_files(reads: list[str], patterns: str, reads_from: str | None) -> lis
 
 
 def _screen_here(reads, patterns, settings, quiet, output, matched, unmatched, json_path, **paired):
-    """The local run: one process, at most one GPU."""
+    """The local run: one process, on this host's CPU or every GPU it sees (docs/gpu.md)."""
     from bpbc.distributed import fill_stem  # no Dask in it
 
     if reads != "-":  # {stem}: the reads file's name, as with --dask
