@@ -347,11 +347,10 @@ class prefetched:
     polled for ever, holding its items, in a server that outlives the run).
     """
 
-    def __init__(self, items: Iterator, stop_timeout_s: float = 1.0):
+    def __init__(self, items: Iterator, stop_timeout_s: float = 1.0, name: str = "bpbc-reader"):
         self._handoff = _Handoff()
         self._stop_timeout_s = stop_timeout_s
-        self._worker = threading.Thread(target=self._handoff.produce, args=(items,), name="bpbc-reader",
-                                        daemon=True)
+        self._worker = threading.Thread(target=self._handoff.produce, args=(items,), name=name, daemon=True)
         weakref.finalize(self, self._handoff.halt)
         self._worker.start()
 
@@ -495,7 +494,7 @@ def _prepared_chunks(read_chunks: prefetched, source_name: str, screener, stages
                     batch = encode_chunk(chunk, screener.engine, source_name)
                 yield chunk, batch
 
-    return prefetched(encoded(read_chunks))
+    return prefetched(encoded(read_chunks), name="bpbc-encoder")
 
 
 def twin_makers(screener) -> list[Callable]:

@@ -41,7 +41,7 @@ def test_one_thread_starts_no_writer_and_no_compression_threads(tmp_path, monkey
     summary = screen_files(DATA / "reads.fq", DATA / "patterns.fa", ScreenSettings(threshold=20, threads=1,
                                                                                   device="cpu", chunk_size=3),
                            output=tmp_path / "o.paf", matched=tmp_path / "m.fq.gz")
-    assert started == ["bpbc-reader", "bpbc-reader"] and summary.reads == 20
+    assert started == ["bpbc-reader", "bpbc-encoder"] and summary.reads == 20
     assert (tmp_path / "o.paf").read_text() == (DATA / "expected.paf").read_text()
 
 
