@@ -829,6 +829,10 @@ def test_stages_keep_order_and_a_bounded_number_of_chunks(capsys, tmp_path, monk
         assert status == 0
         outputs[size] = [path.read_bytes() for path in paths]
         if size == "2":
-            assert len(most) == 101 and max(most) <= 8  # the first chunk holds one read (ramp)
+            # the first chunk holds one read (ramp). Alive at most: 2 at the reading (one handed over, one
+            # being read), 2 at the encoding, 1 screened, 3 at the traceback (one waiting, one traced and
+            # the subset of its reads that hit), 3 at the writer (two waiting, one written) and 3 more at the
+            # slowest reads file's own writer: 14, whatever the number of chunks (5-9 were seen)
+            assert len(most) == 101 and max(most) <= 14
     assert outputs["2"] == outputs["1000"]
     assert outputs["2"][0] == (DATA / "expected.paf").read_bytes() * 10
