@@ -102,6 +102,15 @@ def warm_runs(tree: Path, common: list[str], trim: list[str], tiny: Path, rounds
     return json.loads(done.stdout.splitlines()[-1])
 
 
+def compared(what: str, screen: list[float], trimmed: list[float]) -> str:
+    """One figure of paired screen and trim runs: medians and minimums, trim / screen of each, and the
+    median of the per-round ratios."""
+    medians, lows = (statistics.median(screen), statistics.median(trimmed)), (min(screen), min(trimmed))
+    paired = statistics.median(t / s for s, t in zip(screen, trimmed))
+    return (f"{what} {medians[0]:.3f} -> {medians[1]:.3f} (min {lows[0]:.3f} -> {lows[1]:.3f}): "
+            f"{medians[1] / medians[0]:.3f}x, min {lows[1] / lows[0]:.3f}x, per round {paired:.3f}x")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.probes.trim_ab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -127,24 +136,24 @@ def main(argv: list[str] | None = None) -> int:
             if label not in args.data.split(","):
                 continue
             reads = work / f"{label}.fq"
-            reads.write_bytes(planted_reads(args.reads, 150, 20, adapters=adapters)[0])
+            data = planted_reads(args.reads, 150, 20, adapters=adapters)[0]
+            reads.write_bytes(data)
             common = [str(reads), str(work / "adapter.fa"), "--strand", "forward", "--min-score-fraction", "0.8",
                       "--device", args.device, "-o", str(work / "hits.paf"), "--matched", str(work / "m.fq"), "--unmatched",
                       str(work / "u.fq"), "-q", "--json", str(work / "s.json")]
             trim = ["--action", "trim", "--min-overlap", str(MIN_OVERLAP)]
             if args.warm:
                 tiny = work / f"{label}_tiny.fq"
-                tiny.write_bytes(b"".join(reads.read_bytes().splitlines(keepends=True)[:4000]))
+                end = 0
+                for _ in range(4000):  # the first 1,000 records
+                    end = data.index(b"\n", end) + 1
+                tiny.write_bytes(data[:end])
                 raw[label] = {}
                 for tree in trees:
                     walls = warm_runs(Path(trees[tree]).resolve(), common, trim, tiny, args.rounds, work / "s.json")
                     raw[label][tree] = walls
-                    screen, trimmed = walls["screen"], walls["trim"]
-                    paired = statistics.median(t / s for s, t in zip(screen, trimmed))
-                    print(f"{label:12} {tree:8} warm, in one process: run wall {statistics.median(screen):.3f} -> "
-                          f"{statistics.median(trimmed):.3f} (min {min(screen):.3f} -> {min(trimmed):.3f}): "
-                          f"{statistics.median(trimmed) / statistics.median(screen):.3f}x, "
-                          f"min {min(trimmed) / min(screen):.3f}x, per round {paired:.3f}x", flush=True)
+                    print(f"{label:12} {tree:8} warm, in one process: "
+                          + compared("run wall", walls["screen"], walls["trim"]), flush=True)
                 continue
             names = [(mode, tree) for tree in trees for mode in ("screen", "trim")]
             runs: dict[str, list[tuple[float, float, float]]] = {f"{mode} {tree}": [] for mode, tree in names}
@@ -157,13 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             raw[label] = runs
             for tree in trees:
                 screen, trimmed = runs[f"screen {tree}"], runs[f"trim {tree}"]
-                cells = []
-                for k, what in enumerate(("run wall", "process wall", "CPU")):
-                    medians = [statistics.median(run[k] for run in kind) for kind in (screen, trimmed)]
-                    lows = [min(run[k] for run in kind) for kind in (screen, trimmed)]
-                    paired = statistics.median(t[k] / s[k] for s, t in zip(screen, trimmed))
-                    cells.append(f"{what} {medians[0]:.3f} -> {medians[1]:.3f} (min {lows[0]:.3f} -> {lows[1]:.3f}): "
-                                 f"{medians[1] / medians[0]:.3f}x, min {lows[1] / lows[0]:.3f}x, per round {paired:.3f}x")
+                cells = [compared(what, [run[k] for run in screen], [run[k] for run in trimmed])
+                         for k, what in enumerate(("run wall", "process wall", "CPU"))]
                 print(f"{label:12} {tree:8} screen -> trim: " + "; ".join(cells), flush=True)
     if args.raw is not None:
         args.raw.write_text(json.dumps(raw))
