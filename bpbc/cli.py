@@ -469,7 +469,7 @@ def _screen_on_dask(address, scheduler_file, reads_files, patterns, settings, qu
     if reads2 is not None or interleaved or matched2 is not None or unmatched2 is not None:
         raise InputError("paired reads (--reads2, --interleaved) are not supported with --dask")
     from bpbc import distributed as dd
-    from bpbc.engines import usable_cores
+    from bpbc.resources import usable_cores
 
     started = time.perf_counter()
     with ExitStack() as stack:

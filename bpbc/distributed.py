@@ -40,12 +40,12 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from bpbc.engines import limit_numba_threads, set_up_process, usable_cores
-from bpbc.io import (STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, compression_threads, display_name,
-                     read_patterns)
+from bpbc.engines import limit_numba_threads, set_up_process
+from bpbc.io import STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, display_name, read_patterns
 from bpbc.pipeline import (CHUNK_RAMP, OrderedWorker, ScreenSettings, StageTimes, Summary, chunk_paf, chunk_size_for,
                            cyclic_gc_paused, encode_chunk, make_screener, passing_units, pattern_summaries, prefetched,
                            quick_gil_handoff, screen_files, summary_json)
+from bpbc.resources import plan_run, usable_cores
 from bpbc.result import Texts
 from bpbc.sinks import FileSink, is_template
 
@@ -335,8 +335,8 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
         stack.enter_context(cyclic_gc_paused())
         stack.enter_context(quick_gil_handoff())
         stack.enter_context(dask.config.set({"distributed.admin.large-graph-warning-threshold": _LARGE_TASK_BYTES}))
-        threads = settings.threads
-        source = stack.enter_context(SequenceSource(reads_path, kind="reads", raw_fastq=True, threads=threads))
+        plan = plan_run(settings.threads)
+        source = stack.enter_context(SequenceSource(reads_path, kind="reads", raw_fastq=True, threads=plan.read))
         patterns = read_patterns(patterns_path)
         # every check of the settings, here, before any work: the engine is the workers' business
         checked = make_screener(replace(settings, device="cpu"), patterns, display_name(patterns_path))
@@ -356,7 +356,7 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
         outputs: list[AtomicOutput] = []
 
         def create(path, what) -> AtomicOutput:
-            out = stack.enter_context(AtomicOutput(path, what, compression_threads(threads)))
+            out = stack.enter_context(AtomicOutput(path, what, plan.compress))
             outputs.append(out)
             return out
 
@@ -399,7 +399,7 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
             if progress is not None:
                 progress(summary.reads)
 
-        overlap = threads != 1
+        overlap = plan.threaded
         window: collections.deque = collections.deque()
         limit = in_flight or IN_FLIGHT_PER_THREAD * _worker_threads(client)
         writer = stack.enter_context(OrderedWorker(inline=not overlap))

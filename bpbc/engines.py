@@ -28,6 +28,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .resources import usable_cores
+
 DEVICES = ("auto", "cpu", "gpu")
 
 
@@ -141,16 +143,6 @@ def reuse_freed_buffers() -> bool:
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, _ADAPTIVE_MMAP_THRESHOLD_MAX)
                 and mallopt(_M_TRIM_THRESHOLD, 2 * _ADAPTIVE_MMAP_THRESHOLD_MAX))
-
-
-def usable_cores() -> int:
-    """The cores this process may run on: its CPU affinity where the system
-    tells it (a cpuset, taskset, a dask-cuda worker pinned to the cores near
-    its GPU), else all of them. numba and os.cpu_count() count all."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # no affinity on this system
-        return os.cpu_count() or 1
 
 
 @contextmanager

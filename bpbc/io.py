@@ -40,8 +40,6 @@ from bpbc.errors import InputError
 STDIN = "-"
 _NON_ASCII = re.compile(rb"[\x80-\xff]")
 
-#: at most this many threads compress one output file (half the cores at most)
-COMPRESSION_THREADS = 8
 #: bytes per block handed to a compression thread: ISA-L's default 1 MiB meant
 #: a few thousand thread handovers (each waiting for the GIL) per GB written
 COMPRESSION_BLOCK = 4 << 20
@@ -49,16 +47,6 @@ COMPRESSION_BLOCK = 4 << 20
 EMPTY_ZSTD_FRAME = bytes.fromhex("28b52ffd2000010000")
 #: output compression by file name suffix, as xopen names the formats
 COMPRESSION_SUFFIXES = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".zst": "zst"}
-
-
-def compression_threads(threads: int | None) -> int:
-    """Threads that compress one output file in the background: up to
-    COMPRESSION_THREADS and half the cores (half of ``threads`` when the run
-    is limited to that many); 0, compressing in the writing thread, for one."""
-    from .engines import usable_cores
-
-    budget = usable_cores() if threads is None else threads
-    return min(COMPRESSION_THREADS, budget // 2)
 
 
 def _igzip_threaded():
@@ -366,7 +354,7 @@ def parallel_gzip(path, threads: int | None):
     that pays: a regular gzip file of at least PARALLEL_GZIP_MIN_BYTES and at
     least PARALLEL_GZIP_MIN_THREADS threads to spend (``threads``, None: the
     usable cores); else None (stdin, pipes, other formats, small files)."""
-    from .engines import usable_cores
+    from .resources import usable_cores
 
     threads = usable_cores() if threads is None else threads
     if threads < PARALLEL_GZIP_MIN_THREADS:
@@ -553,7 +541,8 @@ class SequenceSource:
         the raw route ends here (end of input, or a record dnaio must read).
         Unless the input ends, the count is a multiple of ``multiple``."""
         from bpbc.chunks import RawFastqChunk, scan_fastq
-        from bpbc.engines import limit_numba_threads, usable_cores
+        from bpbc.engines import limit_numba_threads
+        from bpbc.resources import usable_cores
 
         scan: Any = scan_fastq
         if (usable_cores() if self._threads is None else self._threads) >= PARALLEL_SCAN_MIN_THREADS:
@@ -746,7 +735,7 @@ class AtomicOutput:
     def __init__(self, path, what: str = "output", compression_threads: int | None = None):
         self.path = os.fspath(path)
         self.what = what
-        #: see :func:`compression_threads`; None: as many as the cores allow
+        #: threads compressing the file (CorePlan.compress); None: as the cores allow
         self.compression_threads = compression_threads
         if os.path.isdir(self.path):
             raise InputError(f"{self.path}: is a directory; cannot write the {what} file there")
@@ -776,7 +765,12 @@ class AtomicOutput:
         if not compression:
             threads = 0
         elif threads is None:
-            threads = compression_threads(None) if self.compression_threads is None else self.compression_threads
+            if self.compression_threads is None:
+                from .resources import plan_run
+
+                threads = plan_run().compress
+            else:
+                threads = self.compression_threads
         mode = "ab" if append else "wb"
         if compression == "gz" and threads > 1 and _igzip_threaded() is not None:
             # xopen runs ISA-L's threaded gzip writer with one thread at level

@@ -30,13 +30,14 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from bpbc.compile_watch import watching_compiles
-from bpbc.engines import limit_numba_threads, usable_cores
+from bpbc.engines import limit_numba_threads
 from bpbc.errors import InternalError
-from bpbc.io import (STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, compression_threads, display_name,
+from bpbc.io import (STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, display_name,
                      read_patterns)
 from bpbc.pairs import interleaved_pairs, two_file_pairs
 from bpbc.paf import paf_lines
 from bpbc.patterns import STRANDS, strands_of
+from bpbc.resources import CorePlan, plan_run
 from bpbc.result import Texts
 from bpbc.scoring import Scoring, score_planes
 from bpbc.sinks import NAME_FIELD, DemuxSink, FileSink, best_patterns, is_template
@@ -170,6 +171,8 @@ class Summary:
     wall_time_s: float = 0.0
     #: seconds per stage (see StageTimes)
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    #: the threads of each stage (bpbc.resources.CorePlan)
+    plan: dict = field(default_factory=dict)
     #: --action trim or mask: reads trimmed (masked) and bases, units dropped by --min-length
     action: str = "none"
     reads_trimmed: int = 0
@@ -472,22 +475,14 @@ def summary_json(summary: Summary) -> bytes:
     return (json.dumps(summary.as_dict(), indent=2) + "\n").encode()
 
 
-def encoding_threads(threads: int | None) -> int:
-    """numba threads of the encoding thread: ``threads`` when given, else a
-    quarter of the cores. Its parallel kernels (packing, transposing) are
-    short and run beside the screen, the traceback and de/compression,
-    which need the cores (measured on a 16-core host: a 10M-read GPU run
-    took 13-15 s with 16 numba threads everywhere, 11.3 s with 4)."""
-    return threads if threads is not None else max(1, usable_cores() // 4)
-
-
-def _prepared_chunks(read_chunks: prefetched, source_name: str, screener, stages: StageTimes) -> prefetched:
+def _prepared_chunks(read_chunks: prefetched, source_name: str, screener, stages: StageTimes,
+                     plan: CorePlan) -> prefetched:
     """(chunk, ReadBatch) per chunk of ``read_chunks`` (read in a background
     thread by :func:`prefetched`), encoded in a second one: one thread reads
     and parses chunk k+2 while the other encodes and transposes chunk k+1
     and the caller screens chunk k."""
     def encoded(chunks: prefetched) -> Generator:
-        limit_numba_threads(encoding_threads(screener.threads))
+        limit_numba_threads(plan.encode)
         with closing(chunks):
             for chunk in chunks:
                 with stages.timing("encode"):
@@ -518,7 +513,7 @@ def _twin_on(screener, device: int):
 
 
 def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[Callable],
-              stages: StageTimes, begin: Callable | None = None) -> Generator:
+              stages: StageTimes, begin: Callable | None = None, plan: CorePlan | None = None) -> Generator:
     """(chunk, batch, hits) per chunk of ``read_chunks``, in input order.
 
     One device: chunks encoded in a thread of their own
@@ -532,12 +527,14 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
     screen's (``GpuEngine._in_device_order``), so the device goes from one
     screen to the next without waiting for the host. A batch is prepared
     on the device that screens it.
+    ``plan``: the run's threads (None: :func:`bpbc.resources.plan_run` of the screener's).
     Taking the free device rather than device k mod n for chunk k keeps a
     device that started later, or drew larger chunks, from holding up the
     others (the output waits for chunks in order). Stage seconds add up
     over the devices."""
+    plan = plan or plan_run(screener.threads)
     if not makers:
-        with closing(_prepared_chunks(read_chunks, source_name, screener, stages)) as prepared:
+        with closing(_prepared_chunks(read_chunks, source_name, screener, stages, plan)) as prepared:
             for chunk, batch in prepared:
                 if begin is not None:  # what needs no screen begins now (Trimmer.begin: the end overlaps)
                     begin(chunk, batch)
@@ -579,8 +576,7 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
                   for make in makers]
     for thread in setting_up:
         thread.start()
-    pool = ThreadPoolExecutor(CHUNKS_PER_DEVICE * n, "bpbc-gpu", limit_numba_threads,
-                              (encoding_threads(screener.threads),))
+    pool = ThreadPoolExecutor(CHUNKS_PER_DEVICE * n, "bpbc-gpu", limit_numba_threads, (plan.encode,))
     pending: deque = deque()
     try:
         for chunk in read_chunks:
@@ -756,10 +752,10 @@ def screen_files(
         compiles = stack.enter_context(watching_compiles())
         stack.enter_context(quick_gil_handoff())
         # the reads files first: a missing or unreadable file is the most basic problem
-        threads = settings.threads
-        source = stack.enter_context(SequenceSource(reads_path, kind="reads", raw_fastq=True, threads=threads))
+        plan = plan_run(settings.threads)
+        source = stack.enter_context(SequenceSource(reads_path, kind="reads", raw_fastq=True, threads=plan.read))
         source2 = None if reads2 is None else stack.enter_context(
-            SequenceSource(reads2, kind="reads", raw_fastq=True, threads=threads))
+            SequenceSource(reads2, kind="reads", raw_fastq=True, threads=plan.read))
         patterns = read_patterns(patterns_path)
         stages = StageTimes()
         size = chunk_size_for(settings, len(patterns), mates)
@@ -780,7 +776,7 @@ def screen_files(
                                                                      display_name(patterns_path))
         trim_counts = None if trimmer is None else trimming.TrimCounts(len(patterns))
         stages.seconds["setup"] = time.perf_counter() - started
-        limit_numba_threads(settings.threads)  # numba kernels of this thread (encoding the second pass's reads)
+        limit_numba_threads(plan.kernel)  # numba kernels of this thread (the CPU kernel, encoding the second pass's reads)
         pattern_ids = screener.pattern_names
         pattern_lengths = screener.pattern_lengths.tolist()
         thresholds = screener.thresholds.tolist()
@@ -797,6 +793,7 @@ def screen_files(
             paired=mates == 2,
             pair_filter=None if mates == 1 else settings.pair_filter,
             action=settings.action,
+            plan=plan.as_dict(),
         )
         counts = np.zeros((len(pattern_ids), len(strands), mates), dtype=np.int64)
 
@@ -808,7 +805,7 @@ def screen_files(
         output_stack = stack.enter_context(ExitStack())
 
         def create(path, what) -> AtomicOutput:
-            out = output_stack.enter_context(AtomicOutput(path, what, compression_threads(threads)))
+            out = output_stack.enter_context(AtomicOutput(path, what, plan.compress))
             outputs.append(out)
             return out
 
@@ -866,7 +863,7 @@ def screen_files(
         demultiplexing = isinstance(sinks.get("matched"), DemuxSink)
 
         def align_and_write(chunk, batch, hits, passing, passing_reads, trim_inputs) -> None:
-            limit_numba_threads(settings.threads)  # the traceback's kernels, in this thread
+            limit_numba_threads(plan.traceback)  # the traceback's kernels, in this thread
             with stages.timing("traceback"):
                 alignments = screener.align(batch, hits)
             best = best_patterns(alignments, len(chunk), mates) if demultiplexing else None
@@ -881,17 +878,18 @@ def screen_files(
         # most reads pass, --matched and --unmatched side by side: the GPU
         # screen of 4M such reads on an H200 went from 1.8-2.2 to 1.2-1.4 s);
         # the writer formats the PAF and hands them the units and the edits
-        sink_writers = {kind: stack.enter_context(OrderedWorker(inline=threads == 1, name=f"bpbc-writer-{kind}"))
+        sink_writers = {kind: stack.enter_context(OrderedWorker(inline=not plan.threaded, name=f"bpbc-writer-{kind}"))
                         for kind in sinks}
-        writer = stack.enter_context(OrderedWorker(inline=threads == 1))
+        writer = stack.enter_context(OrderedWorker(inline=not plan.threaded))
         # the traceback of batch k runs beside the screen of batch k + 1
-        aligner = stack.enter_context(OrderedWorker(depth=1, inline=threads == 1, name="bpbc-aligner"))
+        aligner = stack.enter_context(OrderedWorker(depth=1, inline=not plan.threaded, name="bpbc-aligner"))
         makers = twin_makers(screener)
         summary.devices = 1 + len(makers)
         if makers and settings.chunk_size is None:
             size = several_devices_chunk_size(size, screener, mates)
         for chunk, batch, hits in stack.enter_context(closing(_screened(read_chunks, source.name, screener, makers,
-                                                                        stages, None if trimmer is None else trimmer.begin))):
+                                                                        stages, None if trimmer is None else trimmer.begin,
+                                                                        plan))):
             passing_reads, passing = passing_units(hits, len(batch), mates, settings.pair_filter)
             # a GPU batch's end-overlap decision starts here, on the device, beside the traceback (whose
             # thread limits a GPU run where most reads pass)

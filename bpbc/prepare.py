@@ -188,7 +188,7 @@ def prepare(thresholds=DEFAULT_THRESHOLDS, scoring: tuple[int, int, int, int] = 
     usable cores); ``log(line)`` hears what each step took. Returns the
     seconds of the whole, the seconds spent compiling (all processes
     together; near 0 where everything was cached) and the processes."""
-    from .engines import usable_cores
+    from .resources import usable_cores
 
     thresholds = sorted(set(int(t) for t in thresholds))
     jobs = max(1, jobs or usable_cores())

@@ -1,0 +1,126 @@
+"""How a run uses the machine: the cores it may use, and each stage's share, decided once.
+
+:func:`available_cores` finds the cores this process may run on (its CPU
+affinity, a cgroup's CPU quota); :func:`plan_run` turns them, or the
+user's ``--threads``, or a Dask worker's share, into a :class:`CorePlan`:
+the threads of each stage of the pipeline. Every stage takes its threads
+from the plan (the reads' decompression and parsing, encoding, the CPU
+kernel, the traceback, each output's compression); ``--json`` reports it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass
+
+#: below this many cores an output is compressed by at most
+#: SMALL_HOST_COMPRESSION_THREADS threads (half the cores at most); from it
+#: on by half the cores. ISA-L's level 1 compresses about 220 MB/s a thread
+#: (1 GB of FASTQ in 0.56 s on 8 threads, 16-core Xeon host of an H200), so
+#: 8 threads need about 7 s for the 13 GB of 40M unmatched reads, and a
+#: compression thread waiting for blocks costs nothing
+MANY_CORES = 32
+SMALL_HOST_COMPRESSION_THREADS = 8
+
+_CGROUP_V2_MAX = "/sys/fs/cgroup/cpu.max"
+_CGROUP_V1_QUOTA = "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"
+_CGROUP_V1_PERIOD = "/sys/fs/cgroup/cpu/cpu.cfs_period_us"
+
+
+def _affinity() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this system
+        return os.cpu_count() or 1
+
+
+def cgroup_cpu_quota(v2: str = _CGROUP_V2_MAX, v1_quota: str = _CGROUP_V1_QUOTA,
+                     v1_period: str = _CGROUP_V1_PERIOD) -> float | None:
+    """The CPUs a cgroup's quota allows this process (``cpu.max`` of cgroup
+    v2, else ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` of v1), or None
+    where there is no quota (a container started with ``--cpus`` has one;
+    its affinity still shows every core of the host)."""
+    try:
+        with open(v2) as file:
+            quota, period = file.read().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(v1_quota) as quota_file, open(v1_period) as period_file:
+            quota_us, period_us = int(quota_file.read()), int(period_file.read())
+        return None if quota_us <= 0 or period_us <= 0 else quota_us / period_us
+    except (OSError, ValueError):
+        return None
+
+
+def available_cores() -> tuple[int, str]:
+    """(cores, why): the cores this process may run on, its CPU affinity
+    (taskset, a cpuset, a dask-cuda worker pinned near its GPU) or, where
+    lower, its cgroup's CPU quota rounded up."""
+    cores = _affinity()
+    quota = cgroup_cpu_quota()
+    if quota is not None and math.ceil(quota) < cores:
+        return max(1, math.ceil(quota)), "cgroup CPU quota"
+    return cores, "CPU affinity"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (:func:`available_cores`)."""
+    return available_cores()[0]
+
+
+@dataclass(frozen=True)
+class CorePlan:
+    """The threads of each stage of one run (see :func:`plan_run`)."""
+
+    #: the cores the run may use, and where that number came from
+    cores: int
+    source: str
+    #: threads that read each reads file: rapidgzip's, and numba's that
+    #: parse a batch of plain FASTQ (bpbc.io decides where fewer pay better)
+    read: int
+    #: numba threads of each thread that encodes and transposes batches
+    encode: int
+    #: numba threads of the CPU kernel (CPU runs) and of the traceback
+    kernel: int
+    traceback: int
+    #: threads that compress each compressed output (0: in its writing thread)
+    compress: int
+    #: stages that run in threads of their own (reader, encoder, aligner,
+    #: writers); False with one core: every stage in the calling thread
+    threaded: bool
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def plan_run(threads: int | None = None, source: str | None = None) -> CorePlan:
+    """The plan for a run on ``threads`` cores (``--threads``, or a Dask
+    worker's share, named by ``source``), or on every core it may use
+    (:func:`available_cores`).
+
+    The stages overlap, so the shares add up to more than the cores: a
+    stage's threads wait while its neighbours work. Encoding's parallel
+    kernels (packing, transposing) are short and run beside the screen,
+    traceback and de/compression, so the encoder gets a quarter of the
+    cores unless the user gave a count (a 10M-read GPU run on a 16-core
+    host took 13-15 s with 16 numba threads everywhere, 11.3 s with 4)."""
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    if threads is None:
+        cores, why = available_cores()
+    else:
+        cores, why = threads, source or "--threads"
+    compress = cores // 2 if cores >= MANY_CORES else min(SMALL_HOST_COMPRESSION_THREADS, cores // 2)
+    return CorePlan(
+        cores=cores,
+        source=why,
+        read=cores,
+        encode=cores if threads is not None else max(1, cores // 4),
+        kernel=cores,
+        traceback=cores,
+        compress=compress,
+        threaded=cores > 1,
+    )
