@@ -27,7 +27,6 @@ import threading
 import time
 import traceback
 from contextlib import ExitStack, contextmanager
-from dataclasses import replace
 from enum import Enum
 from typing import Annotated, Callable, Optional
 
@@ -469,7 +468,6 @@ def _screen_on_dask(address, scheduler_file, reads_files, patterns, settings, qu
     if reads2 is not None or interleaved or matched2 is not None or unmatched2 is not None:
         raise InputError("paired reads (--reads2, --interleaved) are not supported with --dask")
     from bpbc import distributed as dd
-    from bpbc.resources import usable_cores
 
     started = time.perf_counter()
     with ExitStack() as stack:
@@ -484,8 +482,6 @@ def _screen_on_dask(address, scheduler_file, reads_files, patterns, settings, qu
             from distributed import Client
 
             client = stack.enter_context(Client(cluster, set_as_default=False))
-            if settings.threads is None:  # the cores shared out between the workers
-                settings = replace(settings, threads=max(1, usable_cores() // max(1, len(cluster.workers))))
         else:
             client = stack.enter_context(dd.connect(address, scheduler_file))
         reads = reads_files if many else reads_files[0]

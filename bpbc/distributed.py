@@ -27,6 +27,7 @@ need it import it when called.
 from __future__ import annotations
 
 import collections
+import functools
 import glob
 import hashlib
 import os
@@ -45,7 +46,7 @@ from bpbc.io import STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource
 from bpbc.pipeline import (CHUNK_RAMP, OrderedWorker, ScreenSettings, StageTimes, Summary, chunk_paf, chunk_size_for,
                            cyclic_gc_paused, encode_chunk, make_screener, passing_units, pattern_summaries, prefetched,
                            quick_gil_handoff, screen_files, summary_json)
-from bpbc.resources import plan_run, usable_cores
+from bpbc.resources import CorePlan, plan_run, usable_cores
 from bpbc.result import Texts
 from bpbc.sinks import FileSink, is_template
 
@@ -105,6 +106,32 @@ _screeners: dict[tuple[str, int], object] = {}
 _screeners_lock = threading.Lock()
 #: Screeners kept per worker process (a worker usually serves one run at a time)
 _MAX_SCREENERS = 8
+
+
+def worker_plan(threads: int | None) -> CorePlan:
+    """The plan of a task in this Dask worker: ``threads`` where the run
+    set them, else this worker's share of the host: the cores it may use
+    where it is pinned to fewer than the host has (dask-cuda pins each
+    worker to the cores near its GPU), else those cores split evenly
+    between the workers of its host. Without this every worker of a host
+    took all its cores (rapidgzip's threads, numba's, the compression's):
+    four workers on a 64-core host ran slower than one."""
+    if threads is not None:
+        return plan_run(threads)
+    return _worker_share_plan()
+
+
+@functools.cache
+def _worker_share_plan() -> CorePlan:
+    from distributed import get_client, get_worker
+
+    cores = usable_cores()
+    if cores < (os.cpu_count() or cores):
+        return plan_run(cores, "Dask worker's CPU affinity")
+    host = get_worker().address.rsplit(":", 1)[0]
+    workers = get_client().scheduler_info(n_workers=-1)["workers"]
+    on_host = sum(1 for address in workers if address.rsplit(":", 1)[0] == host)
+    return plan_run(max(1, cores // max(1, on_host)), f"Dask worker's share ({on_host} on its host)")
 
 
 def worker_screener(job: Job):
@@ -171,7 +198,7 @@ def screen_chunk(job: Job, payload: ChunkPayload) -> ChunkResult:
     """A Dask task: screen one chunk with this worker's Screener."""
     stages = StageTimes()
     screener = worker_screener(job)
-    limit_numba_threads(job.settings.threads)
+    limit_numba_threads(worker_plan(job.settings.threads).kernel)
     chunk = payload.chunk()
     with stages.timing("encode"):
         batch = encode_chunk(chunk, screener.engine, job.reads_file)
@@ -211,7 +238,8 @@ def screen_file(job: Job, reads_path: str, patterns_path: str, outputs: dict,
     set_up_process()
     try:
         summary = screen_files(reads_path, patterns_path, job.settings, output=outputs["output"],
-                               matched=outputs["matched"], unmatched=outputs["unmatched"])
+                               matched=outputs["matched"], unmatched=outputs["unmatched"],
+                               plan=worker_plan(job.settings.threads))
     except InputError as error:  # the files named as the user gave them, not as the worker opened them
         raise InputError(str(error).replace(reads_path, job.reads_file)
                          .replace(patterns_path, job.patterns_file)) from None
@@ -350,6 +378,7 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
             strands=list(checked.strands),
             device="",
             min_score_fraction=settings.min_score_fraction,
+            plan=plan.as_dict(),
         )
         counts = np.zeros((len(patterns), len(checked.strands), 1), dtype=np.int64)
         stages = StageTimes()

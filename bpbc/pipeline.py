@@ -723,6 +723,7 @@ def screen_files(
     trimmed2=None,
     json_path=None,
     progress: Callable[[int], None] | None = None,
+    plan: CorePlan | None = None,
 ) -> Summary:
     """Screen every read of ``reads_path`` against every pattern of ``patterns_path``.
 
@@ -735,6 +736,7 @@ def screen_files(
     ``json_path``. With ``settings.action`` trim or mask (docs/trimming.md)
     the matched reads are written trimmed or masked, and ``trimmed``
     (``trimmed2``) receives every read so, in input order. ``progress(reads_done)`` is called after each chunk.
+    ``plan``: the threads of each stage (None: :func:`bpbc.resources.plan_run` of ``settings.threads``).
     Files appear only when the whole run succeeds. Expected problems raise
     :class:`bpbc.errors.InputError`; failed internal cross-checks
     :class:`bpbc.errors.InternalError`.
@@ -752,7 +754,7 @@ def screen_files(
         compiles = stack.enter_context(watching_compiles())
         stack.enter_context(quick_gil_handoff())
         # the reads files first: a missing or unreadable file is the most basic problem
-        plan = plan_run(settings.threads)
+        plan = plan or plan_run(settings.threads)
         source = stack.enter_context(SequenceSource(reads_path, kind="reads", raw_fastq=True, threads=plan.read))
         source2 = None if reads2 is None else stack.enter_context(
             SequenceSource(reads2, kind="reads", raw_fastq=True, threads=plan.read))

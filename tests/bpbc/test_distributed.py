@@ -43,7 +43,8 @@ PACKAGE_ROOT = str(Path(bpbc.__file__).resolve().parents[1])
 #: one thread per engine, small chunks (the first ones smaller still): many chunks per file
 SETTINGS = ScreenSettings(threshold=40, device="cpu", threads=1, chunk_size=300)
 #: JSON keys that differ between runs of the same input (timing)
-TIMING = ("wall_time_s", "reads_per_s", "stage_seconds", "stage_shares")
+#: how the run went on its machine, not what it found: the times, and the threads each stage had
+TIMING = ("wall_time_s", "reads_per_s", "stage_seconds", "stage_shares", "plan")
 
 
 # ---------------------------------------------------------------- inputs
@@ -334,3 +335,28 @@ def test_local_cluster_from_the_command_line(inputs, references, tmp_path):
                           timeout=300)
     assert done.stdout.decode().split("\n")[0] == "0 []", done.stderr.decode()
     assert (tmp_path / "two.paf").read_bytes() == references["two.fastq"]["output"].read_bytes()
+
+
+def _worker_plan_of_task() -> dict:
+    from bpbc.distributed import worker_plan
+
+    return worker_plan(None).as_dict()
+
+
+def test_a_task_takes_its_workers_share_of_the_host(client):
+    """Two workers on this host: a task of either plans for half the cores it
+    may use (a worker pinned to fewer cores than the host has plans for those)."""
+    import os
+
+    from bpbc.resources import usable_cores
+
+    workers = list(client.scheduler_info()["workers"])
+    assert len(workers) == 2
+    plans = client.gather([client.submit(_worker_plan_of_task, workers=[address], pure=False) for address in workers])
+    pinned = usable_cores() < (os.cpu_count() or 0)
+    for plan in plans:
+        if pinned:
+            assert plan["cores"] == usable_cores() and "affinity" in plan["source"]
+        else:
+            assert plan["cores"] == max(1, usable_cores() // 2)
+            assert plan["source"] == "Dask worker's share (2 on its host)"
