@@ -28,27 +28,12 @@ import dnaio
 import numpy as np
 
 from . import error_text, gpu_unavailable, median_seconds_cpu, median_seconds_gpu, progress_bar, say
+from .gpu_kernel import time_sw_kernel
+from .inputs import pattern_panel, random_codes, random_pattern, random_prepared
+from .logic_ceiling import AboveLogicCeiling, LogicCeiling
 
 PAPER_RATIO = {"bpbc_cpu": "8.54 (CPU/BPBC, paper)", "gpu_wordwise": "2.47 (existing GPU/BPBC, paper)"}
 BASELINE_PATH = Path(__file__).with_name("baseline_sw.cu")
-DEGENERATE = "RYSWKMBDHVN"
-
-
-def random_codes(rng, n, length):
-    return rng.integers(0, 4, size=(n, length), dtype=np.uint8)
-
-
-def random_pattern(rng, length, degenerate_fraction=0.0):
-    letters = rng.choice(list("ACGT"), length)
-    if degenerate_fraction:
-        where = rng.random(length) < degenerate_fraction
-        letters[where] = rng.choice(list(DEGENERATE), int(where.sum()))
-    return "".join(letters)
-
-
-def pattern_panel(rng, count=100, shortest=20, longest=60, degenerate_fraction=0.1):
-    return [random_pattern(rng, int(rng.integers(shortest, longest + 1)), degenerate_fraction)
-            for _ in range(count)]
 
 
 # ---------------------------------------------------------------- methods
@@ -181,6 +166,8 @@ def table2_rows(lengths, n_target, m, repeats, use_gpu, budgets, advance, cores)
                 row.update(instances_measured=n, seconds_measured=f"{seconds:.6g}", seconds=f"{full:.6g}",
                            basis="measured" if n == n_target else f"extrapolated from {n} instances",
                            gcups=f"{n * cells / seconds / 1e9:.4g}")
+            except AboveLogicCeiling:
+                raise
             except Exception as error:
                 row.update(basis="error", error=error_text(error))
             rows.append(row)
@@ -216,28 +203,33 @@ def _time_method(method, n, length, masks, pattern, scoring, planes, repeats, rn
         del codes
         return seconds
     if method == "bpbc_gpu":
-        from .gpu_kernel import random_prepared
-
-        engine = _gpu_engine()
-        prepared = random_prepared(n, length, seed=int(rng.integers(1 << 30)))
-        table = PatternTable.of([masks])
-        seconds = median_seconds_gpu(lambda: engine.launch(prepared, table, scoring, planes), repeats, warmup)
-        del prepared
-        cupy.get_default_memory_pool().free_all_blocks()
-        return seconds
+        return bpbc_gpu_seconds(f"sw table2: bpbc_gpu, {n} reads of {length} bp against {len(masks)} bp", n, length,
+                                PatternTable.of([masks]), scoring, planes, repeats, warmup, int(rng.integers(1 << 30)))
     raise ValueError(method)
 
 
-_engine = None
+@cache
+def _gpu():
+    """The run's GPU engine and its device's logic ceiling."""
+    from bpbc.gpu_engine import GpuEngine
+
+    engine = GpuEngine()
+    return engine, LogicCeiling.of_device(engine.device)
 
 
-def _gpu_engine():
-    global _engine
-    if _engine is None:
-        from bpbc.gpu_engine import GpuEngine
+def bpbc_gpu_seconds(figure, n, length, table, scoring, planes, repeats, warmup=1, seed=0) -> float:
+    """Median seconds of bpbc's GPU kernel over ``n`` random reads
+    (time_sw_kernel), its rate checked against the GPU's logic ceiling
+    (``figure`` names it in the error)."""
+    import cupy
 
-        _engine = GpuEngine()
-    return _engine
+    engine, ceiling = _gpu()
+    prepared = random_prepared(n, length, seed=seed)
+    seconds = time_sw_kernel(engine, prepared, table, scoring, planes, repeats, warmup)
+    del prepared
+    cupy.get_default_memory_pool().free_all_blocks()
+    ceiling.rate(figure, n * length * int(table.lengths.sum()), seconds, planes)
+    return seconds
 
 
 # ---------------------------------------------------------------- screening
@@ -272,17 +264,9 @@ def screening_rows(read_counts, panel_counts, cpu_counts, length, repeats, use_g
                     "strands": "one orientation"}
                 try:
                     if method == "bpbc_gpu":
-                        from .gpu_kernel import random_prepared
-
-                        engine = _gpu_engine()
-                        prepared = random_prepared(n, length, seed=n)
                         reps = repeats if n <= 4_000_000 else max(1, repeats // 2)
-                        seconds = median_seconds_gpu(
-                            lambda: engine.launch(prepared, table, scoring, planes), reps)
-                        del prepared
-                        import cupy
-
-                        cupy.get_default_memory_pool().free_all_blocks()
+                        seconds = bpbc_gpu_seconds(f"sw screen: bpbc_gpu, {n} reads of {length} bp, {label}", n,
+                                                   length, table, scoring, planes, reps, seed=n)
                     elif method == "bpbc_cpu":
                         prepared = cpu.prepare(random_codes(rng, n, length), np.full(n, length))
                         seconds = median_seconds_cpu(
@@ -292,6 +276,8 @@ def screening_rows(read_counts, panel_counts, cpu_counts, length, repeats, use_g
                         seconds = median_seconds_cpu(lambda: parasail_scores(reads, single, scoring, cores), 1)
                     row.update(basis="measured", seconds=f"{seconds:.6g}", gcups=f"{n * cells_per_read / seconds / 1e9:.4g}",
                                reads_per_s=f"{n / seconds:.4g}")
+                except AboveLogicCeiling:
+                    raise
                 except Exception as error:
                     row.update(basis="error", error=error_text(error))
                 rows.append(row)
