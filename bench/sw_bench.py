@@ -311,11 +311,11 @@ def write_fastq_gz(path, n, length, rng, plant=(), every=50):
                               for k, row in enumerate(letters)))
 
 
-_BARE_READ_PASS = "import sys, dnaio\nwith dnaio.open(sys.argv[1]) as f:\n    for record in f:\n        pass\n"
+BARE_READ_PASS = "import sys, dnaio\nwith dnaio.open(sys.argv[1]) as f:\n    for record in f:\n        pass\n"
 #: bpbc's own reader alone (decompress, parse into chunks), and with every
 #: record written back to a gzip file as --unmatched writes it: the floors of
 #: a run that reads (and copies) the whole input
-_BPBC_READ_PASS = """
+BPBC_READ_PASS = """
 import sys
 from bpbc.io import AtomicOutput, ReadsOutput, SequenceSource
 with SequenceSource(sys.argv[1], raw_fastq=True) as source:
@@ -461,7 +461,7 @@ def library_target_rows(n, length, repeats, cores, targets=None) -> list[dict]:
 DISTINCT_READS = 1 << 20
 
 
-def _write_e2e_reads(path, n, length, rng, patterns, every):
+def write_e2e_reads(path, n, length, rng, patterns, every):
     """n reads as FASTQ.gz; above DISTINCT_READS the file is that many reads
     written once and repeated (concatenated gzip members), which keeps
     writing 10M reads to seconds."""
@@ -500,7 +500,7 @@ def end_to_end_row(label, n, length, patterns, threshold, device, threads=None, 
     every = 50 if len(patterns) == 1 else 3
     with tempfile.TemporaryDirectory() as work:
         reads, pats, warm_up = (os.path.join(work, name) for name in ("reads.fq.gz", "patterns.fa", "warm_up.fq.gz"))
-        _write_e2e_reads(reads, n, length, rng, patterns, every)
+        write_e2e_reads(reads, n, length, rng, patterns, every)
         write_fastq_gz(warm_up, min(n, 20000), length, rng, plant=patterns, every=every)
         Path(pats).write_text("".join(f">p{k}\n{p}\n" for k, p in enumerate(patterns)))
         out = {name: os.path.join(work, name) for name in ("out.paf", "m.fq.gz", "u.fq.gz", "s.json")}
@@ -510,16 +510,16 @@ def end_to_end_row(label, n, length, patterns, threshold, device, threads=None, 
         _run_timed([*command[:3], warm_up, *command[4:]])
         bares, walls = [], []
         for _ in range(repeats):  # alternating: a slow spell of a shared host falls on both
-            bares.append(_run_timed([sys.executable, "-c", _BARE_READ_PASS, reads]))
+            bares.append(_run_timed([sys.executable, "-c", BARE_READ_PASS, reads]))
             walls.append(_run_timed(command))
         bare, wall = float(np.median(bares)), float(np.median(walls))
         row["bare_read_runs_s"] = " ".join(f"{t:.3f}" for t in bares)
         row["runs_s"] = " ".join(f"{t:.3f}" for t in walls)
         # where the rest goes: bpbc's reader alone, reading and writing every
         # record back, the command without the reads outputs
-        row["bpbc_read_s"] = f"{_run_timed([sys.executable, '-c', _BPBC_READ_PASS, reads]):.4g}"
+        row["bpbc_read_s"] = f"{_run_timed([sys.executable, '-c', BPBC_READ_PASS, reads]):.4g}"
         row["bpbc_read_write_s"] = (
-            f"{_run_timed([sys.executable, '-c', _BPBC_READ_PASS, reads, os.path.join(work, 'copy.fq.gz')]):.4g}")
+            f"{_run_timed([sys.executable, '-c', BPBC_READ_PASS, reads, os.path.join(work, 'copy.fq.gz')]):.4g}")
         paf_only = [arg for arg in command if arg not in (out["m.fq.gz"], out["u.fq.gz"], "--matched", "--unmatched")]
         summary = json.loads(Path(out["s.json"]).read_text())  # the full command's (paf_only rewrites it)
         row["paf_only_s"] = f"{_run_timed(paf_only):.4g}"
@@ -551,7 +551,7 @@ def pairs_rows(n, length, single, panel, device, repeats) -> list[dict]:
     with tempfile.TemporaryDirectory() as work:
         path = functools.partial(os.path.join, work)
         for name, patterns, every in (("r1", single[0], 50), ("r2", single[0], 50), ("panel", panel[0], 3)):
-            _write_e2e_reads(path(f"{name}.fq.gz"), n, length, rng, patterns, every)
+            write_e2e_reads(path(f"{name}.fq.gz"), n, length, rng, patterns, every)
         for name, patterns in (("single.fa", single[0]), ("panel.fa", panel[0])):
             Path(path(name)).write_text("".join(f">p{k}\n{p}\n" for k, p in enumerate(patterns)))
         os.mkdir(path("demux"))
@@ -664,7 +664,7 @@ def tools_rows(single_reads, panel_reads, patterns, threads, repeats) -> list[di
         sequences, threshold = patterns[label]
         with tempfile.TemporaryDirectory() as work:
             reads, pats = os.path.join(work, "reads.fq.gz"), os.path.join(work, "patterns.fa")
-            _write_e2e_reads(reads, n, 150, np.random.default_rng(4), sequences, 50 if len(sequences) == 1 else 3)
+            write_e2e_reads(reads, n, 150, np.random.default_rng(4), sequences, 50 if len(sequences) == 1 else 3)
             Path(pats).write_text("".join(f">p{k}\n{p}\n" for k, p in enumerate(sequences)))
             out = {name: os.path.join(work, name) for name in ("o.paf", "m.fq.gz", "u.fq.gz", "tm.fq.gz", "tu.fq.gz")}
             bpbc = [sys.executable, "-m", "bpbc", reads, pats, "--threshold", str(threshold), "--device", "cpu",
