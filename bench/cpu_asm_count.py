@@ -68,6 +68,15 @@ def hot_block(asm: str, shape) -> tuple[list[str], int]:
     return biggest[1], shape.words * shape.rows
 
 
+def parse_shape(text: str):
+    """The KernelShape of ``words,rows,gates,loads[,vector[,stripe_bytes]]``
+    (``--shapes`` here and in bench/cpu_cell_ab.py)."""
+    from bpbc.cpu_engine import KernelShape
+
+    words, rows, gates, loads, *rest = text.split(",")
+    return KernelShape(int(words), int(rows), gates, loads, *(int(v) for v in rest))
+
+
 def count_kernel(planes, scoring, track_best, shape) -> dict:
     """Instructions per cell-word by class (and the total) of the kernel's word loop."""
     import numpy as np
@@ -99,8 +108,6 @@ def count_kernel(planes, scoring, track_best, shape) -> dict:
 def main(argv: list[str] | None = None) -> int:
     from bpbc.cpu_engine import kernel_shape
     from bpbc.scoring import Scoring
-
-    from .cpu_cell_ab import parse_shape
 
     parser = argparse.ArgumentParser(prog="python -m bench.cpu_asm_count", description=__doc__.split("\n\n")[0])
     parser.add_argument("--planes", type=int, nargs="+", default=[6, 5])

@@ -26,12 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def parse_shape(text: str):
-    from bpbc.cpu_engine import KernelShape
-
-    words, rows, gates, loads, *rest = text.split(",")
-    return KernelShape(int(words), int(rows), gates, loads, *(int(v) for v in rest))
+from .cpu_asm_count import count_kernel, parse_shape
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,8 +98,6 @@ def main(argv: list[str] | None = None) -> int:
                    "seconds": f"{seconds:.4f}", "gcups_per_core": f"{cells / seconds / 1e9:.3f}",
                    "vs_first": f"{base / seconds:.3f}", "first_call_s": f"{compile_s:.1f}"}
             if args.asm:
-                from .cpu_asm_count import count_kernel
-
                 row.update(count_kernel(planes, scoring, track_best, shape))
             rows.append(row)
             print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)

@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from . import error_text, say
-from .sw_bench import _write_e2e_reads, e2e_patterns
+from .sw_bench import write_e2e_reads, e2e_patterns
 
 
 def _md5(paths) -> str:
@@ -154,14 +154,14 @@ def run(n: int = 10_000_000, quick: bool = False, counts=None, repeats: int = 1,
         rng = np.random.default_rng(11)
         quarters = [work / f"q{k}.fq.gz" for k in range(4)]
         for path in quarters:
-            _write_e2e_reads(str(path), quarter, 150, rng, patterns, 3)
+            write_e2e_reads(str(path), quarter, 150, rng, patterns, 3)
         halves = [work / "h0.fq.gz", work / "h1.fq.gz"]
         _concatenate(quarters[:2], halves[0])
         _concatenate(quarters[2:], halves[1])
         whole = work / "whole.fq.gz"
         _concatenate(quarters, whole)
         warm = work / "warm.fq.gz"
-        _write_e2e_reads(str(warm), 2000 if quick else 20000, 150, rng, patterns, 3)
+        write_e2e_reads(str(warm), 2000 if quick else 20000, 150, rng, patterns, 3)
         (work / "panel.fa").write_text("".join(f">p{k}\n{p}\n" for k, p in enumerate(patterns)))
         base = [sys.executable, "-m", "bpbc", "--threshold", threshold, "--device", device, "--quiet"]
         env = None

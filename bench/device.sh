@@ -8,11 +8,14 @@
 #   gpu-tests           pytest -m gpu tests (GPU against CPU, bit for bit)
 #   transpose           python -m bench transpose --v1 --cpu-max 0   (transposes, current and v1 kernels)
 #   transpose-variants  python -m bench transpose-variants, with --probes-only and --sass
-#   gpu-kernel          python -m bench gpu-kernel   (the SW kernel alone, and the hits in two passes and in one)
+#   gpu-kernel          python -m bench gpu-kernel   (the SW kernel alone, and the hits in two passes and in one;
+#                       $GPU_KERNEL_CASES: its cases, e.g. 0,1,4; default all)
 #   sass                python -m bench sass   (static instructions per 32-cell word of the SW kernel)
 #   ncu                 executed instructions per word and the pipes' load (Nsight Compute; needs ncu)
-#   dpx                 python -m bench dpx and python -m bench gpu-kernel 0,1 in the same call (the DPX peer)
-#   sw                  python -m bench sw --only table2 screen   (the paper's Table II, screening rates)
+#   dpx                 python -m bench dpx and python -m bench gpu-kernel 0,1 in the same call (the DPX peer;
+#                       $DPX_ONLY: its settings, e.g. "screen_4M_150x128 table2_32768_1024x128"; default all)
+#   sw                  python -m bench sw --only table2 screen   (the paper's Table II, screening rates;
+#                       $SW_PARTS: the parts, default "table2 screen"; $SW_REPEATS: repeats, default 3)
 #   e2e                 python -m bench sw --only e2e   (bpbc-screen end to end; $E2E_READS, default 1048576 10485760)
 #   pairs               python -m bench sw --only pairs   (paired reads and demultiplexing)
 #   startup             python -m bench startup --generate 1048576 --device gpu   (a fresh process against bpbc-serve)
@@ -84,7 +87,7 @@ for subcommand in "$@"; do
         step transpose_probes 60 python3 -m bench transpose-variants --probes-only --out "$OUT"
         step transpose_sass 60 python3 -m bench transpose-variants --sass --out "$OUT" ;;
     gpu-kernel)
-        step gpu_kernel 300 python3 -m bench gpu-kernel ;;
+        step gpu_kernel 300 python3 -m bench gpu-kernel ${GPU_KERNEL_CASES:+"$GPU_KERNEL_CASES"} ;;
     sass)
         step sass 120 python3 -m bench sass --planes 5 6 7 --variant best flag --out "$OUT" --sass-dir "$OUT/sass" ;;
     ncu)
@@ -101,10 +104,14 @@ for subcommand in "$@"; do
         step ncu_stalls 120 ncu --clock-control none --kernel-name regex:sw_screen --section SchedulerStats \
             --section WarpStateStats python3 -m bench sass --planes 6 --launch 32768 --read-length 1024 ;;
     dpx)
-        step dpx 420 python3 -m bench dpx --check "${DPX_CHECK:-.devdata/dpx_check.npz}" --out "$OUT" --workers 14
+        # shellcheck disable=SC2086  # one word per setting
+        step dpx 420 python3 -m bench dpx --check "${DPX_CHECK:-.devdata/dpx_check.npz}" --out "$OUT" --workers 14 \
+            ${DPX_ONLY:+--only $DPX_ONLY}
         step dpx_gpu_kernel 120 python3 -m bench gpu-kernel 0,1 ;;
     sw)
-        step sw 540 python3 -m bench sw --only table2 screen --out "$OUT" ;;
+        # shellcheck disable=SC2086  # one word per part
+        step sw 540 python3 -m bench sw --only ${SW_PARTS:-table2 screen} ${SW_REPEATS:+--repeats "$SW_REPEATS"} \
+            --out "$OUT" ;;
     e2e)
         # shellcheck disable=SC2086  # one word per read count
         step sw_e2e 540 python3 -m bench sw --only e2e --e2e-reads ${E2E_READS:-1048576 10485760} --out "$OUT" ;;

@@ -235,15 +235,19 @@ def run(check_path: Path, repeats: int = 7, tune_repeats: int = 3, settings=None
 
     from bpbc.alphabet import encode_pattern
     from bpbc.gpu_engine import GpuEngine, chain_shape
+    from bpbc.patterns import PatternTable
     from bpbc.scoring import Scoring
 
-    from .gpu_kernel import random_prepared, time_sw_kernel
+    from .gpu_kernel import time_sw_kernel
+    from .inputs import random_prepared
+    from .logic_ceiling import LogicCeiling
     from .sass_count import analyse, compile_nvrtc, disassemble, find_function, parse_sass
 
     scoring = Scoring()
     data = np.load(check_path)
     rng = np.random.default_rng(5)
     engine = GpuEngine()
+    ceiling = LogicCeiling.of_device(engine.device)
     rows_out = []
     checked: dict[str, str] = {}
     for case, n, length, m, bpbc_planes in settings or SETTINGS:
@@ -311,8 +315,8 @@ def run(check_path: Path, repeats: int = 7, tune_repeats: int = 3, settings=None
         log(f"{case} peer {peer.label}: {peer_seconds * 1e3:.3f} ms {cells / peer_seconds / 1e12:.3f} TCUPS "
             f"({sass_total} instructions per 32 cells)")
         for planes in bpbc_planes:
-            seconds = time_sw_kernel(engine, prepared, masks, scoring, planes, repeats)
-            tcups = cells / seconds / 1e12
+            seconds = time_sw_kernel(engine, prepared, PatternTable.of([masks]), scoring, planes, repeats)
+            tcups = ceiling.rate(f"dpx: bpbc's kernel, {case}, {planes} planes", cells, seconds, planes) / 1e12
             exact = planes >= scoring.max_score(m, length).bit_length()
             rows_out.append(dict(base, method="bpbc_gpu", role="final", planes=planes,
                                  variant=f"R={rows_} P={lanes_} stripes={stripes_}", seconds=f"{seconds:.6g}",

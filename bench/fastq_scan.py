@@ -2,8 +2,7 @@
 
 GB/s of :func:`bpbc.chunks.scan_fastq` (one thread) and of the parallel
 scan of :func:`bpbc.fastq_scan.scan_fastq_parallel` at each thread count
-(its parallel path even on one thread, where the function itself calls
-scan_fastq), on the whole file in memory (make one with ``python -m bench.host_data FILE.fq
+(on one thread the function calls scan_fastq), on the whole file in memory (make one with ``python -m bench.host_data FILE.fq
 --reads 1000000``); the parallel scan's records are checked against the
 sequential one's. Best of ``--repeats`` runs.
 """
@@ -29,7 +28,7 @@ def best_seconds(scan, repeats: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     from bpbc.chunks import scan_fastq
-    from bpbc.fastq_scan import SEGMENT, _scan_parallel
+    from bpbc.fastq_scan import SEGMENT, scan_fastq_parallel
 
     parser = argparse.ArgumentParser(prog="python -m bench.fastq_scan", description=__doc__)
     parser.add_argument("fastq", help="plain FASTQ file")
@@ -48,15 +47,18 @@ def main(argv: list[str] | None = None) -> int:
           f"numba {numba.__version__}, {numba.config.NUMBA_NUM_THREADS} threads at most")  # type: ignore[attr-defined]
     seconds = best_seconds(lambda: scan_fastq(buf, 0, buf.shape[0], size, *want), args.repeats)
     print(f"scan_fastq             1 thread : {buf.shape[0] / seconds / 1e9:6.2f} GB/s")
+
+    def scan():
+        return scan_fastq_parallel(buf, 0, buf.shape[0], size, *got, segment=args.segment, min_span=0)
+
     before = numba.get_num_threads()
     try:
         for threads in args.threads:
             numba.set_num_threads(threads)
-            result = _scan_parallel(buf, 0, buf.shape[0], size, got[0], got[1], got[2], args.segment)
+            result = scan()
             if result != sequential or not all(np.array_equal(a[:records], b[:records]) for a, b in zip(got, want)):
                 raise SystemExit(f"the parallel scan ({threads} threads) differs from scan_fastq: {result} {sequential}")
-            seconds = best_seconds(lambda: _scan_parallel(buf, 0, buf.shape[0], size, got[0], got[1], got[2], args.segment),
-                                   args.repeats)
+            seconds = best_seconds(scan, args.repeats)
             print(f"parallel scan       {threads:4d} thread{'s' if threads > 1 else ' '}: "
                   f"{buf.shape[0] / seconds / 1e9:6.2f} GB/s")
     finally:

@@ -4,6 +4,7 @@ plane short, then the flagged lanes alone with scores) and in one.
 
 ``python -m bench gpu-kernel [N | I,J,...]``: the first N cases of each table,
 or the cases of those indices (all by default); one line per case on stdout.
+A rate above the GPU's logic ceiling (bench/logic_ceiling.py) is an error.
 """
 
 from __future__ import annotations
@@ -12,43 +13,24 @@ import time
 
 import numpy as np
 
-
-def random_prepared(n_reads: int, read_length: int, seed: int = 0):
-    """PreparedReads of random full-length ACGT reads, built on the device."""
-    import cupy
-
-    from bpbc.gpu_engine import WORD_BITS, PreparedReads
-
-    groups = -(-n_reads // WORD_BITS)
-    rng = cupy.random.default_rng(seed)
-    planes = rng.integers(0, 1 << 32, size=(groups, read_length, 3), dtype=cupy.uint64).astype(cupy.uint32)
-    planes[:, :, 2] = 0xFFFFFFFF  # every base valid
-    return PreparedReads(n_reads, np.arange(n_reads), planes, cupy.full(groups, read_length, cupy.int32))
+from . import gpu_seconds, median_seconds_gpu
+from .inputs import pattern_panel, random_prepared
+from .logic_ceiling import LogicCeiling
 
 
-def time_sw_kernel(engine, prepared, pattern_masks, scoring, planes: int, repeats: int = 5,
+def time_sw_kernel(engine, prepared, table, scoring, planes: int, repeats: int = 5, warmup: int = 1,
                    back_to_back: int = 1) -> float:
     """Median seconds of one SW kernel launch over ``prepared`` (``engine.launch``:
-    the kernel and the zeroed outputs it writes). ``back_to_back`` > 1: each
+    the kernel and the zeroed outputs it writes), by CUDA events on the stream
+    it launches on, after ``warmup`` launches (compiling, loading). ``back_to_back`` > 1: each
     repeat times that many launches in a row and divides, so that the host's
     time to enqueue a launch overlaps the previous kernel (the kernel's own
     rate, where a single launch also counts the host's gap before it)."""
-    import cupy
-
-    from bpbc.patterns import PatternTable
-
-    table = PatternTable.of([pattern_masks])
-    engine.launch(prepared, table, scoring, planes)  # compile and warm up
-    times = []
-    for _ in range(repeats):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
+    def launches():
         for _ in range(back_to_back):
             engine.launch(prepared, table, scoring, planes)
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3 / back_to_back)
-    return float(np.median(times))
+
+    return median_seconds_gpu(launches, repeats, warmup, engine.screening_stream()) / back_to_back
 
 
 def plant(prepared, pattern: str, every: int, at: int = 10) -> None:
@@ -74,7 +56,7 @@ def time_hits(prepared, pattern_masks: list, scoring, threshold: int, repeats: i
     the passes the engine takes by itself ("two" or "one")."""
     import cupy
 
-    from bpbc.gpu_engine import GpuEngine, _flag_first_pays
+    from bpbc.gpu_engine import GpuEngine, flag_first_pays
     from bpbc.patterns import PatternTable
     from bpbc.scoring import score_planes
 
@@ -86,15 +68,13 @@ def time_hits(prepared, pattern_masks: list, scoring, threshold: int, repeats: i
     for expected, got in zip(results["one_pass"], results["two_pass"]):
         if not np.array_equal(expected, got):
             raise AssertionError("hits in two passes differ from hits in one pass")
-    _, flag = engines["one_pass"].launch(prepared, table, scoring, planes - 1, track_best=False)
+    flag_only = engines["one_pass"]
+    _, flag = flag_only.launch(prepared, table, scoring, planes - 1, track_best=False)
     parts: dict[str, list[float]] = {"pass1_kernel": [], "two_pass": [], "one_pass": []}
     for _ in range(repeats):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        engines["one_pass"].launch(prepared, table, scoring, planes - 1, track_best=False)
-        stop.record()
-        stop.synchronize()
-        parts["pass1_kernel"].append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+        parts["pass1_kernel"].append(gpu_seconds(
+            lambda: flag_only.launch(prepared, table, scoring, planes - 1, track_best=False),
+            flag_only.screening_stream()))
         for name, engine in engines.items():
             cupy.cuda.Device().synchronize()
             began = time.perf_counter()
@@ -103,7 +83,7 @@ def time_hits(prepared, pattern_masks: list, scoring, threshold: int, repeats: i
     result = {name: float(np.median(times)) for name, times in parts.items()}
     result["flagged"] = int(np.unpackbits(flag.reshape(-1)[cupy.flatnonzero(flag)].get().view(np.uint8)).sum())
     result["hits"] = len(results["two_pass"][0])
-    result["default"] = "two" if _flag_first_pays(prepared, table) else "one"
+    result["default"] = "two" if flag_first_pays(prepared, table) else "one"
     return result
 
 
@@ -112,9 +92,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from bpbc.alphabet import encode_pattern
     from bpbc.gpu_engine import GpuEngine, chain_shape
+    from bpbc.patterns import PatternTable
     from bpbc.scoring import Scoring, score_planes
 
     engine = GpuEngine()
+    ceiling = LogicCeiling.of_device(engine.device)
     rng = np.random.default_rng(1)
     cases = [(4_000_000, 150, 128, 40), (32768, 1024, 128, 40), (32768, 4096, 128, 40), (1_000_000, 150, 20, 30),
              (1_000_000, 150, 60, 40), (1_000_000, 150, 300, 40)]
@@ -129,17 +111,19 @@ def main(argv: list[str] | None = None) -> int:
         return table[: int(argv[0])]
 
     for n, length, m, threshold in chosen(cases):
+        planes = score_planes(threshold)
         prepared = random_prepared(n, length)
-        masks = encode_pattern("".join(rng.choice(list("ACGT"), m)))
-        seconds = time_sw_kernel(engine, prepared, masks, Scoring(), score_planes(threshold))
-        steady = time_sw_kernel(engine, prepared, masks, Scoring(), score_planes(threshold), back_to_back=10)
+        table = PatternTable.of([encode_pattern("".join(rng.choice(list("ACGT"), m)))])
+        seconds = time_sw_kernel(engine, prepared, table, Scoring(), planes)
+        steady = time_sw_kernel(engine, prepared, table, Scoring(), planes, back_to_back=10)
+        figure = f"gpu-kernel: the kernel, {n} reads of {length} bp against {m} bp, {planes} planes"
+        rate = ceiling.rate(figure, n * length * m, seconds, planes)
+        steady_rate = ceiling.rate(f"{figure}, 10 back to back", n * length * m, steady, planes)
         print(f"reads {n:>9} len {length:>5} pattern {m:>4} T {threshold:>3} shape {chain_shape(m)} "
-              f"kernel {seconds * 1e3:9.3f} ms  {n * length * m / seconds / 1e12:6.3f} TCUPS  "
-              f"10 back to back {steady * 1e3:9.3f} ms  {n * length * m / steady / 1e12:6.3f} TCUPS", flush=True)
+              f"kernel {seconds * 1e3:9.3f} ms  {rate / 1e12:6.3f} TCUPS  "
+              f"10 back to back {steady * 1e3:9.3f} ms  {steady_rate / 1e12:6.3f} TCUPS", flush=True)
     # hits at the screening settings and the paper's, in two passes and in one;
     # TCUPS over every cell of the screen (n x length x sum of pattern lengths)
-    from bench.sw_bench import pattern_panel
-
     hits_cases = [(4_000_000, 150, [128], 40), (4_000_000, 150, [60], 40), (4_000_000, 150, [20], 30),
                   (1_000_000, 150, "panel", 40), (32768, 1024, [128], 40), (32768, 4096, [128], 40)]
     for n, length, lengths, threshold in chosen(hits_cases):
@@ -155,12 +139,19 @@ def main(argv: list[str] | None = None) -> int:
             planted = f"1/{every}" if every else "none"
             cells = n * length * sum(map(len, patterns))
             shown = f"{len(patterns)} x 20-60" if lengths == "panel" else str(lengths[0])
+            planes = score_planes(threshold)
+            figure = f"gpu-kernel: hits, {n} reads of {length} bp against {shown} bp, planted {planted}"
+            # two passes: no faster than their first, the flag-only kernel one plane short over every cell
+            rates = {"two_pass": ceiling.rate(f"{figure}, two passes", cells, t["two_pass"], planes - 1),
+                     "one_pass": ceiling.rate(f"{figure}, one pass", cells, t["one_pass"], planes),
+                     "pass1_kernel": ceiling.rate(f"{figure}, the flag-only kernel", cells, t["pass1_kernel"],
+                                                  planes - 1)}
             print(f"hits reads {n:>9} len {length:>5} pattern {shown:>9} T {threshold:>3} "
-                  f"planes {score_planes(threshold) - 1}+{score_planes(threshold)} planted {planted:>4} "
+                  f"planes {planes - 1}+{planes} planted {planted:>4} "
                   f"flagged {t['flagged']:>7} hits {t['hits']:>7}  two passes {t['two_pass'] * 1e3:8.3f} ms"
-                  f" {cells / t['two_pass'] / 1e12:6.3f} TCUPS  one pass {t['one_pass'] * 1e3:8.3f} ms"
-                  f" {cells / t['one_pass'] / 1e12:6.3f} TCUPS  default {t['default']}  (flag-only kernel alone"
-                  f" {t['pass1_kernel'] * 1e3:8.3f} ms, {cells / t['pass1_kernel'] / 1e12:6.3f} TCUPS)", flush=True)
+                  f" {rates['two_pass'] / 1e12:6.3f} TCUPS  one pass {t['one_pass'] * 1e3:8.3f} ms"
+                  f" {rates['one_pass'] / 1e12:6.3f} TCUPS  default {t['default']}  (flag-only kernel alone"
+                  f" {t['pass1_kernel'] * 1e3:8.3f} ms, {rates['pass1_kernel'] / 1e12:6.3f} TCUPS)", flush=True)
     return 0
 
 

@@ -532,7 +532,7 @@ def launch_for_profiler(planes_list, pattern_length: int, scoring, reads: int, r
     from bpbc.gpu_engine import GpuEngine
     from bpbc.patterns import PatternTable
 
-    from .gpu_kernel import random_prepared
+    from .inputs import random_prepared
 
     prepared = random_prepared(reads, read_length, seed=1)
     rng = __import__("numpy").random.default_rng(1)

@@ -58,15 +58,15 @@ STEPS = [
     # numba's first compile or cache load reads every installed distribution's entry points (its extensions)
     ("importlib.metadata.entry_points()", False, "from importlib import metadata; metadata.entry_points()"),
     ("first cached numba call", False,
-     "from bench.startup import _first_numba_call; _first_numba_call()"),
-    ("every numba kernel of a CPU run", False, "from bench.startup import _warm_cpu; _warm_cpu()"),
+     "from bench.startup import first_numba_call; first_numba_call()"),
+    ("every numba kernel of a CPU run", False, "from bench.startup import warm_cpu; warm_cpu()"),
     ("import cupy", True, "import cupy"),
     ("CUDA context", True, "import cupy; cupy.zeros(1); cupy.cuda.Device().synchronize()"),
-    ("GPU engine and its kernels", True, "from bench.startup import _warm_gpu; _warm_gpu()"),
+    ("GPU engine and its kernels", True, "from bench.startup import warm_gpu; warm_gpu()"),
 ]
 
 
-def _first_numba_call() -> None:
+def first_numba_call() -> None:
     """One cached kernel: numba's own set-up on first use, and one cache load."""
     from bpbc.chunks import scan_fastq
 
@@ -75,14 +75,14 @@ def _first_numba_call() -> None:
     scan_fastq(buffer, 0, len(buffer), 1, *slots)
 
 
-def _warm_cpu() -> None:
+def warm_cpu() -> None:
     """Screen a few reads on the CPU: every kernel of a run is loaded."""
     import bpbc
 
     bpbc.screen(["ACGTACGTAAGGCCTT" * 8], ["ACGTACGTAAGGCC"], threshold=10, device="cpu")
 
 
-def _warm_gpu() -> None:
+def warm_gpu() -> None:
     import bpbc
 
     bpbc.screen(["ACGTACGTAAGGCCTT" * 8], ["ACGTACGTAAGGCC"], threshold=10, device="gpu")
@@ -107,7 +107,7 @@ def one_read_args(reads: Path, device: str) -> list[str]:
     return [str(reads), str(EXAMPLES / "adapters.fa"), "--threshold", str(ONE_READ_THRESHOLD), "-q", "--device", device]
 
 
-def _module_census(argv: list[str]) -> None:
+def module_census(argv: list[str]) -> None:
     """Run the command in this process, then print (JSON) how many of the
     modules it loaded have no bytecode cache beside their source (compiled
     from source by every process: pip's --no-compile and PYTHONDONTWRITEBYTECODE)."""
@@ -124,7 +124,7 @@ def _module_census(argv: list[str]) -> None:
                       "packages_from_source": sorted({name.split(".")[0] for name in uncached})}))
 
 
-def _kernel_loads(argv: list[str]) -> None:
+def kernel_loads(argv: list[str]) -> None:
     """Run the command in this process and print (JSON) every numba kernel it
     loaded from the cache and what each took (numba's Cache.load_overload)."""
     import json
@@ -211,12 +211,12 @@ def one_read_rows(one_read: Path, env: dict) -> list[dict]:
     imports = import_self_times([sys.executable, "-m", "bpbc", *args], env)
     rows = [{"step": "one-read run, CPU: imports (self time, all)", "seconds": f"{imports.pop(''):.3f}"}]
     rows += [{"step": f"  of them {package}", "seconds": f"{seconds:.3f}"} for package, seconds in list(imports.items())[:8]]
-    census = _json_of([sys.executable, "-c", f"from bench.startup import _module_census; _module_census({args!r})"],
+    census = _json_of([sys.executable, "-c", f"from bench.startup import module_census; module_census({args!r})"],
                       env)
     rows.append({"step": "one-read run, CPU: modules compiled from source", "count": census["from_source"],
                  "note": f"of {census['modules']}; dont_write_bytecode={census['dont_write_bytecode']}; "
                          f"{' '.join(census['packages_from_source'][:12])}"})
-    loads = _json_of([sys.executable, "-c", f"from bench.startup import _kernel_loads; _kernel_loads({args!r})"], env)
+    loads = _json_of([sys.executable, "-c", f"from bench.startup import kernel_loads; kernel_loads({args!r})"], env)
     rows.append({"step": "one-read run, CPU: numba kernels loaded", "seconds": f"{loads['seconds']:.3f}",
                  "count": loads["loads"], "note": f"the first (numba's set-up with it) {loads['first_s']:.3f} s; "
                                                   f"{' '.join(loads['kernels'])}"})
@@ -286,19 +286,19 @@ def main(argv: list[str] | None = None) -> int:
     steps += [(f"one-read file, {device.upper()}", [sys.executable, "-m", "bpbc", *one_read_args(one_read, device)],
                env) for device in devices]
     if args.generate and not args.quick:
-        from bench.sw_bench import _write_e2e_reads, e2e_patterns
+        from bench.sw_bench import write_e2e_reads, e2e_patterns
 
         patterns, _ = e2e_patterns()["single_128"]
         args.reads, args.patterns = f"{work}/reads.fq.gz", f"{work}/pattern.fa"
-        _write_e2e_reads(args.reads, args.generate, 150, np.random.default_rng(4), patterns, 50)
+        write_e2e_reads(args.reads, args.generate, 150, np.random.default_rng(4), patterns, 50)
         Path(args.patterns).write_text(f">p0\n{patterns[0]}\n")
     server = None
     if args.reads and not args.quick:
-        from bench.sw_bench import _BARE_READ_PASS, _BPBC_READ_PASS
+        from bench.sw_bench import BARE_READ_PASS, BPBC_READ_PASS
 
-        bare = [sys.executable, "-c", _BARE_READ_PASS, args.reads]
+        bare = [sys.executable, "-c", BARE_READ_PASS, args.reads]
         steps.append(("bare dnaio pass", bare, env))
-        steps.append(("bpbc reader alone", [sys.executable, "-c", _BPBC_READ_PASS, args.reads], env))
+        steps.append(("bpbc reader alone", [sys.executable, "-c", BPBC_READ_PASS, args.reads], env))
         if args.patterns:
             screen = [sys.executable, "-m", "bpbc", args.reads, args.patterns, "--device", args.device,
                       "--threshold", "40", "--quiet", "-o", f"{work}/hits.paf", "--matched", f"{work}/m.fq.gz",

@@ -28,27 +28,12 @@ import dnaio
 import numpy as np
 
 from . import error_text, gpu_unavailable, median_seconds_cpu, median_seconds_gpu, progress_bar, say
+from .gpu_kernel import time_sw_kernel
+from .inputs import pattern_panel, random_codes, random_pattern, random_prepared
+from .logic_ceiling import AboveLogicCeiling, LogicCeiling
 
 PAPER_RATIO = {"bpbc_cpu": "8.54 (CPU/BPBC, paper)", "gpu_wordwise": "2.47 (existing GPU/BPBC, paper)"}
 BASELINE_PATH = Path(__file__).with_name("baseline_sw.cu")
-DEGENERATE = "RYSWKMBDHVN"
-
-
-def random_codes(rng, n, length):
-    return rng.integers(0, 4, size=(n, length), dtype=np.uint8)
-
-
-def random_pattern(rng, length, degenerate_fraction=0.0):
-    letters = rng.choice(list("ACGT"), length)
-    if degenerate_fraction:
-        where = rng.random(length) < degenerate_fraction
-        letters[where] = rng.choice(list(DEGENERATE), int(where.sum()))
-    return "".join(letters)
-
-
-def pattern_panel(rng, count=100, shortest=20, longest=60, degenerate_fraction=0.1):
-    return [random_pattern(rng, int(rng.integers(shortest, longest + 1)), degenerate_fraction)
-            for _ in range(count)]
 
 
 # ---------------------------------------------------------------- methods
@@ -181,6 +166,8 @@ def table2_rows(lengths, n_target, m, repeats, use_gpu, budgets, advance, cores)
                 row.update(instances_measured=n, seconds_measured=f"{seconds:.6g}", seconds=f"{full:.6g}",
                            basis="measured" if n == n_target else f"extrapolated from {n} instances",
                            gcups=f"{n * cells / seconds / 1e9:.4g}")
+            except AboveLogicCeiling:
+                raise
             except Exception as error:
                 row.update(basis="error", error=error_text(error))
             rows.append(row)
@@ -216,28 +203,33 @@ def _time_method(method, n, length, masks, pattern, scoring, planes, repeats, rn
         del codes
         return seconds
     if method == "bpbc_gpu":
-        from .gpu_kernel import random_prepared
-
-        engine = _gpu_engine()
-        prepared = random_prepared(n, length, seed=int(rng.integers(1 << 30)))
-        table = PatternTable.of([masks])
-        seconds = median_seconds_gpu(lambda: engine.launch(prepared, table, scoring, planes), repeats, warmup)
-        del prepared
-        cupy.get_default_memory_pool().free_all_blocks()
-        return seconds
+        return bpbc_gpu_seconds(f"sw table2: bpbc_gpu, {n} reads of {length} bp against {len(masks)} bp", n, length,
+                                PatternTable.of([masks]), scoring, planes, repeats, warmup, int(rng.integers(1 << 30)))
     raise ValueError(method)
 
 
-_engine = None
+@cache
+def _gpu():
+    """The run's GPU engine and its device's logic ceiling."""
+    from bpbc.gpu_engine import GpuEngine
+
+    engine = GpuEngine()
+    return engine, LogicCeiling.of_device(engine.device)
 
 
-def _gpu_engine():
-    global _engine
-    if _engine is None:
-        from bpbc.gpu_engine import GpuEngine
+def bpbc_gpu_seconds(figure, n, length, table, scoring, planes, repeats, warmup=1, seed=0) -> float:
+    """Median seconds of bpbc's GPU kernel over ``n`` random reads
+    (time_sw_kernel), its rate checked against the GPU's logic ceiling
+    (``figure`` names it in the error)."""
+    import cupy
 
-        _engine = GpuEngine()
-    return _engine
+    engine, ceiling = _gpu()
+    prepared = random_prepared(n, length, seed=seed)
+    seconds = time_sw_kernel(engine, prepared, table, scoring, planes, repeats, warmup)
+    del prepared
+    cupy.get_default_memory_pool().free_all_blocks()
+    ceiling.rate(figure, n * length * int(table.lengths.sum()), seconds, planes)
+    return seconds
 
 
 # ---------------------------------------------------------------- screening
@@ -272,17 +264,9 @@ def screening_rows(read_counts, panel_counts, cpu_counts, length, repeats, use_g
                     "strands": "one orientation"}
                 try:
                     if method == "bpbc_gpu":
-                        from .gpu_kernel import random_prepared
-
-                        engine = _gpu_engine()
-                        prepared = random_prepared(n, length, seed=n)
                         reps = repeats if n <= 4_000_000 else max(1, repeats // 2)
-                        seconds = median_seconds_gpu(
-                            lambda: engine.launch(prepared, table, scoring, planes), reps)
-                        del prepared
-                        import cupy
-
-                        cupy.get_default_memory_pool().free_all_blocks()
+                        seconds = bpbc_gpu_seconds(f"sw screen: bpbc_gpu, {n} reads of {length} bp, {label}", n,
+                                                   length, table, scoring, planes, reps, seed=n)
                     elif method == "bpbc_cpu":
                         prepared = cpu.prepare(random_codes(rng, n, length), np.full(n, length))
                         seconds = median_seconds_cpu(
@@ -292,6 +276,8 @@ def screening_rows(read_counts, panel_counts, cpu_counts, length, repeats, use_g
                         seconds = median_seconds_cpu(lambda: parasail_scores(reads, single, scoring, cores), 1)
                     row.update(basis="measured", seconds=f"{seconds:.6g}", gcups=f"{n * cells_per_read / seconds / 1e9:.4g}",
                                reads_per_s=f"{n / seconds:.4g}")
+                except AboveLogicCeiling:
+                    raise
                 except Exception as error:
                     row.update(basis="error", error=error_text(error))
                 rows.append(row)
@@ -325,11 +311,11 @@ def write_fastq_gz(path, n, length, rng, plant=(), every=50):
                               for k, row in enumerate(letters)))
 
 
-_BARE_READ_PASS = "import sys, dnaio\nwith dnaio.open(sys.argv[1]) as f:\n    for record in f:\n        pass\n"
+BARE_READ_PASS = "import sys, dnaio\nwith dnaio.open(sys.argv[1]) as f:\n    for record in f:\n        pass\n"
 #: bpbc's own reader alone (decompress, parse into chunks), and with every
 #: record written back to a gzip file as --unmatched writes it: the floors of
 #: a run that reads (and copies) the whole input
-_BPBC_READ_PASS = """
+BPBC_READ_PASS = """
 import sys
 from bpbc.io import AtomicOutput, ReadsOutput, SequenceSource
 with SequenceSource(sys.argv[1], raw_fastq=True) as source:
@@ -475,7 +461,7 @@ def library_target_rows(n, length, repeats, cores, targets=None) -> list[dict]:
 DISTINCT_READS = 1 << 20
 
 
-def _write_e2e_reads(path, n, length, rng, patterns, every):
+def write_e2e_reads(path, n, length, rng, patterns, every):
     """n reads as FASTQ.gz; above DISTINCT_READS the file is that many reads
     written once and repeated (concatenated gzip members), which keeps
     writing 10M reads to seconds."""
@@ -514,7 +500,7 @@ def end_to_end_row(label, n, length, patterns, threshold, device, threads=None, 
     every = 50 if len(patterns) == 1 else 3
     with tempfile.TemporaryDirectory() as work:
         reads, pats, warm_up = (os.path.join(work, name) for name in ("reads.fq.gz", "patterns.fa", "warm_up.fq.gz"))
-        _write_e2e_reads(reads, n, length, rng, patterns, every)
+        write_e2e_reads(reads, n, length, rng, patterns, every)
         write_fastq_gz(warm_up, min(n, 20000), length, rng, plant=patterns, every=every)
         Path(pats).write_text("".join(f">p{k}\n{p}\n" for k, p in enumerate(patterns)))
         out = {name: os.path.join(work, name) for name in ("out.paf", "m.fq.gz", "u.fq.gz", "s.json")}
@@ -524,16 +510,16 @@ def end_to_end_row(label, n, length, patterns, threshold, device, threads=None, 
         _run_timed([*command[:3], warm_up, *command[4:]])
         bares, walls = [], []
         for _ in range(repeats):  # alternating: a slow spell of a shared host falls on both
-            bares.append(_run_timed([sys.executable, "-c", _BARE_READ_PASS, reads]))
+            bares.append(_run_timed([sys.executable, "-c", BARE_READ_PASS, reads]))
             walls.append(_run_timed(command))
         bare, wall = float(np.median(bares)), float(np.median(walls))
         row["bare_read_runs_s"] = " ".join(f"{t:.3f}" for t in bares)
         row["runs_s"] = " ".join(f"{t:.3f}" for t in walls)
         # where the rest goes: bpbc's reader alone, reading and writing every
         # record back, the command without the reads outputs
-        row["bpbc_read_s"] = f"{_run_timed([sys.executable, '-c', _BPBC_READ_PASS, reads]):.4g}"
+        row["bpbc_read_s"] = f"{_run_timed([sys.executable, '-c', BPBC_READ_PASS, reads]):.4g}"
         row["bpbc_read_write_s"] = (
-            f"{_run_timed([sys.executable, '-c', _BPBC_READ_PASS, reads, os.path.join(work, 'copy.fq.gz')]):.4g}")
+            f"{_run_timed([sys.executable, '-c', BPBC_READ_PASS, reads, os.path.join(work, 'copy.fq.gz')]):.4g}")
         paf_only = [arg for arg in command if arg not in (out["m.fq.gz"], out["u.fq.gz"], "--matched", "--unmatched")]
         summary = json.loads(Path(out["s.json"]).read_text())  # the full command's (paf_only rewrites it)
         row["paf_only_s"] = f"{_run_timed(paf_only):.4g}"
@@ -565,7 +551,7 @@ def pairs_rows(n, length, single, panel, device, repeats) -> list[dict]:
     with tempfile.TemporaryDirectory() as work:
         path = functools.partial(os.path.join, work)
         for name, patterns, every in (("r1", single[0], 50), ("r2", single[0], 50), ("panel", panel[0], 3)):
-            _write_e2e_reads(path(f"{name}.fq.gz"), n, length, rng, patterns, every)
+            write_e2e_reads(path(f"{name}.fq.gz"), n, length, rng, patterns, every)
         for name, patterns in (("single.fa", single[0]), ("panel.fa", panel[0])):
             Path(path(name)).write_text("".join(f">p{k}\n{p}\n" for k, p in enumerate(patterns)))
         os.mkdir(path("demux"))
@@ -678,7 +664,7 @@ def tools_rows(single_reads, panel_reads, patterns, threads, repeats) -> list[di
         sequences, threshold = patterns[label]
         with tempfile.TemporaryDirectory() as work:
             reads, pats = os.path.join(work, "reads.fq.gz"), os.path.join(work, "patterns.fa")
-            _write_e2e_reads(reads, n, 150, np.random.default_rng(4), sequences, 50 if len(sequences) == 1 else 3)
+            write_e2e_reads(reads, n, 150, np.random.default_rng(4), sequences, 50 if len(sequences) == 1 else 3)
             Path(pats).write_text("".join(f">p{k}\n{p}\n" for k, p in enumerate(sequences)))
             out = {name: os.path.join(work, name) for name in ("o.paf", "m.fq.gz", "u.fq.gz", "tm.fq.gz", "tu.fq.gz")}
             bpbc = [sys.executable, "-m", "bpbc", reads, pats, "--threshold", str(threshold), "--device", "cpu",

@@ -31,7 +31,7 @@ def _cpu_copy_rate(nbytes: int) -> float:
     return 2 * nbytes / seconds
 
 
-def _gpu_copy_rate(nbytes: int) -> float:
+def gpu_copy_rate(nbytes: int) -> float:
     import cupy
 
     source = cupy.ones(nbytes, cupy.uint8)
@@ -141,7 +141,7 @@ def gpu_rows(sizes, length, repeats, advance, v1: bool = False) -> list[dict]:
     from transpose import planes_ballot, planes_swap, unpack_planes_gpu
 
     rows = []
-    copy_rate = _gpu_copy_rate(1 << 30)
+    copy_rate = gpu_copy_rate(1 << 30)
     rng = cupy.random.default_rng(0)
     blocks = -(-length // 32)
     tail = length % 32

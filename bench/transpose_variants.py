@@ -106,11 +106,11 @@ def run(sizes=(1 << 22, 1 << 24), length: int = 150, repeats: int = 9, probes_on
     from transpose import planes_ballot, planes_swap, unpack_planes_gpu
     from transpose.gpu import MAX_BLOCKS
 
-    from .transpose_bench import _gpu_copy_rate
+    from .transpose_bench import gpu_copy_rate
 
     base = KERNELS.read_text()
     warps = constant(base, "WARPS_PER_BLOCK")
-    copy_rate = _gpu_copy_rate(1 << 30)
+    copy_rate = gpu_copy_rate(1 << 30)
     rows = []
     forward_variants = [dict(BALLOT_DELIVERY=d, BALLOT_DIRECT_STORE=direct, MIN_BLOCKS_PER_SM=mb, CC_UNROLL=u)
                         for d, direct, mb, u in ((0, 1, 6, 4), (0, 0, 0, 1), (0, 1, 6, 2), (0, 1, 6, 8),

@@ -497,7 +497,7 @@ def _on_device(method):
     def on_device(self, *args, **kwargs):
         import cupy
 
-        with cupy.cuda.Device(self.device), self._screening_stream():
+        with cupy.cuda.Device(self.device), self.screening_stream():
             return method(self, *args, **kwargs)
 
     return on_device
@@ -592,9 +592,12 @@ class GpuEngine:
         cupy.get_default_memory_pool().free_all_blocks()
         cupy.get_default_pinned_memory_pool().free_all_blocks()
 
-    def _screening_stream(self):
+    def screening_stream(self):
         """The calling thread's screening stream on this engine's device (a
-        non-blocking one, made on the thread's first call)."""
+        non-blocking one, made on the thread's first call): the engine's
+        methods, :meth:`launch` among them, queue their work on it, not on
+        the caller's current stream, so CUDA events that time them are
+        recorded on it."""
         mine = self._threads
         if getattr(mine, "stream", None) is None:
             import cupy
@@ -611,7 +614,7 @@ class GpuEngine:
         screen while the one before runs, and their screens run one after
         the other, not beside each other (kernels of chunks sharing a
         device ran slower together: 130-138 ms each against 96-100)."""
-        stream = self._screening_stream()
+        stream = self.screening_stream()
         with self._queue:
             if self._last is not None:
                 stream.wait_event(self._last)
@@ -755,7 +758,7 @@ class GpuEngine:
         if prepared.n == 0:
             return _no_hits()
         if planes >= 2 and (thresholds >= 1 << (planes - 1)).all() and (
-                self.flag_first or (self.flag_first is None and _flag_first_pays(prepared, table))):
+                self.flag_first or (self.flag_first is None and flag_first_pays(prepared, table))):
             return self._hits_of_flagged_lanes(prepared, table, scoring, planes, thresholds)
         import cupy
 
@@ -889,7 +892,7 @@ class _HitRecords:
         return packed[np.argsort(packed[:, 0])]  # the kernel appends in no set order
 
 
-def _flag_first_pays(prepared: PreparedReads, table) -> bool:
+def flag_first_pays(prepared: PreparedReads, table) -> bool:
     """Whether hits in two passes are expected to take less time than in one
     (see ONE_PASS_CELLS_PER_SECOND)."""
     cells = prepared.groups * WORD_BITS * prepared.width * int(table.lengths.sum())

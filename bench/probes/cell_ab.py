@@ -27,7 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     from bpbc.scoring import Scoring
     from bpbc.sw_cells import available
 
-    from bench.gpu_kernel import random_prepared, time_sw_kernel
+    from bench.gpu_kernel import time_sw_kernel
+    from bench.inputs import random_prepared
+    from bench.logic_ceiling import LogicCeiling
 
     parser = argparse.ArgumentParser(prog="python -m bench.probes.cell_ab", description=__doc__.split("\n\n")[0])
     parser.add_argument("--reads", type=int, default=1_048_576)
@@ -45,19 +47,22 @@ def main(argv: list[str] | None = None) -> int:
     rows_per_lane, lanes, stripes = chain_shape(args.pattern_length)
     circuits = available()
     device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    ceiling = LogicCeiling.of_device()
+    table = PatternTable.of([masks])
     rows = []
     for planes in args.planes:
         synthesised = (planes, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend) in circuits
         outputs = {}
         for cell in ("hand", "synth"):
             engine = GpuEngine(cell=cell)
-            seconds = time_sw_kernel(engine, prepared, masks, scoring, planes, args.repeats)
-            best, flag = engine.launch(prepared, PatternTable.of([masks]), scoring, planes)
+            seconds = time_sw_kernel(engine, prepared, table, scoring, planes, args.repeats)
+            tcups = ceiling.rate(f"cell_ab: the {cell} cell, {planes} planes", cells, seconds, planes) / 1e12
+            best, flag = engine.launch(prepared, table, scoring, planes)
             outputs[cell] = (best.get(), flag.get())
             row = {"device": device, "cell": cell, "synthesised": synthesised and cell == "synth", "planes": planes,
                    "kernel": kernel_expression(planes, rows_per_lane, lanes, scoring, engine.cell, True, stripes > 1),
                    "reads": args.reads, "read_length": args.read_length, "pattern_length": args.pattern_length,
-                   "seconds": f"{seconds:.6f}", "tcups": f"{cells / seconds / 1e12:.3f}"}
+                   "seconds": f"{seconds:.6f}", "tcups": f"{tcups:.3f}"}
             rows.append(row)
             print(" ".join(f"{k}={v}" for k, v in row.items() if k != "device"), flush=True)
         same = all(np.array_equal(a, b) for a, b in zip(outputs["hand"], outputs["synth"]))

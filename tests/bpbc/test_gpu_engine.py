@@ -658,7 +658,7 @@ def test_the_engine_screens_off_the_default_stream(monkeypatch):
     screener = Screener([b"ACGTACGTAC"], threshold=10, device="gpu")
     hits = screener.hits([b"TTACGTACGTACTT", b"GGGG"])
     assert set(hits.read.tolist()) == {0}
-    assert streams and set(streams) == {screener.engine._screening_stream().ptr} != {cupy.cuda.Stream.null.ptr}
+    assert streams and set(streams) == {screener.engine.screening_stream().ptr} != {cupy.cuda.Stream.null.ptr}
 
 
 @pytest.mark.gpu
