@@ -14,14 +14,11 @@ import math
 import os
 from dataclasses import asdict, dataclass
 
-#: below this many cores an output is compressed by at most
-#: SMALL_HOST_COMPRESSION_THREADS threads (half the cores at most); from it
-#: on by half the cores. ISA-L's level 1 compresses about 220 MB/s a thread
-#: (1 GB of FASTQ in 0.56 s on 8 threads, 16-core Xeon host of an H200), so
-#: 8 threads need about 7 s for the 13 GB of 40M unmatched reads, and a
-#: compression thread waiting for blocks costs nothing
-MANY_CORES = 32
-SMALL_HOST_COMPRESSION_THREADS = 8
+#: at most this many threads compress one output (half the cores at most).
+#: Half of 64 cores was tried on a 4 x H200 host (40M reads, every output):
+#: 14.1-14.8 s against 13.9-14.0 s with 8, and 0.2 GB more memory; reading
+#: bounds that run (its read stage took 11 s of 12)
+COMPRESSION_THREADS = 8
 
 _CGROUP_V2_MAX = "/sys/fs/cgroup/cpu.max"
 _CGROUP_V1_QUOTA = "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"
@@ -113,7 +110,6 @@ def plan_run(threads: int | None = None, source: str | None = None) -> CorePlan:
         cores, why = available_cores()
     else:
         cores, why = threads, source or "--threads"
-    compress = cores // 2 if cores >= MANY_CORES else min(SMALL_HOST_COMPRESSION_THREADS, cores // 2)
     return CorePlan(
         cores=cores,
         source=why,
@@ -121,6 +117,6 @@ def plan_run(threads: int | None = None, source: str | None = None) -> CorePlan:
         encode=cores if threads is not None else max(1, cores // 4),
         kernel=cores,
         traceback=cores,
-        compress=compress,
+        compress=min(COMPRESSION_THREADS, cores // 2),
         threaded=cores > 1,
     )
