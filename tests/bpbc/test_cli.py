@@ -12,7 +12,8 @@ carries (exact, substituted, inserted, deleted, reverse-complemented,
 truncated copies of the three patterns, N, lowercase, a short read, none).
 Regenerate the PAF files only after a deliberate change of output; test_paf.py then
 checks every line against the sequences independently of bpbc (CIGAR replay,
-parasail optimum, nothing above the threshold missing).
+parasail optimum, nothing above the threshold missing), and test_outputs.py
+compares them with the independent oracle of tests/oracle.py.
 """
 
 from __future__ import annotations
