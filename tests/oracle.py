@@ -36,7 +36,7 @@ IUPAC_BASES = {
 }
 _COMPLEMENT_BASE = {"A": "T", "C": "G", "G": "C", "T": "A"}
 NO_BASE = 4  #: a read letter that matches nothing (N, other IUPAC codes)
-NEG = -math.inf
+NEG = -(1 << 40)  #: minus infinity: E and F where no gap can end
 
 
 # --- the alphabet ---------------------------------------------------------------
@@ -99,16 +99,28 @@ def local_alignment(read: list[int], pattern: list[frozenset[int]], scoring: Sco
     gap state prefers the H cell it was opened from; the walk stops at H = 0."""
     n, m = len(read), len(pattern)
     first, extend = scoring.gap_open + scoring.gap_extend, scoring.gap_extend
+    profile = [[scoring.substitution(code, bases) for bases in pattern] for code in range(5)]
     H = [[0] * (m + 1) for _ in range(n + 1)]
     E = [[NEG] * (m + 1) for _ in range(n + 1)]
     F = [[NEG] * (m + 1) for _ in range(n + 1)]
     best, best_i, best_j = 0, 0, 0
     for i in range(1, n + 1):
-        code, H_up, E_up, H_row, E_row, F_row = read[i - 1], H[i - 1], E[i - 1], H[i], E[i], F[i]
-        for j in range(1, m + 1):
-            e = max(E_up[j] - extend, H_up[j] - first)
-            f = max(F_row[j - 1] - extend, H_row[j - 1] - first)
-            h = max(0, H_up[j - 1] + scoring.substitution(code, pattern[j - 1]), e, f)
+        scores, H_up, E_up, H_row, E_row, F_row = profile[read[i - 1]], H[i - 1], E[i - 1], H[i], E[i], F[i]
+        f = NEG
+        for j in range(1, m + 1):  # plain comparisons, not max(): this loop is the oracle's time
+            e, opened = E_up[j] - extend, H_up[j] - first
+            if opened > e:
+                e = opened
+            f, opened = f - extend, H_row[j - 1] - first
+            if opened > f:
+                f = opened
+            h = H_up[j - 1] + scores[j - 1]
+            if e > h:
+                h = e
+            if f > h:
+                h = f
+            if h < 0:
+                h = 0
             E_row[j], F_row[j], H_row[j] = e, f, h
             if h > best:
                 best, best_i, best_j = h, i, j
@@ -285,7 +297,8 @@ class Record:
 
     @property
     def id(self) -> str:
-        return self.header.split(maxsplit=1)[0] if self.header.split() else ""
+        """A read's name: its header up to the first space or tab (dnaio's ``id``)."""
+        return re.split("[ \t]", self.header, maxsplit=1)[0]
 
     def text(self) -> str:
         """The record as the command writes it: FASTQ with a bare '+' line, FASTA on one line."""
@@ -312,6 +325,13 @@ def load(path_or_bytes) -> list[Record]:
     fmt = "fastq" if data.lstrip()[:1] == b"@" else "fasta"
     with dnaio.open(io.BytesIO(data), fileformat=fmt) as reader:
         return [Record(r.name, r.sequence, r.qualities if fmt == "fastq" else None) for r in reader]
+
+
+def pattern_name(record: Record, index: int) -> str:
+    """A pattern's name: the first word of its header (split at any
+    whitespace), or pattern1, pattern2, ... where it has none."""
+    words = record.header.split(maxsplit=1)
+    return words[0] if words else f"pattern{index + 1}"
 
 
 def header_value(header: str, key: str) -> str | None:
@@ -460,7 +480,7 @@ def expected(reads: list[Record], patterns: list[Record], options: Options, read
     scoring = options.scoring
     limits = thresholds(patterns, options)
     sets = [pattern_sets(p.sequence) for p in patterns]
-    names = [p.id for p in patterns]
+    names = [pattern_name(p, k) for k, p in enumerate(patterns)]
     if interleaved:
         reads, reads2 = reads[0::2], reads[1::2]
     mates = 1 if reads2 is None else 2
