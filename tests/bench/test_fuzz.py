@@ -185,7 +185,7 @@ def test_the_driver_runs_counts_and_reports(tmp_path, capsys):
     figures = json.loads((tmp_path / "fuzz_cpu.json").read_text())
     assert status == 0 and figures["finished"] and figures["inputs"] == 16
     assert figures["outcomes"]["ok"] + figures["outcomes"]["error"] == 16 and figures["findings"] == []
-    assert figures["inputs_per_s"] > 0 and figures["environment"]["cpu_cores"]
+    assert figures["environment"]["cpu_cores"]
     messages = (tmp_path / "fuzz_cpu_messages.csv").read_text().splitlines()
     assert messages[0] == "count,message"
     assert sum(int(line.split(",", 1)[0]) for line in messages[1:]) == figures["outcomes"]["error"]
