@@ -26,9 +26,17 @@ Every case runs through :func:`bpbc.cli.main` in this process with
 
 * in success: exit status 0, nothing on stderr, the four outputs present and
   consistent (JSON ``reads`` = matched + unmatched records, ``reads_passing``
-  = matched records, ``alignments`` = PAF lines), no temporary file left; or
+  = matched records, ``alignments`` = PAF lines), no temporary file left,
+  and, where the reads are small (ORACLE_RECORDS, ORACLE_LONGEST), the PAF,
+  the matched and unmatched records and the ``--json`` counts those of the
+  independent oracle of tests/oracle.py, from the reads and patterns as
+  dnaio reads them ('wrong-answer' otherwise; also where bpbc read an input
+  that dnaio and xopen reject); or
 * in an expected error: exit status 1, exactly one line on stderr starting
   ``bpbc-screen: error: ``, and no file at all in the output directory;
+  never for a valid case (valid seeds, not mutated, not corrupted, a name
+  that does not say another compression, a reachable threshold:
+  'valid-rejected');
 
 never in a traceback (an exception escaping ``main`` or printed), another
 exit status (3 is an internal error), a hang (``--timeout`` seconds, by a
@@ -88,8 +96,11 @@ RESULTS_DIR = Path(__file__).with_name("results")
 
 #: outcomes that satisfy the property; every other kind is a finding
 GOOD = ("ok", "error")
-FINDINGS = ("traceback", "bad-status", "bad-message", "partial-output", "bad-result", "hang", "leaked-thread",
-            "leaked-fd", "crash", "memory", "nondeterministic")
+FINDINGS = ("traceback", "bad-status", "bad-message", "partial-output", "bad-result", "wrong-answer",
+            "valid-rejected", "hang", "leaked-thread", "leaked-fd", "crash", "memory", "nondeterministic")
+#: a successful run is compared with the oracle (tests/oracle.py) where its reads are at most this many
+#: records, none longer than ORACLE_LONGEST bases (the oracle traces every hit in plain Python)
+ORACLE_RECORDS, ORACLE_LONGEST = 200, 1000
 
 BASES = b"ACGT"
 IUPAC = b"RYSWKMBDHVN"
@@ -376,6 +387,8 @@ class Case:
     patterns_stdin: bool = False  # or the patterns
     read_block: int | None = None  # bpbc.io.READ_BLOCK for the run (None: unchanged)
     notes: list[str] = field(default_factory=list)
+    #: the files and options are valid: an error exit is a finding ('valid-rejected')
+    valid: bool = False
 
     def argv(self, in_dir: Path, out_dir: Path) -> list[str]:
         """The command line (after ``bpbc-screen``)."""
@@ -396,7 +409,7 @@ class Case:
                 "patterns_bytes": len(self.patterns), "threshold": self.threshold, "chunk_size": self.chunk_size,
                 "strand": self.strand, "eqx": self.eqx, "outputs": self.outputs, "stdin": self.stdin,
                 "patterns_stdin": self.patterns_stdin,
-                "read_block": self.read_block, "notes": self.notes}
+                "read_block": self.read_block, "notes": self.notes, "valid": self.valid}
 
 
 #: what a case concentrates on: None mixes them all
@@ -497,6 +510,10 @@ def make_case(ch, profile: str | None = None) -> Case:
                 threshold=threshold, chunk_size=chunk_size, strand="forward" if ch.chance(0.25) else "both",
                 eqx=ch.chance(0.1), outputs=outputs, stdin=ch.chance(0.08), read_block=read_block, notes=notes)
     case.patterns_stdin = not case.stdin and ch.chance(0.04)  # drawn last: earlier cases stay as they were
+    # valid seeds, not mutated, not corrupted, under a threshold a pattern can reach (the default scoring: 2 a
+    # match), in a file whose name says no compression or the right one (xopen believes a name)
+    told = [fmt_ for fmt_ in COMPRESSIONS[1:] if reads_name.endswith(SUFFIX[fmt_])]
+    case.valid = profile == "valid" and threshold <= 2 * longest and told in ([], [fmt])
     return case
 
 
@@ -625,6 +642,41 @@ def _check_success(case: Case, out_dir: Path) -> tuple[str, str]:
     return "; ".join(problems), f"{summary['reads']} reads, {matched} matched, PAF {digest}"
 
 
+def _oracle_problem(case: Case, out_dir: Path) -> str:
+    """What a successful run wrote that the oracle (tests/oracle.py) would
+    not: its PAF, matched and unmatched reads and --json counts, from the
+    reads and patterns as dnaio reads them ('' when they agree, or when the
+    input is too large for the oracle)."""
+    from xopen import xopen
+
+    from tests import oracle
+
+    try:
+        reads, patterns = oracle.load(case.reads), oracle.load(case.patterns)
+    except Exception as error:  # noqa: BLE001 - bpbc read what dnaio did not
+        return f"bpbc succeeded, dnaio cannot read the input: {type(error).__name__}: {error}"
+    if len(reads) > ORACLE_RECORDS or max((len(r.sequence) for r in reads), default=0) > ORACLE_LONGEST:
+        return ""
+    want = oracle.expected(reads, patterns, oracle.Options(
+        threshold=case.threshold, strands=("+", "-") if case.strand == "both" else ("+",), eqx=case.eqx))
+    with xopen(out_dir / case.outputs["-o"], "rb", threads=0) as handle:
+        paf = handle.read().decode("ascii")
+    problems = []
+    if paf != want.paf:
+        got, wanted = paf.splitlines(), want.paf.splitlines()
+        first = next((k for k, (a, b) in enumerate(zip(got, wanted)) if a != b), min(len(got), len(wanted)))
+        problems.append(f"PAF: {len(got)} lines, the oracle {len(wanted)}; first difference at line {first + 1}")
+    for kind in ("matched", "unmatched"):
+        records = oracle.load(out_dir / case.outputs[f"--{kind}"])
+        if records != [unit[0] for unit in want.units[kind]]:
+            problems.append(f"{kind}: {len(records)} records, the oracle {len(want.units[kind])}, or other records")
+    summary = oracle.summary_of(out_dir / case.outputs["--json"])
+    if summary != want.summary:
+        keys = sorted(key for key in want.summary if summary.get(key) != want.summary[key])
+        problems.append(f"--json differs from the oracle in {keys}")
+    return "; ".join(problems)
+
+
 def _clean(directory: Path) -> None:
     """An empty ``directory`` (the files of the last case removed)."""
     if directory.is_dir():
@@ -730,7 +782,10 @@ def _judge(case: Case, status, stdout: str, stderr: str, out_dir: Path) -> tuple
             problem, digest = _check_success(case, out_dir)
         except Exception as error:  # noqa: BLE001 - an unreadable output is a finding
             problem = f"outputs unreadable: {type(error).__name__}: {error}"
-        return ("bad-result", problem) if problem else ("ok", digest)
+        if problem:
+            return "bad-result", problem
+        wrong = _oracle_problem(case, out_dir)
+        return ("wrong-answer", wrong) if wrong else ("ok", digest)
     if status != 1:
         return "bad-status", f"exit status {status}"
     lines = stderr.splitlines()
@@ -739,6 +794,8 @@ def _judge(case: Case, status, stdout: str, stderr: str, out_dir: Path) -> tuple
     left = sorted(p.name for p in out_dir.iterdir())
     if left:
         return "partial-output", f"left behind: {left}"
+    if case.valid:
+        return "valid-rejected", stderr.strip()
     return "error", error_kind(stderr)
 
 

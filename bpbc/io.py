@@ -14,6 +14,7 @@ or interrupted run never leaves a file that looks complete.
 
 from __future__ import annotations
 
+import bz2
 import io
 import lzma
 import os
@@ -103,6 +104,20 @@ def _find_non_ascii(path, block_size: int = 1 << 20) -> tuple[int, int] | None:
     except Exception:  # noqa: BLE001 - best effort: the caller has a fallback message
         return None
     return None
+
+
+def _strict(stream):
+    """``stream`` (what xopen opened), made to raise on data after an xz or
+    bzip2 stream that is not another stream: Python's LZMAFile and BZ2File
+    take it for trailing garbage and end there without an error, so the
+    reads of a damaged second stream (``cat a.xz b.xz``) were lost unnoticed
+    (found by the fuzz's oracle). gzip and ``xz -d`` report it too. Their
+    reader (``_compression.DecompressReader``) ignores the errors named in
+    its ``_trailing_error``; other streams are left as they are."""
+    reader = getattr(getattr(stream, "_buffer", None), "raw", None)
+    if isinstance(stream, (lzma.LZMAFile, bz2.BZ2File)) and hasattr(reader, "_trailing_error"):
+        reader._trailing_error = ()
+    return stream
 
 
 def _describe_os_error(error: OSError) -> str:
@@ -422,13 +437,13 @@ class SequenceSource:
             if path == STDIN:
                 # xopen detects compression from the stream's first bytes;
                 # sys.stdin.buffer works where the fd is replaced (tests)
-                self._stream = xopen(sys.stdin.buffer, "rb", threads=0)
+                self._stream = _strict(xopen(sys.stdin.buffer, "rb", threads=0))
             else:
                 if os.path.isdir(path):
                     raise InputError(f"{self.name}: is a directory, not a {kind} file")
                 if raw_fastq:
                     self._stream = _plain_fastq(path)
-                self._stream = self._stream or parallel_gzip(path, threads) or xopen(path, "rb", threads=0)
+                self._stream = self._stream or parallel_gzip(path, threads) or _strict(xopen(path, "rb", threads=0))
             if raw_fastq and threads != 1 and not isinstance(self._stream, _READ_IN_PLACE):
                 self._stream = _ReadAhead(self._stream, READ_BLOCK)
             head = self._stream.read(READ_BLOCK) if raw_fastq else b""

@@ -7,6 +7,8 @@ import json
 import threading
 import time
 
+import pytest
+
 from bench.fuzz import Case, case_for, error_kind, main, run_case, run_twice
 
 FASTQ = b"".join(b"@r%d x\n%s\n+\n%s\n" % (i, b"ACGTACGTAC" * 3, b"I" * 30) for i in range(12))
@@ -116,6 +118,39 @@ def test_outputs_that_disagree_with_the_summary_are_a_finding(tmp_path, monkeypa
     assert outcome.kind == "bad-result" and "records written" in outcome.detail
 
 
+@pytest.mark.parametrize("wrong", ["a score", "the order of the matched reads"])
+def test_an_answer_the_oracle_would_not_give_is_a_finding(tmp_path, monkeypatch, wrong):
+    """Outputs that agree with each other and with the summary, but not with
+    tests/oracle.py: a PAF score one too high, matched reads written in
+    reverse order."""
+    import bpbc.chunks
+    import bpbc.pipeline
+
+    if wrong == "a score":
+        real_paf = bpbc.pipeline.paf_lines
+        monkeypatch.setattr(bpbc.pipeline, "paf_lines", lambda *args: real_paf(*args).replace(b"AS:i:2", b"AS:i:3"))
+    else:
+        real_write = bpbc.chunks.RawFastqChunk.write
+        monkeypatch.setattr(bpbc.chunks.RawFastqChunk, "write",
+                            lambda self, output, rows: [real_write(self, output, rows[k:k + 1])
+                                                        for k in range(len(rows) - 1, -1, -1)])
+    outcome = run_case(case(), tmp_path)
+    assert outcome.kind == "wrong-answer", outcome.report()
+    assert ("PAF: 24 lines, the oracle 24" if wrong == "a score" else "matched: 12 records") in outcome.detail
+    monkeypatch.undo()
+    assert run_case(case(), tmp_path).kind == "ok"
+
+
+def test_an_error_on_a_valid_input_is_a_finding(tmp_path):
+    """A case marked valid (the fuzz's valid seeds, under a reachable
+    threshold) may not end in an error; here a threshold above the pattern's
+    best score stands in for a wrongly rejected input."""
+    rejected = run_case(case(threshold=25, valid=True), tmp_path)
+    assert (rejected.kind, rejected.status) == ("valid-rejected", 1)
+    assert "threshold 25 is above the best score" in rejected.detail
+    assert run_case(case(threshold=25), tmp_path).kind == "error"
+
+
 def test_a_different_second_run_is_a_finding(tmp_path, monkeypatch):
     import bpbc.cli
     from bpbc.errors import InputError
@@ -150,7 +185,7 @@ def test_the_driver_runs_counts_and_reports(tmp_path, capsys):
     figures = json.loads((tmp_path / "fuzz_cpu.json").read_text())
     assert status == 0 and figures["finished"] and figures["inputs"] == 16
     assert figures["outcomes"]["ok"] + figures["outcomes"]["error"] == 16 and figures["findings"] == []
-    assert figures["inputs_per_s"] > 0 and figures["environment"]["cpu_cores"]
+    assert figures["environment"]["cpu_cores"]
     messages = (tmp_path / "fuzz_cpu_messages.csv").read_text().splitlines()
     assert messages[0] == "count,message"
     assert sum(int(line.split(",", 1)[0]) for line in messages[1:]) == figures["outcomes"]["error"]

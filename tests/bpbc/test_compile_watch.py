@@ -57,13 +57,18 @@ def test_nothing_is_seen_outside_the_block_or_for_compiled_functions():
     assert (watch.compiles, watch.seconds) == (0, 0.0)
 
 
-def test_an_end_without_a_start_is_ignored():
+def test_an_end_without_a_start_is_ignored(monkeypatch):
     """A compile that began before the watch was installed ends inside it:
-    no negative depth, no time."""
+    no negative depth, no time; the compile between counts its seconds
+    (a clock that says 2.5 s)."""
+    import bpbc.compile_watch
+
+    ticks = iter([10.0, 12.5])
+    monkeypatch.setattr(bpbc.compile_watch.time, "perf_counter", lambda: next(ticks))
     watch = CompileWatch()
     watch.on_end(None)
     watch.on_start(None)
     watch.on_end(None)
-    assert watch.compiles == 1 and watch.seconds >= 0
+    assert (watch.compiles, watch.seconds) == (1, 2.5)
     watch.on_end(None)
-    assert watch.compiles == 1
+    assert (watch.compiles, watch.seconds) == (1, 2.5)

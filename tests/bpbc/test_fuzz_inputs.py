@@ -10,9 +10,10 @@ suffix may not say the compression; options vary the chunk size, strand,
 output compression, stdin and the raw route's read block. Each case runs
 through ``bpbc.cli.main`` in this process (``--device cpu --threads 1 -q``,
 all four outputs in a scratch directory), and must end in exit 0 with
-consistent outputs, or in exit 1 with one line ``bpbc-screen: error: ...``
-and no file left behind; never a traceback, another status, a hang, a thread
-or file descriptor left over (see :func:`bench.fuzz.run_case`). Runs are
+consistent outputs that are the oracle's (tests/oracle.py), or in exit 1 with
+one line ``bpbc-screen: error: ...`` and no file left behind (never for a
+valid input); never a traceback, another status, a hang, a thread or file
+descriptor left over (see :func:`bench.fuzz.run_case`). Runs are
 derandomized: the same examples every time. ``python -m bench fuzz`` is the
 long run.
 """
@@ -95,6 +96,8 @@ def test_mutated_pattern_files(workdir, case):
 @fuzz_settings(60)
 @given(case=cases("valid"))
 def test_valid_inputs_succeed_the_same_way_twice(workdir, case):
+    """An error on a valid case is a finding ('valid-rejected'), and its
+    outputs are compared with the oracle's."""
     check(case, workdir, twice=True)
 
 

@@ -509,6 +509,30 @@ def test_damaged_compressed_reads_fail_every_time(tmp_path, monkeypatch, suffix,
                     pass
 
 
+@pytest.mark.parametrize("raw_fastq", [True, False])
+@pytest.mark.parametrize("suffix", [".xz", ".bz2", ".gz"])
+def test_data_after_the_last_stream_that_is_no_stream_is_an_error(tmp_path, monkeypatch, suffix, raw_fastq):
+    """Found by the fuzz's oracle: Python's xz and bzip2 readers take data
+    after a stream that is not another stream for trailing garbage and stop
+    there silently, so the reads of a damaged second stream were lost and
+    the run succeeded (fails on the code before for .xz and .bz2). Streams
+    one after another are read, every one."""
+    second = COMPRESSORS[suffix](b"@extra\nACGT\n+\nIIII\n")
+    whole = COMPRESSORS[suffix](FASTQ) + second
+    with SequenceSource(write(tmp_path / f"two.fq{suffix}", whole), raw_fastq=raw_fastq) as source:
+        assert sum(len(chunk) for chunk in source.chunks(50)) == 11
+    damaged = COMPRESSORS[suffix](FASTQ) + b"X" + second[1:]
+    for stdin in (False, True):
+        if stdin:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(damaged)))
+        with pytest.raises(InputError, match=r"(r\.fq\.(xz|bz2|gz)|<stdin>): (corrupt compressed data|the "
+                                             r"compressed file is truncated)"):
+            with SequenceSource("-" if stdin else write(tmp_path / f"r.fq{suffix}", damaged),
+                                raw_fastq=raw_fastq) as source:
+                for _chunk in source.chunks(50):
+                    pass
+
+
 @pytest.mark.parametrize("suffix", ["", ".gz"])
 def test_parallel_scan_gives_the_records_of_the_serial_one(tmp_path, monkeypatch, suffix):
     """Batches of more than bpbc.fastq_scan.MIN_SPAN bytes are scanned in

@@ -7,6 +7,8 @@ Golden files: tests/data/reads_1.fq holds the reads of reads.fq named r01/1,
 pairs interleaved. expected_paired.paf was written from tests/data by::
 
     python -m bpbc reads_1.fq patterns.fa -2 reads_2.fq -t 20 -q > expected_paired.paf
+
+tests/bpbc/test_outputs.py checks it, both mates, against the independent oracle of tests/oracle.py.
 """
 
 from __future__ import annotations

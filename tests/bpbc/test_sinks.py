@@ -6,6 +6,8 @@ Golden files: tests/data/expected_demux/ was written from tests/data by::
     python -m bpbc reads_1.fq patterns.fa -2 reads_2.fq -t 20 -q --pair-filter both -o /dev/null \\
         --matched 'expected_demux/{name}_1.fq' --matched2 'expected_demux/{name}_2.fq' \\
         --unmatched expected_demux/unmatched_1.fq --unmatched2 expected_demux/unmatched_2.fq
+
+tests/bpbc/test_outputs.py checks them against the independent oracle of tests/oracle.py.
 """
 
 from __future__ import annotations

@@ -10,15 +10,13 @@ by the real command, from the repository root (X is trim or mask)::
         --min-score-fraction 0.8 --action X --trimmed tests/data/expected_X_1.fq \\
         --trimmed2 tests/data/expected_X_2.fq -o /dev/null -q
 
-:func:`test_golden_files_follow_from_the_paf_and_the_reference_dp` rebuilds
-them in plain Python from the PAF (checked on its own by test_paf.py) and
-the reference DP here.
+tests/bpbc/test_outputs.py checks them, both mates, against the independent
+oracle of tests/oracle.py.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import threading
 from fractions import Fraction
 from pathlib import Path
@@ -36,6 +34,8 @@ from bpbc.scoring import Scoring
 from bpbc.chunks import RawFastqChunk
 from bpbc.trimming import _CODE_IDENTITY, _END3, _END5, EditedFastqChunk, EndTasks, end_overlaps, overlap_slack, \
     overlap_thresholds
+from tests import oracle
+from tests.oracle import end_overlap_scores
 from tests.bpbc.conftest import SCORINGS, _parasail_matrix, mutate, parasail_pattern_text, parasail_read_text, \
     pattern_texts, random_pattern, random_read, read_texts, scoring_id
 
@@ -47,41 +47,15 @@ GOLDEN_OPTIONS = ["--min-score-fraction", "0.8"]
 # --- the plain reference ------------------------------------------------------
 
 def reference_scores(read_codes, pattern_masks, end: int, scoring: Scoring) -> tuple[list, list]:
-    """The end-overlap DP of bpbc.trimming's docstring, plainly: (H[n][L],
-    start row of its alignment) for L = 0..m-1 (the DP on the reversed read
-    and pattern for a 5' end); -inf where no alignment exists."""
-    read, pattern = [int(c) for c in read_codes], [int(p) for p in pattern_masks]
+    """The end-overlap DP of bpbc.trimming's docstring, plainly (tests/oracle.py):
+    (H[n][L], start row of its alignment) for L = 0..m-1 (the DP on the
+    reversed read and pattern for a 5' end); -inf where no alignment exists."""
+    read = [int(c) for c in read_codes]
+    sets = [frozenset(b for b in range(4) if (int(mask) >> b) & 1) for mask in pattern_masks]
     if end == _END5:
-        read, pattern = read[::-1], pattern[::-1]
-    pattern = pattern[:-1]
-    n, m = len(read), len(pattern)
-    first_gap, extend = scoring.gap_open + scoring.gap_extend, scoring.gap_extend
-    minus = -math.inf
-    H = [[minus] * (m + 1) for _ in range(n + 1)]
-    E = [[minus] * (m + 1) for _ in range(n + 1)]
-    F = [[minus] * (m + 1) for _ in range(n + 1)]
-    SH = [[0] * (m + 1) for _ in range(n + 1)]
-    SE = [[0] * (m + 1) for _ in range(n + 1)]
-    SF = [[0] * (m + 1) for _ in range(n + 1)]
-    for i in range(n + 1):
-        H[i][0], SH[i][0] = 0, i
-        for j in range(1, m + 1):
-            if i > 0:
-                opened, extended = H[i - 1][j] - first_gap, E[i - 1][j] - extend
-                E[i][j] = max(opened, extended)
-                SE[i][j] = SH[i - 1][j] if opened >= extended else SE[i - 1][j]
-            opened, extended = H[i][j - 1] - first_gap, F[i][j - 1] - extend
-            F[i][j] = max(opened, extended)
-            SF[i][j] = SH[i][j - 1] if opened >= extended else SF[i][j - 1]
-            gap, gap_start = (E[i][j], SE[i][j]) if E[i][j] >= F[i][j] else (F[i][j], SF[i][j])
-            if i > 0:
-                code = read[i - 1]
-                diagonal = H[i - 1][j - 1] + (scoring.match if code < 4 and (pattern[j - 1] >> code) & 1
-                                              else -scoring.mismatch)
-            else:
-                diagonal = minus
-            H[i][j], SH[i][j] = (diagonal, SH[i - 1][j - 1]) if i > 0 and diagonal >= gap else (gap, gap_start)
-    return H[n], SH[n]
+        read, sets = read[::-1], sets[::-1]
+    return end_overlap_scores(read, sets[:-1], oracle.Scoring(scoring.match, scoring.mismatch, scoring.gap_open,
+                                                               scoring.gap_extend))
 
 
 def reference_overlap(read_codes, pattern_masks, end: int, thresholds, min_overlap: int, scoring: Scoring):
@@ -373,45 +347,6 @@ def test_interleaved_and_fasta_inputs_trim_the_same(capsys, tmp_path):
     assert status == 0
     assert [(n, s) for n, s, _ in records(tmp_path / "t.fa")] == [(n, s) for n, s, _ in
                                                                   records(DATA / "expected_trim.fq")]
-
-
-def test_golden_files_follow_from_the_paf_and_the_reference_dp(capsys, tmp_path):
-    """Plain Python: a 3' adapter's forward hit cuts where its first base
-    would be (the alignment start minus the pattern bases it left out), a
-    partial adapter at the end where its alignment starts; the leftmost cut
-    wins. Masking sets every such span to N."""
-    status, paf, _ = run_cli(capsys, READS, PATTERNS, *GOLDEN_OPTIONS, "-q")
-    assert status == 0
-    with dnaio.open(PATTERNS) as reader:
-        patterns = [(record.id, record.sequence) for record in reader]
-    lengths = {name: len(sequence) for name, sequence in patterns}
-    spans: dict[str, list[tuple[int, int]]] = {}
-    for line in paf.splitlines():
-        fields = line.split("\t")
-        if fields[4] == "+":
-            read_start, read_end = int(fields[2]), int(fields[3])
-            pattern_start, pattern_end, m = int(fields[7]), int(fields[8]), lengths[fields[5]]
-            spans.setdefault(fields[0], []).append(
-                (max(0, read_start - pattern_start), min(int(fields[1]), read_end + m - pattern_end)))
-    trimmed, masked = [], []
-    for name, sequence, qualities in records(READS):
-        read_id = name.split()[0]
-        found = list(spans.get(read_id, []))
-        for _, pattern in patterns:
-            masks = encode_pattern(pattern)
-            thresholds = [math.ceil(Fraction(4, 5) * 2 * length) for length in range(len(pattern))]
-            overlap = reference_overlap(codes_of(sequence), masks, _END3, thresholds, 3, Scoring())
-            if overlap is not None:
-                found.append((overlap[1], len(sequence)))
-        cut = min([start for start, _ in found], default=len(sequence))
-        trimmed.append((name, sequence[:cut], qualities[:cut]))
-        letters = list(sequence)
-        for start, end in found:
-            letters[start:end] = "N" * (end - start)
-        masked.append((name, "".join(letters), qualities))
-    assert trimmed == records(DATA / "expected_trim.fq")
-    assert masked == records(DATA / "expected_mask.fq")
-    assert sum(t != o for t, o in zip(trimmed, records(READS))) >= 8
 
 
 @pytest.mark.parametrize("action", ["trim", "mask"])
