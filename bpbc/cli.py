@@ -493,7 +493,9 @@ def _screen_on_dask(address, scheduler_file, reads_files, patterns, settings, qu
             result = dd.screen_distributed(client, reads, patterns, settings, output=output, matched=matched,
                                            unmatched=unmatched, json_path=json_path, progress=progress)
     if many:
-        return dd.combined_summary(result, time.perf_counter() - started)
+        from bpbc.summary import combined_summary
+
+        return combined_summary(result, time.perf_counter() - started)
     return result
 
 
