@@ -98,17 +98,21 @@ def _bars(name: str, labels: list[str], values: list[int]) -> dict:
     return {"type": "bar", "name": name, "x": labels, "y": values}
 
 
-def _line(name: str, x: list[int], y: list[int]) -> dict:
+def _trace(name: str, x: list[int], y: list[int], bars: bool = False) -> dict:
+    """A histogram's trace: bars, or a line in steps."""
+    if bars:
+        return {"type": "bar", "name": name, "x": x, "y": y, "opacity": 0.6}
     return {"type": "scatter", "mode": "lines", "name": name, "x": x, "y": y, "line": {"shape": "hvh"}}
 
 
-def _histogram_lines(histogram, rows_by_name: dict[str, list[int]]) -> list[dict]:
-    """A line per name: the histogram's rows of that name added up, over the bins' lower ends."""
-    counts, width = histogram.counts, histogram.width
+def _histogram_traces(counts: np.ndarray, width: int, rows_by_name: dict[str, list[int]],
+                      bars: bool = False) -> list[dict]:
+    """A trace per name: the rows of ``counts`` of that name added up, over
+    the bins' lower ends (bins of ``width``), up to the last bin used."""
     used = np.flatnonzero(counts.any(axis=0))
     end = int(used[-1]) + 1 if len(used) else 0
     x = (np.arange(end) * width).tolist()
-    return [_line(name, x, counts[rows, :end].sum(axis=0).tolist()) for name, rows in rows_by_name.items()]
+    return [_trace(name, x, counts[rows, :end].sum(axis=0).tolist(), bars) for name, rows in rows_by_name.items()]
 
 
 def section_figures(summary: Summary, key: str) -> list[dict]:
@@ -142,51 +146,31 @@ def section_figures(summary: Summary, key: str) -> list[dict]:
     rows.update({names[p]: [p * mates + m for m in range(mates)] for p in top})
     for histogram, which, axis in ((statistics.hit_starts, "start", "start on the read (0-based)"),
                                    (statistics.hit_ends, "end", "end on the read (0-based, exclusive)")):
-        width = "" if histogram.width == 1 else f", bins of {histogram.width}"
-        figures.append((f"hit_{which}s", _histogram_lines(histogram, rows),
-                        _layout(f"Where the hits {which} on the read{width}", axis, "alignments")))
+        bins = "" if histogram.width == 1 else f", bins of {histogram.width}"
+        figures.append((f"hit_{which}s", _histogram_traces(histogram.counts, histogram.width, rows),
+                        _layout(f"Where the hits {which} on the read{bins}", axis, "alignments")))
 
-    thresholds = np.asarray(statistics.thresholds)
-    margins: dict[str, np.ndarray] = {}
-    for p in range(len(names)):
-        scores = statistics.scores[p, thresholds[p]:]
-        margins["all patterns"] = _added(margins.get("all patterns"), scores)
-        if p in top:
-            margins[names[p]] = scores
-    traces = [_line(name, list(range(len(counts))), counts.tolist())
-              for name, counts in margins.items() if counts.any()]
-    for trace in traces:
-        trace["y"] = trace["y"][:_last_used(trace["y"])]
-        trace["x"] = trace["x"][:len(trace["y"])]
-    figures.append(("scores", traces, _layout(
+    # scores over each pattern's threshold: row p shifted left by its threshold
+    margins = np.zeros_like(statistics.scores)
+    for p, threshold in enumerate(statistics.thresholds):
+        margins[p, :margins.shape[1] - threshold] = statistics.scores[p, threshold:]
+    rows = {"all patterns": list(range(len(names))), **{names[p]: [p] for p in top}}
+    figures.append(("scores", _histogram_traces(margins, 1, rows), _layout(
         "The hits' scores over their pattern's threshold (0: at the threshold)", "score - threshold", "alignments")))
 
+    lengths = statistics.read_lengths
     mate_names = statistics.mate_labels()
-    lengths = {f"{label}" if statistics.action != "trim" else f"{label}, before trimming": [m]
-               for m, label in enumerate(mate_names)}
-    traces = _histogram_lines(statistics.read_lengths, lengths)
+    suffix = ", before trimming" if statistics.action == "trim" else ""
+    traces = _histogram_traces(lengths.counts, lengths.width, {label + suffix: [m] for m, label in
+                                                               enumerate(mate_names)}, bars=True)
     if statistics.action == "trim":
-        traces += _histogram_lines(statistics.trimmed_lengths, {f"{label}, after trimming": [m]
-                                                                for m, label in enumerate(mate_names)})
-    for trace in traces:  # bars: most runs have one length or a few
-        trace.update(type="bar", opacity=0.6, width=max(statistics.read_lengths.width, 1))
-        del trace["mode"], trace["line"]
-    width = max(statistics.read_lengths.width, statistics.trimmed_lengths.width)
+        trimmed = statistics.trimmed_lengths
+        traces += _histogram_traces(trimmed.counts, trimmed.width, {f"{label}, after trimming": [m] for m, label
+                                                                    in enumerate(mate_names)}, bars=True)
+    width = max(lengths.width, statistics.trimmed_lengths.width)
     figures.append(("lengths", traces, _layout("Read lengths" + ("" if width == 1 else f", bins of {width}"),
                                                "length (bases)", "reads", barmode="overlay")))
     return [{"div": f"{key}-{name}", "data": data, "layout": layout} for name, data, layout in figures]
-
-
-def _added(total: np.ndarray | None, counts: np.ndarray) -> np.ndarray:
-    if total is None:
-        return counts.copy()
-    size = max(len(total), len(counts))
-    return np.pad(total, (0, size - len(total))) + np.pad(counts, (0, size - len(counts)))
-
-
-def _last_used(values: list[int]) -> int:
-    nonzero = [i for i, value in enumerate(values) if value]
-    return nonzero[-1] + 1 if nonzero else 0
 
 
 def stage_figure(summary: Summary) -> dict:

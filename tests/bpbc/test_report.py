@@ -254,6 +254,21 @@ def test_a_run_over_parts_adds_up_to_the_run_over_the_whole(tmp_path):
     assert parts[0].reads == 1100  # merging left the parts as they were
 
 
+@pytest.mark.dask
+def test_a_dask_run_counts_as_the_local_run(tmp_path):
+    """One file over Dask: the workers' chunks counted on the client (take()) as the local run counts its batches."""
+    distributed = pytest.importorskip("distributed", reason="distributed is not installed (pip install '.[dask]')")
+    from bpbc.distributed import screen_distributed
+
+    settings = ScreenSettings(threshold=30, chunk_size=250, threads=1)
+    local = screen_files(EXAMPLE[0], EXAMPLE[1], settings, output=tmp_path / "local.paf")
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None,
+                            set_as_default=False) as client:
+        remote = screen_distributed(client, EXAMPLE[0], EXAMPLE[1], settings, output=tmp_path / "dask.paf")
+    assert remote.statistics.as_dict() == local.statistics.as_dict()
+    assert without_timing(remote.as_dict()) == without_timing(local.as_dict())
+
+
 def test_statistics_memory_does_not_grow_with_the_reads(tmp_path):
     small = screen_files(EXAMPLE[0], EXAMPLE[1], ScreenSettings(threshold=30, chunk_size=3000),
                          output=tmp_path / "a.paf").statistics
