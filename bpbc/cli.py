@@ -19,8 +19,10 @@ Whatever the status, a run that does not succeed leaves no output file behind.
 from __future__ import annotations
 
 import atexit
+import contextvars
 import functools
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -45,6 +47,8 @@ EXIT_INTERRUPTED, EXIT_BROKEN_PIPE, EXIT_TERMINATED = 130, 141, 128 + signal.SIG
 ISSUE_TRACKER = "the bpbc issue tracker"
 #: set (to anything but "" or "0") to see the traceback of an internal error
 DEBUG_VARIABLE = "BPBC_DEBUG"
+#: the arguments of the command line being run (the report shows them)
+_ARGUMENTS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("bpbc_arguments", default=())
 
 
 class Terminated(KeyboardInterrupt):
@@ -316,6 +320,13 @@ def screen_command(
         help="Paired reads: the second mates for --trimmed.")] = None,
     json_path: Annotated[Optional[str], typer.Option(
         "--json", metavar="FILE", show_default=False, help="Write the summary as JSON here.")] = None,
+    report: Annotated[Optional[str], typer.Option(
+        "--report", metavar="FILE", show_default=False,
+        help="Write an HTML report with plots here: one file, no network needed (docs/report.md).")] = None,
+    multiqc: Annotated[Optional[str], typer.Option(
+        "--multiqc", metavar="FILE", show_default=False,
+        help="Write MultiQC custom content here (a name ending in _mqc.json): a bpbc section in MultiQC's report.")
+    ] = None,
     match: Annotated[int, typer.Option("--match", help="Score of a matching base.")] = 2,
     mismatch: Annotated[int, typer.Option("--mismatch", help="Penalty of a mismatching base.")] = 3,
     gap_open: Annotated[int, typer.Option(
@@ -376,6 +387,7 @@ def screen_command(
         trim_strand=trim_strand.value,
         min_length=min_length,
     )
+    started = time.perf_counter()
     reads_files = _reads_files(reads or [], patterns, reads_from)
     distributed = dask is not None or dask_scheduler_file is not None
     if device is not Device.cpu and not distributed:
@@ -387,15 +399,29 @@ def screen_command(
             raise InputError("several reads files (or --reads-from) need --dask or --dask-scheduler-file")
         if distributed and (action is not Action.none or trimmed is not None or trimmed2 is not None):
             raise InputError("--action trim or mask runs on one host, not with --dask")
-        if distributed:
-            summary = _screen_on_dask(dask, dask_scheduler_file, reads_files, patterns, settings, quiet,
-                                      reads2=reads2, interleaved=interleaved, output=output, matched=matched,
-                                      unmatched=unmatched, matched2=matched2, unmatched2=unmatched2,
-                                      json_path=json_path, many=reads_from is not None or len(reads_files) > 1)
-        else:
-            summary = _screen_here(reads_files[0], patterns, settings, quiet, reads2=reads2, interleaved=interleaved,
-                                   output=output, matched=matched, unmatched=unmatched, matched2=matched2,
-                                   unmatched2=unmatched2, trimmed=trimmed, trimmed2=trimmed2, json_path=json_path)
+        from bpbc.report import RunInfo, report_files  # no plotting library until a report is written
+
+        many = reads_from is not None or len(reads_files) > 1
+        with report_files(*_report_paths(report, multiqc, reads_files, many)) as report_outputs:
+            if distributed:
+                summaries = _screen_on_dask(dask, dask_scheduler_file, reads_files, patterns, settings, quiet,
+                                            reads2=reads2, interleaved=interleaved, output=output, matched=matched,
+                                            unmatched=unmatched, matched2=matched2, unmatched2=unmatched2,
+                                            json_path=json_path, many=many)
+            else:
+                summaries = [_screen_here(reads_files[0], patterns, settings, quiet, reads2=reads2,
+                                          interleaved=interleaved, output=output, matched=matched,
+                                          unmatched=unmatched, matched2=matched2, unmatched2=unmatched2,
+                                          trimmed=trimmed, trimmed2=trimmed2, json_path=json_path)]
+            summary = summaries[0]
+            if many:
+                from bpbc.summary import combined_summary
+
+                summary = combined_summary(summaries, time.perf_counter() - started)
+            from bpbc.engines import usable_cores
+
+            run = RunInfo.now(shlex.join([PROG, *_ARGUMENTS.get()]), settings.threads or usable_cores())
+            report_outputs.write(run, summaries, summary if many else None)
     except InputError as error:
         _error(str(error))
         raise typer.Exit(EXIT_ERROR) from None
@@ -440,6 +466,20 @@ def _reads_files(reads: list[str], patterns: str, reads_from: str | None) -> lis
     return files
 
 
+def _report_paths(report, multiqc, reads_files: list[str], many: bool) -> tuple[str | None, str | None]:
+    """The report's and the MultiQC file's paths, {stem} filled (one reads
+    file); with several reads files each is one file for the run."""
+    from bpbc.distributed import STEM_FIELD, fill_stem  # no Dask in it
+
+    paths = (report, multiqc)
+    for path, option in zip(paths, ("--report", "--multiqc")):
+        if path is not None and STEM_FIELD in path and (many or reads_files[0] == "-"):
+            raise InputError(f"{option} is one file for the run: {STEM_FIELD} needs a single reads file")
+    if many or reads_files[0] == "-":
+        return paths
+    return fill_stem(report, reads_files[0]), fill_stem(multiqc, reads_files[0])
+
+
 def _screen_here(reads, patterns, settings, quiet, output, matched, unmatched, json_path, **paired):
     """The local run: one process, on this host's CPU or every GPU it sees (docs/gpu.md)."""
     from bpbc.distributed import fill_stem  # no Dask in it
@@ -462,14 +502,14 @@ def _screen_here(reads, patterns, settings, quiet, output, matched, unmatched, j
 
 def _screen_on_dask(address, scheduler_file, reads_files, patterns, settings, quiet, reads2, interleaved, output,
                     matched, unmatched, matched2, unmatched2, json_path, many):
-    """The run on a Dask cluster: one file sharded by chunks, or many files, one task each."""
+    """The run on a Dask cluster: one file sharded by chunks, or many files, one task each; the summary of
+    each file."""
     if address is not None and scheduler_file is not None:
         raise InputError("give --dask or --dask-scheduler-file, not both")
     if reads2 is not None or interleaved or matched2 is not None or unmatched2 is not None:
         raise InputError("paired reads (--reads2, --interleaved) are not supported with --dask")
     from bpbc import distributed as dd
 
-    started = time.perf_counter()
     with ExitStack() as stack:
         workers = False if address is None else dd.parse_local(address)
         if workers is not False:  # local[:N]
@@ -488,9 +528,7 @@ def _screen_on_dask(address, scheduler_file, reads_files, patterns, settings, qu
         with _progress_bar(_show_progress(quiet, output)) as progress:
             result = dd.screen_distributed(client, reads, patterns, settings, output=output, matched=matched,
                                            unmatched=unmatched, json_path=json_path, progress=progress)
-    if many:
-        return dd.combined_summary(result, time.perf_counter() - started)
-    return result
+    return result if many else [result]
 
 
 @functools.cache
@@ -506,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     command = _command()
     args = sys.argv[1:] if argv is None else list(argv)
     terminated: list[int] = []
+    _ARGUMENTS.set(tuple(args))
     try:
         with _interrupts() as terminated:
             command.main(args=args, prog_name=PROG, standalone_mode=True)

@@ -43,12 +43,13 @@ import numpy as np
 
 from bpbc.engines import limit_numba_threads, set_up_process
 from bpbc.io import STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, display_name, read_patterns
-from bpbc.pipeline import (CHUNK_RAMP, OrderedWorker, ScreenSettings, StageTimes, Summary, chunk_paf, chunk_size_for,
-                           cyclic_gc_paused, encode_chunk, make_screener, passing_units, pattern_summaries, prefetched,
-                           quick_gil_handoff, screen_files, summary_json)
+from bpbc.pipeline import (CHUNK_RAMP, OrderedWorker, ScreenSettings, StageTimes, chunk_paf, chunk_size_for,
+                           cyclic_gc_paused, encode_chunk, make_screener, passing_units, prefetched, quick_gil_handoff,
+                           screen_files)
 from bpbc.resources import CorePlan, plan_run, usable_cores
 from bpbc.result import Texts
 from bpbc.sinks import FileSink, is_template
+from bpbc.summary import HitColumns, Statistics, Summary, summary_json
 
 #: in output paths: the reads file's name without directory, format and compression suffixes
 STEM_FIELD = "{stem}"
@@ -185,9 +186,9 @@ class ChunkResult:
     paf: bytes
     #: per read: passes for some pattern and strand
     passing: np.ndarray
-    #: (pattern, strand, 1) reads passing
-    counts: np.ndarray
-    alignments: int
+    #: what the run's statistics count (:meth:`bpbc.summary.Statistics.add_batch`): the reads' lengths, the hits
+    lengths: np.ndarray
+    hits: HitColumns
     #: the engine that computed the scores: 'cpu' or 'gpu'
     device: str
     #: seconds of the worker's stages: encode, device, traceback, write (PAF formatting)
@@ -207,12 +208,10 @@ def screen_chunk(job: Job, payload: ChunkPayload) -> ChunkResult:
     with stages.timing("traceback"):
         alignments = screener.align(batch, hits)
     passing, _ = passing_units(hits, len(batch), 1, job.settings.pair_filter)
-    counts = np.zeros((len(screener.pattern_names), len(screener.strands), 1), dtype=np.int64)
-    np.add.at(counts, (hits.pattern, hits.strand, 0), 1)
     with stages.timing("write"):
         paf = chunk_paf(chunk, batch.lengths, alignments, Texts.of(screener.pattern_names),
                         screener.pattern_lengths.tolist()) if len(alignments) else b""
-    return ChunkResult(paf, passing, counts, len(alignments), screener.engine.name,
+    return ChunkResult(paf, passing, batch.lengths, HitColumns.of(alignments), screener.engine.name,
                        {stage: stages.seconds[stage] for stage in ("encode", "device", "traceback", "write")})
 
 
@@ -370,17 +369,18 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
         checked = make_screener(replace(settings, device="cpu"), patterns, display_name(patterns_path))
         thresholds = checked.thresholds.tolist()
         job = Job.of(settings, patterns, display_name(patterns_path), source.name)
-        summary = Summary(
+        statistics = Statistics(checked.pattern_names, checked.pattern_lengths.tolist(), thresholds,
+                                list(checked.strands), 1, settings.scoring.match)
+        summary = Summary.of_run(
+            statistics,
             reads_file=display_name(reads_path),
             patterns_file=display_name(patterns_path),
             threshold=thresholds[0] if len(set(thresholds)) == 1 else None,
             scoring=asdict(settings.scoring),
-            strands=list(checked.strands),
             device="",
             min_score_fraction=settings.min_score_fraction,
             plan=plan.as_dict(),
         )
-        counts = np.zeros((len(patterns), len(checked.strands), 1), dtype=np.int64)
         stages = StageTimes()
         outputs: list[AtomicOutput] = []
 
@@ -418,15 +418,12 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
         def take(chunk, future) -> None:
             result: ChunkResult = future.result()
             writer.submit(write, chunk, result)
-            counts[...] += result.counts
+            statistics.add_batch(result.lengths, result.hits, result.passing)  # as the local run counts a batch
             summary.device = result.device
-            summary.reads += len(chunk)
-            summary.reads_passing += int(result.passing.sum())
-            summary.alignments += result.alignments
             for stage, value in result.seconds.items():
                 worker_seconds[stage] += value
             if progress is not None:
-                progress(summary.reads)
+                progress(statistics.reads)
 
         overlap = plan.threaded
         window: collections.deque = collections.deque()
@@ -457,7 +454,7 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
             import sys
 
             sys.stdout.flush()
-        summary.patterns = pattern_summaries(checked, counts)
+        statistics.fill(summary)
         summary.wall_time_s = time.perf_counter() - started
         # the workers' seconds added up (PAF formatting counts as writing, as in the local run)
         summary.stage_seconds = {"read": stages.seconds["read"], "encode": worker_seconds["encode"],
@@ -539,25 +536,6 @@ def _screen_many_files(client, reads: list, patterns_path, settings, paths, prog
             raise _cluster_failed(error) from None
         raise
     return [summary for summary in summaries if summary is not None]  # every file has one by now
-
-
-def combined_summary(summaries: list[Summary], wall_time_s: float) -> Summary:
-    """One summary for a run over several files: counts added up."""
-    first = summaries[0]
-    total = replace(first, reads_file=f"{len(summaries)} files", patterns=[replace(p, reads_passing=dict(
-        p.reads_passing)) for p in first.patterns], stage_seconds={})
-    for summary in summaries[1:]:
-        total.reads += summary.reads
-        total.reads_passing += summary.reads_passing
-        total.alignments += summary.alignments
-        for mine, theirs in zip(total.patterns, summary.patterns):
-            for strand, count in theirs.reads_passing.items():
-                mine.reads_passing[strand] += count
-    for summary in summaries:
-        for stage, value in summary.stage_seconds.items():
-            total.stage_seconds[stage] = total.stage_seconds.get(stage, 0.0) + value
-    total.wall_time_s = wall_time_s
-    return total
 
 
 # ---------------------------------------------------------------- connecting

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import json
 import queue
 import sys
 import threading
@@ -25,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, closing, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -41,6 +40,7 @@ from bpbc.resources import CorePlan, plan_run
 from bpbc.result import Texts
 from bpbc.scoring import Scoring, score_planes
 from bpbc.sinks import NAME_FIELD, DemuxSink, FileSink, best_patterns, is_template
+from bpbc.summary import Statistics, Summary, summary_json
 from bpbc.thresholds import pattern_thresholds
 
 DEFAULT_THRESHOLD = 40
@@ -124,127 +124,6 @@ def several_devices_chunk_size(size: int, screener, mates: int = 1) -> int:
     fewer where a chunk would hold more than SEVERAL_DEVICES_CHUNK_WORK."""
     bases = max(1, int(screener.pattern_lengths.sum()) * len(screener.strands) * mates)
     return min(size, max(SEVERAL_DEVICES_MIN_CHUNK // mates, SEVERAL_DEVICES_CHUNK_WORK // bases))
-
-
-@dataclass
-class PatternSummary:
-    name: str
-    length: int
-    threshold: int
-    #: strand ('+' or '-') -> number of reads that pass for this pattern on it
-    reads_passing: dict[str, int]
-    #: paired reads only: mate ('1' or '2') -> strand -> reads passing
-    mates: dict[str, dict[str, int]] | None = None
-    #: --action trim or mask: reads this pattern trimmed (masked), and their bases
-    trimmed_reads: int | None = None
-    trimmed_bases: int | None = None
-
-
-@dataclass
-class Summary:
-    """The figures reported on stderr at the end and written by ``--json``."""
-
-    reads_file: str
-    patterns_file: str
-    #: the threshold of every pattern, or None when they differ (see patterns)
-    threshold: int | None
-    scoring: dict[str, int]
-    strands: list[str]
-    #: where the scores were computed: 'cpu' or 'gpu'
-    device: str
-    #: GPUs the chunks were spread over (1 on the CPU)
-    devices: int = 1
-    min_score_fraction: float | None = None
-    #: paired reads: the mate 2 file (the reads file itself when interleaved)
-    reads2_file: str | None = None
-    paired: bool = False
-    pair_filter: str | None = None
-    reads: int = 0
-    #: reads passing for at least one (pattern, strand)
-    reads_passing: int = 0
-    pairs: int = 0
-    #: pairs passing under the pair filter
-    pairs_passing: int = 0
-    #: passing (read, pattern, strand) instances = PAF lines
-    alignments: int = 0
-    patterns: list[PatternSummary] = field(default_factory=list)
-    wall_time_s: float = 0.0
-    #: seconds per stage (see StageTimes)
-    stage_seconds: dict[str, float] = field(default_factory=dict)
-    #: the threads of each stage (bpbc.resources.CorePlan)
-    plan: dict = field(default_factory=dict)
-    #: --action trim or mask: reads trimmed (masked) and bases, units dropped by --min-length
-    action: str = "none"
-    reads_trimmed: int = 0
-    bases_trimmed: int = 0
-    too_short: int = 0
-
-    @property
-    def compile_time_s(self) -> float:
-        """Seconds numba spent compiling CPU kernels (a cold cache, see
-        :mod:`bpbc.compile_watch`): part of the wall time, not of the rate."""
-        return self.stage_seconds.get("compile", 0.0)
-
-    @property
-    def reads_per_s(self) -> float:
-        seconds = self.wall_time_s - self.compile_time_s
-        return self.reads / seconds if seconds > 0 else 0.0
-
-    def as_dict(self) -> dict:
-        figures = asdict(self)
-        figures["reads_not_passing"] = self.reads - self.reads_passing
-        if self.paired:
-            figures["pairs_not_passing"] = self.pairs - self.pairs_passing
-        else:
-            for key in ("reads2_file", "pair_filter", "pairs", "pairs_passing"):
-                del figures[key]
-            for pattern in figures["patterns"]:
-                del pattern["mates"]
-        if self.action == "none":
-            for key in ("action", "reads_trimmed", "bases_trimmed", "too_short"):
-                del figures[key]
-            for pattern in figures["patterns"]:
-                del pattern["trimmed_reads"], pattern["trimmed_bases"]
-        figures["wall_time_s"] = round(self.wall_time_s, 6)
-        figures["reads_per_s"] = round(self.reads_per_s, 3)
-        figures["stage_seconds"] = {stage: round(value, 6) for stage, value in self.stage_seconds.items()}
-        figures["stage_shares"] = {
-            stage: round(value / self.wall_time_s, 4) if self.wall_time_s > 0 else 0.0
-            for stage, value in self.stage_seconds.items()
-        }
-        return figures
-
-    def format(self) -> str:
-        """Human-readable summary (several lines, no trailing newline)."""
-        strands = "both strands" if len(self.strands) == 2 else "forward strand only"
-        threshold = "per-pattern thresholds" if self.threshold is None else f"threshold {self.threshold}"
-        done = f"{self.reads} reads"
-        passed = f"{self.reads_passing} passed ({threshold}, {strands})"
-        if self.paired:
-            done = f"{self.pairs} pairs ({self.reads} reads)"
-            passed = (f"{self.pairs_passing} pairs passed, pair filter {self.pair_filter} "
-                      f"({self.reads_passing} reads passed; {threshold}, {strands})")
-        rate = f"{self.reads_per_s:,.0f} reads/s"
-        if self.compile_time_s > 0:
-            rate += f", not counting {self.compile_time_s:.2f} s compiling CPU kernels"
-        lines = [f"bpbc-screen: {done} screened in {self.wall_time_s:.2f} s ({rate}); {passed}"]
-        if self.action != "none":
-            dropped = f"; {self.too_short} {'pairs' if self.paired else 'reads'} dropped by --min-length"
-            lines.append(f"  {self.action}: {self.reads_trimmed} reads, {self.bases_trimmed} bases"
-                         f"{dropped if self.too_short else ''}")
-        width = max([len("pattern")] + [len(p.name) for p in self.patterns])
-        counts = "  mate 1  mate 2" if self.paired else "  reads passing"
-        lines.append(f"  {'pattern':<{width}}  length  threshold  strand{counts}")
-        for pattern in self.patterns:
-            for strand, count in pattern.reads_passing.items():
-                line = f"  {pattern.name:<{width}}  {pattern.length:>6}  {pattern.threshold:>9}  {strand:>6}"
-                if self.paired:
-                    mates = pattern.mates or {}
-                    line += "".join(f"  {mates[mate][strand]:>6}" for mate in ("1", "2"))
-                else:
-                    line += f"  {count:>13}"
-                lines.append(line)
-        return "\n".join(lines)
 
 
 @contextmanager
@@ -452,27 +331,6 @@ def chunk_paf(chunk, lengths: np.ndarray, alignments, pattern_texts, pattern_len
     """The PAF lines of a chunk's alignments (reads of ``lengths``)."""
     rows = alignments.read_index
     return paf_lines(alignments, chunk.read_names(rows), lengths[rows], pattern_texts, pattern_lengths)
-
-
-def pattern_summaries(screener, counts: np.ndarray) -> list[PatternSummary]:
-    """Per pattern of ``screener``: its figures from ``counts`` (pattern,
-    strand, mate) of reads passing."""
-    mates = counts.shape[2]
-    strands = screener.strands
-    return [
-        PatternSummary(
-            pid, length, threshold,
-            {strand: int(counts[p, k].sum()) for k, strand in enumerate(strands)},
-            None if mates == 1 else {str(m + 1): {strand: int(counts[p, k, m]) for k, strand in enumerate(strands)}
-                                     for m in range(mates)})
-        for p, (pid, length, threshold) in enumerate(zip(screener.pattern_names, screener.pattern_lengths.tolist(),
-                                                         screener.thresholds.tolist()))
-    ]
-
-
-def summary_json(summary: Summary) -> bytes:
-    """What ``--json`` writes."""
-    return (json.dumps(summary.as_dict(), indent=2) + "\n").encode()
 
 
 def _prepared_chunks(read_chunks: prefetched, source_name: str, screener, stages: StageTimes,
@@ -776,28 +634,26 @@ def screen_files(
         screener = make_screener(settings, patterns, display_name(patterns_path))
         trimmer = None if trimming is None else trimming.trimmer_for(settings, screener, patterns,
                                                                      display_name(patterns_path))
-        trim_counts = None if trimmer is None else trimming.TrimCounts(len(patterns))
         stages.seconds["setup"] = time.perf_counter() - started
         limit_numba_threads(plan.kernel)  # numba kernels of this thread (the CPU kernel, encoding the second pass's reads)
         pattern_ids = screener.pattern_names
         pattern_lengths = screener.pattern_lengths.tolist()
         thresholds = screener.thresholds.tolist()
         strands = screener.strands
-        summary = Summary(
+        statistics = Statistics(pattern_ids, pattern_lengths, thresholds, list(strands), mates, settings.scoring.match,
+                                settings.action)
+        summary = Summary.of_run(
+            statistics,
             reads_file=display_name(reads_path),
             patterns_file=display_name(patterns_path),
             threshold=thresholds[0] if len(set(thresholds)) == 1 else None,
             scoring=asdict(settings.scoring),
-            strands=list(strands),
             device=screener.engine.name,
             min_score_fraction=settings.min_score_fraction,
             reads2_file=None if mates == 1 else display_name(reads_path if interleaved else reads2),
-            paired=mates == 2,
             pair_filter=None if mates == 1 else settings.pair_filter,
-            action=settings.action,
             plan=plan.as_dict(),
         )
-        counts = np.zeros((len(pattern_ids), len(strands), mates), dtype=np.int64)
 
         outputs: list[AtomicOutput] = []
         # every output, those the writer makes as it goes too (demultiplexing),
@@ -845,7 +701,7 @@ def screen_files(
             with stages.timing("write"):
                 if len(alignments):
                     write_paf(chunk_paf(chunk, batch_lengths, alignments, pattern_texts, pattern_lengths))
-                written, kept, edit = chunk, np.ones(len(passing), bool), None
+                written, kept, edit, screened = chunk, np.ones(len(passing), bool), None, passing
                 if edited is not None:
                     # a read with only a partial adapter passes too; passing units are written edited, the
                     # others unchanged; --min-length drops units
@@ -855,8 +711,7 @@ def screen_files(
                     if kind in sink_writers:
                         sink_writers[kind].submit(write_sink, sinks[kind], chunk if kind == "unmatched" else written,
                                                   np.flatnonzero(units), best)
-                if edit is not None:
-                    edit.count(trim_counts)
+                statistics.add_batch(batch_lengths, alignments, screened, edit)  # the run's one place of counting
 
         def write_sink(sink, chunk, units, best) -> None:
             with stages.timing("write"):
@@ -885,6 +740,7 @@ def screen_files(
         writer = stack.enter_context(OrderedWorker(inline=not plan.threaded))
         # the traceback of batch k runs beside the screen of batch k + 1
         aligner = stack.enter_context(OrderedWorker(depth=1, inline=not plan.threaded, name="bpbc-aligner"))
+        reads_done = 0
         makers = twin_makers(screener)
         summary.devices = 1 + len(makers)
         if makers and settings.chunk_size is None:
@@ -897,15 +753,9 @@ def screen_files(
             # thread limits a GPU run where most reads pass)
             trim_inputs = None if trimmer is None else trimmer.inputs(chunk, batch)
             aligner.submit(align_and_write, chunk, batch, hits, passing, passing_reads, trim_inputs)
-            np.add.at(counts, (hits.pattern, hits.strand, hits.read % mates), 1)
-            summary.reads += len(batch)
-            summary.reads_passing += int(passing_reads.sum())
-            if mates == 2:
-                summary.pairs += len(chunk)
-                summary.pairs_passing += int(passing.sum())
-            summary.alignments += len(hits)  # one alignment per hit
+            reads_done += len(batch)
             if progress is not None:
-                progress(summary.reads)
+                progress(reads_done)
         aligner.finish()
         writer.finish()
         for sink_writer in sink_writers.values():
@@ -913,9 +763,7 @@ def screen_files(
         if paf_file is None:
             sys.stdout.flush()
 
-        summary.patterns = pattern_summaries(screener, counts)
-        if trim_counts is not None:
-            trimming.fill_summary(summary, trim_counts)
+        statistics.fill(summary)
         summary.wall_time_s = time.perf_counter() - started
         summary.stage_seconds = dict(stages.seconds, compile=compiles.seconds)
         if json_file is not None:

@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from fractions import Fraction
 from typing import Any
@@ -818,25 +818,6 @@ def _mask_spans(reads, read, pattern, start, end, patterns):
 # ----------------------------------------------------------------- per chunk
 
 
-@dataclass
-class TrimCounts:
-    """Running totals of a run's edits (the summary's figures)."""
-
-    patterns: int
-    #: per pattern: reads it trimmed (masked), and their bases removed (masked)
-    reads: np.ndarray = field(init=False)
-    bases: np.ndarray = field(init=False)
-    #: reads with any base trimmed or masked, and those bases
-    reads_edited: int = 0
-    bases_edited: int = 0
-    #: units (reads, or pairs) left out for --min-length
-    dropped: int = 0
-
-    def __post_init__(self):
-        self.reads = np.zeros(self.patterns, np.int64)
-        self.bases = np.zeros(self.patterns, np.int64)
-
-
 @dataclass(frozen=True)
 class EditInputs:
     """What :meth:`Trimmer.edit` needs of a batch besides its lengths (:meth:`Trimmer.inputs`)."""
@@ -898,13 +879,6 @@ class ChunkEdit:
         fill = (best < 0) & (by_unit >= 0).any(axis=1)
         best[fill] = by_unit[fill].max(axis=1)
         return best
-
-    def count(self, totals: TrimCounts) -> None:
-        totals.reads += self.pattern_reads
-        totals.bases += self.pattern_bases
-        totals.reads_edited += int(np.count_nonzero(self.edited))
-        totals.bases_edited += self.bases
-        totals.dropped += len(self.kept) - int(np.count_nonzero(self.kept))
 
 
 class Trimmer:
@@ -1255,13 +1229,3 @@ def trimmer_for(settings, screener, patterns, file_name: str) -> Trimmer | None:
     if trimmer.gpu_device is not None:
         threading.Thread(target=trimmer.warm_up_gpu, name="bpbc-trim-gpu-warm-up", daemon=True).start()
     return trimmer
-
-
-def fill_summary(summary, totals: TrimCounts) -> None:
-    """Put a run's trimming figures into its :class:`bpbc.pipeline.Summary` (patterns filled already)."""
-    summary.reads_trimmed = totals.reads_edited
-    summary.bases_trimmed = totals.bases_edited
-    summary.too_short = totals.dropped
-    for pattern, reads, bases in zip(summary.patterns, totals.reads.tolist(), totals.bases.tolist()):
-        pattern.trimmed_reads = reads
-        pattern.trimmed_bases = bases

@@ -1,0 +1,411 @@
+"""The run's statistics (bpbc.summary), the HTML report and the MultiQC file (bpbc.report).
+
+The report's counts are checked against the ``--json`` summary, its
+histograms against references computed here from the PAF and the reads
+files, its merging against runs on the reads at once. MultiQC itself reads
+the MultiQC file (skipped where the ``multiqc`` command is missing), and
+headless Chromium draws the report (skipped where ``chromium`` is missing).
+
+Golden data: tests/data/expected_report_example.json is the report data of
+the shipped example, less what changes from run to run (:func:`stable`),
+written from the repository root by::
+
+    python -c 'from tests.bpbc.test_report import write_golden; write_golden()'
+
+The screenshot docs/report.png is the Chromium test's, kept with
+``BPBC_UPDATE_SCREENSHOT=1 pytest tests/bpbc/test_report.py -k chromium``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections import defaultdict
+from html.parser import HTMLParser
+from pathlib import Path
+
+import dnaio
+import numpy as np
+import pytest
+
+from bpbc.cli import main
+from bpbc.pipeline import ScreenSettings, screen_files
+from bpbc.summary import Histogram, combined_summary
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+#: as given from the repository root (the report names the files as given)
+EXAMPLE = (Path("examples/reads.fq.gz"), Path("examples/adapters.fa"))
+GOLDEN = DATA / "expected_report_example.json"
+SCREENSHOT = ROOT / "docs" / "report.png"
+#: how the run went on its machine, not what it found: the times, and the threads each stage had
+TIMING = ("wall_time_s", "reads_per_s", "stage_seconds", "stage_shares", "plan")
+
+
+@pytest.fixture(autouse=True)
+def in_the_repository_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def run_cli(capsys, *args) -> tuple[int, str]:
+    status = main([str(a) for a in args])
+    return status, capsys.readouterr().err
+
+
+def embedded(html_path: Path, element_id: str = "bpbc-report-data"):
+    text = html_path.read_text()
+    found = re.search(rf'<script type="application/json" id="{element_id}">(.*?)</script>', text, re.S)
+    assert found is not None, f"no {element_id} in the report"
+    return json.loads(found.group(1))
+
+
+def without_timing(summary: dict) -> dict:
+    return {key: value for key, value in summary.items() if key not in TIMING}
+
+
+def stable(data: dict) -> dict:
+    """The report data less what changes from run to run (times, the command line)."""
+    data = copy.deepcopy(data)
+    data.pop("run")
+    for section in data["sections"]:
+        section["summary"] = without_timing(section["summary"])
+    return data
+
+
+def example_report(tmp_path: Path, capsys) -> Path:
+    status, err = run_cli(capsys, *EXAMPLE, "-t", "30", "-q", "-o", tmp_path / "hits.paf", "--json",
+                          tmp_path / "s.json", "--report", tmp_path / "report.html", "--multiqc", tmp_path / "ex_mqc.json")
+    assert status == 0, err
+    return tmp_path / "report.html"
+
+
+def write_golden() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        out = Path(directory)
+        assert main([*map(str, EXAMPLE), "-t", "30", "-q", "-o", str(out / "h.paf"), "--report",
+                     str(out / "r.html")]) == 0
+        GOLDEN.write_text(json.dumps(stable(embedded(out / "r.html")), indent=1) + "\n")
+
+
+# ---------------------------------------------------------------- Histogram
+
+
+def test_histogram_is_the_same_however_the_values_are_split_and_merged():
+    rng = np.random.default_rng(5)
+    values = np.concatenate([rng.integers(0, 200, 3000), rng.integers(0, 5000, 300)])
+    rows = rng.integers(0, 3, len(values))
+    whole = Histogram(3)
+    whole.add(rows, values)
+    assert whole.width == 32  # 4999 // 32 < 256 <= 4999 // 16
+    reference = np.zeros((3, 256), np.int64)
+    np.add.at(reference, (rows, values // 32), 1)
+    assert np.array_equal(whole.counts, reference)
+    # small parts first (narrow bins), widened as they are merged, in any order
+    parts = []
+    for part in np.array_split(np.argsort(values, kind="stable"), 7):
+        histogram = Histogram(3)
+        histogram.add(rows[part], values[part])
+        parts.append(histogram)
+    for order in (parts, parts[::-1]):
+        merged = Histogram(3)
+        for part in order:
+            merged += part
+        assert merged.width == whole.width and np.array_equal(merged.counts, whole.counts)
+    assert parts[0].width == 1  # merging did not change the parts
+
+
+# ---------------------------------------------------------------- counts and histograms
+
+
+def test_report_counts_equal_the_json_summary(tmp_path, capsys):
+    report = example_report(tmp_path, capsys)
+    data = embedded(report)
+    summary = json.loads((tmp_path / "s.json").read_text())
+    [section] = data["sections"]
+    assert without_timing(section["summary"]) == without_timing(summary)
+    parts = section["reads_by_pattern"]
+    assert sum(parts.values()) == summary["reads"]
+    assert parts["no pattern"] == summary["reads_not_passing"]
+    assert data["run"]["command_line"].startswith("bpbc-screen ") and "--report" in data["run"]["command_line"]
+    mqc = json.loads((tmp_path / "ex_mqc.json").read_text())
+    assert mqc["data"] == {"reads": parts}  # the sample: the reads file's stem
+
+
+def test_golden_report_data_of_the_shipped_example(tmp_path, capsys):
+    assert stable(embedded(example_report(tmp_path, capsys))) == json.loads(GOLDEN.read_text())
+
+
+def paf_histograms(paf: Path, width_starts: int, width_ends: int) -> tuple[dict, dict, dict]:
+    """Per pattern: hit starts and ends binned as the report says, and score counts, from PAF lines."""
+    starts: dict = defaultdict(lambda: defaultdict(int))
+    ends: dict = defaultdict(lambda: defaultdict(int))
+    scores: dict = defaultdict(lambda: defaultdict(int))
+    for line in paf.read_text().splitlines():
+        fields = line.split("\t")
+        pattern, start, end = fields[5], int(fields[2]), int(fields[3])
+        score = int(next(field for field in fields[12:] if field.startswith("AS:i:"))[5:])
+        starts[pattern][start // width_starts] += 1
+        ends[pattern][end // width_ends] += 1
+        scores[pattern][score] += 1
+    return starts, ends, scores
+
+
+def dense(counts: dict, names: list[str], size: int) -> dict[str, list[int]]:
+    table = {name: [0] * size for name in names}
+    for name, bins in counts.items():
+        for index, count in bins.items():
+            table[name][index] += count
+    return table
+
+
+def padded(rows: dict[str, list[int]], size: int) -> dict[str, list[int]]:
+    return {name: values + [0] * (size - len(values)) for name, values in rows.items()}
+
+
+def length_counts(lengths: list[int], width: int) -> list[int]:
+    counts = np.bincount(np.asarray(lengths) // width) if lengths else np.zeros(0, np.int64)
+    return counts.tolist()
+
+
+@pytest.mark.parametrize("trim", [False, True], ids=["screen", "trim"])
+def test_histograms_equal_a_reference_from_the_paf(tmp_path, capsys, trim):
+    reads = tmp_path / "long.fq"
+    rng = np.random.default_rng(11)
+    patterns = [line for line in EXAMPLE[1].read_text().splitlines() if not line.startswith(">")]
+    with dnaio.open(reads, mode="w") as out:  # lengths past 256: bins wider than 1
+        for index in range(600):
+            length = int(rng.integers(20, 700))
+            bases = rng.choice(list("ACGT"), length)
+            adapter = patterns[index % len(patterns)]
+            at = int(rng.integers(0, length))
+            sequence = "".join(bases[:at]) + adapter + "".join(bases[at:])
+            out.write(dnaio.SequenceRecord(f"r{index}", sequence, "I" * len(sequence)))
+    trimming = ["--action", "trim", "--min-length", "30", "--trimmed", tmp_path / "trimmed.fq"] if trim else []
+    status, err = run_cli(capsys, reads, EXAMPLE[1], "-t", "30", "-q", "-o", tmp_path / "h.paf", "--report",
+                          tmp_path / "r.html", *trimming)
+    assert status == 0, err
+    [section] = embedded(tmp_path / "r.html")["sections"]
+    figures = section["histograms"]
+    names = [pattern["name"] for pattern in section["summary"]["patterns"]]
+    width_starts, width_ends = figures["hit_starts"]["width"], figures["hit_ends"]["width"]
+    assert width_starts > 1 and width_ends > 1
+    starts, ends, scores = paf_histograms(tmp_path / "h.paf", width_starts, width_ends)
+    size = 1000
+    assert padded(figures["hit_starts"]["counts"], size) == dense(starts, names, size)
+    assert padded(figures["hit_ends"]["counts"], size) == dense(ends, names, size)
+    assert padded(figures["scores"], size) == dense(scores, names, size)
+    with dnaio.open(reads) as records:
+        lengths = [len(record.sequence) for record in records]
+    width = figures["read_lengths"]["width"]
+    assert figures["read_lengths"]["counts"] == {"reads": length_counts(lengths, width)}
+    if trim:
+        with dnaio.open(tmp_path / "trimmed.fq") as records:
+            trimmed = [len(record.sequence) for record in records]
+        assert len(trimmed) < len(lengths)  # --min-length dropped some
+        width = figures["trimmed_lengths"]["width"]
+        assert figures["trimmed_lengths"]["counts"] == {"reads": length_counts(trimmed, width)}
+
+
+def test_paired_counts_per_mate(tmp_path, capsys):
+    status, err = run_cli(capsys, DATA / "reads_1.fq", DATA / "patterns.fa", "-2", DATA / "reads_2.fq", "-t", "20",
+                          "-q", "-o", tmp_path / "h.paf", "--json", tmp_path / "s.json", "--report", tmp_path / "r.html")
+    assert status == 0, err
+    [section] = embedded(tmp_path / "r.html")["sections"]
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert without_timing(section["summary"]) == without_timing(summary) and summary["paired"]
+    figures = section["histograms"]
+    assert set(figures["read_lengths"]["counts"]) == {"mate 1", "mate 2"}
+    with dnaio.open(DATA / "reads_1.fq") as one, dnaio.open(DATA / "reads_2.fq") as two:
+        for mate, records in (("mate 1", one), ("mate 2", two)):
+            assert figures["read_lengths"]["counts"][mate] == length_counts([len(r.sequence) for r in records], 1)
+    # per pattern and mate, the hits as the JSON counts them per mate
+    hits = {name: sum(counts) for name, counts in figures["hit_starts"]["counts"].items()}
+    for pattern in summary["patterns"]:
+        for mate in ("1", "2"):
+            assert hits[f"{pattern['name']} (mate {mate})"] == sum(pattern["mates"][mate].values())
+
+
+def test_a_run_over_parts_adds_up_to_the_run_over_the_whole(tmp_path):
+    """combined_summary (several files) and the per-batch hook (small chunks)
+    give the statistics of one run over all the reads at once."""
+    with dnaio.open(EXAMPLE[0]) as records:
+        records = list(records)
+    paths = []
+    for index, part in enumerate((records[:1100], records[1100:])):
+        paths.append(tmp_path / f"part{index}.fq")
+        with dnaio.open(paths[-1], mode="w") as out:
+            for record in part:
+                out.write(record)
+    settings = ScreenSettings(threshold=30)
+    whole = screen_files(EXAMPLE[0], EXAMPLE[1], settings, output=tmp_path / "whole.paf")
+    parts = [screen_files(path, EXAMPLE[1], ScreenSettings(threshold=30, chunk_size=97),
+                          output=tmp_path / f"{path.stem}.paf") for path in paths]
+    total = combined_summary(parts, 1.0)
+    assert total.reads == whole.reads and total.reads_passing == whole.reads_passing
+    assert total.patterns == whole.patterns and total.alignments == whole.alignments
+    assert total.statistics.as_dict() == whole.statistics.as_dict()
+    assert np.array_equal(total.statistics.sole_pattern, whole.statistics.sole_pattern)
+    assert parts[0].reads == 1100  # merging left the parts as they were
+
+
+@pytest.mark.dask
+def test_a_dask_run_counts_as_the_local_run(tmp_path):
+    """One file over Dask: the workers' chunks counted on the client (take()) as the local run counts its batches."""
+    distributed = pytest.importorskip("distributed", reason="distributed is not installed (pip install '.[dask]')")
+    from bpbc.distributed import screen_distributed
+
+    settings = ScreenSettings(threshold=30, chunk_size=250, threads=1)
+    local = screen_files(EXAMPLE[0], EXAMPLE[1], settings, output=tmp_path / "local.paf")
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None,
+                            set_as_default=False) as client:
+        remote = screen_distributed(client, EXAMPLE[0], EXAMPLE[1], settings, output=tmp_path / "dask.paf")
+    assert remote.statistics.as_dict() == local.statistics.as_dict()
+    assert without_timing(remote.as_dict()) == without_timing(local.as_dict())
+
+
+def test_statistics_memory_does_not_grow_with_the_reads(tmp_path):
+    small = screen_files(EXAMPLE[0], EXAMPLE[1], ScreenSettings(threshold=30, chunk_size=3000),
+                         output=tmp_path / "a.paf").statistics
+    many = combined_summary([screen_files(EXAMPLE[0], EXAMPLE[1], ScreenSettings(threshold=30, chunk_size=100),
+                                          output=tmp_path / "b.paf")] * 4, 1.0).statistics
+
+    def size(statistics) -> int:
+        return sum(value.nbytes if isinstance(value, np.ndarray) else value.counts.nbytes
+                   for value in vars(statistics).values() if isinstance(value, (np.ndarray, Histogram)))
+
+    assert many.reads == 4 * small.reads and size(many) == size(small)
+
+
+# ---------------------------------------------------------------- bad paths
+
+
+@pytest.mark.parametrize("option, name, message", [
+    ("--report", "missing/r.html", "cannot write the HTML report file"),
+    ("--multiqc", "missing/x_mqc.json", "cannot write the MultiQC file"),
+    ("--multiqc", "x.json", "needs a name ending in _mqc.json"),
+    ("--report", "-", "needs a file name"),
+])
+def test_an_unwritable_report_path_is_a_bad_option_checked_first(tmp_path, capsys, option, name, message):
+    status, err = run_cli(capsys, *EXAMPLE, "-t", "30", "-o", tmp_path / "h.paf", option,
+                          name if name == "-" else tmp_path / name)
+    assert status == 1 and err.count("\n") == 1 and err.startswith("bpbc-screen: error: ") and message in err, err
+    assert list(tmp_path.iterdir()) == []  # nothing screened, no output
+
+
+def test_stem_in_the_report_path(tmp_path, capsys):
+    status, err = run_cli(capsys, *EXAMPLE, "-t", "30", "-q", "-o", tmp_path / "h.paf", "--report",
+                          tmp_path / "{stem}.html", "--multiqc", tmp_path / "{stem}_mqc.json")
+    assert status == 0, err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["h.paf", "reads.html", "reads_mqc.json"]
+
+
+# ---------------------------------------------------------------- MultiQC
+
+
+def test_multiqc_reads_the_file(tmp_path, capsys):
+    multiqc = shutil.which("multiqc")
+    if multiqc is None:
+        pytest.skip("the multiqc command is not installed (pip install multiqc, or '.[test]')")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    hand_made = tmp_path / "hand_made.fq"
+    shutil.copyfile(DATA / "reads.fq", hand_made)
+    expected = {}
+    for reads in (EXAMPLE[0], hand_made):  # one run per sample, each with its own file, as a pipeline has them
+        status, err = run_cli(capsys, reads, EXAMPLE[1], "-t", "30", "-q", "-o", tmp_path / "h.paf",
+                              "--multiqc", runs / "{stem}_mqc.json")
+        assert status == 0, err
+    for path in runs.iterdir():
+        expected.update(json.loads(path.read_text())["data"])
+    assert set(expected) == {"reads", "hand_made"}  # the samples: the reads files' stems
+    done = subprocess.run([multiqc, "--no-ansi", "-f", "-o", str(tmp_path / "mqc"), "--data-format", "json",
+                           str(runs)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads((tmp_path / "mqc" / "multiqc_data" / "multiqc_data.json").read_text())
+    parsed = data["report_saved_raw_data"]["multiqc_bpbc_reads_by_pattern"]
+    assert {sample: {key: int(value) for key, value in values.items()} for sample, values in parsed.items()} == expected
+    page = (tmp_path / "mqc" / "multiqc_report.html").read_text()
+    assert 'id="bpbc"' in page or "bpbc" in page
+
+
+# ---------------------------------------------------------------- Chromium
+
+
+class PlotFinder(HTMLParser):
+    """Per element with class "plot": its id, and the SVG elements and trace groups inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.plots: dict[str, dict[str, int]] = {}
+        self._open: list[tuple[str, str | None]] = []  # (tag, plot id it opens)
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        classes = (attributes.get("class") or "").split()
+        opens = attributes.get("id") if tag == "div" and "plot" in classes else None
+        if opens is not None:
+            self.plots[opens] = {"svg": 0, "trace": 0}
+        inside = [plot for _, plot in self._open if plot is not None]
+        if inside:
+            counts = self.plots[inside[-1]]
+            counts["svg"] += tag == "svg" and "main-svg" in classes
+            counts["trace"] += tag == "g" and ("trace" in classes or "point" in classes)
+        if tag not in ("meta", "br", "img", "input", "hr", "link"):  # HTML's void elements have no end tag
+            self._open.append((tag, opens))
+
+    def handle_endtag(self, tag):
+        tags = [open_tag for open_tag, _ in self._open]
+        if tag in tags:
+            del self._open[len(tags) - 1 - tags[::-1].index(tag):]
+
+
+def chromium_or_skip() -> str:
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found is not None:
+            return found
+    pytest.skip("headless Chromium is not installed (Debian: apt-get install chromium)")
+
+
+def render(chromium: str, page: Path, *more: str) -> tuple[str, list[str]]:
+    """The page's DOM after its scripts ran, and the console messages."""
+    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+                           "--v=0", "--virtual-time-budget=15000", "--window-size=1280,2600", "--hide-scrollbars",
+                           *more, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout, [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+
+
+def test_console_errors_are_seen(tmp_path):
+    """The browser check can fail: a page with an error says so."""
+    chromium = chromium_or_skip()
+    page = tmp_path / "bad.html"
+    page.write_text('<html><body><div class="plot" id="p"></div><script>undefinedCall();</script></body></html>')
+    dom, console = render(chromium, page)
+    finder = PlotFinder()
+    finder.feed(dom)
+    assert any("undefinedCall" in line for line in console) and finder.plots == {"p": {"svg": 0, "trace": 0}}
+
+
+def test_chromium_draws_every_plot_without_console_errors(tmp_path, capsys):
+    chromium = chromium_or_skip()
+    report = example_report(tmp_path, capsys)
+    shot = tmp_path / "report.png"
+    dom, console = render(chromium, report, f"--screenshot={shot}")
+    assert console == []
+    figures = embedded(report, "bpbc-figures")
+    finder = PlotFinder()
+    finder.feed(dom)
+    assert set(finder.plots) == {figure["div"] for figure in figures}
+    for figure in figures:
+        drawn = finder.plots[figure["div"]]
+        assert drawn["svg"] >= 1 and drawn["trace"] >= 1, (figure["div"], drawn)
+    assert shot.stat().st_size > 50_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if os.environ.get("BPBC_UPDATE_SCREENSHOT"):
+        shutil.copyfile(shot, SCREENSHOT)
