@@ -423,14 +423,14 @@ class StageTimes:
             yield item
 
 
-def encode_chunk(chunk, engine, source_name: str):
-    """The chunk's reads encoded and prepared for ``engine`` (a ReadBatch); a
-    read outside the alphabet raises InputError naming ``source_name``."""
+def encode_chunk(chunk, screener, source_name: str):
+    """The chunk's reads encoded and prepared for ``screener``'s engine (long
+    reads as windows, :meth:`bpbc.Screener.prepare`); a read outside the
+    alphabet, or one that cannot fit, raises InputError naming ``source_name``."""
     from bpbc.alphabet import SequenceError
-    from bpbc.screener import ReadBatch
 
     try:
-        return ReadBatch.from_chunk(chunk, engine)
+        return screener.prepare(chunk)
     except SequenceError as error:
         raise InputError(f"{source_name}: {error}") from None
 
@@ -491,7 +491,7 @@ def _prepared_chunks(read_chunks: prefetched, source_name: str, screener, stages
         with closing(chunks):
             for chunk in chunks:
                 with stages.timing("encode"):
-                    batch = encode_chunk(chunk, screener.engine, source_name)
+                    batch = encode_chunk(chunk, screener, source_name)
                 yield chunk, batch
 
     return prefetched(encoded(read_chunks), name="bpbc-encoder")
@@ -567,7 +567,7 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
             raise slot.error
         try:
             with stages.timing("encode"):
-                batch = encode_chunk(chunk, slot.engine, source_name)
+                batch = encode_chunk(chunk, slot, source_name)
             with stages.timing("device"):
                 return batch, slot.hits(batch)
         finally:

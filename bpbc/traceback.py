@@ -597,7 +597,7 @@ _CIGARS_PARALLEL_FROM = 4000
 #: segments of rows (_align_batch_body): twice the forward pass, memory in
 #: the square root of the read's length
 POINTER_BUDGET = 64 << 20
-#: patterns more than this many times a read's length take the score pass and a window (_window_blocks)
+#: patterns more than this many times a read's length take the score pass and a window (end_cells, _ended_blocks)
 _WINDOW_FROM = 4
 
 
@@ -647,32 +647,47 @@ def _window_bound(score, read_end, scoring: Scoring):
     return read_end + np.maximum(deletions, 0)
 
 
-def _window_blocks(codes, lengths, rows, table, ks, chosen, scoring: Scoring, fits: bool, parallel: bool):
-    """Instances ``chosen`` against long patterns: a score pass over the
-    whole pattern finds each one's end cell (the traceback's tie rule), and
-    the pointer pass then covers only the window of columns an alignment of
-    that score ending there can span (_window_bound). Every alignment of that
-    score ending there lies inside the window, so the pointer pass gives the
-    cells of the traced path, and every choice among their sources, the
-    values of the whole DP: the same alignment. The windows are right-aligned
-    in a block (each lane ends at the block's last column, columns before its
-    pattern's start match nothing), blocks formed by window width (any
-    patterns in a block). Returns what _pattern_blocks does, groups of equal
-    width."""
+def end_cells(codes, lengths, rows, table, ks, scoring: Scoring, fits: bool | None = None,
+              parallel: bool | None = None) -> np.ndarray:
+    """The end cell of each instance (rows[t], oriented pattern ks[t] of
+    ``table``) by the traceback's tie rule (the first maximum in (read row,
+    pattern column) order), without pointers: the int64 (k, 3) table of
+    score, read end and pattern end. Blocks of any patterns, by pattern
+    length then read length; int16 cells where the values fit."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    ks = np.ascontiguousarray(ks, dtype=np.int64)
+    if fits is None:
+        fits = _fits_int16(codes.shape[1], int(table.lengths[ks].max(initial=0)), scoring)
+    if parallel is None:
+        parallel = len(rows) >= _PARALLEL_FROM
     score_batch = ((_score_batch_parallel16 if parallel else _score_batch_serial16) if fits else
                    (_score_batch_parallel if parallel else _score_batch_serial))
     lanes = LANES16 if fits else LANES
-    # the score pass: blocks of any patterns, by pattern length then read length
-    pattern_lengths = table.lengths[ks[chosen]].astype(np.int64)
-    by_length = lexsort2(lengths[rows[chosen]], pattern_lengths)
-    chosen = chosen[by_length]
-    block_first = np.arange(0, len(chosen) + lanes, lanes)
-    block_first[-1] = len(chosen)
+    pattern_lengths = table.lengths[ks].astype(np.int64)
+    by_length = lexsort2(lengths[rows], pattern_lengths)
+    block_first = np.arange(0, len(rows) + lanes, lanes)
+    block_first[-1] = len(rows)
     block_first = np.unique(block_first).astype(np.int64)
-    block_width = np.maximum.reduceat(pattern_lengths[by_length], block_first[:-1]).astype(np.int64)
-    found = score_batch(codes, lengths, rows[chosen], table.masks, table.starts, ks[chosen], block_first,
-                        block_width, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend)
-    score, read_end, pattern_end = found[:, 0], found[:, 1], found[:, 2]
+    block_width = np.maximum.reduceat(pattern_lengths[by_length], block_first[:-1]).astype(np.int64) \
+        if len(rows) else np.zeros(0, np.int64)
+    found = np.empty((len(rows), 3), np.int64)
+    found[by_length] = score_batch(np.ascontiguousarray(codes, dtype=np.uint8), np.ascontiguousarray(lengths, np.int64),
+                                   rows[by_length], table.masks, table.starts, ks[by_length], block_first,
+                                   block_width, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend)
+    return found
+
+
+def _ended_blocks(chosen, score, read_end, pattern_end, scoring: Scoring, lanes: int):
+    """Instances ``chosen`` whose end cells are known (score, read end and
+    pattern end): the pointer pass covers only the window of columns an
+    alignment of that score ending there can span (_window_bound). Every
+    alignment of that score ending there lies inside the window, so the
+    pointer pass gives the cells of the traced path, and every choice among
+    their sources, the values of the whole DP: the same alignment. The
+    windows are right-aligned in a block (each lane ends at the block's last
+    column, columns before its pattern's start match nothing), blocks formed
+    by window width (any patterns in a block). Returns what _pattern_blocks
+    does, groups of equal width."""
     width = np.minimum(pattern_end, _window_bound(score, read_end, scoring))
     by_width = lexsort2(read_end, width)
     chosen, score, read_end, pattern_end, width = (chosen[by_width], score[by_width], read_end[by_width],
@@ -685,11 +700,14 @@ def _window_blocks(codes, lengths, rows, table, ks, chosen, scoring: Scoring, fi
     return chosen, pattern_end - lane_width, ends, group_width.astype(np.int64), group_first
 
 
-def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cell_bits=None):
+def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cell_bits=None, known_ends=None):
     """Align (rows[t], oriented pattern ks[t] of ``table``) for every t:
     the (t, 8) result table and the CIGARs (read backwards where
     ``reverse_cigar[t]``). ``cell_bits``: the forward pass on int16 (16) or
-    int32 (32) cells; None: int16 where the values fit (:func:`_fits_int16`)."""
+    int32 (32) cells; None: int16 where the values fit (:func:`_fits_int16`).
+    ``known_ends``: None, or (t, 3) score, read end and pattern end of the
+    instances whose end cell is known (score -1 where it is not), as
+    :func:`end_cells` gives them."""
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     rows = np.ascontiguousarray(rows, dtype=np.int64)
@@ -711,12 +729,22 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     # patterns many times the read's length: a score pass finds the end
     # cells, the pointer pass then covers only the columns the alignment can reach
     windowed = pattern_lengths > _WINDOW_FROM * np.maximum(read_lengths, 1)
-    plain = np.flatnonzero(~windowed)
+    if known_ends is not None:
+        known_ends = np.asarray(known_ends, dtype=np.int64)
+        windowed &= known_ends[:, 0] < 0
+    plain = np.flatnonzero(~windowed if known_ends is None else ~windowed & (known_ends[:, 0] < 0))
     parts = [_pattern_blocks(plain, read_lengths[plain], ks[plain], table, LANES16 if fits else LANES)]
     if windowed.any():
         # the score pass on int16 cells where they fit, unless int32 cells are asked for
-        parts.append(_window_blocks(codes, lengths, rows, table, ks, np.flatnonzero(windowed), scoring,
-                                    fits and cell_bits != 32, parallel))
+        chosen = np.flatnonzero(windowed)
+        found = end_cells(codes, lengths, rows[chosen], table, ks[chosen], scoring, fits and cell_bits != 32,
+                          parallel)
+        parts.append(_ended_blocks(chosen, found[:, 0], found[:, 1], found[:, 2], scoring,
+                                   LANES16 if fits and cell_bits != 32 else LANES))
+    if known_ends is not None and (known_ends[:, 0] >= 0).any():
+        chosen = np.flatnonzero(known_ends[:, 0] >= 0)
+        parts.append(_ended_blocks(chosen, known_ends[chosen, 0], known_ends[chosen, 1], known_ends[chosen, 2],
+                                   scoring, LANES16 if fits else LANES))
     order = np.concatenate([part[0] for part in parts])
     lane_offset = np.concatenate([part[1] for part in parts])
     ends = np.concatenate([part[2] for part in parts])
@@ -759,7 +787,7 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
 
 
 def align_hits(codes, lengths, reads, ks, table, strands: tuple[str, ...], scoring: Scoring = Scoring(),
-               eqx: bool = False) -> AlignmentTable:
+               eqx: bool = False, known_ends=None) -> AlignmentTable:
     """Align every instance (reads[t], oriented pattern ks[t] of ``table``, a
     :class:`bpbc.patterns.PatternTable` whose strand indices refer to
     ``strands``), in parallel. Rows index ``codes``/``lengths`` as from
@@ -769,13 +797,14 @@ def align_hits(codes, lengths, reads, ks, table, strands: tuple[str, ...], scori
     complement, as the table holds it; pattern coordinates are then reported on
     the forward pattern and the CIGAR is reversed so that it reads along the
     forward pattern (PAF/SAM convention). Read coordinates are always on the
-    read's forward strand.
+    read's forward strand. ``known_ends``: see :func:`_run_batch` (read ends
+    in the rows of ``codes``).
     """
     reads = np.asarray(reads, dtype=np.int64)
     ks = np.asarray(ks, dtype=np.int64)
     strand = table.strand[ks]
     minus = np.array([sign == "-" for sign in strands], dtype=bool)[strand]
-    out, cigars = _run_batch(codes, lengths, reads, table, ks, scoring, eqx, minus)
+    out, cigars = _run_batch(codes, lengths, reads, table, ks, scoring, eqx, minus, known_ends=known_ends)
     m = table.lengths[ks]
     flip = minus & (out[:, _SCORE] > 0)
     pattern_start = np.where(flip, m - out[:, _PAT_END], out[:, _PAT_START])
