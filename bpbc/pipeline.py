@@ -93,6 +93,8 @@ class ScreenSettings:
     min_overlap: int = 3
     trim_strand: str = "forward"
     min_length: int | None = None
+    #: screen only the first and last ``ends`` bases of each read (bpbc.windows)
+    ends: int | None = None
 
     @property
     def strands(self) -> tuple[str, ...]:
@@ -670,7 +672,7 @@ def make_screener(settings: ScreenSettings, patterns, patterns_file: str = "patt
     try:
         # the Screener checks the settings before it selects the engine
         return Screener(patterns, threshold, settings.scoring, settings.strand, settings.exact_scores,
-                        settings.eqx, device=settings.device, threads=settings.threads)
+                        settings.eqx, device=settings.device, threads=settings.threads, ends=settings.ends)
     except InternalError:
         raise  # not the user's doing
     except (ValueError, RuntimeError) as error:  # bad threshold, unknown device, bad threads, no usable GPU
