@@ -25,7 +25,7 @@ from .patterns import PatternTable, strands_of
 from .reads import Reads
 from .result import AlignmentTable
 from .scoring import Scoring, check_threshold, score_planes
-from .windows import WindowedBatch, WindowPlan, fit_check, read_hits
+from .windows import WindowedBatch, WindowPlan, fit_check, read_hits, vector_hits, vector_scores
 from .windows import align as align_windows
 from .windows import prepare as prepare_windows
 
@@ -188,6 +188,9 @@ class WindowHits(Hits):
     those of their windows, which the traceback starts from."""
 
     windows: Hits | None = None  #: read = window index in the batch's windows
+    #: (window hits, 3) score, read end in the window and pattern end of each
+    #: window hit's end cell, where the vector score pass screened them (else None)
+    ends: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -291,7 +294,9 @@ class Screener:
         names = self.pattern_names
         check = fit_check(self.table.lengths, self.table_thresholds, self.scoring, self.threads or usable_cores(),
                           lambda k: names[int(self.table.pattern[k])])
-        return prepare_windows(reads, self.engine, plan, len(self.table), self.threads or usable_cores(), check)
+        planes = max(score_planes(int(t)) for t in self.table_thresholds)
+        return prepare_windows(reads, self.engine, plan, len(self.table), self.threads or usable_cores(), planes,
+                               self.scoring, int(self.table.lengths.max()), check)
 
     def _batch(self, reads, dense: bool = False) -> ReadBatch | WindowedBatch:
         if isinstance(reads, (ReadBatch, WindowedBatch)):
@@ -349,6 +354,9 @@ class Screener:
         """The passing instances of a batch (or of reads, encoded here)."""
         batch = self._batch(reads)
         if isinstance(batch, WindowedBatch):
+            if batch.inner is None:
+                return vector_hits(batch, self.table, self.table_thresholds, self._caps(), self.scoring,
+                                   len(self.strands))
             return read_hits(batch, self.hits(batch.inner), len(self.strands))
         parts = self._in_parts(batch, self._hits)
         if len(parts) == 1:
@@ -396,7 +404,7 @@ class Screener:
         at least the threshold."""
         batch = self._batch(reads, dense=True)
         if isinstance(batch, WindowedBatch):  # the best window of each read
-            scores, capped = self.scores(batch.inner)
+            scores, capped = self._window_scores(batch)
             first = np.flatnonzero(first_of_runs(batch.windows.read))
             return np.maximum.reduceat(scores, first), np.logical_or.reduceat(capped, first)
         parts = [part for _, part in self._in_parts(batch, self._scores)]
@@ -447,6 +455,24 @@ class Screener:
             )
         return found
 
+    def _window_scores(self, batch: WindowedBatch) -> tuple[np.ndarray, np.ndarray]:
+        """Dense scores and capped flags of a windowed batch's windows."""
+        if batch.inner is not None:
+            return self.scores(batch.inner)
+        scores = vector_scores(batch, self.table, self.scoring)[:, :, 0]
+        capped = scores > self._caps()
+        scores = np.where(capped, self._caps(), scores).astype(np.int32)
+        shape = (len(scores), len(self.pattern_names), len(self.strands))
+        return scores.reshape(shape), capped.reshape(shape)
+
+    def _caps(self) -> np.ndarray:
+        """Per oriented pattern, the highest score the engine holds exactly
+        (2**planes - 1; a score above is reported as it, capped), where its
+        planes are those of its threshold; unbounded with exact scores."""
+        if self.exact_scores:
+            return np.full(len(self.table), np.iinfo(np.int64).max, dtype=np.int64)
+        return (np.int64(1) << np.array([score_planes(int(t)) for t in self.table_thresholds], np.int64)) - 1
+
     def _dense_hits(self, scores: np.ndarray, capped: np.ndarray) -> Hits:
         """The instances of a dense score table that pass."""
         flat_scores = scores.reshape(len(scores), len(self.table))
@@ -461,7 +487,7 @@ class Screener:
         scores = capped = None
         if dense:
             if isinstance(batch, WindowedBatch):
-                window_scores, window_capped = self.scores(batch.inner)
+                window_scores, window_capped = self._window_scores(batch)
                 hits = read_hits(batch, self._dense_hits(window_scores, window_capped), len(self.strands))
                 first = np.flatnonzero(first_of_runs(batch.windows.read))
                 scores = np.maximum.reduceat(window_scores, first)

@@ -108,31 +108,30 @@ class WindowPlan:
         length = np.where(two[read], self.ends, lengths[read])
         return read, start, length
 
-    def window_length(self, lengths: np.ndarray, lanes: int, tasks: int, threads: int) -> int | None:
-        """The window length for a batch of reads of ``lengths``, None where
-        no read (no region) is cut: the one of least cost, in rounds of
-        ``threads`` tasks (``tasks`` per group of ``lanes`` windows, one per
-        oriented pattern) times the window length. Windows longer than
-        overlap + MIN_STEP and MIN_WINDOW; the longest where costs tie."""
+    def window_length(self, lengths: np.ndarray, rounds) -> tuple[int | None, float]:
+        """(the window length for a batch of reads of ``lengths``, None where
+        no read, no region, is cut; its cost): the one of least cost,
+        ``rounds(windows)`` x the window length, longer than overlap +
+        MIN_STEP and MIN_WINDOW; the longest where costs tie."""
         _, _, length = self.regions(lengths)
         longest = int(length.max(initial=0))
         least = max(MIN_WINDOW, self.overlap + 1 + MIN_STEP)
         if longest <= least:
-            return None if self.ends is None else max(longest, 1)
-        best_cost, best = None, None
+            window = max(longest, 1)
+            return None if self.ends is None else window, rounds(len(length)) * window
+        best_cost, best = 0.0, longest
         step = MIN_STEP
         while True:
             window = max(MIN_WINDOW, self.overlap + 1 + step)
             if window >= longest:
                 window = longest  # nothing cut
-            count = int(_window_counts(length, window, self.overlap).sum())
-            cost = -(-(-(-count // lanes) * tasks) // threads) * window
-            if best_cost is None or cost <= best_cost:
+            cost = rounds(int(_window_counts(length, window, self.overlap).sum())) * window
+            if best_cost == 0.0 or cost <= best_cost:
                 best_cost, best = cost, window
             if window == longest:
                 break
             step *= 2
-        return None if best == longest and self.ends is None else best
+        return None if best == longest and self.ends is None else best, best_cost
 
     def cut(self, lengths: np.ndarray, window: int) -> Windows:
         """The windows of ``window`` bases (the last of a region shorter) of every region."""
@@ -210,19 +209,21 @@ def _lengths(reads) -> np.ndarray | None:
 class WindowedBatch:
     """A batch of reads screened as windows: ``lengths`` and ``len()`` are
     the reads', ``windows`` says where each window lies and ``inner`` is the
-    :class:`bpbc.screener.ReadBatch` of the windows the engine screens.
+    :class:`bpbc.screener.ReadBatch` of the windows the engine screens (None:
+    the vector score pass screens them, :func:`vector_scores`).
     ``prepared`` is None: the engine's form of the reads themselves does not
     exist (trimming's end overlaps read the reads from their bytes)."""
 
     prepared = None
 
-    def __init__(self, source, name_of, windows: Windows, inner, plan: WindowPlan):
+    def __init__(self, source, name_of, windows: Windows, inner, plan: WindowPlan, engine):
         self.source = source  #: the reads: data, seq_start and lengths
         self.name_of = name_of
         self.lengths = np.asarray(source.lengths, dtype=np.int64)
         self.windows = windows
+        #: the windows as the engine's ReadBatch; None where the vector score pass screens them
         self.inner = inner
-        self.engine = inner.engine
+        self.engine = engine
         self.plan = plan
         self._codes: np.ndarray | None = None
 
@@ -243,11 +244,37 @@ class WindowedBatch:
                      lambda i: self.name_of(int(read[i])))
 
 
-def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, check=None):
+#: the time of a cell of 32 int16 lanes of the vector score pass
+#: (bpbc.traceback.end_cells) over that of one bit plane of a cell of the
+#: CPU engine's 512-lane superblock with its synthesised (LUT3) cell; and a
+#: plane of the cell of 2-input gates (no network for the plane count or the
+#: scoring) over one of the LUT3 cell. 2-core Zen 4 (AVX-512), 1 kb
+#: pattern, 4 kb reads: the engine 13.6 GCUPS at 6 planes, 4.6 at 10, 0.72
+#: at 11 (no network); the vector pass 4.2 GCUPS on int16 cells
+VECTOR_CELL, TWO_INPUT_PLANE = 1.2, 10.0
+#: int32 cells: 16 lanes at the rate of 32 int16 lanes
+VECTOR_CELL32 = 2 * VECTOR_CELL
+
+
+def _plane_cost(engine, planes: int, scoring: Scoring) -> float:
+    """The relative time of one superblock cell of the CPU engine at ``planes`` planes."""
+    from .cpu_engine import _circuit, cpu_target
+
+    lut3 = engine.shape.gates == "lut3" and cpu_target().isa == "avx512" and _circuit(planes, scoring) is not None
+    return planes * (1.0 if lut3 else TWO_INPUT_PLANE)
+
+
+def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, planes: int, scoring: Scoring,
+            longest_pattern: int, check=None):
     """``reads`` (a chunk, :class:`bpbc.Reads`, or str, bytes or records)
     prepared for ``engine``: a :class:`bpbc.screener.ReadBatch` where no read
-    is cut (as before windows), else a :class:`WindowedBatch`. ``check(name,
-    length, window)`` raises :class:`PairTooLarge` for a read that cannot fit."""
+    is cut (as before windows), else a :class:`WindowedBatch`. ``tasks``:
+    oriented patterns; ``planes``: the most bit planes a screen of them
+    takes. On the CPU, a batch of long reads whose windows would leave the
+    engine's lanes idle, or need a cell without a network, is screened by
+    the vector score pass instead (:func:`vector_hits`), where that costs
+    less. ``check(name, length, window)`` raises :class:`PairTooLarge` for
+    a read that cannot fit."""
     from .screener import ReadBatch
 
     lengths = _lengths(reads)
@@ -256,8 +283,20 @@ def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, check=Non
 
         reads = Reads.of(reads)
         lengths = reads.lengths
-    window = plan.window_length(lengths, getattr(engine, "lanes", DEFAULT_LANES), tasks, threads) \
-        if len(lengths) else None
+    window = None
+    vector = False
+    if len(lengths):
+        lanes = getattr(engine, "lanes", DEFAULT_LANES)
+        window, cost = plan.window_length(lengths, lambda count: -(-(-(-count // lanes) * tasks) // threads))
+        if engine.name == "cpu" and int(lengths.max()) > MIN_WINDOW:
+            cost *= _plane_cost(engine, planes, scoring)
+            vector_window, vector_cost = plan.window_length(lengths, lambda count: -(-(-(-count * tasks // 32))
+                                                                                     // threads))
+            vector_window = vector_window or int(lengths.max())
+            int16 = scoring.match * min(vector_window, longest_pattern) < 1 << 15 and \
+                max(vector_window, longest_pattern) < (1 << 15) - 1
+            if vector_cost * (VECTOR_CELL if int16 else VECTOR_CELL32) < cost:
+                window, vector = vector_window, True
     if window is None:  # as before windows
         if check is not None and len(lengths):
             longest = int(np.argmax(lengths))
@@ -275,14 +314,14 @@ def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, check=Non
     spans = Spans(source.data, np.asarray(source.seq_start, np.int64)[windows.read] + windows.start, windows.length,
                   lambda i: name_of(int(windows.read[i])))
     try:
-        inner = ReadBatch.from_chunk(spans, engine)
+        inner = None if vector else ReadBatch.from_chunk(spans, engine)
     except SequenceError:
         # named and placed as in the read itself
         from .chunks import _encode_sequences
 
         _encode_sequences(source.data, np.asarray(source.seq_start, np.int64), lengths, name_of)
         raise
-    return WindowedBatch(source, name_of, windows, inner, plan)
+    return WindowedBatch(source, name_of, windows, inner, plan, engine)
 
 
 # ---------------------------------------------------------------- memory
@@ -341,12 +380,12 @@ def fit_check(table_lengths: np.ndarray, thresholds: np.ndarray, scoring: Scorin
 # ---------------------------------------------------------------- hits and alignments
 
 
-def read_hits(batch: WindowedBatch, window_hits, strands: int):
+def read_hits(batch: WindowedBatch, window_hits, strands: int, ends: np.ndarray | None = None):
     """The hits of the reads from those of their windows: per (read,
     pattern, strand), the best window score, capped where a window's is
     (capped scores are the cap, above every exact one), sorted by read,
     pattern, strand; a :class:`bpbc.screener.WindowHits` keeping the
-    windows' hits for the traceback."""
+    windows' hits (and their end cells, ``ends``, where known) for the traceback."""
     from .screener import WindowHits, first_of_runs
 
     read = batch.windows.read[window_hits.read]
@@ -360,54 +399,89 @@ def read_hits(batch: WindowedBatch, window_hits, strands: int):
     capped = np.logical_or.reduceat(window_hits.capped[order], starts) if len(key) else np.zeros(0, bool)
     first = order[starts]
     return WindowHits(read[first], window_hits.pattern[first], window_hits.strand[first], score.astype(np.int32),
-                      capped.astype(bool), window_hits)
+                      capped.astype(bool), window_hits, ends)
+
+
+def vector_scores(batch: WindowedBatch, table, scoring: Scoring) -> np.ndarray:
+    """(windows, oriented patterns, 3): the exact score, read end (in the
+    window) and pattern end of the end cell of every window against every
+    oriented pattern of ``table``, by the traceback's vector score pass
+    (:func:`bpbc.traceback.end_cells`: 32 int16 lanes, or 16 int32 lanes
+    where the values need them)."""
+    from .traceback import end_cells
+
+    windows = batch.windows
+    count = len(table)
+    codes, lengths = batch.spans(windows.read, windows.start, windows.length).encode()
+    rows = np.repeat(np.arange(len(windows), dtype=np.int64), count)
+    ks = np.tile(np.arange(count, dtype=np.int64), len(windows))
+    return end_cells(codes, lengths, rows, table, ks, scoring).reshape(len(windows), count, 3)
+
+
+def vector_hits(batch: WindowedBatch, table, thresholds: np.ndarray, caps: np.ndarray, scoring: Scoring,
+                strands: int):
+    """:func:`read_hits` of the windows' scores from :func:`vector_scores`,
+    those above ``caps`` (per oriented pattern) reported as the cap and
+    capped, as the engine's planes would hold them; the end cells (exact
+    scores) kept for the traceback."""
+    from .screener import Hits
+
+    found = vector_scores(batch, table, scoring)
+    window, k = np.nonzero(found[:, :, 0] >= thresholds)
+    score = found[window, k, 0]
+    capped = score > caps[k]
+    window_hits = Hits(window.astype(np.int64), table.pattern[k], table.strand[k],
+                       np.where(capped, caps[k], score).astype(np.int32), capped)
+    return read_hits(batch, window_hits, strands, found[window, k])
 
 
 def align(batch: WindowedBatch, hits, table, strands: tuple[str, ...], scoring: Scoring, eqx: bool):
     """One alignment per hit of a windowed batch, that of the whole read
     (or of the end region it lies in): see the module docstring."""
+    from .errors import InternalError
     from .traceback import align_hits, end_cells
 
     windows = batch.windows
     count = len(strands)
     k = hits.pattern * count + hits.strand
-    whole = windows.whole[hits.read]
+    # hits on reads not cut are aligned as before windows, unless the vector pass found their end cells
+    known_cells = hits.ends is not None
+    whole = np.zeros(len(hits), dtype=bool) if known_cells else windows.whole[hits.read]
     long_hits = np.flatnonzero(~whole)
     if not len(long_hits):
         codes, lengths = batch.spans(hits.read, np.zeros(len(hits), np.int64), batch.lengths[hits.read]).encode()
         return align_hits(codes, lengths, np.arange(len(hits)), k, table, strands, scoring, eqx)
-    # the windows where each long hit reaches its score (capped: only capped windows can), and the stretch of
-    # each region they cover
+    # the windows where each long hit reaches its score (capped: only capped windows can)
     w = hits.windows
-    w_read = windows.read[w.read]
     key_of_hits = hits.read * len(table) + k
-    t = np.searchsorted(key_of_hits, w_read * len(table) + w.pattern * count + w.strand)
+    t = np.searchsorted(key_of_hits, windows.read[w.read] * len(table) + w.pattern * count + w.strand)
     at_best = np.where(hits.capped[t], w.capped, w.score == hits.score[t]) & ~whole[t]
     t, window = t[at_best], w.read[at_best]
-    order = np.lexsort((windows.start[window], windows.region[window], t))
-    t, window = t[order], window[order]
-    group = np.ones(len(t), dtype=bool)
-    group[1:] = (t[1:] != t[:-1]) | (windows.region[window[1:]] != windows.region[window[:-1]])
-    starts = np.flatnonzero(group)
-    stretch_hit = t[starts]
-    stretch_start = np.minimum.reduceat(windows.start[window], starts) if len(t) else np.zeros(0, np.int64)
-    stretch_stop = np.maximum.reduceat(windows.start[window] + windows.length[window], starts) if len(t) \
-        else np.zeros(0, np.int64)
-    stretch_region = windows.region[window[starts]]
-    # the end cell of each long hit: the first maximum over its stretches
-    stretches = batch.spans(hits.read[stretch_hit], stretch_start, stretch_stop - stretch_start)
-    codes, lengths = stretches.encode()
-    found = end_cells(codes, lengths, np.arange(len(stretch_hit)), table, k[stretch_hit], scoring)
-    score, end, column = found[:, 0], stretch_start + found[:, 1], found[:, 2]
-    pick = np.lexsort((column, end, -score, stretch_hit))
+    if known_cells:  # each window's first maximum; the first of them is the read's
+        cell_hit, score = t, hits.ends[at_best, 0]
+        end, column = windows.start[window] + hits.ends[at_best, 1], hits.ends[at_best, 2]
+        cell_region = windows.region[window]
+    else:  # a score pass over the stretch of each region those windows cover
+        order = np.lexsort((windows.start[window], windows.region[window], t))
+        t, window = t[order], window[order]
+        group = np.ones(len(t), dtype=bool)
+        group[1:] = (t[1:] != t[:-1]) | (windows.region[window[1:]] != windows.region[window[:-1]])
+        starts = np.flatnonzero(group)
+        cell_hit = t[starts]
+        stretch_start = np.minimum.reduceat(windows.start[window], starts)
+        stretch_stop = np.maximum.reduceat(windows.start[window] + windows.length[window], starts)
+        cell_region = windows.region[window[starts]]
+        codes, lengths = batch.spans(hits.read[cell_hit], stretch_start, stretch_stop - stretch_start).encode()
+        found = end_cells(codes, lengths, np.arange(len(cell_hit)), table, k[cell_hit], scoring)
+        score, end, column = found[:, 0], stretch_start + found[:, 1], found[:, 2]
+    # the end cell of each long hit: the first maximum over its candidates
+    pick = np.lexsort((column, end, -score, cell_hit))
     first = np.ones(len(pick), dtype=bool)
-    first[1:] = stretch_hit[pick[1:]] != stretch_hit[pick[:-1]]
+    first[1:] = cell_hit[pick[1:]] != cell_hit[pick[:-1]]
     pick = pick[first]
-    if not np.array_equal(stretch_hit[pick], long_hits):
-        from .errors import InternalError
-
+    if not np.array_equal(cell_hit[pick], long_hits):
         raise InternalError("a hit of a long read has no window at its score")
-    score, end, column, region = score[pick], end[pick], column[pick], stretch_region[pick]
+    score, end, column, region = score[pick], end[pick], column[pick], cell_region[pick]
     # the rows its alignment can span, and the whole reads of the other hits
     first_row = np.maximum(region, end - read_span(column, score, scoring))
     start = np.zeros(len(hits), dtype=np.int64)
@@ -418,8 +492,7 @@ def align(batch: WindowedBatch, hits, table, strands: tuple[str, ...], scoring: 
     known[long_hits] = np.stack([score, end - first_row, column], axis=1)
     codes, lengths = batch.spans(hits.read, start, length).encode()
     found = align_hits(codes, lengths, np.arange(len(hits)), k, table, strands, scoring, eqx, known)
-    aligned = found.score > 0
-    return _shifted(found, np.where(aligned, start, 0))
+    return _shifted(found, np.where(found.score > 0, start, 0))
 
 
 def _shifted(table, offset: np.ndarray):

@@ -45,6 +45,15 @@ def cut_fine(monkeypatch):
     monkeypatch.setattr(windows, "MIN_STEP", 3)
 
 
+@pytest.fixture(params=["engine", "vector"])
+def screen_by(request, monkeypatch):
+    """Windows screened by the engine, or by the vector score pass (on the CPU)."""
+    cost = 0.0 if request.param == "vector" else float("inf")
+    monkeypatch.setattr(windows, "VECTOR_CELL", cost)
+    monkeypatch.setattr(windows, "VECTOR_CELL32", cost)
+    return request.param
+
+
 def long_reads(rng, patterns: list[str], count: int, longest: int) -> list[str]:
     """Random reads (N and IUPAC codes in them) carrying 0-3 mutated copies
     of the patterns, either strand, some side by side."""
@@ -102,7 +111,7 @@ def gapped_copy(rng, m: int, inserted: int, scoring: Scoring) -> tuple[str, str,
 
 
 @pytest.mark.parametrize("scoring", SCORINGS[:3], ids=scoring_id)
-def test_overlap_of_span_minus_one_keeps_the_alignment_one_less_loses_it(scoring, monkeypatch):
+def test_overlap_of_span_minus_one_keeps_the_alignment_one_less_loses_it(scoring, monkeypatch, screen_by):
     """The bound at its edge: windows two bases apart, overlapping by
     read_span - 1, hold the alignment (the read's screen score is T); by one
     base less, no window holds it, and the screen misses it (so the test can fail)."""
@@ -115,7 +124,7 @@ def test_overlap_of_span_minus_one_keeps_the_alignment_one_less_loses_it(scoring
     def screened(overlap: int):
         screener = bpbc.Screener([pattern], threshold, scoring, strand="forward", device="cpu")
         screener.windows = WindowPlan(overlap)
-        monkeypatch.setattr(WindowPlan, "window_length", lambda self, *args: self.overlap + 2)
+        monkeypatch.setattr(WindowPlan, "window_length", lambda self, *args: (self.overlap + 2, 1.0))
         batch = screener.prepare([read])
         assert isinstance(batch, windows.WindowedBatch) and len(batch.windows) > 10
         assert not batch.windows.whole.any()
@@ -151,7 +160,7 @@ def test_every_window_plan_covers_each_span(monkeypatch):
 # --- windows against the whole read ------------------------------------------
 
 @pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
-def test_windowed_screen_equals_the_whole_read_screen(scoring, whole_reads, cut_fine):
+def test_windowed_screen_equals_the_whole_read_screen(scoring, whole_reads, cut_fine, screen_by):
     """Hits (scores, capped flags), alignments and dense scores of reads cut
     into many windows are those of the whole reads."""
     rng = np.random.default_rng(11)
@@ -160,19 +169,26 @@ def test_windowed_screen_equals_the_whole_read_screen(scoring, whole_reads, cut_
     threshold = [int(scoring.match * len(p) * 0.5) for p in patterns]
     screener = bpbc.Screener(patterns, threshold, scoring, device="cpu", threads=2)
     batch = screener.prepare(reads)
-    assert isinstance(batch, windows.WindowedBatch) and len(batch.windows) > 5 * len(reads)
+    assert isinstance(batch, windows.WindowedBatch) and len(batch.windows) > len(reads)
+    assert (batch.inner is None) == (screen_by == "vector")
     cut = screener.run(batch)
-    whole = whole_reads(lambda: screener.run(reads))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(windows, "VECTOR_CELL", float("inf"))
+        patch.setattr(windows, "VECTOR_CELL32", float("inf"))
+        whole = whole_reads(lambda: screener.run(reads))
     assert len(whole.hits) > 20
     assert_same_results(whole, cut)
     dense_cut = screener.run(reads, dense=True)
-    dense_whole = whole_reads(lambda: screener.run(reads, dense=True))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(windows, "VECTOR_CELL", float("inf"))
+        patch.setattr(windows, "VECTOR_CELL32", float("inf"))
+        dense_whole = whole_reads(lambda: screener.run(reads, dense=True))
     assert np.array_equal(dense_cut.scores, dense_whole.scores)
     assert np.array_equal(dense_cut.capped, dense_whole.capped)
     assert_same_results(dense_whole, dense_cut)
 
 
-def test_windowed_scores_against_parasail(cut_fine):
+def test_windowed_scores_against_parasail(cut_fine, screen_by):
     """Every read's best window score, where it passes, is parasail's score of the whole read."""
     rng = np.random.default_rng(5)
     scoring = Scoring()
@@ -189,7 +205,7 @@ def test_windowed_scores_against_parasail(cut_fine):
             assert alignment.score == parasail_sw(text, strand_pattern, scoring)
 
 
-def test_paf_of_long_reads_is_the_whole_read_screens(tmp_path, capsys, monkeypatch):
+def test_paf_of_long_reads_is_the_whole_read_screens(tmp_path, capsys, monkeypatch, screen_by):
     """bpbc-screen on long reads: the PAF, byte for byte, of the screen with no read cut."""
     rng = np.random.default_rng(17)
     patterns = [random_pattern(rng, 400, iupac_rate=0.02), random_pattern(rng, 150)]
@@ -206,13 +222,15 @@ def test_paf_of_long_reads_is_the_whole_read_screens(tmp_path, capsys, monkeypat
     monkeypatch.setattr(windows, "MIN_WINDOW", 1)
     cut = paf("cut.paf")
     monkeypatch.setattr(windows, "MIN_WINDOW", 1 << 40)
+    monkeypatch.setattr(windows, "VECTOR_CELL", float("inf"))
+    monkeypatch.setattr(windows, "VECTOR_CELL32", float("inf"))
     whole = paf("whole.paf")
     assert cut == whole and len(whole.splitlines()) > 10
 
 
 # --- --ends ------------------------------------------------------------------
 
-def test_ends_screen_is_the_screen_of_each_end(whole_reads, cut_fine):
+def test_ends_screen_is_the_screen_of_each_end(whole_reads, cut_fine, screen_by):
     """With ends=N a read's hit is the better of its first and last N bases'
     (screened as reads of their own), the first where they tie, its
     alignment theirs in the read's coordinates; reads up to 2N bases are
