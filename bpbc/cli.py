@@ -343,6 +343,10 @@ def screen_command(
         "--threads", min=1, metavar="N", show_default=False,
         help="CPU threads for the engine (default: all cores).")] = None,
     eqx: Annotated[bool, typer.Option("--eqx", help="Write = and X instead of M in CIGARs.")] = False,
+    ends: Annotated[Optional[int], typer.Option(
+        "--ends", min=1, metavar="N", show_default=False,
+        help="Screen only the first and last N bases of each read (adapters and barcodes of long reads); "
+        "coordinates stay the read's.")] = None,
     chunk_size: Annotated[Optional[int], typer.Option(
         "--chunk-size", min=1, metavar="N", show_default=False,
         help=f"Reads screened per batch (default: {DEFAULT_CHUNK_SIZE}, fewer with many patterns); "
@@ -386,6 +390,7 @@ def screen_command(
         min_overlap=min_overlap,
         trim_strand=trim_strand.value,
         min_length=min_length,
+        ends=ends,
     )
     started = time.perf_counter()
     reads_files = _reads_files(reads or [], patterns, reads_from)

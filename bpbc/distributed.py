@@ -202,7 +202,7 @@ def screen_chunk(job: Job, payload: ChunkPayload) -> ChunkResult:
     limit_numba_threads(worker_plan(job.settings.threads).kernel)
     chunk = payload.chunk()
     with stages.timing("encode"):
-        batch = encode_chunk(chunk, screener.engine, job.reads_file)
+        batch = encode_chunk(chunk, screener, job.reads_file)
     with stages.timing("device"):
         hits = screener.hits(batch)
     with stages.timing("traceback"):

@@ -94,6 +94,8 @@ class ScreenSettings:
     min_overlap: int = 3
     trim_strand: str = "forward"
     min_length: int | None = None
+    #: screen only the first and last ``ends`` bases of each read (bpbc.windows)
+    ends: int | None = None
 
     @property
     def strands(self) -> tuple[str, ...]:
@@ -305,14 +307,14 @@ class StageTimes:
             yield item
 
 
-def encode_chunk(chunk, engine, source_name: str):
-    """The chunk's reads encoded and prepared for ``engine`` (a ReadBatch); a
-    read outside the alphabet raises InputError naming ``source_name``."""
+def encode_chunk(chunk, screener, source_name: str):
+    """The chunk's reads encoded and prepared for ``screener``'s engine (long
+    reads as windows, :meth:`bpbc.Screener.prepare`); a read outside the
+    alphabet, or one that cannot fit, raises InputError naming ``source_name``."""
     from bpbc.alphabet import SequenceError
-    from bpbc.screener import ReadBatch
 
     try:
-        return ReadBatch.from_chunk(chunk, engine)
+        return screener.prepare(chunk)
     except SequenceError as error:
         raise InputError(f"{source_name}: {error}") from None
 
@@ -344,7 +346,7 @@ def _prepared_chunks(read_chunks: prefetched, source_name: str, screener, stages
         with closing(chunks):
             for chunk in chunks:
                 with stages.timing("encode"):
-                    batch = encode_chunk(chunk, screener.engine, source_name)
+                    batch = encode_chunk(chunk, screener, source_name)
                 yield chunk, batch
 
     return prefetched(encoded(read_chunks), name="bpbc-encoder")
@@ -422,7 +424,7 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
             raise slot.error
         try:
             with stages.timing("encode"):
-                batch = encode_chunk(chunk, slot.engine, source_name)
+                batch = encode_chunk(chunk, slot, source_name)
             with stages.timing("device"):
                 return batch, slot.hits(batch)
         finally:
@@ -524,7 +526,7 @@ def make_screener(settings: ScreenSettings, patterns, patterns_file: str = "patt
     try:
         # the Screener checks the settings before it selects the engine
         return Screener(patterns, threshold, settings.scoring, settings.strand, settings.exact_scores,
-                        settings.eqx, device=settings.device, threads=settings.threads)
+                        settings.eqx, device=settings.device, threads=settings.threads, ends=settings.ends)
     except InternalError:
         raise  # not the user's doing
     except (ValueError, RuntimeError) as error:  # bad threshold, unknown device, bad threads, no usable GPU

@@ -25,6 +25,9 @@ from .patterns import PatternTable, strands_of
 from .reads import Reads
 from .result import AlignmentTable
 from .scoring import Scoring, check_threshold, score_planes
+from .windows import WindowedBatch, WindowPlan, fit_check, read_hits, vector_hits, vector_scores
+from .windows import align as align_windows
+from .windows import prepare as prepare_windows
 
 #: the first pass runs one plane short from this many planes on
 MIN_TWO_PASS_PLANES = 4
@@ -180,6 +183,17 @@ class Hits:
 
 
 @dataclass(frozen=True)
+class WindowHits(Hits):
+    """The hits of reads screened as windows (:mod:`bpbc.windows`), and
+    those of their windows, which the traceback starts from."""
+
+    windows: Hits | None = None  #: read = window index in the batch's windows
+    #: (window hits, 3) score, read end in the window and pattern end of each
+    #: window hit's end cell, where the vector score pass screened them (else None)
+    ends: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
 class ChunkResult:
     """What one batch of reads gives."""
 
@@ -208,11 +222,16 @@ class Screener:
     Its calls take reads in any form :func:`bpbc.screen` takes: a
     :class:`ReadBatch` (see :meth:`prepare`), a :class:`bpbc.Reads`, or
     str, bytes or records, converted to a :class:`bpbc.Reads` first.
+
+    Reads longer than a window are screened as overlapping windows
+    (:mod:`bpbc.windows`), with the whole read's results. ``ends``: screen
+    only each read's first and last ``ends`` bases (coordinates stay the
+    read's).
     """
 
     def __init__(self, patterns, threshold=40, scoring: Scoring | None = None, strand: str = "both",
                  exact_scores: bool = False, eqx: bool = False, engine=None, device: str = "auto",
-                 threads: int | None = None):
+                 threads: int | None = None, ends: int | None = None):
         # as the command does, before numba first loads its OpenMP runtime: its idle
         # workers spin on the cores the engine's own threads need (40k reads, 2 threads:
         # 1.2x one thread's rate -> 1.5x), and on this 2-core VM each short parallel
@@ -231,6 +250,11 @@ class Screener:
         self.table = PatternTable.build(forward, self.strands)
         #: per oriented pattern k of the table
         self.table_thresholds = self.thresholds[self.table.pattern]
+        if ends is not None and (isinstance(ends, bool) or not isinstance(ends, int) or ends < 1):
+            raise ValueError(f"ends must be a positive integer, got {ends!r}")
+        #: how reads are cut: for the hits, and for every score (the dense table)
+        self.windows = WindowPlan.of(self.table.lengths, self.table_thresholds, self.scoring, ends)
+        self.dense_windows = WindowPlan.of(self.table.lengths, 1, self.scoring, ends)
         self.engine = engine or select_engine(device, threads)
         #: CPU threads the caller allows (None: all cores)
         self.threads = threads
@@ -258,16 +282,30 @@ class Screener:
                 raise ValueError(f"pattern {name}: {error}") from None
         return np.array(thresholds, dtype=np.int64)
 
-    def prepare(self, reads) -> ReadBatch:
-        """Encode and transpose reads for this screener's engine."""
-        return ReadBatch.from_reads(reads, self.engine)
+    def prepare(self, reads, dense: bool = False) -> ReadBatch | WindowedBatch:
+        """Encode and transpose reads (or a chunk of them, :mod:`bpbc.chunks`)
+        for this screener's engine, reads longer than a window as windows
+        (exact for every score with ``dense``, else for those that reach
+        the threshold). A read that cannot fit raises
+        :class:`bpbc.windows.PairTooLarge` (a SequenceError) naming it."""
+        from .engines import usable_cores
 
-    def _batch(self, reads) -> ReadBatch:
-        if isinstance(reads, ReadBatch):
+        plan = self.dense_windows if dense else self.windows
+        names = self.pattern_names
+        check = fit_check(self.table.lengths, self.table_thresholds, self.scoring, self.threads or usable_cores(),
+                          lambda k: names[int(self.table.pattern[k])])
+        planes = max(score_planes(int(t)) for t in self.table_thresholds)
+        return prepare_windows(reads, self.engine, plan, len(self.table), self.threads or usable_cores(), planes,
+                               self.scoring, int(self.table.lengths.max()), check)
+
+    def _batch(self, reads, dense: bool = False) -> ReadBatch | WindowedBatch:
+        if isinstance(reads, (ReadBatch, WindowedBatch)):
             if reads.engine is not self.engine:
                 raise ValueError("a ReadBatch is screened by the engine it was prepared for")
+            if dense and isinstance(reads, WindowedBatch) and reads.plan != self.dense_windows:
+                return self.prepare(reads.source, dense)  # cut again for every score
             return reads
-        return self.prepare(reads)
+        return self.prepare(reads, dense)
 
     # ------------------------------------------------------------ planes
 
@@ -314,7 +352,13 @@ class Screener:
 
     def hits(self, reads) -> Hits:
         """The passing instances of a batch (or of reads, encoded here)."""
-        parts = self._in_parts(self._batch(reads), self._hits)
+        batch = self._batch(reads)
+        if isinstance(batch, WindowedBatch):
+            if batch.inner is None:
+                return vector_hits(batch, self.table, self.table_thresholds, self._caps(), self.scoring,
+                                   len(self.strands))
+            return read_hits(batch, self.hits(batch.inner), len(self.strands))
+        parts = self._in_parts(batch, self._hits)
         if len(parts) == 1:
             return parts[0][1]
         return Hits(*(np.concatenate(column) for column in zip(*(
@@ -358,7 +402,12 @@ class Screener:
         """Dense (n_reads, n_patterns, n_strands) int32 scores and capped flags
         of every instance: exact where not capped, else a lower bound that is
         at least the threshold."""
-        parts = [part for _, part in self._in_parts(self._batch(reads), self._scores)]
+        batch = self._batch(reads, dense=True)
+        if isinstance(batch, WindowedBatch):  # the best window of each read
+            scores, capped = self._window_scores(batch)
+            first = np.flatnonzero(first_of_runs(batch.windows.read))
+            return np.maximum.reduceat(scores, first), np.logical_or.reduceat(capped, first)
+        parts = [part for _, part in self._in_parts(batch, self._scores)]
         return np.concatenate([s for s, _ in parts]), np.concatenate([c for _, c in parts])
 
     def _scores(self, batch: ReadBatch) -> tuple[np.ndarray, np.ndarray]:
@@ -383,15 +432,18 @@ class Screener:
 
     # ------------------------------------------------------------ alignments
 
-    def align(self, batch: ReadBatch, hits: Hits) -> AlignmentTable:
+    def align(self, batch: ReadBatch | WindowedBatch, hits: Hits) -> AlignmentTable:
         """One optimal alignment per hit, cross-checked against its screen score."""
         from .traceback import align_hits
 
-        k = hits.pattern * len(self.strands) + hits.strand
-        # only the reads that hit are encoded here (a batch from raw bytes has no codes)
-        rows, local = _rows_and_local(hits.read, len(batch))
-        codes, lengths = batch.codes_of(rows)
-        found = align_hits(codes, lengths, local, k, self.table, self.strands, self.scoring, self.eqx)
+        if isinstance(batch, WindowedBatch):
+            found = align_windows(batch, hits, self.table, self.strands, self.scoring, self.eqx)
+        else:
+            k = hits.pattern * len(self.strands) + hits.strand
+            # only the reads that hit are encoded here (a batch from raw bytes has no codes)
+            rows, local = _rows_and_local(hits.read, len(batch))
+            codes, lengths = batch.codes_of(rows)
+            found = align_hits(codes, lengths, local, k, self.table, self.strands, self.scoring, self.eqx)
         found = dataclasses.replace(found, read_index=hits.read)
         wrong = (~hits.capped & (found.score != hits.score)) | (found.score < hits.score)
         if wrong.any():
@@ -403,17 +455,46 @@ class Screener:
             )
         return found
 
+    def _window_scores(self, batch: WindowedBatch) -> tuple[np.ndarray, np.ndarray]:
+        """Dense scores and capped flags of a windowed batch's windows."""
+        if batch.inner is not None:
+            return self.scores(batch.inner)
+        scores = vector_scores(batch, self.table, self.scoring)[:, :, 0]
+        capped = scores > self._caps()
+        scores = np.where(capped, self._caps(), scores).astype(np.int32)
+        shape = (len(scores), len(self.pattern_names), len(self.strands))
+        return scores.reshape(shape), capped.reshape(shape)
+
+    def _caps(self) -> np.ndarray:
+        """Per oriented pattern, the highest score the engine holds exactly
+        (2**planes - 1; a score above is reported as it, capped), where its
+        planes are those of its threshold; unbounded with exact scores."""
+        if self.exact_scores:
+            return np.full(len(self.table), np.iinfo(np.int64).max, dtype=np.int64)
+        return (np.int64(1) << np.array([score_planes(int(t)) for t in self.table_thresholds], np.int64)) - 1
+
+    def _dense_hits(self, scores: np.ndarray, capped: np.ndarray) -> Hits:
+        """The instances of a dense score table that pass."""
+        flat_scores = scores.reshape(len(scores), len(self.table))
+        read, k = np.nonzero(flat_scores >= self.table_thresholds)
+        return Hits(read.astype(np.int64), self.table.pattern[k], self.table.strand[k], flat_scores[read, k],
+                    capped.reshape(len(scores), len(self.table))[read, k])
+
     def run(self, reads, dense: bool = False) -> ChunkResult:
         """Screen a batch (or reads): the hits and their alignments, and with
         ``dense`` the score table of every instance."""
-        batch = self._batch(reads)
+        batch = self._batch(reads, dense)
         scores = capped = None
         if dense:
-            scores, capped = self.scores(batch)
-            flat_scores = scores.reshape(len(batch), len(self.table))
-            read, k = np.nonzero(flat_scores >= self.table_thresholds)
-            hits = Hits(read.astype(np.int64), self.table.pattern[k], self.table.strand[k],
-                        flat_scores[read, k], capped.reshape(len(batch), len(self.table))[read, k])
+            if isinstance(batch, WindowedBatch):
+                window_scores, window_capped = self._window_scores(batch)
+                hits = read_hits(batch, self._dense_hits(window_scores, window_capped), len(self.strands))
+                first = np.flatnonzero(first_of_runs(batch.windows.read))
+                scores = np.maximum.reduceat(window_scores, first)
+                capped = np.logical_or.reduceat(window_capped, first)
+            else:
+                scores, capped = self.scores(batch)
+                hits = self._dense_hits(scores, capped)
         else:
             hits = self.hits(batch)
         return ChunkResult(hits, self.align(batch, hits), scores, capped)

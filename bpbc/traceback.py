@@ -90,25 +90,27 @@ _K, _CELL, _CELL_NEG = LANES, np.int32, _NEG
 _vsplat, _vload, _vstore, _vmax, _vselect = vsplat16, vload16, vstore16, vmax16, vselect16
 
 
-def _forward_body(block, pattern, match, mismatch, gap_open, gap_extend, pointers, result):
+def _forward_body(block, pattern, match, mismatch, gap_open, gap_extend, first, last, h_column, e_column, state,
+                  pointers):
     """Gotoh forward pass for _K reads at once (block: (n, _K) read bases
     as IUPAC mask bits, 0 for N and padding) against _K pattern windows
     (pattern: (m, _K) mask bits, lane q's pattern base j in pattern[j, q], 0
-    for padding); pointer bytes into pointers (n+1, m+1, _K);
-    result (_K, 3): best, best_i, best_j (first maximum in (i, j) order).
-    One vector of _K lanes of type _CELL per DP value (bpbc.cpu_vector;
-    _forward_lanes: 16 x int32, _forward_lanes16: 32 x int16, the same
-    code): H and E of the row above come from memory, everything carried
-    along a row stays in registers."""
-    n = block.shape[0]
+    for padding), over rows ``first`` to ``last`` (1-based, inclusive):
+    h_column and e_column ((m + 1) x _K cells) hold H and E of row first - 1
+    and are left holding those of row ``last``; pointer bytes of row i go to
+    pointers[i - first + 1] ((last - first + 2, m + 1, _K)); state (3 x _K
+    cells: best, best_i, best_j) carries the first maximum in (i, j) order
+    from call to call. A whole block is rows 1 to n from H = 0 and E = _CELL_NEG
+    (:func:`_new_rows`); a block too large for its pointers runs in segments
+    of rows (_align_batch_body). One vector of _K lanes of type _CELL per DP
+    value (bpbc.cpu_vector; _forward_lanes: 16 x int32, _forward_lanes16: 32
+    x int16, the same code): H and E of the row above come from memory,
+    everything carried along a row stays in registers."""
     m = pattern.shape[0]
     K = _K
     flat_pointers = pointers.reshape(-1)
     flat_block = block.reshape(-1)
     flat_pattern = pattern.reshape(-1)
-    h_column = np.zeros((m + 1) * K, _CELL)  # H[i-1][j], then H[i][j]
-    e_column = np.full((m + 1) * K, _CELL_NEG, _CELL)  # E likewise
-    scratch = np.empty(K, _CELL)
     open_cost = _vsplat(gap_open + gap_extend)
     extend_cost = _vsplat(gap_extend)
     match_score = _vsplat(match)
@@ -117,16 +119,16 @@ def _forward_body(block, pattern, match, mismatch, gap_open, gap_extend, pointer
     from_zero, from_diag = _vsplat(_H_FROM_ZERO), _vsplat(_H_FROM_DIAG)
     from_e, from_f = _vsplat(_H_FROM_E), _vsplat(_H_FROM_F)
     e_flag, f_flag = _vsplat(_E_OPENED), _vsplat(_F_OPENED)
-    best = zero
-    best_i = zero
-    best_j = zero
-    for i in range(1, n + 1):
+    best = _vload(state, 0)
+    best_i = _vload(state, K)
+    best_j = _vload(state, 2 * K)
+    for i in range(first, last + 1):
         read_bits = _vload(flat_block, (i - 1) * K)
         row = _vsplat(i)
         h_diag = zero  # H[i-1][0]
         h_left = zero  # H[i][0]
         f = _vsplat(_CELL_NEG)
-        row_pointers = i * (m + 1) * K
+        row_pointers = (i - first + 1) * (m + 1) * K
         for j in range(1, m + 1):
             s = _vselect((read_bits & _vload(flat_pattern, (j - 1) * K)) != zero, match_score, mismatch_score)
             h_up = _vload(h_column, j * K)
@@ -153,46 +155,73 @@ def _forward_body(block, pattern, match, mismatch, gap_open, gap_extend, pointer
             best_j = _vselect(better, _vsplat(j), best_j)
             h_diag = h_up
             h_left = h
-    for column, lanes in enumerate((best, best_i, best_j)):
-        _vstore(scratch, 0, lanes)
-        for q in range(K):
-            result[q, column] = scratch[q]
+    _vstore(state, 0, best)
+    _vstore(state, K, best_i)
+    _vstore(state, 2 * K, best_j)
+
+
+def _new_rows_body(m, h_column, e_column, state):
+    """Row 0 of a block against m pattern columns into h_column and e_column
+    (H = 0, E = _CELL_NEG: no gap ends there), and no best yet in state."""
+    h_column[:(m + 1) * _K] = 0
+    e_column[:(m + 1) * _K] = _CELL_NEG
+    state[:] = 0
 
 
 @njit(cache=True, nogil=True)
-def _walk_block(block, pattern, pointers, best, targets, ops):
-    """Follow the pointers back from each lane's end cell (best[q, 1],
-    best[q, 2]) for the lanes q < len(targets) of a block, lane q's ops in
-    read order into ``ops[targets[q]]``; returns (read_start, pattern_start,
-    n_ops) per lane. One step of every unfinished lane in turn: a lane's
-    steps wait on each other (each loads the pointer the last one chose, from
-    a block of pointers in L2), the lanes' do not, so their loads overlap
-    (one lane after the other, as before: about 1.4x the time for the walk)."""
-    count = targets.shape[0]
-    at = np.empty((count, 3), np.int64)  # i, j, n_ops
-    state = np.zeros(count, np.int64)  # 0 = H, 1 = E, 2 = F, 3 = done
+def _copy(source, source_at, target, target_at, count):
+    """target[target_at:][:count] = source[source_at:][:count]."""
+    for k in range(count):
+        target[target_at + k] = source[source_at + k]
+
+
+@njit(cache=True, nogil=True)
+def _walk_start(best, count):
+    """Where the walks of lanes 0 to count - 1 of a block begin: at each
+    lane's end cell (best[q, 1], best[q, 2]), in state H, no ops yet: the
+    (count, 3) table of i, j and ops so far, and the states (0 = H, 1 = E,
+    2 = F, 3 = done)."""
+    at = np.empty((count, 3), np.int64)
     for q in range(count):
         at[q, 0] = best[q, 1]
         at[q, 1] = best[q, 2]
         at[q, 2] = 0
-    active = count
-    while active:
+    return at, np.zeros(count, np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _walk_rows(block, pattern, pointers, first, at, state, targets, ops):
+    """Follow the pointers back (the lanes' places and states in ``at`` and
+    ``state``, see :func:`_walk_start`), lane q's ops in walking order into
+    ``ops[targets[q]]``, as far as the pointers of rows ``first`` on reach
+    (row i's in pointers[i - first + 1]): a lane that comes to a row above
+    them waits there for the next segment's (_align_batch_body). One step of
+    every lane in turn: a lane's steps wait on each other (each loads the
+    pointer the last one chose, from a block of pointers in L2), the lanes'
+    do not, so their loads overlap (one lane after the other, as before:
+    about 1.4x the time for the walk)."""
+    count = targets.shape[0]
+    moved = True
+    while moved:
+        moved = False
         for q in range(count):
             lane_state = state[q]
             if lane_state == 3:
                 continue
             i = at[q, 0]
             j = at[q, 1]
+            if lane_state == 0 and (i == 0 or j == 0):
+                state[q] = 3
+                continue
+            if i < first:
+                continue  # its pointers are in a segment above
+            moved = True
             t = targets[q]
+            row = i - first + 1
             if lane_state == 0:
-                if i == 0 or j == 0:
-                    state[q] = 3
-                    active -= 1
-                    continue
-                source = pointers[i, j, q] & _H_SOURCE
+                source = pointers[row, j, q] & _H_SOURCE
                 if source == _H_FROM_ZERO:
                     state[q] = 3
-                    active -= 1
                 elif source == _H_FROM_DIAG:
                     if block[i - 1, q] & pattern[j - 1, q]:
                         ops[t, at[q, 2]] = OP_MATCH
@@ -208,23 +237,27 @@ def _walk_block(block, pattern, pointers, best, targets, ops):
             elif lane_state == 1:
                 ops[t, at[q, 2]] = OP_INS
                 at[q, 2] += 1
-                if pointers[i, j, q] & _E_OPENED:
+                if pointers[row, j, q] & _E_OPENED:
                     state[q] = 0
                 at[q, 0] = i - 1
             else:
                 ops[t, at[q, 2]] = OP_DEL
                 at[q, 2] += 1
-                if pointers[i, j, q] & _F_OPENED:
+                if pointers[row, j, q] & _F_OPENED:
                     state[q] = 0
                 at[q, 1] = j - 1
-    for q in range(count):  # ops were collected end to start
+
+
+@njit(cache=True, nogil=True)
+def _walk_end(at, targets, ops):
+    """Each lane's ops, collected end to start, put in read order."""
+    for q in range(targets.shape[0]):
         t = targets[q]
         n_ops = at[q, 2]
         for k in range(n_ops // 2):
             tmp = ops[t, k]
             ops[t, k] = ops[t, n_ops - 1 - k]
             ops[t, n_ops - 1 - k] = tmp
-    return at
 
 
 def _score_body(block, pattern, match, mismatch, gap_open, gap_extend, result):
@@ -340,7 +373,7 @@ def _score_batch_body(codes, lengths, rows, pattern_codes, pattern_start, lane_p
 
 
 def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start, lane_pattern, lane_offset, ends,
-                      block_first, block_width, match, mismatch, gap_open, gap_extend, ops, threads):
+                      block_first, block_width, match, mismatch, gap_open, gap_extend, ops, threads, budget):
     """Align reads ``codes[rows[t], :lengths[rows[t]]]`` against windows of
     oriented patterns of the flat table (pattern_codes, pattern_start): block
     b (instances block_first[b] to block_first[b + 1], at most _K) on
@@ -348,12 +381,21 @@ def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start,
     lane_offset[t] of pattern lane_pattern[t] (none outside the pattern), in
     parallel over blocks. Where ends[t, 0] >= 0 the alignment is known to
     end with score ends[t, 0] at read row ends[t, 1] and at the block's last
-    column (the score pass found it: see _run_batch), else the forward pass
+    column (a score pass found it: see _run_batch), else the forward pass
     finds its end. Instance t is the caller's instance order[t]: fills
     ``ops[order[t]]`` and row order[t] of the int64 (k, 8) table it returns
     (see the _SCORE.. column names). Padding rows and columns match nothing
     (as INVALID codes): their cells stay below the real maximum, so they
     change no alignment.
+
+    A block whose pointers (a byte per cell and lane) would pass ``budget``
+    bytes is aligned in segments of rows, in linear space (checkpoints, as
+    CUDAlign's and Myers-Miller's passes keep rows, not the matrix): a first
+    forward pass keeps H and E of the row above each segment (and the best
+    cell), then each segment, from the last up, is computed again from its
+    checkpoint with its pointers and walked back until every lane has left
+    it. The values are those of one pass, so the alignment is the same;
+    the time is about twice the forward pass.
 
     Each of ``threads`` takes the next block as it gets done with one (take_next),
     its pointers into space of its own, allocated once: a block's pointers
@@ -366,6 +408,11 @@ def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start,
     taken = np.zeros(1, dtype=np.int64)
     for _ in prange(min(blocks, threads)):
         space = np.empty(0, dtype=np.uint8)
+        h_column = np.empty(0, dtype=_CELL)
+        e_column = np.empty(0, dtype=_CELL)
+        checkpoints = np.empty(0, dtype=_CELL)
+        state = np.zeros(3 * _K, dtype=_CELL)
+        again = np.zeros(3 * _K, dtype=_CELL)  # the best cells of a segment's second pass, not used
         while True:
             b = take_next(taken)
             if b >= blocks:
@@ -380,19 +427,48 @@ def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start,
             _fill_block(codes, lengths, rows, first, count, n, block)
             bits = np.zeros((m, _K), dtype=np.uint8)
             _fill_patterns(pattern_codes, pattern_start, lane_pattern, lane_offset, first, count, bits)
-            size = (n + 1) * (m + 1) * _K
+            row_bytes = (m + 1) * _K
+            segment = max(n, 1)
+            if (n + 1) * row_bytes > budget:  # rows a segment: memory of its pointers = that of the checkpoints
+                segment = max(1, min(n, budget // row_bytes - 1, int(np.sqrt(2.0 * h_column.itemsize * n))))
+            segments = (n + segment - 1) // segment
+            size = (min(n, segment) + 1) * row_bytes
             if space.shape[0] < size:
                 space = np.empty(size, dtype=np.uint8)
-            pointers = space[:size].reshape((n + 1, m + 1, _K))
+            pointers = space[:size].reshape((min(n, segment) + 1, m + 1, _K))
+            if h_column.shape[0] < row_bytes:
+                h_column = np.empty(row_bytes, dtype=_CELL)
+                e_column = np.empty(row_bytes, dtype=_CELL)
+            _new_rows(m, h_column, e_column, state)
+            if segments > 1 and checkpoints.shape[0] < 2 * segments * row_bytes:
+                checkpoints = np.empty(2 * segments * row_bytes, dtype=_CELL)
+            for s in range(segments):
+                if segments > 1:
+                    _copy(h_column, 0, checkpoints, 2 * s * row_bytes, row_bytes)
+                    _copy(e_column, 0, checkpoints, (2 * s + 1) * row_bytes, row_bytes)
+                _forward(block, bits, match, mismatch, gap_open, gap_extend, s * segment + 1,
+                         min(n, (s + 1) * segment), h_column, e_column, state, pointers)
             best = np.zeros((_K, 3), dtype=np.int64)
-            _forward(block, bits, match, mismatch, gap_open, gap_extend, pointers, best)
+            for q in range(_K):
+                for c in range(3):
+                    best[q, c] = state[c * _K + q]
             for q in range(count):
                 if ends[first + q, 0] >= 0:
                     best[q, 0] = ends[first + q, 0]
                     best[q, 1] = ends[first + q, 1]  # 0 where the score is 0: no alignment, nothing walked
                     best[q, 2] = m if ends[first + q, 0] > 0 else 0
             targets = order[first:first + count]
-            starts = _walk_block(block, bits, pointers, best, targets, ops)
+            starts, walking = _walk_start(best, count)
+            for s in range(segments - 1, -1, -1):
+                if s < segments - 1:  # the last segment's pointers are those the first pass left
+                    _copy(checkpoints, 2 * s * row_bytes, h_column, 0, row_bytes)
+                    _copy(checkpoints, (2 * s + 1) * row_bytes, e_column, 0, row_bytes)
+                    _forward(block, bits, match, mismatch, gap_open, gap_extend, s * segment + 1,
+                             min(n, (s + 1) * segment), h_column, e_column, again, pointers)
+                _walk_rows(block, bits, pointers, s * segment + 1, starts, walking, targets, ops)
+            if segments == 0:
+                _walk_rows(block, bits, pointers, 1, starts, walking, targets, ops)
+            _walk_end(starts, targets, ops)
             for q in range(count):
                 t = targets[q]
                 offset = lane_offset[first + q] if best[q, 0] > 0 else 0  # score 0: all zero
@@ -494,11 +570,12 @@ def _batch_kernels(body, suffix: str, **names):
 
 
 _forward_lanes, _forward_lanes16 = _lane_kernels(_forward_body)
-_forward = _forward_lanes
-_align_batch_parallel, _align_batch_serial = _batch_kernels(_align_batch_body, "", _K=LANES,
-                                                            _forward=_forward_lanes)
-_align_batch_parallel16, _align_batch_serial16 = _batch_kernels(_align_batch_body, "16", _K=LANES16,
-                                                                _forward=_forward_lanes16)
+_new_rows_lanes, _new_rows_lanes16 = _lane_kernels(_new_rows_body)
+_forward, _new_rows = _forward_lanes, _new_rows_lanes
+_align_batch_parallel, _align_batch_serial = _batch_kernels(
+    _align_batch_body, "", _K=LANES, _CELL=np.int32, _forward=_forward_lanes, _new_rows=_new_rows_lanes)
+_align_batch_parallel16, _align_batch_serial16 = _batch_kernels(
+    _align_batch_body, "16", _K=LANES16, _CELL=np.int16, _forward=_forward_lanes16, _new_rows=_new_rows_lanes16)
 # The score pass (long patterns), likewise
 _score_lanes, _score_lanes16 = _lane_kernels(_score_body)
 _score = _score_lanes  # _score_batch_body's own binding is _named's; this one names it for readers and linters
@@ -516,7 +593,11 @@ _OPS_BUFFERS = BufferPool(keep=2)
 #: on one against 0.13-0.28 in parallel, 3200 0.41 against 0.41-0.43,
 #: 8000 1.03 against 0.70)
 _CIGARS_PARALLEL_FROM = 4000
-#: patterns more than this many times a read's length take the score pass and a window (_window_blocks)
+#: bytes of pointers a block may hold at once; a larger block is aligned in
+#: segments of rows (_align_batch_body): twice the forward pass, memory in
+#: the square root of the read's length
+POINTER_BUDGET = 64 << 20
+#: patterns more than this many times a read's length take the score pass and a window (end_cells, _ended_blocks)
 _WINDOW_FROM = 4
 
 
@@ -566,32 +647,47 @@ def _window_bound(score, read_end, scoring: Scoring):
     return read_end + np.maximum(deletions, 0)
 
 
-def _window_blocks(codes, lengths, rows, table, ks, chosen, scoring: Scoring, fits: bool, parallel: bool):
-    """Instances ``chosen`` against long patterns: a score pass over the
-    whole pattern finds each one's end cell (the traceback's tie rule), and
-    the pointer pass then covers only the window of columns an alignment of
-    that score ending there can span (_window_bound). Every alignment of that
-    score ending there lies inside the window, so the pointer pass gives the
-    cells of the traced path, and every choice among their sources, the
-    values of the whole DP: the same alignment. The windows are right-aligned
-    in a block (each lane ends at the block's last column, columns before its
-    pattern's start match nothing), blocks formed by window width (any
-    patterns in a block). Returns what _pattern_blocks does, groups of equal
-    width."""
+def end_cells(codes, lengths, rows, table, ks, scoring: Scoring, fits: bool | None = None,
+              parallel: bool | None = None) -> np.ndarray:
+    """The end cell of each instance (rows[t], oriented pattern ks[t] of
+    ``table``) by the traceback's tie rule (the first maximum in (read row,
+    pattern column) order), without pointers: the int64 (k, 3) table of
+    score, read end and pattern end. Blocks of any patterns, by pattern
+    length then read length; int16 cells where the values fit."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    ks = np.ascontiguousarray(ks, dtype=np.int64)
+    if fits is None:
+        fits = _fits_int16(codes.shape[1], int(table.lengths[ks].max(initial=0)), scoring)
+    if parallel is None:
+        parallel = len(rows) >= _PARALLEL_FROM
     score_batch = ((_score_batch_parallel16 if parallel else _score_batch_serial16) if fits else
                    (_score_batch_parallel if parallel else _score_batch_serial))
     lanes = LANES16 if fits else LANES
-    # the score pass: blocks of any patterns, by pattern length then read length
-    pattern_lengths = table.lengths[ks[chosen]].astype(np.int64)
-    by_length = lexsort2(lengths[rows[chosen]], pattern_lengths)
-    chosen = chosen[by_length]
-    block_first = np.arange(0, len(chosen) + lanes, lanes)
-    block_first[-1] = len(chosen)
+    pattern_lengths = table.lengths[ks].astype(np.int64)
+    by_length = lexsort2(lengths[rows], pattern_lengths)
+    block_first = np.arange(0, len(rows) + lanes, lanes)
+    block_first[-1] = len(rows)
     block_first = np.unique(block_first).astype(np.int64)
-    block_width = np.maximum.reduceat(pattern_lengths[by_length], block_first[:-1]).astype(np.int64)
-    found = score_batch(codes, lengths, rows[chosen], table.masks, table.starts, ks[chosen], block_first,
-                        block_width, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend)
-    score, read_end, pattern_end = found[:, 0], found[:, 1], found[:, 2]
+    block_width = np.maximum.reduceat(pattern_lengths[by_length], block_first[:-1]).astype(np.int64) \
+        if len(rows) else np.zeros(0, np.int64)
+    found = np.empty((len(rows), 3), np.int64)
+    found[by_length] = score_batch(np.ascontiguousarray(codes, dtype=np.uint8), np.ascontiguousarray(lengths, np.int64),
+                                   rows[by_length], table.masks, table.starts, ks[by_length], block_first,
+                                   block_width, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend)
+    return found
+
+
+def _ended_blocks(chosen, score, read_end, pattern_end, scoring: Scoring, lanes: int):
+    """Instances ``chosen`` whose end cells are known (score, read end and
+    pattern end): the pointer pass covers only the window of columns an
+    alignment of that score ending there can span (_window_bound). Every
+    alignment of that score ending there lies inside the window, so the
+    pointer pass gives the cells of the traced path, and every choice among
+    their sources, the values of the whole DP: the same alignment. The
+    windows are right-aligned in a block (each lane ends at the block's last
+    column, columns before its pattern's start match nothing), blocks formed
+    by window width (any patterns in a block). Returns what _pattern_blocks
+    does, groups of equal width."""
     width = np.minimum(pattern_end, _window_bound(score, read_end, scoring))
     by_width = lexsort2(read_end, width)
     chosen, score, read_end, pattern_end, width = (chosen[by_width], score[by_width], read_end[by_width],
@@ -604,11 +700,14 @@ def _window_blocks(codes, lengths, rows, table, ks, chosen, scoring: Scoring, fi
     return chosen, pattern_end - lane_width, ends, group_width.astype(np.int64), group_first
 
 
-def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cell_bits=None):
+def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cell_bits=None, known_ends=None):
     """Align (rows[t], oriented pattern ks[t] of ``table``) for every t:
     the (t, 8) result table and the CIGARs (read backwards where
     ``reverse_cigar[t]``). ``cell_bits``: the forward pass on int16 (16) or
-    int32 (32) cells; None: int16 where the values fit (:func:`_fits_int16`)."""
+    int32 (32) cells; None: int16 where the values fit (:func:`_fits_int16`).
+    ``known_ends``: None, or (t, 3) score, read end and pattern end of the
+    instances whose end cell is known (score -1 where it is not), as
+    :func:`end_cells` gives them."""
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     rows = np.ascontiguousarray(rows, dtype=np.int64)
@@ -630,12 +729,22 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     # patterns many times the read's length: a score pass finds the end
     # cells, the pointer pass then covers only the columns the alignment can reach
     windowed = pattern_lengths > _WINDOW_FROM * np.maximum(read_lengths, 1)
-    plain = np.flatnonzero(~windowed)
+    if known_ends is not None:
+        known_ends = np.asarray(known_ends, dtype=np.int64)
+        windowed &= known_ends[:, 0] < 0
+    plain = np.flatnonzero(~windowed if known_ends is None else ~windowed & (known_ends[:, 0] < 0))
     parts = [_pattern_blocks(plain, read_lengths[plain], ks[plain], table, LANES16 if fits else LANES)]
     if windowed.any():
         # the score pass on int16 cells where they fit, unless int32 cells are asked for
-        parts.append(_window_blocks(codes, lengths, rows, table, ks, np.flatnonzero(windowed), scoring,
-                                    fits and cell_bits != 32, parallel))
+        chosen = np.flatnonzero(windowed)
+        found = end_cells(codes, lengths, rows[chosen], table, ks[chosen], scoring, fits and cell_bits != 32,
+                          parallel)
+        parts.append(_ended_blocks(chosen, found[:, 0], found[:, 1], found[:, 2], scoring,
+                                   LANES16 if fits and cell_bits != 32 else LANES))
+    if known_ends is not None and (known_ends[:, 0] >= 0).any():
+        chosen = np.flatnonzero(known_ends[:, 0] >= 0)
+        parts.append(_ended_blocks(chosen, known_ends[chosen, 0], known_ends[chosen, 1], known_ends[chosen, 2],
+                                   scoring, LANES16 if fits else LANES))
     order = np.concatenate([part[0] for part in parts])
     lane_offset = np.concatenate([part[1] for part in parts])
     ends = np.concatenate([part[2] for part in parts])
@@ -668,7 +777,7 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     table_rows = align_batch(
         codes, lengths, rows[order], order, table.masks, table.starts, ks[order], lane_offset, ends, block_first,
         block_width, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops,
-        get_num_threads() if parallel else 1,
+        get_num_threads() if parallel else 1, POINTER_BUDGET,
     )
     cigars_of = _cigars_parallel if count >= _CIGARS_PARALLEL_FROM else _cigars_serial
     letters = _EQX_LETTERS if eqx else _M_LETTERS
@@ -678,7 +787,7 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
 
 
 def align_hits(codes, lengths, reads, ks, table, strands: tuple[str, ...], scoring: Scoring = Scoring(),
-               eqx: bool = False) -> AlignmentTable:
+               eqx: bool = False, known_ends=None) -> AlignmentTable:
     """Align every instance (reads[t], oriented pattern ks[t] of ``table``, a
     :class:`bpbc.patterns.PatternTable` whose strand indices refer to
     ``strands``), in parallel. Rows index ``codes``/``lengths`` as from
@@ -688,13 +797,14 @@ def align_hits(codes, lengths, reads, ks, table, strands: tuple[str, ...], scori
     complement, as the table holds it; pattern coordinates are then reported on
     the forward pattern and the CIGAR is reversed so that it reads along the
     forward pattern (PAF/SAM convention). Read coordinates are always on the
-    read's forward strand.
+    read's forward strand. ``known_ends``: see :func:`_run_batch` (read ends
+    in the rows of ``codes``).
     """
     reads = np.asarray(reads, dtype=np.int64)
     ks = np.asarray(ks, dtype=np.int64)
     strand = table.strand[ks]
     minus = np.array([sign == "-" for sign in strands], dtype=bool)[strand]
-    out, cigars = _run_batch(codes, lengths, reads, table, ks, scoring, eqx, minus)
+    out, cigars = _run_batch(codes, lengths, reads, table, ks, scoring, eqx, minus, known_ends=known_ends)
     m = table.lengths[ks]
     flip = minus & (out[:, _SCORE] > 0)
     pattern_start = np.where(flip, m - out[:, _PAT_END], out[:, _PAT_START])

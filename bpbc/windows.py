@@ -1,0 +1,502 @@
+"""Long reads as many short instances: overlapping windows, and the alignments of their hits.
+
+The engines fill a machine word with instances (64 lanes a word on the CPU,
+32 on the GPU), each padded to the longest in its word, and keep state along
+the read: a few long reads leave most lanes idle and take memory in their
+length. So a read longer than a window is cut into windows that overlap by
+enough that every local alignment scoring at least the threshold lies wholly
+inside one of them (:func:`read_span`, docs/engine.md#long-reads). A read's
+screen score is then the best of its windows' (exact, as the whole read's,
+wherever it reaches the threshold), its hits are reported once, in its own
+coordinates, and their alignments are those of the whole read:
+
+* the end cell: the hit's windows that reach its score hold every cell where
+  it is reached (each such cell's alignment lies in one of them), so a score
+  pass over the stretch they cover finds the first maximum in (read row,
+  pattern column) order, the traceback's end cell;
+* the alignment: every alignment of score S ending at read row e and pattern
+  column j starts at most :func:`read_span` (of S, j) rows above e, so the
+  traceback aligns only those rows (:func:`bpbc.traceback.align_hits` with
+  the end known), in segments of rows where they are many: the values there
+  are the whole read's on every cell of every such alignment, so each choice
+  of the tie rule, and the alignment, is the same.
+
+Window lengths are chosen per batch (:meth:`WindowPlan.window_length`) to fill
+the engine's lanes; the result does not depend on them. ``--ends N``
+screens only each read's first and last N bases: two regions, each aligned as
+if it were the read, windows cut inside them, coordinates in the read.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .alphabet import SequenceError
+from .scoring import Scoring, score_planes
+
+#: reads (or regions) up to this many bases are never cut
+MIN_WINDOW = 2048
+#: the least distance between two windows' starts
+MIN_STEP = 64
+#: lanes to fill where an engine does not say how many it runs at once (the
+#: GPU: 32 a word, thousands of words in flight)
+DEFAULT_LANES = 1 << 16
+
+
+class PairTooLarge(SequenceError):
+    """A read and a pattern that need more memory than there is, whatever the windows."""
+
+
+def read_span(pattern_lengths, thresholds, scoring: Scoring) -> np.ndarray:
+    """The most read bases a local alignment scoring at least ``thresholds``
+    against patterns of ``pattern_lengths`` can span: its M and X columns
+    take a pattern base each (at most m of them), and its I columns (read
+    bases against a gap) cost at least gap_open + I x gap_extend out of the
+    at most match x m its matches give: I <= (match x m - T - gap_open) //
+    gap_extend. Elementwise over the arrays."""
+    m = np.asarray(pattern_lengths, dtype=np.int64)
+    inserted = (scoring.match * m - np.asarray(thresholds, dtype=np.int64) - scoring.gap_open) // scoring.gap_extend
+    return m + np.maximum(inserted, 0)
+
+
+@dataclass(frozen=True)
+class Windows:
+    """The windows of a batch's reads, read by read, in order along each read."""
+
+    read: np.ndarray  #: int64 read of each window
+    start: np.ndarray  #: int64 first base, in the read
+    length: np.ndarray  #: int64
+    region: np.ndarray  #: int64 first base of the region the window lies in (the read, or one of its ends)
+    whole: np.ndarray  #: bool per read: its only window is the whole read
+
+    def __len__(self) -> int:
+        return len(self.read)
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """How a screen cuts reads: windows overlap by ``overlap`` bases, so that
+    every alignment spanning at most overlap + 1 read bases lies wholly in
+    one; ``ends``: only the first and last ``ends`` bases of each read."""
+
+    overlap: int
+    ends: int | None = None
+
+    @classmethod
+    def of(cls, pattern_lengths, thresholds, scoring: Scoring, ends: int | None = None) -> WindowPlan:
+        """The plan for oriented patterns of ``pattern_lengths`` at their
+        ``thresholds`` (1 for every score)."""
+        span = int(read_span(pattern_lengths, thresholds, scoring).max(initial=1))
+        return cls(max(span - 1, 0), ends)
+
+    def regions(self, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(read, start, length) of each region the screen covers: the whole
+        read, or with ``ends`` its first and last ``ends`` bases (one region
+        where they meet)."""
+        lengths = np.asarray(lengths, dtype=np.int64)
+        reads = np.arange(len(lengths), dtype=np.int64)
+        if self.ends is None:
+            return reads, np.zeros(len(lengths), np.int64), lengths
+        two = lengths > 2 * self.ends
+        read = np.repeat(reads, np.where(two, 2, 1))
+        first = np.ones(len(read), dtype=bool)
+        first[1:] = read[1:] != read[:-1]
+        start = np.where(first, 0, lengths[read] - self.ends)
+        length = np.where(two[read], self.ends, lengths[read])
+        return read, start, length
+
+    def window_length(self, lengths: np.ndarray, rounds) -> tuple[int | None, float]:
+        """(the window length for a batch of reads of ``lengths``, None where
+        no read, no region, is cut; its cost): the one of least cost,
+        ``rounds(windows)`` x the window length, longer than overlap +
+        MIN_STEP and MIN_WINDOW; the longest where costs tie."""
+        _, _, length = self.regions(lengths)
+        longest = int(length.max(initial=0))
+        least = max(MIN_WINDOW, self.overlap + 1 + MIN_STEP)
+        if longest <= least:
+            window = max(longest, 1)
+            return None if self.ends is None else window, rounds(len(length)) * window
+        best_cost, best = 0.0, longest
+        step = MIN_STEP
+        while True:
+            window = max(MIN_WINDOW, self.overlap + 1 + step)
+            if window >= longest:
+                window = longest  # nothing cut
+            cost = rounds(int(_window_counts(length, window, self.overlap).sum())) * window
+            if best_cost == 0.0 or cost <= best_cost:
+                best_cost, best = cost, window
+            if window == longest:
+                break
+            step *= 2
+        return None if best == longest and self.ends is None else best, best_cost
+
+    def cut(self, lengths: np.ndarray, window: int) -> Windows:
+        """The windows of ``window`` bases (the last of a region shorter) of every region."""
+        read, start, length = self.regions(lengths)
+        counts = _window_counts(length, window, self.overlap)
+        region_of = np.repeat(np.arange(len(read)), counts)
+        rank = np.arange(len(region_of)) - np.repeat(np.cumsum(counts) - counts, counts)
+        offset = rank * (window - self.overlap)
+        whole = np.zeros(len(lengths), dtype=bool)
+        single = (counts == 1) & (length == np.asarray(lengths, np.int64)[read])
+        whole[read[single]] = True
+        return Windows(read[region_of], start[region_of] + offset,
+                       np.minimum(window, length[region_of] - offset), start[region_of], whole)
+
+
+def _window_counts(length: np.ndarray, window: int, overlap: int) -> np.ndarray:
+    """Windows of ``window`` bases, each starting window - overlap after the
+    one before, that cover regions of ``length``: one where it fits."""
+    step = window - overlap
+    return np.where(length <= window, 1, 1 + -(-(length - window) // step))
+
+
+# ---------------------------------------------------------------- batches of windows
+
+
+class Spans:
+    """Sequences where they lie in a buffer, as a chunk of reads offers them
+    (``data``, ``seq_start``, ``lengths``, ``subset``, ``encode``): the
+    windows of reads, or stretches of them. ``name_of(i)`` names the read
+    span i comes from."""
+
+    def __init__(self, data, seq_start: np.ndarray, lengths: np.ndarray, name_of):
+        self.data = data
+        self.seq_start = seq_start
+        self.lengths = lengths
+        self.name_of = name_of
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def subset(self, rows: np.ndarray) -> Spans:
+        rows = np.asarray(rows)
+        return Spans(self.data, self.seq_start[rows], self.lengths[rows], lambda i: self.name_of(int(rows[i])))
+
+    def encode(self) -> tuple[np.ndarray, np.ndarray]:
+        from .chunks import _encode_sequences
+
+        return _encode_sequences(self.data, self.seq_start, self.lengths, self.name_of)
+
+
+def _as_buffer(reads):
+    """(reads as something with data, seq_start and lengths, a name for read i)."""
+    from .chunks import RawFastqChunk, RecordChunk
+    from .reads import Reads
+
+    if isinstance(reads, RawFastqChunk):
+        return reads, lambda i: reads.read_id(i) or f"read{i + 1}"
+    if isinstance(reads, RecordChunk):
+        reads = reads.records
+    reads = Reads.of(reads)
+    return reads, reads.name
+
+
+def _lengths(reads) -> np.ndarray | None:
+    """The read lengths of a chunk or of :class:`bpbc.Reads`; None for
+    other forms (turned into Reads first)."""
+    from .chunks import RecordChunk
+
+    if isinstance(reads, RecordChunk):
+        return np.array([len(record.sequence) for record in reads.records], dtype=np.int64)
+    lengths = getattr(reads, "lengths", None)
+    return None if lengths is None else np.asarray(lengths, dtype=np.int64)
+
+
+class WindowedBatch:
+    """A batch of reads screened as windows: ``lengths`` and ``len()`` are
+    the reads', ``windows`` says where each window lies and ``inner`` is the
+    :class:`bpbc.screener.ReadBatch` of the windows the engine screens (None:
+    the vector score pass screens them, :func:`vector_scores`).
+    ``prepared`` is None: the engine's form of the reads themselves does not
+    exist (trimming's end overlaps read the reads from their bytes)."""
+
+    prepared = None
+
+    def __init__(self, source, name_of, windows: Windows, inner, plan: WindowPlan, engine):
+        self.source = source  #: the reads: data, seq_start and lengths
+        self.name_of = name_of
+        self.lengths = np.asarray(source.lengths, dtype=np.int64)
+        self.windows = windows
+        #: the windows as the engine's ReadBatch; None where the vector score pass screens them
+        self.inner = inner
+        self.engine = engine
+        self.plan = plan
+        self._codes: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def codes(self) -> np.ndarray:
+        """(n, longest) uint8 codes of the reads, as :func:`bpbc.alphabet.encode_reads` gives them."""
+        if self._codes is None:
+            self._codes = self.spans(np.arange(len(self)), np.zeros(len(self), np.int64), self.lengths).encode()[0]
+        return self._codes
+
+    def spans(self, read: np.ndarray, start: np.ndarray, length: np.ndarray) -> Spans:
+        """Stretches of reads: read[i] from base start[i], length[i] bases."""
+        source = self.source
+        return Spans(source.data, np.asarray(source.seq_start, np.int64)[read] + start, np.asarray(length, np.int64),
+                     lambda i: self.name_of(int(read[i])))
+
+
+#: the time of a cell of 32 int16 lanes of the vector score pass
+#: (bpbc.traceback.end_cells) over that of one bit plane of a cell of the
+#: CPU engine's 512-lane superblock with its synthesised (LUT3) cell; and a
+#: plane of the cell of 2-input gates (no network for the plane count or the
+#: scoring) over one of the LUT3 cell. 2-core Zen 4 (AVX-512), 1 kb
+#: pattern, 4 kb reads: the engine 13.6 GCUPS at 6 planes, 4.6 at 10, 0.72
+#: at 11 (no network); the vector pass 4.2 GCUPS on int16 cells
+VECTOR_CELL, TWO_INPUT_PLANE = 1.2, 10.0
+#: int32 cells: 16 lanes at the rate of 32 int16 lanes
+VECTOR_CELL32 = 2 * VECTOR_CELL
+
+
+def _plane_cost(engine, planes: int, scoring: Scoring) -> float:
+    """The relative time of one superblock cell of the CPU engine at ``planes`` planes."""
+    from .cpu_engine import _circuit, cpu_target
+
+    lut3 = engine.shape.gates == "lut3" and cpu_target().isa == "avx512" and _circuit(planes, scoring) is not None
+    return planes * (1.0 if lut3 else TWO_INPUT_PLANE)
+
+
+def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, planes: int, scoring: Scoring,
+            longest_pattern: int, check=None):
+    """``reads`` (a chunk, :class:`bpbc.Reads`, or str, bytes or records)
+    prepared for ``engine``: a :class:`bpbc.screener.ReadBatch` where no read
+    is cut (as before windows), else a :class:`WindowedBatch`. ``tasks``:
+    oriented patterns; ``planes``: the most bit planes a screen of them
+    takes. On the CPU, a batch of long reads whose windows would leave the
+    engine's lanes idle, or need a cell without a network, is screened by
+    the vector score pass instead (:func:`vector_hits`), where that costs
+    less. ``check(name, length, window)`` raises :class:`PairTooLarge` for
+    a read that cannot fit."""
+    from .screener import ReadBatch
+
+    lengths = _lengths(reads)
+    if lengths is None:
+        from .reads import Reads
+
+        reads = Reads.of(reads)
+        lengths = reads.lengths
+    window = None
+    vector = False
+    if len(lengths):
+        lanes = getattr(engine, "lanes", DEFAULT_LANES)
+        window, cost = plan.window_length(lengths, lambda count: -(-(-(-count // lanes) * tasks) // threads))
+        if engine.name == "cpu" and int(lengths.max()) > MIN_WINDOW:
+            cost *= _plane_cost(engine, planes, scoring)
+            vector_window, vector_cost = plan.window_length(lengths, lambda count: -(-(-(-count * tasks // 32))
+                                                                                     // threads))
+            vector_window = vector_window or int(lengths.max())
+            int16 = scoring.match * min(vector_window, longest_pattern) < 1 << 15 and \
+                max(vector_window, longest_pattern) < (1 << 15) - 1
+            if vector_cost * (VECTOR_CELL if int16 else VECTOR_CELL32) < cost:
+                window, vector = vector_window, True
+    if window is None:  # as before windows
+        if check is not None and len(lengths):
+            longest = int(np.argmax(lengths))
+            check(lambda: _as_buffer(reads)[1](longest), int(lengths[longest]), int(lengths[longest]))
+        from .chunks import RawFastqChunk, RecordChunk
+
+        if isinstance(reads, (RawFastqChunk, RecordChunk)):
+            return ReadBatch.from_chunk(reads, engine)
+        return ReadBatch.from_reads(reads, engine)
+    source, name_of = _as_buffer(reads)
+    if check is not None:
+        longest = int(np.argmax(lengths))
+        check(lambda: name_of(longest), int(lengths[longest]), window)
+    windows = plan.cut(lengths, window)
+    spans = Spans(source.data, np.asarray(source.seq_start, np.int64)[windows.read] + windows.start, windows.length,
+                  lambda i: name_of(int(windows.read[i])))
+    try:
+        inner = None if vector else ReadBatch.from_chunk(spans, engine)
+    except SequenceError:
+        # named and placed as in the read itself
+        from .chunks import _encode_sequences
+
+        _encode_sequences(source.data, np.asarray(source.seq_start, np.int64), lengths, name_of)
+        raise
+    return WindowedBatch(source, name_of, windows, inner, plan, engine)
+
+
+# ---------------------------------------------------------------- memory
+
+
+def available_memory() -> int:
+    """Bytes of memory this process may still take: MemAvailable where
+    Linux says, else the physical memory."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def bytes_needed(window: int, pattern_length: int, span: int, planes: int, threads: int) -> int:
+    """About the most memory a read screened in windows of ``window`` bases
+    (or whole, of that length) against a pattern of ``pattern_length`` takes
+    at once: the engine's state along the window for each thread (H and F,
+    ``planes`` bit planes of a 64-byte vector per base, and the packed read),
+    and the traceback's pointers and checkpoints for an alignment of up to
+    ``span`` read bases (16 lanes of a byte per cell; in segments, about 2 x
+    sqrt(8 x rows) rows of them)."""
+    screen = window * (2 * planes * 64 * threads + 3 * 64)
+    rows = min(window, span)
+    traceback = int(2 * np.sqrt(8.0 * rows) + 2) * (pattern_length + 1) * 16 * threads
+    return screen + traceback
+
+
+def fit_check(table_lengths: np.ndarray, thresholds: np.ndarray, scoring: Scoring, threads: int, pattern_name):
+    """check(name, length, window) for :func:`prepare`: raises
+    :class:`PairTooLarge` naming the read where the longest pattern and the
+    read need more memory than is available."""
+    longest = int(np.argmax(table_lengths))
+    m = int(table_lengths[longest])
+    planes = max(score_planes(int(t)) for t in thresholds) + 1
+    span = int(read_span(table_lengths, thresholds, scoring).max())
+
+    def check(name, length: int, window: int) -> None:
+        need = bytes_needed(min(length, window), m, min(length, span), planes, threads)
+        have = available_memory()
+        if need > have:
+            raise PairTooLarge(
+                f"read {name()}: {length} bases against pattern {pattern_name(longest)} ({m} bases) need about "
+                f"{need / 2**30:.1f} GiB of memory, {have / 2**30:.1f} GiB available")
+
+    return check
+
+
+# ---------------------------------------------------------------- hits and alignments
+
+
+def read_hits(batch: WindowedBatch, window_hits, strands: int, ends: np.ndarray | None = None):
+    """The hits of the reads from those of their windows: per (read,
+    pattern, strand), the best window score, capped where a window's is
+    (capped scores are the cap, above every exact one), sorted by read,
+    pattern, strand; a :class:`bpbc.screener.WindowHits` keeping the
+    windows' hits (and their end cells, ``ends``, where known) for the traceback."""
+    from .screener import WindowHits, first_of_runs
+
+    read = batch.windows.read[window_hits.read]
+    k = window_hits.pattern * strands + window_hits.strand
+    count = int(k.max(initial=0)) + 1
+    key = read * count + k
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    starts = np.flatnonzero(first_of_runs(key)) if len(key) else np.zeros(0, np.int64)
+    score = np.maximum.reduceat(window_hits.score[order], starts) if len(key) else np.zeros(0, np.int32)
+    capped = np.logical_or.reduceat(window_hits.capped[order], starts) if len(key) else np.zeros(0, bool)
+    first = order[starts]
+    return WindowHits(read[first], window_hits.pattern[first], window_hits.strand[first], score.astype(np.int32),
+                      capped.astype(bool), window_hits, ends)
+
+
+def vector_scores(batch: WindowedBatch, table, scoring: Scoring) -> np.ndarray:
+    """(windows, oriented patterns, 3): the exact score, read end (in the
+    window) and pattern end of the end cell of every window against every
+    oriented pattern of ``table``, by the traceback's vector score pass
+    (:func:`bpbc.traceback.end_cells`: 32 int16 lanes, or 16 int32 lanes
+    where the values need them)."""
+    from .traceback import end_cells
+
+    windows = batch.windows
+    count = len(table)
+    codes, lengths = batch.spans(windows.read, windows.start, windows.length).encode()
+    rows = np.repeat(np.arange(len(windows), dtype=np.int64), count)
+    ks = np.tile(np.arange(count, dtype=np.int64), len(windows))
+    return end_cells(codes, lengths, rows, table, ks, scoring).reshape(len(windows), count, 3)
+
+
+def vector_hits(batch: WindowedBatch, table, thresholds: np.ndarray, caps: np.ndarray, scoring: Scoring,
+                strands: int):
+    """:func:`read_hits` of the windows' scores from :func:`vector_scores`,
+    those above ``caps`` (per oriented pattern) reported as the cap and
+    capped, as the engine's planes would hold them; the end cells (exact
+    scores) kept for the traceback."""
+    from .screener import Hits
+
+    found = vector_scores(batch, table, scoring)
+    window, k = np.nonzero(found[:, :, 0] >= thresholds)
+    score = found[window, k, 0]
+    capped = score > caps[k]
+    window_hits = Hits(window.astype(np.int64), table.pattern[k], table.strand[k],
+                       np.where(capped, caps[k], score).astype(np.int32), capped)
+    return read_hits(batch, window_hits, strands, found[window, k])
+
+
+def align(batch: WindowedBatch, hits, table, strands: tuple[str, ...], scoring: Scoring, eqx: bool):
+    """One alignment per hit of a windowed batch, that of the whole read
+    (or of the end region it lies in): see the module docstring."""
+    from .errors import InternalError
+    from .traceback import align_hits, end_cells
+
+    windows = batch.windows
+    count = len(strands)
+    k = hits.pattern * count + hits.strand
+    # hits on reads not cut are aligned as before windows, unless the vector pass found their end cells
+    known_cells = hits.ends is not None
+    whole = np.zeros(len(hits), dtype=bool) if known_cells else windows.whole[hits.read]
+    long_hits = np.flatnonzero(~whole)
+    if not len(long_hits):
+        codes, lengths = batch.spans(hits.read, np.zeros(len(hits), np.int64), batch.lengths[hits.read]).encode()
+        return align_hits(codes, lengths, np.arange(len(hits)), k, table, strands, scoring, eqx)
+    # the windows where each long hit reaches its score (capped: only capped windows can)
+    w = hits.windows
+    key_of_hits = hits.read * len(table) + k
+    t = np.searchsorted(key_of_hits, windows.read[w.read] * len(table) + w.pattern * count + w.strand)
+    at_best = np.where(hits.capped[t], w.capped, w.score == hits.score[t]) & ~whole[t]
+    t, window = t[at_best], w.read[at_best]
+    if known_cells:  # each window's first maximum; the first of them is the read's
+        cell_hit, score = t, hits.ends[at_best, 0]
+        end, column = windows.start[window] + hits.ends[at_best, 1], hits.ends[at_best, 2]
+        cell_region = windows.region[window]
+    else:  # a score pass over the stretch of each region those windows cover
+        order = np.lexsort((windows.start[window], windows.region[window], t))
+        t, window = t[order], window[order]
+        group = np.ones(len(t), dtype=bool)
+        group[1:] = (t[1:] != t[:-1]) | (windows.region[window[1:]] != windows.region[window[:-1]])
+        starts = np.flatnonzero(group)
+        cell_hit = t[starts]
+        stretch_start = np.minimum.reduceat(windows.start[window], starts)
+        stretch_stop = np.maximum.reduceat(windows.start[window] + windows.length[window], starts)
+        cell_region = windows.region[window[starts]]
+        codes, lengths = batch.spans(hits.read[cell_hit], stretch_start, stretch_stop - stretch_start).encode()
+        found = end_cells(codes, lengths, np.arange(len(cell_hit)), table, k[cell_hit], scoring)
+        score, end, column = found[:, 0], stretch_start + found[:, 1], found[:, 2]
+    # the end cell of each long hit: the first maximum over its candidates
+    pick = np.lexsort((column, end, -score, cell_hit))
+    first = np.ones(len(pick), dtype=bool)
+    first[1:] = cell_hit[pick[1:]] != cell_hit[pick[:-1]]
+    pick = pick[first]
+    if not np.array_equal(cell_hit[pick], long_hits):
+        raise InternalError("a hit of a long read has no window at its score")
+    score, end, column, region = score[pick], end[pick], column[pick], cell_region[pick]
+    # the rows its alignment can span, and the whole reads of the other hits
+    first_row = np.maximum(region, end - read_span(column, score, scoring))
+    start = np.zeros(len(hits), dtype=np.int64)
+    length = batch.lengths[hits.read].copy()
+    start[long_hits] = first_row
+    length[long_hits] = end - first_row
+    known = np.full((len(hits), 3), -1, dtype=np.int64)
+    known[long_hits] = np.stack([score, end - first_row, column], axis=1)
+    codes, lengths = batch.spans(hits.read, start, length).encode()
+    found = align_hits(codes, lengths, np.arange(len(hits)), k, table, strands, scoring, eqx, known)
+    return _shifted(found, np.where(found.score > 0, start, 0))
+
+
+def _shifted(table, offset: np.ndarray):
+    """``table`` with ``offset`` added to its read coordinates."""
+    import dataclasses
+
+    return dataclasses.replace(table, read_start=table.read_start + offset, read_end=table.read_end + offset)

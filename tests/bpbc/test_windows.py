@@ -1,0 +1,346 @@
+"""Long reads screened as overlapping windows (bpbc/windows.py): the bound at
+its edge, the windowed screen against the whole-read screen and parasail,
+``--ends``, the traceback in segments of rows, and a pair that cannot fit."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import bpbc
+import bpbc.traceback as tb
+import bpbc.windows as windows
+from bpbc.alphabet import encode_pattern, encode_reads
+from bpbc.cli import main
+from bpbc.patterns import PatternTable
+from bpbc.reference import sw_score
+from bpbc.scoring import Scoring
+from bpbc.windows import WindowPlan, read_span
+from tests.bpbc.conftest import (SCORINGS, mutate, parasail_sw, random_pattern, random_read, related_pair,
+                                 scoring_id)
+
+COMPLEMENT = str.maketrans("ACGTNRY", "TGCANYR")
+
+
+def reverse_complement(text: str) -> str:
+    return text.translate(COMPLEMENT)[::-1]
+
+
+@pytest.fixture
+def whole_reads(monkeypatch):
+    """A function that runs its argument with no read cut (the screen as before windows)."""
+    def run(call):
+        with monkeypatch.context() as patch:
+            patch.setattr(windows, "MIN_WINDOW", 1 << 40)
+            return call()
+    return run
+
+
+@pytest.fixture
+def cut_fine(monkeypatch):
+    """Every read longer than the overlap cut, windows a few bases apart: many windows and seams."""
+    monkeypatch.setattr(windows, "MIN_WINDOW", 1)
+    monkeypatch.setattr(windows, "MIN_STEP", 3)
+
+
+@pytest.fixture(params=["engine", "vector"])
+def screen_by(request, monkeypatch):
+    """Windows screened by the engine, or by the vector score pass (on the CPU)."""
+    cost = 0.0 if request.param == "vector" else float("inf")
+    monkeypatch.setattr(windows, "VECTOR_CELL", cost)
+    monkeypatch.setattr(windows, "VECTOR_CELL32", cost)
+    return request.param
+
+
+def long_reads(rng, patterns: list[str], count: int, longest: int) -> list[str]:
+    """Random reads (N and IUPAC codes in them) carrying 0-3 mutated copies
+    of the patterns, either strand, some side by side."""
+    reads = []
+    for _ in range(count):
+        read = random_read(rng, int(rng.integers(0, longest)), n_rate=0.02)
+        for _ in range(int(rng.integers(0, 4))):
+            pattern = patterns[int(rng.integers(len(patterns)))]
+            concrete = "".join(str(rng.choice(list({"R": "AG", "Y": "CT", "N": "ACGT"}.get(c, c))))
+                               for c in pattern.upper())
+            copy = mutate(rng, concrete, float(rng.choice([0.0, 0.03, 0.12])))
+            copy = reverse_complement(copy) if rng.random() < 0.5 else copy
+            at = int(rng.integers(0, len(read) + 1))
+            read = read[:at] + copy + read[at:]
+        if rng.random() < 0.2:  # an IUPAC code in the read: never matches
+            at = int(rng.integers(0, len(read) + 1))
+            read = read[:at] + "R" + read[at:]
+        reads.append(read)
+    return reads
+
+
+def assert_same_results(whole, cut) -> None:
+    for field in ("read", "pattern", "strand", "score", "capped"):
+        assert np.array_equal(getattr(whole.hits, field), getattr(cut.hits, field)), field
+    assert whole.alignments.to_list() == cut.alignments.to_list()
+
+
+# --- the bound ---------------------------------------------------------------
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_read_span_is_the_longest_span_of_a_passing_alignment(scoring):
+    """A pattern matched in full with one gap of I read bases in its middle
+    scores T = match x m - open - I x extend; read_span(m, T) is m + I, and
+    one base more (I + 1) scores below T."""
+    rng = np.random.default_rng(1)
+    for m in (20, 41, 64):
+        inserted = int(rng.integers(1, 6))
+        threshold = scoring.match * m - scoring.gap_open - inserted * scoring.gap_extend
+        if threshold <= scoring.match * m // 2:
+            continue
+        assert read_span(m, threshold, scoring) == m + inserted
+        assert read_span(m, threshold + scoring.gap_extend, scoring) == m + inserted - 1
+        assert read_span(m, scoring.match * m, scoring) == m  # a perfect copy: no room for a gap
+
+
+def gapped_copy(rng, m: int, inserted: int, scoring: Scoring) -> tuple[str, str, int]:
+    """(pattern, read, threshold): the read is one base, then the pattern with
+    ``inserted`` bases in its middle, then 40 random bases; the only
+    alignment that reaches the threshold spans m + inserted = read_span read bases."""
+    pattern = random_read(rng, m)
+    middle = "".join("T" if c != "T" else "A" for c in random_read(rng, inserted))
+    read = "C" + pattern[:m // 2] + middle + pattern[m // 2:] + random_read(rng, 40)
+    threshold = scoring.match * m - scoring.gap_open - inserted * scoring.gap_extend
+    return pattern, read, threshold
+
+
+@pytest.mark.parametrize("scoring", SCORINGS[:3], ids=scoring_id)
+def test_overlap_of_span_minus_one_keeps_the_alignment_one_less_loses_it(scoring, monkeypatch, screen_by):
+    """The bound at its edge: windows two bases apart, overlapping by
+    read_span - 1, hold the alignment (the read's screen score is T); by one
+    base less, no window holds it, and the screen misses it (so the test can fail)."""
+    rng = np.random.default_rng(7)
+    pattern, read, threshold = gapped_copy(rng, 48, 4, scoring)
+    assert sw_score(read, pattern, scoring) == threshold
+    span = int(read_span(len(pattern), threshold, scoring))
+    assert span == len(pattern) + 4
+
+    def screened(overlap: int):
+        screener = bpbc.Screener([pattern], threshold, scoring, strand="forward", device="cpu")
+        screener.windows = WindowPlan(overlap)
+        monkeypatch.setattr(WindowPlan, "window_length", lambda self, *args: (self.overlap + 2, 1.0))
+        batch = screener.prepare([read])
+        assert isinstance(batch, windows.WindowedBatch) and len(batch.windows) > 10
+        assert not batch.windows.whole.any()
+        return screener.run(batch)
+
+    kept = screened(span - 1)
+    assert kept.hits.score.tolist() == [threshold]
+    assert kept.alignments.to_list()[0].read_start == 1
+    assert kept.alignments.to_list()[0].read_end == 1 + span
+    assert len(screened(span - 2).hits) == 0
+
+
+def test_every_window_plan_covers_each_span(monkeypatch):
+    """Every stretch of overlap + 1 bases (and with ends, of its region) lies in a window of the cut."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        overlap = int(rng.integers(0, 40))
+        ends = None if rng.random() < 0.5 else int(rng.integers(1, 120))
+        plan = WindowPlan(overlap, ends)
+        lengths = rng.integers(0, 300, 5)
+        window = overlap + 1 + int(rng.integers(1, 50))
+        cut = plan.cut(lengths, window)
+        assert (cut.length <= window).all() and ((cut.length > 0) | (lengths[cut.read] == 0)).all()
+        read, start, length = plan.regions(lengths)
+        for r, s, n in zip(read, start, length):
+            mine = cut.read == r
+            for a in range(s, s + max(n - overlap, 1)):
+                b = min(a + overlap + 1, s + n)
+                assert ((cut.start[mine] <= a) & (cut.start[mine] + cut.length[mine] >= b)
+                        & (cut.region[mine] == s)).any()
+
+
+# --- windows against the whole read ------------------------------------------
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_windowed_screen_equals_the_whole_read_screen(scoring, whole_reads, cut_fine, screen_by):
+    """Hits (scores, capped flags), alignments and dense scores of reads cut
+    into many windows are those of the whole reads."""
+    rng = np.random.default_rng(11)
+    patterns = [random_pattern(rng, int(rng.integers(16, 90)), iupac_rate=0.05) for _ in range(3)]
+    reads = long_reads(rng, patterns, 40, 900)
+    threshold = [int(scoring.match * len(p) * 0.5) for p in patterns]
+    screener = bpbc.Screener(patterns, threshold, scoring, device="cpu", threads=2)
+    batch = screener.prepare(reads)
+    assert isinstance(batch, windows.WindowedBatch) and len(batch.windows) > len(reads)
+    assert (batch.inner is None) == (screen_by == "vector")
+    cut = screener.run(batch)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(windows, "VECTOR_CELL", float("inf"))
+        patch.setattr(windows, "VECTOR_CELL32", float("inf"))
+        whole = whole_reads(lambda: screener.run(reads))
+    assert len(whole.hits) > 20
+    assert_same_results(whole, cut)
+    dense_cut = screener.run(reads, dense=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(windows, "VECTOR_CELL", float("inf"))
+        patch.setattr(windows, "VECTOR_CELL32", float("inf"))
+        dense_whole = whole_reads(lambda: screener.run(reads, dense=True))
+    assert np.array_equal(dense_cut.scores, dense_whole.scores)
+    assert np.array_equal(dense_cut.capped, dense_whole.capped)
+    assert_same_results(dense_whole, dense_cut)
+
+
+def test_windowed_scores_against_parasail(cut_fine, screen_by):
+    """Every read's best window score, where it passes, is parasail's score of the whole read."""
+    rng = np.random.default_rng(5)
+    scoring = Scoring()
+    for _ in range(4):
+        read, pattern = related_pair(rng, int(rng.integers(300, 1500)), int(rng.integers(30, 200)), rate=0.08,
+                                     iupac_rate=0.03, n_rate=0.01)
+        threshold = max(1, len(pattern) // 2)
+        screener = bpbc.Screener([pattern], threshold, scoring, device="cpu", exact_scores=True)
+        result = screener.run([read] * 3 + [read[::-1]])
+        assert isinstance(screener.prepare([read]), windows.WindowedBatch)
+        for hit, alignment in zip(result.hits.read.tolist(), result.alignments.to_list()):
+            text = read if hit < 3 else read[::-1]
+            strand_pattern = pattern if alignment.strand == "+" else reverse_complement(pattern)
+            assert alignment.score == parasail_sw(text, strand_pattern, scoring)
+
+
+def test_paf_of_long_reads_is_the_whole_read_screens(tmp_path, capsys, monkeypatch, screen_by):
+    """bpbc-screen on long reads: the PAF, byte for byte, of the screen with no read cut."""
+    rng = np.random.default_rng(17)
+    patterns = [random_pattern(rng, 400, iupac_rate=0.02), random_pattern(rng, 150)]
+    reads = long_reads(rng, patterns, 30, 6000)
+    (tmp_path / "p.fa").write_text("".join(f">p{i}\n{p}\n" for i, p in enumerate(patterns)))
+    (tmp_path / "r.fq").write_text("".join(f"@r{i} x\n{r}\n+\n{'I' * len(r)}\n" for i, r in enumerate(reads)))
+
+    def paf(name: str, *options: str) -> str:
+        status = main([str(tmp_path / "r.fq"), str(tmp_path / "p.fa"), "-t", "150", "--device", "cpu", "-q",
+                       "-o", str(tmp_path / name), *options])
+        assert status == 0, capsys.readouterr().err
+        return (tmp_path / name).read_text()
+
+    monkeypatch.setattr(windows, "MIN_WINDOW", 1)
+    cut = paf("cut.paf")
+    monkeypatch.setattr(windows, "MIN_WINDOW", 1 << 40)
+    monkeypatch.setattr(windows, "VECTOR_CELL", float("inf"))
+    monkeypatch.setattr(windows, "VECTOR_CELL32", float("inf"))
+    whole = paf("whole.paf")
+    assert cut == whole and len(whole.splitlines()) > 10
+
+
+# --- --ends ------------------------------------------------------------------
+
+def test_ends_screen_is_the_screen_of_each_end(whole_reads, cut_fine, screen_by):
+    """With ends=N a read's hit is the better of its first and last N bases'
+    (screened as reads of their own), the first where they tie, its
+    alignment theirs in the read's coordinates; reads up to 2N bases are
+    screened whole."""
+    rng = np.random.default_rng(23)
+    patterns = [random_pattern(rng, 30), random_pattern(rng, 45, iupac_rate=0.05)]
+    reads = long_reads(rng, patterns, 40, 700)
+    ends = 120
+    screener = bpbc.Screener(patterns, 30, Scoring(), device="cpu", ends=ends)
+    result = screener.run(reads)
+    plain = bpbc.Screener(patterns, 30, Scoring(), device="cpu")
+    heads = whole_reads(lambda: plain.run([r[:ends] if len(r) > 2 * ends else r for r in reads]))
+    tails = whole_reads(lambda: plain.run([r[-ends:] if len(r) > 2 * ends else "" for r in reads]))
+    expected = {}
+    for part, shift in ((heads, lambda r: 0), (tails, lambda r: len(reads[r]) - ends)):
+        for a in part.alignments.to_list():
+            moved = dataclasses.replace(a, read_start=a.read_start + shift(a.read_index),
+                                        read_end=a.read_end + shift(a.read_index))
+            key = (a.read_index, a.pattern_index, a.strand)
+            if key not in expected or a.score > expected[key].score:
+                expected[key] = moved
+    found = {(a.read_index, a.pattern_index, a.strand): a for a in result.alignments.to_list()}
+    assert found == expected and len(found) > 10
+
+
+def test_ends_option_coordinates_stay_the_reads(tmp_path, capsys):
+    """--ends 100: an adapter at a long read's end is found at its place in
+    the read, one in the middle is not; demultiplexing by {name} works."""
+    rng = np.random.default_rng(29)
+    adapter = random_read(rng, 40)
+    middle = random_read(rng, 2000)
+    read = random_read(rng, 30) + adapter + middle + adapter + random_read(rng, 20)
+    inner = random_read(rng, 1000) + adapter + random_read(rng, 1000)
+    (tmp_path / "a.fa").write_text(f">ad\n{adapter}\n")
+    (tmp_path / "r.fq").write_text(f"@end\n{read}\n+\n{'I' * len(read)}\n@mid\n{inner}\n+\n{'I' * len(inner)}\n")
+    status = main([str(tmp_path / "r.fq"), str(tmp_path / "a.fa"), "-t", "70", "--ends", "100", "--device", "cpu",
+                   "-q", "-o", str(tmp_path / "out.paf"), "--matched", str(tmp_path / "m.{name}.fq")])
+    assert status == 0, capsys.readouterr().err
+    lines = [line.split("\t") for line in (tmp_path / "out.paf").read_text().splitlines()]
+    assert [(f[0], f[1], f[2], f[3], f[4]) for f in lines] == [("end", str(len(read)), "30", "70", "+")]
+    assert (tmp_path / "m.ad.fq").read_text().startswith("@end\n")
+
+
+# --- the traceback -----------------------------------------------------------
+
+@pytest.mark.parametrize("scoring", SCORINGS[:3], ids=scoring_id)
+def test_traceback_in_segments_of_rows_is_the_one_pass_traceback(scoring, monkeypatch):
+    """Blocks over the pointer budget, aligned in segments of rows from
+    checkpoints, give the alignments (and CIGARs) of one pass, int16 and int32 cells."""
+    rng = np.random.default_rng(31)
+    patterns = [random_pattern(rng, int(rng.integers(5, 200)), iupac_rate=0.05) for _ in range(4)]
+    reads = long_reads(rng, patterns, 120, 500)
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.build([encode_pattern(p) for p in patterns], ("+", "-"))
+    rows = np.arange(len(reads))
+    ks = rng.integers(0, len(table), len(reads))
+    for bits in (16, 32):
+        one, one_cigars = tb._run_batch(codes, lengths, rows, table, ks, scoring, False, ks % 2 == 1, bits)
+        monkeypatch.setattr(tb, "POINTER_BUDGET", 5000)
+        cut, cut_cigars = tb._run_batch(codes, lengths, rows, table, ks, scoring, False, ks % 2 == 1, bits)
+        monkeypatch.setattr(tb, "POINTER_BUDGET", 64 << 20)
+        assert np.array_equal(one, cut)
+        assert one_cigars.strings() == cut_cigars.strings()
+        assert (one[:, 0] > 0).sum() > 50
+
+
+def test_traceback_of_a_long_pair_stays_in_bounded_memory(monkeypatch):
+    """A 20 kb read against a 2 kb pattern: the pointers of one block of it
+    would be 20 kb x 2 kb x 16 lanes (640 MB); the traceback aligns only the
+    rows the hit can span, in segments, and gives the whole read's alignment."""
+    import tracemalloc
+
+    rng = np.random.default_rng(37)
+    pattern = random_read(rng, 2000)
+    read = random_read(rng, 9000) + mutate(rng, pattern, 0.03) + random_read(rng, 9000)
+    screener = bpbc.Screener([pattern], 1000, device="cpu")
+    batch = screener.prepare([read])
+    hits = screener.hits(batch)
+    tracemalloc.start()
+    alignments = screener.align(batch, hits)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 100 << 20
+    assert alignments.score.tolist() == [parasail_sw(read, pattern, Scoring())]
+
+
+# --- what cannot fit ---------------------------------------------------------
+
+def test_a_pair_that_cannot_fit_is_one_line_naming_the_read(tmp_path, capsys, monkeypatch):
+    rng = np.random.default_rng(41)
+    pattern = random_read(rng, 3000)
+    (tmp_path / "p.fa").write_text(f">big\n{pattern}\n")
+    (tmp_path / "r.fq").write_text(f"@short\nACGT\n+\nIIII\n@long_one\n{random_read(rng, 40000)}\n+\n"
+                                   f"{'I' * 40000}\n")
+    monkeypatch.setattr(windows, "available_memory", lambda: 16 << 20)
+    out = tmp_path / "out.paf"
+    status = main([str(tmp_path / "r.fq"), str(tmp_path / "p.fa"), "-t", "500", "--device", "cpu", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "long_one" in err and "big" in err and "GiB" in err
+    assert not out.exists()
+
+
+@pytest.mark.gpu
+def test_windowed_screen_on_the_gpu_equals_the_cpu(cut_fine):
+    """The GPU engine screens the windows (prepared from their bytes) with the CPU's results."""
+    rng = np.random.default_rng(43)
+    patterns = [random_pattern(rng, int(rng.integers(16, 90)), iupac_rate=0.05) for _ in range(3)]
+    reads = long_reads(rng, patterns, 300, 3000)
+    results = [bpbc.Screener(patterns, 40, device=device).run(bpbc.Reads.of(reads)) for device in ("cpu", "gpu")]
+    assert_same_results(*results)
+    assert len(results[0].hits) > 50
