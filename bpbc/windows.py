@@ -275,8 +275,11 @@ def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, planes: i
     the vector score pass instead (:func:`vector_hits`), where that costs
     less. ``check(name, length, window)`` raises :class:`PairTooLarge` for
     a read that cannot fit."""
+    from .pairs import PairedChunk
     from .screener import ReadBatch
 
+    if isinstance(reads, PairedChunk):  # paired reads are screened whole, mates interleaved, as before windows
+        return ReadBatch.from_chunk(reads, engine)
     lengths = _lengths(reads)
     if lengths is None:
         from .reads import Reads
