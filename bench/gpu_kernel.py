@@ -43,6 +43,7 @@ def plant(prepared, pattern: str, every: int, at: int = 10) -> None:
     for plane, bit in ((0, codes & 1), (1, codes >> 1)):  # low bit, high bit of each base's code
         words = cupy.asarray(np.where(bit == 1, 0xFFFFFFFF, 0).astype(np.uint32))
         prepared.planes[::every, at:at + len(pattern), plane] = words
+    cupy.cuda.get_current_stream().synchronize()  # the engine's stream does not wait for this one (random_prepared)
 
 
 def time_hits(prepared, pattern_masks: list, scoring, threshold: int, repeats: int = 5) -> dict:
