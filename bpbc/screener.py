@@ -294,9 +294,9 @@ class Screener:
         names = self.pattern_names
         check = fit_check(self.table.lengths, self.table_thresholds, self.scoring, self.threads or usable_cores(),
                           lambda k: names[int(self.table.pattern[k])])
-        planes = max(score_planes(int(t)) for t in self.table_thresholds)
-        return prepare_windows(reads, self.engine, plan, len(self.table), self.threads or usable_cores(), planes,
-                               self.scoring, int(self.table.lengths.max()), check)
+        planes = [score_planes(int(t)) for t in self.table_thresholds]
+        return prepare_windows(reads, self.engine, plan, len(self.table), self.threads or usable_cores(), max(planes),
+                               self.scoring, int(self.table.lengths.max()), check, min(planes))
 
     def _batch(self, reads, dense: bool = False) -> ReadBatch | WindowedBatch:
         if isinstance(reads, (ReadBatch, WindowedBatch)):
@@ -354,9 +354,9 @@ class Screener:
         """The passing instances of a batch (or of reads, encoded here)."""
         batch = self._batch(reads)
         if isinstance(batch, WindowedBatch):
-            if batch.inner is None:
+            if batch.inner is None or (batch.flag_planes and batch.inner.prepared is not None):
                 return vector_hits(batch, self.table, self.table_thresholds, self._caps(), self.scoring,
-                                   len(self.strands))
+                                   len(self.strands), 0 if batch.inner is None else batch.flag_planes)
             return read_hits(batch, self.hits(batch.inner), len(self.strands))
         parts = self._in_parts(batch, self._hits)
         if len(parts) == 1:

@@ -216,7 +216,7 @@ class WindowedBatch:
 
     prepared = None
 
-    def __init__(self, source, name_of, windows: Windows, inner, plan: WindowPlan, engine):
+    def __init__(self, source, name_of, windows: Windows, inner, plan: WindowPlan, engine, flag_planes: int = 0):
         self.source = source  #: the reads: data, seq_start and lengths
         self.name_of = name_of
         self.lengths = np.asarray(source.lengths, dtype=np.int64)
@@ -224,6 +224,9 @@ class WindowedBatch:
         #: the windows as the engine's ReadBatch; None where the vector score pass screens them
         self.inner = inner
         self.engine = engine
+        #: planes of the engine's flags-only pass whose flagged windows the vector pass
+        #: screens (:func:`vector_hits`); 0: the engine screens them as reads
+        self.flag_planes = flag_planes
         self.plan = plan
         self._codes: np.ndarray | None = None
 
@@ -245,27 +248,45 @@ class WindowedBatch:
 
 
 #: the time of a cell of 32 int16 lanes of the vector score pass
-#: (bpbc.traceback.end_cells) over that of one bit plane of a cell of the
-#: CPU engine's 512-lane superblock with its synthesised (LUT3) cell; and a
-#: plane of the cell of 2-input gates (no network for the plane count or the
-#: scoring) over one of the LUT3 cell. 2-core Zen 4 (AVX-512), 1 kb
-#: pattern, 4 kb reads: the engine 13.6 GCUPS at 6 planes, 4.6 at 10, 0.72
-#: at 11 (no network); the vector pass 4.2 GCUPS on int16 cells
-VECTOR_CELL, TWO_INPUT_PLANE = 1.2, 10.0
-#: int32 cells: 16 lanes at the rate of 32 int16 lanes
+#: (bpbc.traceback.end_cells), in units of the time of a cell of the CPU
+#: engine's 512-lane superblock over the square of its planes (with its
+#: synthesised LUT3 cell; the 2-input cell, where there is no network for the
+#: plane count or the scoring, TWO_INPUT times that). Measured side by side
+#: on the 2-core Zen 4 (AVX-512), flags-only passes over 1024 reads of 4 kb
+#: against 2 kb on both strands: 6 planes 23-24 GCUPS (43 ns a superblock
+#: cell), 8 planes 13-14 (76 ns), 10 planes 6-7 (150 ns); the vector pass
+#: 9.4-10 GCUPS on int16 cells (6.5 ns a cell of 32 lanes); 11 planes (no
+#: network) about 6x 10 planes' time
+VECTOR_CELL, TWO_INPUT = 5.4, 6.0
+#: int32 cells: 16 lanes, at about the rate of 32 int16 lanes (4.9 GCUPS against 9.0)
 VECTOR_CELL32 = 2 * VECTOR_CELL
+#: the fewest planes of the engine's flags-only pass before the vector pass
+MIN_FLAG_PLANES = 3
 
 
 def _plane_cost(engine, planes: int, scoring: Scoring) -> float:
-    """The relative time of one superblock cell of the CPU engine at ``planes`` planes."""
+    """The relative time of one superblock cell of the CPU engine at ``planes`` planes (see VECTOR_CELL)."""
     from .cpu_engine import _circuit, cpu_target
 
     lut3 = engine.shape.gates == "lut3" and cpu_target().isa == "avx512" and _circuit(planes, scoring) is not None
-    return planes * (1.0 if lut3 else TWO_INPUT_PLANE)
+    return planes * planes * (1.0 if lut3 else TWO_INPUT)
+
+
+def flag_planes(scoring: Scoring, window: int, longest_pattern: int, planes: int) -> int:
+    """The planes of the engine's flags-only pass before the vector pass on
+    CPU windows (0: none): few enough to be cheap, enough that random
+    sequence seldom reaches 2**p (the best local score of random bases grows
+    with the log of the cells, about match x ln(cells); four times that),
+    and below every threshold's bit length (``planes``: the least of them)."""
+    import math
+
+    random_best = 4 * scoring.match * math.log(max(window * longest_pattern, 2))
+    p = min(planes - 1, int(random_best).bit_length())
+    return p if p >= MIN_FLAG_PLANES else 0
 
 
 def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, planes: int, scoring: Scoring,
-            longest_pattern: int, check=None):
+            longest_pattern: int, check=None, fewest_planes: int | None = None):
     """``reads`` (a chunk, :class:`bpbc.Reads`, or str, bytes or records)
     prepared for ``engine``: a :class:`bpbc.screener.ReadBatch` where no read
     is cut (as before windows), else a :class:`WindowedBatch`. ``tasks``:
@@ -285,18 +306,23 @@ def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, planes: i
         lengths = reads.lengths
     window = None
     vector = False
+    flags = 0
     if len(lengths):
         lanes = getattr(engine, "lanes", DEFAULT_LANES)
         window, cost = plan.window_length(lengths, lambda count: -(-(-(-count // lanes) * tasks) // threads))
         if engine.name == "cpu" and int(lengths.max()) > MIN_WINDOW:
-            cost *= _plane_cost(engine, planes, scoring)
+            flags = flag_planes(scoring, window or int(lengths.max()), longest_pattern,
+                                planes if fewest_planes is None else fewest_planes)
+            cost *= _plane_cost(engine, flags or planes, scoring)
             vector_window, vector_cost = plan.window_length(lengths, lambda count: -(-(-(-count * tasks // 32))
                                                                                      // threads))
             vector_window = vector_window or int(lengths.max())
             int16 = scoring.match * min(vector_window, longest_pattern) < 1 << 15 and \
                 max(vector_window, longest_pattern) < (1 << 15) - 1
             if vector_cost * (VECTOR_CELL if int16 else VECTOR_CELL32) < cost:
-                window, vector = vector_window, True
+                window, vector, flags = vector_window, True, 0
+            elif flags and window is None:
+                window = int(lengths.max())  # windows of whole reads: the flags, then the vector pass
     if window is None:  # as before windows
         if check is not None and len(lengths):
             longest = int(np.argmax(lengths))
@@ -321,7 +347,7 @@ def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, planes: i
 
         _encode_sequences(source.data, np.asarray(source.seq_start, np.int64), lengths, name_of)
         raise
-    return WindowedBatch(source, name_of, windows, inner, plan, engine)
+    return WindowedBatch(source, name_of, windows, inner, plan, engine, flags)
 
 
 # ---------------------------------------------------------------- memory
@@ -418,21 +444,41 @@ def vector_scores(batch: WindowedBatch, table, scoring: Scoring) -> np.ndarray:
     return end_cells(codes, lengths, rows, table, ks, scoring).reshape(len(windows), count, 3)
 
 
+def pair_cells(batch: WindowedBatch, window: np.ndarray, k: np.ndarray, table, scoring: Scoring) -> np.ndarray:
+    """:func:`vector_scores` of the pairs (window[i], oriented pattern k[i]) only: (pairs, 3)."""
+    from .traceback import end_cells
+
+    windows = batch.windows
+    rows, local = np.unique(window, return_inverse=True)
+    codes, lengths = batch.spans(windows.read[rows], windows.start[rows], windows.length[rows]).encode()
+    return end_cells(codes, lengths, local.astype(np.int64), table, k, scoring)
+
+
 def vector_hits(batch: WindowedBatch, table, thresholds: np.ndarray, caps: np.ndarray, scoring: Scoring,
-                strands: int):
-    """:func:`read_hits` of the windows' scores from :func:`vector_scores`,
+                strands: int, flag_planes: int = 0):
+    """:func:`read_hits` of the windows' scores from the vector score pass,
     those above ``caps`` (per oriented pattern) reported as the cap and
     capped, as the engine's planes would hold them; the end cells (exact
-    scores) kept for the traceback."""
+    scores) kept for the traceback. With ``flag_planes``, only the pairs
+    (window, pattern) the engine flags at that many planes (score >=
+    2**flag_planes, at most every threshold: the others cannot pass) go
+    through the vector pass; else every pair."""
     from .screener import Hits
 
-    found = vector_scores(batch, table, scoring)
-    window, k = np.nonzero(found[:, :, 0] >= thresholds)
-    score = found[window, k, 0]
+    if flag_planes:
+        window, k = batch.engine.flagged(batch.inner.prepared, table, scoring, flag_planes)
+        found = pair_cells(batch, window, k, table, scoring)
+        passing = found[:, 0] >= thresholds[k]
+        window, k, found = window[passing], k[passing], found[passing]
+    else:
+        every = vector_scores(batch, table, scoring)
+        window, k = np.nonzero(every[:, :, 0] >= thresholds)
+        found = every[window, k]
+    score = found[:, 0]
     capped = score > caps[k]
     window_hits = Hits(window.astype(np.int64), table.pattern[k], table.strand[k],
                        np.where(capped, caps[k], score).astype(np.int32), capped)
-    return read_hits(batch, window_hits, strands, found[window, k])
+    return read_hits(batch, window_hits, strands, found)
 
 
 def align(batch: WindowedBatch, hits, table, strands: tuple[str, ...], scoring: Scoring, eqx: bool):

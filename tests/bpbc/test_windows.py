@@ -45,12 +45,14 @@ def cut_fine(monkeypatch):
     monkeypatch.setattr(windows, "MIN_STEP", 3)
 
 
-@pytest.fixture(params=["engine", "vector"])
+@pytest.fixture(params=["engine", "flags", "vector"])
 def screen_by(request, monkeypatch):
-    """Windows screened by the engine, or by the vector score pass (on the CPU)."""
+    """Windows screened by the engine, by its flags-only pass and the vector
+    score pass on what it flags, or by the vector score pass alone (on the CPU)."""
     cost = 0.0 if request.param == "vector" else float("inf")
     monkeypatch.setattr(windows, "VECTOR_CELL", cost)
     monkeypatch.setattr(windows, "VECTOR_CELL32", cost)
+    monkeypatch.setattr(windows, "MIN_FLAG_PLANES", 3 if request.param == "flags" else 99)
     return request.param
 
 
@@ -171,10 +173,12 @@ def test_windowed_screen_equals_the_whole_read_screen(scoring, whole_reads, cut_
     batch = screener.prepare(reads)
     assert isinstance(batch, windows.WindowedBatch) and len(batch.windows) > len(reads)
     assert (batch.inner is None) == (screen_by == "vector")
+    assert (batch.flag_planes > 0) == (screen_by == "flags")
     cut = screener.run(batch)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(windows, "VECTOR_CELL", float("inf"))
         patch.setattr(windows, "VECTOR_CELL32", float("inf"))
+        patch.setattr(windows, "MIN_FLAG_PLANES", 99)
         whole = whole_reads(lambda: screener.run(reads))
     assert len(whole.hits) > 20
     assert_same_results(whole, cut)
@@ -182,6 +186,7 @@ def test_windowed_screen_equals_the_whole_read_screen(scoring, whole_reads, cut_
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(windows, "VECTOR_CELL", float("inf"))
         patch.setattr(windows, "VECTOR_CELL32", float("inf"))
+        patch.setattr(windows, "MIN_FLAG_PLANES", 99)
         dense_whole = whole_reads(lambda: screener.run(reads, dense=True))
     assert np.array_equal(dense_cut.scores, dense_whole.scores)
     assert np.array_equal(dense_cut.capped, dense_whole.capped)
@@ -224,6 +229,7 @@ def test_paf_of_long_reads_is_the_whole_read_screens(tmp_path, capsys, monkeypat
     monkeypatch.setattr(windows, "MIN_WINDOW", 1 << 40)
     monkeypatch.setattr(windows, "VECTOR_CELL", float("inf"))
     monkeypatch.setattr(windows, "VECTOR_CELL32", float("inf"))
+    monkeypatch.setattr(windows, "MIN_FLAG_PLANES", 99)
     whole = paf("whole.paf")
     assert cut == whole and len(whole.splitlines()) > 10
 
