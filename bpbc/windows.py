@@ -182,11 +182,31 @@ class Spans:
         return _encode_sequences(self.data, self.seq_start, self.lengths, self.name_of)
 
 
+class _Coded:
+    """Reads that come as codes (a chunk that only encodes: pairs), their
+    bytes made again from the codes where windows need them."""
+
+    def __init__(self, codes: np.ndarray, lengths: np.ndarray):
+        self.codes = codes
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+
+    @property
+    def data(self) -> np.ndarray:
+        return np.frombuffer(b"ACGTN", np.uint8)[np.minimum(self.codes, 4)].reshape(-1)
+
+    @property
+    def seq_start(self) -> np.ndarray:
+        return np.arange(len(self.lengths), dtype=np.int64) * self.codes.shape[1]
+
+
 def _as_buffer(reads):
     """(reads as something with data, seq_start and lengths, a name for read i)."""
     from .chunks import RawFastqChunk, RecordChunk
     from .reads import Reads
 
+    if isinstance(reads, _Coded):
+        data, seq_start = reads.data, reads.seq_start
+        return Spans(data, seq_start, reads.lengths, lambda i: f"read{i + 1}"), lambda i: f"read{i + 1}"
     if isinstance(reads, RawFastqChunk):
         return reads, lambda i: reads.read_id(i) or f"read{i + 1}"
     if isinstance(reads, RecordChunk):
@@ -216,7 +236,8 @@ class WindowedBatch:
 
     prepared = None
 
-    def __init__(self, source, name_of, windows: Windows, inner, plan: WindowPlan, engine, flag_planes: int = 0):
+    def __init__(self, source, name_of, windows: Windows, inner, plan: WindowPlan, engine, flag_planes: int = 0,
+                 codes: tuple[np.ndarray, np.ndarray] | None = None):
         self.source = source  #: the reads: data, seq_start and lengths
         self.name_of = name_of
         self.lengths = np.asarray(source.lengths, dtype=np.int64)
@@ -227,6 +248,8 @@ class WindowedBatch:
         #: planes of the engine's flags-only pass whose flagged windows the vector pass
         #: screens (:func:`vector_hits`); 0: the engine screens them as reads
         self.flag_planes = flag_planes
+        #: (codes, lengths) of the windows, where the vector pass screens them all
+        self.window_codes = codes
         self.plan = plan
         self._codes: np.ndarray | None = None
 
@@ -285,68 +308,81 @@ def flag_planes(scoring: Scoring, window: int, longest_pattern: int, planes: int
     return p if p >= MIN_FLAG_PLANES else 0
 
 
-def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, planes: int, scoring: Scoring,
-            longest_pattern: int, check=None, fewest_planes: int | None = None):
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, tasks: int, threads: int, planes: tuple[int, int],
+                  scoring: Scoring, longest_pattern: int) -> tuple[int | None, bool, int]:
+    """(window length, None where no read is cut; whether the vector score
+    pass screens the windows; the planes of the engine's flags-only pass
+    before it, 0 for none) for a batch of reads of ``lengths``. ``tasks``:
+    oriented patterns; ``planes``: the fewest and the most bit planes their
+    thresholds take. On the CPU, a batch of long reads whose windows would
+    leave the engine's lanes idle, or need a cell without a network, goes to
+    the vector pass (:func:`vector_hits`) where that costs less."""
+    lanes = getattr(engine, "lanes", DEFAULT_LANES)
+    window, cost = plan.window_length(lengths, lambda count: _ceil(_ceil(count, lanes) * tasks, threads))
+    if engine.name != "cpu" or int(lengths.max()) <= MIN_WINDOW:
+        return window, False, 0
+    longest = int(lengths.max())
+    flags = flag_planes(scoring, window or longest, longest_pattern, planes[0])
+    cost *= _plane_cost(engine, flags or planes[1], scoring)
+    vector_window, vector_cost = plan.window_length(lengths, lambda count: _ceil(_ceil(count * tasks, 32), threads))
+    vector_window = vector_window or longest
+    int16 = scoring.match * min(vector_window, longest_pattern) < 1 << 15 and \
+        max(vector_window, longest_pattern) < (1 << 15) - 1
+    if vector_cost * (VECTOR_CELL if int16 else VECTOR_CELL32) < cost:
+        return vector_window, True, 0
+    if flags:  # windows (whole reads where none is cut): the engine's flags, then the vector pass
+        return window or longest, False, flags
+    return window, False, 0
+
+
+def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, planes: tuple[int, int], scoring: Scoring,
+            longest_pattern: int, check=None):
     """``reads`` (a chunk, :class:`bpbc.Reads`, or str, bytes or records)
     prepared for ``engine``: a :class:`bpbc.screener.ReadBatch` where no read
-    is cut (as before windows), else a :class:`WindowedBatch`. ``tasks``:
-    oriented patterns; ``planes``: the most bit planes a screen of them
-    takes. On the CPU, a batch of long reads whose windows would leave the
-    engine's lanes idle, or need a cell without a network, is screened by
-    the vector score pass instead (:func:`vector_hits`), where that costs
-    less. ``check(name, length, window)`` raises :class:`PairTooLarge` for
-    a read that cannot fit."""
+    is cut (as before windows), else a :class:`WindowedBatch`
+    (:func:`how_to_screen` says which). ``check(name, length, window)``
+    raises :class:`PairTooLarge` for a read that cannot fit."""
     from .screener import ReadBatch
 
-    lengths = _lengths(reads)
-    if lengths is None:
-        from .reads import Reads
+    from .chunks import RawFastqChunk, RecordChunk
+    from .reads import Reads
 
+    lengths = _lengths(reads)
+    if lengths is None and hasattr(reads, "encode") and not isinstance(reads, (str, bytes, Reads)):
+        reads = _Coded(*reads.encode())  # a chunk that only encodes (pairs): its codes, as from_chunk took them
+        lengths = reads.lengths
+    elif lengths is None:
         reads = Reads.of(reads)
         lengths = reads.lengths
-    window = None
-    vector = False
-    flags = 0
-    if len(lengths):
-        lanes = getattr(engine, "lanes", DEFAULT_LANES)
-        window, cost = plan.window_length(lengths, lambda count: -(-(-(-count // lanes) * tasks) // threads))
-        if engine.name == "cpu" and int(lengths.max()) > MIN_WINDOW:
-            flags = flag_planes(scoring, window or int(lengths.max()), longest_pattern,
-                                planes if fewest_planes is None else fewest_planes)
-            cost *= _plane_cost(engine, flags or planes, scoring)
-            vector_window, vector_cost = plan.window_length(lengths, lambda count: -(-(-(-count * tasks // 32))
-                                                                                     // threads))
-            vector_window = vector_window or int(lengths.max())
-            int16 = scoring.match * min(vector_window, longest_pattern) < 1 << 15 and \
-                max(vector_window, longest_pattern) < (1 << 15) - 1
-            if vector_cost * (VECTOR_CELL if int16 else VECTOR_CELL32) < cost:
-                window, vector, flags = vector_window, True, 0
-            elif flags and window is None:
-                window = int(lengths.max())  # windows of whole reads: the flags, then the vector pass
+    window, vector, flags = how_to_screen(lengths, engine, plan, tasks, threads, planes, scoring, longest_pattern) \
+        if len(lengths) else (None, False, 0)
+    if check is not None and len(lengths):
+        longest = int(np.argmax(lengths))
+        check(lambda: _as_buffer(reads)[1](longest), int(lengths[longest]), window or int(lengths[longest]))
     if window is None:  # as before windows
-        if check is not None and len(lengths):
-            longest = int(np.argmax(lengths))
-            check(lambda: _as_buffer(reads)[1](longest), int(lengths[longest]), int(lengths[longest]))
-        from .chunks import RawFastqChunk, RecordChunk
-
+        if isinstance(reads, _Coded):
+            return ReadBatch.from_codes(reads.codes, reads.lengths, engine)
         if isinstance(reads, (RawFastqChunk, RecordChunk)):
             return ReadBatch.from_chunk(reads, engine)
         return ReadBatch.from_reads(reads, engine)
     source, name_of = _as_buffer(reads)
-    if check is not None:
-        longest = int(np.argmax(lengths))
-        check(lambda: name_of(longest), int(lengths[longest]), window)
     windows = plan.cut(lengths, window)
     spans = Spans(source.data, np.asarray(source.seq_start, np.int64)[windows.read] + windows.start, windows.length,
                   lambda i: name_of(int(windows.read[i])))
-    try:
-        inner = None if vector else ReadBatch.from_chunk(spans, engine)
+    try:  # the vector pass's windows encoded here too: a byte outside the alphabet is found now
+        inner = spans.encode() if vector else ReadBatch.from_chunk(spans, engine)
     except SequenceError:
         # named and placed as in the read itself
         from .chunks import _encode_sequences
 
         _encode_sequences(source.data, np.asarray(source.seq_start, np.int64), lengths, name_of)
         raise
+    if vector:
+        return WindowedBatch(source, name_of, windows, None, plan, engine, codes=inner)
     return WindowedBatch(source, name_of, windows, inner, plan, engine, flags)
 
 
@@ -438,7 +474,10 @@ def vector_scores(batch: WindowedBatch, table, scoring: Scoring) -> np.ndarray:
 
     windows = batch.windows
     count = len(table)
-    codes, lengths = batch.spans(windows.read, windows.start, windows.length).encode()
+    if batch.window_codes is not None:
+        codes, lengths = batch.window_codes
+    else:
+        codes, lengths = batch.spans(windows.read, windows.start, windows.length).encode()
     rows = np.repeat(np.arange(len(windows), dtype=np.int64), count)
     ks = np.tile(np.arange(count, dtype=np.int64), len(windows))
     return end_cells(codes, lengths, rows, table, ks, scoring).reshape(len(windows), count, 3)

@@ -350,3 +350,37 @@ def test_windowed_screen_on_the_gpu_equals_the_cpu(cut_fine):
     results = [bpbc.Screener(patterns, 40, device=device).run(bpbc.Reads.of(reads)) for device in ("cpu", "gpu")]
     assert_same_results(*results)
     assert len(results[0].hits) > 50
+
+
+@pytest.mark.parametrize("cost", [0.0, float("inf")], ids=["vector", "engine"])
+def test_long_paired_reads_and_a_bad_byte(tmp_path, capsys, monkeypatch, cost):
+    """Pairs of long reads (a chunk that only encodes) give the PAF of the
+    whole reads; a byte outside the alphabet deep in a long read is one line
+    naming the read and the byte's place in it, exit status 1."""
+    monkeypatch.setattr(windows, "VECTOR_CELL", cost)
+    monkeypatch.setattr(windows, "VECTOR_CELL32", cost)
+    rng = np.random.default_rng(47)
+    patterns = [random_pattern(rng, 300), random_pattern(rng, 120)]
+    (tmp_path / "p.fa").write_text("".join(f">p{i}\n{p}\n" for i, p in enumerate(patterns)))
+    for mate in (1, 2):
+        reads = long_reads(rng, patterns, 12, 5000)
+        (tmp_path / f"r{mate}.fq").write_text("".join(f"@r{i}\n{r}\n+\n{'I' * len(r)}\n" for i, r in enumerate(reads)))
+
+    def run(name: str, reads: str) -> tuple[int, str]:
+        paired = ["-2", str(tmp_path / "r2.fq")] if reads == "r1.fq" else []
+        status = main([str(tmp_path / reads), *paired, str(tmp_path / "p.fa"), "-t", "120", "--device", "cpu",
+                       "-q", "-o", str(tmp_path / name)])
+        return status, capsys.readouterr().err
+
+    bad = "A" * 4000 + "0" + "C" * 3000
+    (tmp_path / "bad.fq").write_text(f"@good\nACGT\n+\nIIII\n@broken\n{bad}\n+\n{'I' * len(bad)}\n")
+    monkeypatch.setattr(windows, "MIN_WINDOW", 1)
+    assert run("cut.paf", "r1.fq") == (0, "")
+    status, cut_error = run("bad.paf", "bad.fq")
+    assert status == 1 and len(cut_error.strip().splitlines()) == 1 and "Traceback" not in cut_error
+    assert "broken" in cut_error and not (tmp_path / "bad.paf").exists()
+    monkeypatch.setattr(windows, "MIN_WINDOW", 1 << 40)
+    assert run("whole.paf", "r1.fq") == (0, "")
+    assert run("bad.paf", "bad.fq") == (1, cut_error)  # the same line, the byte placed in the read
+    assert (tmp_path / "cut.paf").read_text() == (tmp_path / "whole.paf").read_text()
+    assert len((tmp_path / "whole.paf").read_text().splitlines()) > 5
