@@ -31,6 +31,7 @@ SCRIPTS = {
     "fastq-scan": "fastq_scan",
     "panel-rate": "panel_rate",
     "several-gpus": "several_gpus",
+    "long-reads": "long_reads",
 }
 
 

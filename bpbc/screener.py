@@ -294,9 +294,9 @@ class Screener:
         names = self.pattern_names
         check = fit_check(self.table.lengths, self.table_thresholds, self.scoring, self.threads or usable_cores(),
                           lambda k: names[int(self.table.pattern[k])])
-        planes = max(score_planes(int(t)) for t in self.table_thresholds)
-        return prepare_windows(reads, self.engine, plan, len(self.table), self.threads or usable_cores(), planes,
-                               self.scoring, int(self.table.lengths.max()), check)
+        planes = [score_planes(int(t)) for t in self.table_thresholds]
+        return prepare_windows(reads, self.engine, plan, len(self.table), self.threads or usable_cores(),
+                               (min(planes), max(planes)), self.scoring, int(self.table.lengths.max()), check)
 
     def _batch(self, reads, dense: bool = False) -> ReadBatch | WindowedBatch:
         if isinstance(reads, (ReadBatch, WindowedBatch)):
@@ -354,9 +354,9 @@ class Screener:
         """The passing instances of a batch (or of reads, encoded here)."""
         batch = self._batch(reads)
         if isinstance(batch, WindowedBatch):
-            if batch.inner is None:
+            if batch.inner is None or (batch.flag_planes and batch.inner.prepared is not None):
                 return vector_hits(batch, self.table, self.table_thresholds, self._caps(), self.scoring,
-                                   len(self.strands))
+                                   len(self.strands), 0 if batch.inner is None else batch.flag_planes)
             return read_hits(batch, self.hits(batch.inner), len(self.strands))
         parts = self._in_parts(batch, self._hits)
         if len(parts) == 1:
@@ -403,10 +403,8 @@ class Screener:
         of every instance: exact where not capped, else a lower bound that is
         at least the threshold."""
         batch = self._batch(reads, dense=True)
-        if isinstance(batch, WindowedBatch):  # the best window of each read
-            scores, capped = self._window_scores(batch)
-            first = np.flatnonzero(first_of_runs(batch.windows.read))
-            return np.maximum.reduceat(scores, first), np.logical_or.reduceat(capped, first)
+        if isinstance(batch, WindowedBatch):
+            return self._window_scores(batch)[2:]
         parts = [part for _, part in self._in_parts(batch, self._scores)]
         return np.concatenate([s for s, _ in parts]), np.concatenate([c for _, c in parts])
 
@@ -455,15 +453,19 @@ class Screener:
             )
         return found
 
-    def _window_scores(self, batch: WindowedBatch) -> tuple[np.ndarray, np.ndarray]:
-        """Dense scores and capped flags of a windowed batch's windows."""
+    def _window_scores(self, batch: WindowedBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Dense scores and capped flags of a windowed batch's windows, and
+        of its reads (the best of their windows; a capped score is the cap,
+        above every exact one)."""
         if batch.inner is not None:
-            return self.scores(batch.inner)
-        scores = vector_scores(batch, self.table, self.scoring)[:, :, 0]
-        capped = scores > self._caps()
-        scores = np.where(capped, self._caps(), scores).astype(np.int32)
-        shape = (len(scores), len(self.pattern_names), len(self.strands))
-        return scores.reshape(shape), capped.reshape(shape)
+            scores, capped = self.scores(batch.inner)
+        else:
+            found = vector_scores(batch, self.table, self.scoring)[:, :, 0]
+            shape = (len(found), len(self.pattern_names), len(self.strands))
+            capped = (found > self._caps()).reshape(shape)
+            scores = np.minimum(found, self._caps()).astype(np.int32).reshape(shape)
+        first = np.flatnonzero(first_of_runs(batch.windows.read))
+        return scores, capped, np.maximum.reduceat(scores, first), np.logical_or.reduceat(capped, first)
 
     def _caps(self) -> np.ndarray:
         """Per oriented pattern, the highest score the engine holds exactly
@@ -487,11 +489,8 @@ class Screener:
         scores = capped = None
         if dense:
             if isinstance(batch, WindowedBatch):
-                window_scores, window_capped = self._window_scores(batch)
+                window_scores, window_capped, scores, capped = self._window_scores(batch)
                 hits = read_hits(batch, self._dense_hits(window_scores, window_capped), len(self.strands))
-                first = np.flatnonzero(first_of_runs(batch.windows.read))
-                scores = np.maximum.reduceat(window_scores, first)
-                capped = np.logical_or.reduceat(window_capped, first)
             else:
                 scores, capped = self.scores(batch)
                 hits = self._dense_hits(scores, capped)

@@ -182,11 +182,31 @@ class Spans:
         return _encode_sequences(self.data, self.seq_start, self.lengths, self.name_of)
 
 
+class _Coded:
+    """Reads that come as codes (a chunk that only encodes: pairs), their
+    bytes made again from the codes where windows need them."""
+
+    def __init__(self, codes: np.ndarray, lengths: np.ndarray):
+        self.codes = codes
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+
+    @property
+    def data(self) -> np.ndarray:
+        return np.frombuffer(b"ACGTN", np.uint8)[np.minimum(self.codes, 4)].reshape(-1)
+
+    @property
+    def seq_start(self) -> np.ndarray:
+        return np.arange(len(self.lengths), dtype=np.int64) * self.codes.shape[1]
+
+
 def _as_buffer(reads):
     """(reads as something with data, seq_start and lengths, a name for read i)."""
     from .chunks import RawFastqChunk, RecordChunk
     from .reads import Reads
 
+    if isinstance(reads, _Coded):
+        data, seq_start = reads.data, reads.seq_start
+        return Spans(data, seq_start, reads.lengths, lambda i: f"read{i + 1}"), lambda i: f"read{i + 1}"
     if isinstance(reads, RawFastqChunk):
         return reads, lambda i: reads.read_id(i) or f"read{i + 1}"
     if isinstance(reads, RecordChunk):
@@ -216,7 +236,8 @@ class WindowedBatch:
 
     prepared = None
 
-    def __init__(self, source, name_of, windows: Windows, inner, plan: WindowPlan, engine):
+    def __init__(self, source, name_of, windows: Windows, inner, plan: WindowPlan, engine, flag_planes: int = 0,
+                 codes: tuple[np.ndarray, np.ndarray] | None = None):
         self.source = source  #: the reads: data, seq_start and lengths
         self.name_of = name_of
         self.lengths = np.asarray(source.lengths, dtype=np.int64)
@@ -224,6 +245,11 @@ class WindowedBatch:
         #: the windows as the engine's ReadBatch; None where the vector score pass screens them
         self.inner = inner
         self.engine = engine
+        #: planes of the engine's flags-only pass whose flagged windows the vector pass
+        #: screens (:func:`vector_hits`); 0: the engine screens them as reads
+        self.flag_planes = flag_planes
+        #: (codes, lengths) of the windows, where the vector pass screens them all
+        self.window_codes = codes
         self.plan = plan
         self._codes: np.ndarray | None = None
 
@@ -245,86 +271,119 @@ class WindowedBatch:
 
 
 #: the time of a cell of 32 int16 lanes of the vector score pass
-#: (bpbc.traceback.end_cells) over that of one bit plane of a cell of the
-#: CPU engine's 512-lane superblock with its synthesised (LUT3) cell; and a
-#: plane of the cell of 2-input gates (no network for the plane count or the
-#: scoring) over one of the LUT3 cell. 2-core Zen 4 (AVX-512), 1 kb
-#: pattern, 4 kb reads: the engine 13.6 GCUPS at 6 planes, 4.6 at 10, 0.72
-#: at 11 (no network); the vector pass 4.2 GCUPS on int16 cells
-VECTOR_CELL, TWO_INPUT_PLANE = 1.2, 10.0
-#: int32 cells: 16 lanes at the rate of 32 int16 lanes
+#: (bpbc.traceback.end_cells), in units of the time of a cell of the CPU
+#: engine's 512-lane superblock over the square of its planes (with its
+#: synthesised LUT3 cell; the 2-input cell, where there is no network for the
+#: plane count or the scoring, TWO_INPUT times that). Measured side by side
+#: on the 2-core Zen 4 (AVX-512), flags-only passes over 1024 reads of 4 kb
+#: against 2 kb on both strands: 6 planes 23-24 GCUPS (43 ns a superblock
+#: cell), 8 planes 13-14 (76 ns), 10 planes 6-7 (150 ns); the vector pass
+#: 9.4-10 GCUPS on int16 cells (6.5 ns a cell of 32 lanes); 11 planes (no
+#: network) about 6x 10 planes' time
+VECTOR_CELL, TWO_INPUT = 5.4, 6.0
+#: int32 cells: 16 lanes, at about the rate of 32 int16 lanes (4.9 GCUPS against 9.0)
 VECTOR_CELL32 = 2 * VECTOR_CELL
+#: the fewest planes of the engine's flags-only pass before the vector pass
+MIN_FLAG_PLANES = 3
 
 
 def _plane_cost(engine, planes: int, scoring: Scoring) -> float:
-    """The relative time of one superblock cell of the CPU engine at ``planes`` planes."""
+    """The relative time of one superblock cell of the CPU engine at ``planes`` planes (see VECTOR_CELL)."""
     from .cpu_engine import _circuit, cpu_target
 
     lut3 = engine.shape.gates == "lut3" and cpu_target().isa == "avx512" and _circuit(planes, scoring) is not None
-    return planes * (1.0 if lut3 else TWO_INPUT_PLANE)
+    return planes * planes * (1.0 if lut3 else TWO_INPUT)
 
 
-def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, planes: int, scoring: Scoring,
+def flag_planes(scoring: Scoring, window: int, longest_pattern: int, planes: int) -> int:
+    """The planes of the engine's flags-only pass before the vector pass on
+    CPU windows (0: none): few enough to be cheap, enough that random
+    sequence seldom reaches 2**p (the best local score of random bases grows
+    with the log of the cells, about match x ln(cells); four times that),
+    and below every threshold's bit length (``planes``: the least of them)."""
+    import math
+
+    random_best = 4 * scoring.match * math.log(max(window * longest_pattern, 2))
+    p = min(planes - 1, int(random_best).bit_length())
+    return p if p >= MIN_FLAG_PLANES else 0
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, tasks: int, threads: int, planes: tuple[int, int],
+                  scoring: Scoring, longest_pattern: int) -> tuple[int | None, bool, int]:
+    """(window length, None where no read is cut; whether the vector score
+    pass screens the windows; the planes of the engine's flags-only pass
+    before it, 0 for none) for a batch of reads of ``lengths``. ``tasks``:
+    oriented patterns; ``planes``: the fewest and the most bit planes their
+    thresholds take. On the CPU, a batch of long reads whose windows would
+    leave the engine's lanes idle, or need a cell without a network, goes to
+    the vector pass (:func:`vector_hits`) where that costs less."""
+    lanes = getattr(engine, "lanes", DEFAULT_LANES)
+    window, cost = plan.window_length(lengths, lambda count: _ceil(_ceil(count, lanes) * tasks, threads))
+    if engine.name != "cpu" or int(lengths.max()) <= MIN_WINDOW:
+        return window, False, 0
+    longest = int(lengths.max())
+    flags = flag_planes(scoring, window or longest, longest_pattern, planes[0])
+    cost *= _plane_cost(engine, flags or planes[1], scoring)
+    vector_window, vector_cost = plan.window_length(lengths, lambda count: _ceil(_ceil(count * tasks, 32), threads))
+    vector_window = vector_window or longest
+    int16 = scoring.match * min(vector_window, longest_pattern) < 1 << 15 and \
+        max(vector_window, longest_pattern) < (1 << 15) - 1
+    if vector_cost * (VECTOR_CELL if int16 else VECTOR_CELL32) < cost:
+        return vector_window, True, 0
+    if flags:  # windows (whole reads where none is cut): the engine's flags, then the vector pass
+        return window or longest, False, flags
+    return window, False, 0
+
+
+def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, planes: tuple[int, int], scoring: Scoring,
             longest_pattern: int, check=None):
     """``reads`` (a chunk, :class:`bpbc.Reads`, or str, bytes or records)
     prepared for ``engine``: a :class:`bpbc.screener.ReadBatch` where no read
-    is cut (as before windows), else a :class:`WindowedBatch`. ``tasks``:
-    oriented patterns; ``planes``: the most bit planes a screen of them
-    takes. On the CPU, a batch of long reads whose windows would leave the
-    engine's lanes idle, or need a cell without a network, is screened by
-    the vector score pass instead (:func:`vector_hits`), where that costs
-    less. ``check(name, length, window)`` raises :class:`PairTooLarge` for
-    a read that cannot fit."""
-    from .pairs import PairedChunk
+    is cut (as before windows), else a :class:`WindowedBatch`
+    (:func:`how_to_screen` says which). ``check(name, length, window)``
+    raises :class:`PairTooLarge` for a read that cannot fit."""
     from .screener import ReadBatch
 
-    if isinstance(reads, PairedChunk):  # paired reads are screened whole, mates interleaved, as before windows
-        return ReadBatch.from_chunk(reads, engine)
-    lengths = _lengths(reads)
-    if lengths is None:
-        from .reads import Reads
+    from .chunks import RawFastqChunk, RecordChunk
+    from .reads import Reads
 
+    lengths = _lengths(reads)
+    if lengths is None and hasattr(reads, "encode") and not isinstance(reads, (str, bytes, Reads)):
+        reads = _Coded(*reads.encode())  # a chunk that only encodes (pairs): its codes, as from_chunk took them
+        lengths = reads.lengths
+    elif lengths is None:
         reads = Reads.of(reads)
         lengths = reads.lengths
-    window = None
-    vector = False
-    if len(lengths):
-        lanes = getattr(engine, "lanes", DEFAULT_LANES)
-        window, cost = plan.window_length(lengths, lambda count: -(-(-(-count // lanes) * tasks) // threads))
-        if engine.name == "cpu" and int(lengths.max()) > MIN_WINDOW:
-            cost *= _plane_cost(engine, planes, scoring)
-            vector_window, vector_cost = plan.window_length(lengths, lambda count: -(-(-(-count * tasks // 32))
-                                                                                     // threads))
-            vector_window = vector_window or int(lengths.max())
-            int16 = scoring.match * min(vector_window, longest_pattern) < 1 << 15 and \
-                max(vector_window, longest_pattern) < (1 << 15) - 1
-            if vector_cost * (VECTOR_CELL if int16 else VECTOR_CELL32) < cost:
-                window, vector = vector_window, True
+    window, vector, flags = how_to_screen(lengths, engine, plan, tasks, threads, planes, scoring, longest_pattern) \
+        if len(lengths) else (None, False, 0)
+    if check is not None and len(lengths):
+        longest = int(np.argmax(lengths))
+        check(lambda: _as_buffer(reads)[1](longest), int(lengths[longest]), window or int(lengths[longest]))
     if window is None:  # as before windows
-        if check is not None and len(lengths):
-            longest = int(np.argmax(lengths))
-            check(lambda: _as_buffer(reads)[1](longest), int(lengths[longest]), int(lengths[longest]))
-        from .chunks import RawFastqChunk, RecordChunk
-
+        if isinstance(reads, _Coded):
+            return ReadBatch.from_codes(reads.codes, reads.lengths, engine)
         if isinstance(reads, (RawFastqChunk, RecordChunk)):
             return ReadBatch.from_chunk(reads, engine)
         return ReadBatch.from_reads(reads, engine)
     source, name_of = _as_buffer(reads)
-    if check is not None:
-        longest = int(np.argmax(lengths))
-        check(lambda: name_of(longest), int(lengths[longest]), window)
     windows = plan.cut(lengths, window)
     spans = Spans(source.data, np.asarray(source.seq_start, np.int64)[windows.read] + windows.start, windows.length,
                   lambda i: name_of(int(windows.read[i])))
-    try:
-        inner = None if vector else ReadBatch.from_chunk(spans, engine)
+    try:  # the vector pass's windows encoded here too: a byte outside the alphabet is found now
+        inner = spans.encode() if vector else ReadBatch.from_chunk(spans, engine)
     except SequenceError:
         # named and placed as in the read itself
         from .chunks import _encode_sequences
 
         _encode_sequences(source.data, np.asarray(source.seq_start, np.int64), lengths, name_of)
         raise
-    return WindowedBatch(source, name_of, windows, inner, plan, engine)
+    if vector:
+        return WindowedBatch(source, name_of, windows, None, plan, engine, codes=inner)
+    return WindowedBatch(source, name_of, windows, inner, plan, engine, flags)
 
 
 # ---------------------------------------------------------------- memory
@@ -415,27 +474,50 @@ def vector_scores(batch: WindowedBatch, table, scoring: Scoring) -> np.ndarray:
 
     windows = batch.windows
     count = len(table)
-    codes, lengths = batch.spans(windows.read, windows.start, windows.length).encode()
+    if batch.window_codes is not None:
+        codes, lengths = batch.window_codes
+    else:
+        codes, lengths = batch.spans(windows.read, windows.start, windows.length).encode()
     rows = np.repeat(np.arange(len(windows), dtype=np.int64), count)
     ks = np.tile(np.arange(count, dtype=np.int64), len(windows))
     return end_cells(codes, lengths, rows, table, ks, scoring).reshape(len(windows), count, 3)
 
 
+def pair_cells(batch: WindowedBatch, window: np.ndarray, k: np.ndarray, table, scoring: Scoring) -> np.ndarray:
+    """:func:`vector_scores` of the pairs (window[i], oriented pattern k[i]) only: (pairs, 3)."""
+    from .traceback import end_cells
+
+    windows = batch.windows
+    rows, local = np.unique(window, return_inverse=True)
+    codes, lengths = batch.spans(windows.read[rows], windows.start[rows], windows.length[rows]).encode()
+    return end_cells(codes, lengths, local.astype(np.int64), table, k, scoring)
+
+
 def vector_hits(batch: WindowedBatch, table, thresholds: np.ndarray, caps: np.ndarray, scoring: Scoring,
-                strands: int):
-    """:func:`read_hits` of the windows' scores from :func:`vector_scores`,
+                strands: int, flag_planes: int = 0):
+    """:func:`read_hits` of the windows' scores from the vector score pass,
     those above ``caps`` (per oriented pattern) reported as the cap and
     capped, as the engine's planes would hold them; the end cells (exact
-    scores) kept for the traceback."""
+    scores) kept for the traceback. With ``flag_planes``, only the pairs
+    (window, pattern) the engine flags at that many planes (score >=
+    2**flag_planes, at most every threshold: the others cannot pass) go
+    through the vector pass; else every pair."""
     from .screener import Hits
 
-    found = vector_scores(batch, table, scoring)
-    window, k = np.nonzero(found[:, :, 0] >= thresholds)
-    score = found[window, k, 0]
+    if flag_planes:
+        window, k = batch.engine.flagged(batch.inner.prepared, table, scoring, flag_planes)
+        found = pair_cells(batch, window, k, table, scoring)
+        passing = found[:, 0] >= thresholds[k]
+        window, k, found = window[passing], k[passing], found[passing]
+    else:
+        every = vector_scores(batch, table, scoring)
+        window, k = np.nonzero(every[:, :, 0] >= thresholds)
+        found = every[window, k]
+    score = found[:, 0]
     capped = score > caps[k]
     window_hits = Hits(window.astype(np.int64), table.pattern[k], table.strand[k],
                        np.where(capped, caps[k], score).astype(np.int32), capped)
-    return read_hits(batch, window_hits, strands, found[window, k])
+    return read_hits(batch, window_hits, strands, found)
 
 
 def align(batch: WindowedBatch, hits, table, strands: tuple[str, ...], scoring: Scoring, eqx: bool):

@@ -45,12 +45,14 @@ def cut_fine(monkeypatch):
     monkeypatch.setattr(windows, "MIN_STEP", 3)
 
 
-@pytest.fixture(params=["engine", "vector"])
+@pytest.fixture(params=["engine", "flags", "vector"])
 def screen_by(request, monkeypatch):
-    """Windows screened by the engine, or by the vector score pass (on the CPU)."""
+    """Windows screened by the engine, by its flags-only pass and the vector
+    score pass on what it flags, or by the vector score pass alone (on the CPU)."""
     cost = 0.0 if request.param == "vector" else float("inf")
     monkeypatch.setattr(windows, "VECTOR_CELL", cost)
     monkeypatch.setattr(windows, "VECTOR_CELL32", cost)
+    monkeypatch.setattr(windows, "MIN_FLAG_PLANES", 3 if request.param == "flags" else 99)
     return request.param
 
 
@@ -171,10 +173,12 @@ def test_windowed_screen_equals_the_whole_read_screen(scoring, whole_reads, cut_
     batch = screener.prepare(reads)
     assert isinstance(batch, windows.WindowedBatch) and len(batch.windows) > len(reads)
     assert (batch.inner is None) == (screen_by == "vector")
+    assert (batch.flag_planes > 0) == (screen_by == "flags")
     cut = screener.run(batch)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(windows, "VECTOR_CELL", float("inf"))
         patch.setattr(windows, "VECTOR_CELL32", float("inf"))
+        patch.setattr(windows, "MIN_FLAG_PLANES", 99)
         whole = whole_reads(lambda: screener.run(reads))
     assert len(whole.hits) > 20
     assert_same_results(whole, cut)
@@ -182,6 +186,7 @@ def test_windowed_screen_equals_the_whole_read_screen(scoring, whole_reads, cut_
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(windows, "VECTOR_CELL", float("inf"))
         patch.setattr(windows, "VECTOR_CELL32", float("inf"))
+        patch.setattr(windows, "MIN_FLAG_PLANES", 99)
         dense_whole = whole_reads(lambda: screener.run(reads, dense=True))
     assert np.array_equal(dense_cut.scores, dense_whole.scores)
     assert np.array_equal(dense_cut.capped, dense_whole.capped)
@@ -224,6 +229,7 @@ def test_paf_of_long_reads_is_the_whole_read_screens(tmp_path, capsys, monkeypat
     monkeypatch.setattr(windows, "MIN_WINDOW", 1 << 40)
     monkeypatch.setattr(windows, "VECTOR_CELL", float("inf"))
     monkeypatch.setattr(windows, "VECTOR_CELL32", float("inf"))
+    monkeypatch.setattr(windows, "MIN_FLAG_PLANES", 99)
     whole = paf("whole.paf")
     assert cut == whole and len(whole.splitlines()) > 10
 
@@ -344,3 +350,37 @@ def test_windowed_screen_on_the_gpu_equals_the_cpu(cut_fine):
     results = [bpbc.Screener(patterns, 40, device=device).run(bpbc.Reads.of(reads)) for device in ("cpu", "gpu")]
     assert_same_results(*results)
     assert len(results[0].hits) > 50
+
+
+@pytest.mark.parametrize("cost", [0.0, float("inf")], ids=["vector", "engine"])
+def test_long_paired_reads_and_a_bad_byte(tmp_path, capsys, monkeypatch, cost):
+    """Pairs of long reads (a chunk that only encodes) give the PAF of the
+    whole reads; a byte outside the alphabet deep in a long read is one line
+    naming the read and the byte's place in it, exit status 1."""
+    monkeypatch.setattr(windows, "VECTOR_CELL", cost)
+    monkeypatch.setattr(windows, "VECTOR_CELL32", cost)
+    rng = np.random.default_rng(47)
+    patterns = [random_pattern(rng, 300), random_pattern(rng, 120)]
+    (tmp_path / "p.fa").write_text("".join(f">p{i}\n{p}\n" for i, p in enumerate(patterns)))
+    for mate in (1, 2):
+        reads = long_reads(rng, patterns, 12, 5000)
+        (tmp_path / f"r{mate}.fq").write_text("".join(f"@r{i}\n{r}\n+\n{'I' * len(r)}\n" for i, r in enumerate(reads)))
+
+    def run(name: str, reads: str) -> tuple[int, str]:
+        paired = ["-2", str(tmp_path / "r2.fq")] if reads == "r1.fq" else []
+        status = main([str(tmp_path / reads), *paired, str(tmp_path / "p.fa"), "-t", "120", "--device", "cpu",
+                       "-q", "-o", str(tmp_path / name)])
+        return status, capsys.readouterr().err
+
+    bad = "A" * 4000 + "0" + "C" * 3000
+    (tmp_path / "bad.fq").write_text(f"@good\nACGT\n+\nIIII\n@broken\n{bad}\n+\n{'I' * len(bad)}\n")
+    monkeypatch.setattr(windows, "MIN_WINDOW", 1)
+    assert run("cut.paf", "r1.fq") == (0, "")
+    status, cut_error = run("bad.paf", "bad.fq")
+    assert status == 1 and len(cut_error.strip().splitlines()) == 1 and "Traceback" not in cut_error
+    assert "broken" in cut_error and not (tmp_path / "bad.paf").exists()
+    monkeypatch.setattr(windows, "MIN_WINDOW", 1 << 40)
+    assert run("whole.paf", "r1.fq") == (0, "")
+    assert run("bad.paf", "bad.fq") == (1, cut_error)  # the same line, the byte placed in the read
+    assert (tmp_path / "cut.paf").read_text() == (tmp_path / "whole.paf").read_text()
+    assert len((tmp_path / "whole.paf").read_text().splitlines()) > 5

@@ -1,0 +1,216 @@
+"""Long reads and long patterns: ``python -m bench long-reads [--cases ...] [options]`` (issue 41).
+
+Fresh ``bpbc-screen --device cpu`` processes on generated reads (random
+bases, patterns planted with about 1.5 % substitutions), each timed with its
+peak RSS and the stage seconds of its ``--json``, kernels compiled and
+cached beforehand; the peers run on the same reads, their models named:
+
+* ``pair``: one 50 kb read x one 5 kb pattern, T = 1000; parasail's striped
+  saturating SW (``sw_striped_profile_sat``, local SW with affine gaps, the
+  same scoring) on the same pair, both strands;
+* ``batch``: 400 reads of 5-10 kb x one 5 kb pattern, a tenth carrying a
+  1-5 kb part of it, T = 2000: bpbc's cells/s per core (read bases x pattern
+  bases x 2 strands over the run's wall, traceback included) against
+  parasail's on the same cells with as many threads; every read's best
+  score on each strand is parasail's (``wrong`` counts the reads whose PAF
+  lines differ from parasail's scores: a score, or a read passing or not);
+* ``ends``: 2000 reads of 5-10 kb, a third carrying a 24 bp barcode of the
+  panel (96 x 24 bp) within 100 bases of an end, T = 36: the whole reads, and
+  ``--ends 150``; sassy (``sassy-rs``: edit distance, k = 3, both strands,
+  as many threads: another model) on the whole reads;
+* ``big`` (only when named): one 1 Mb read x one 100 kb pattern with a hit, T = 1000.
+
+Writes ``long_reads_cpu.csv`` under ``--out`` with the environment header
+(the host's CPU named).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a file: the repository root on the path
+    sys.path.append(str(Path(__file__).resolve().parent.parent))
+
+from bench.environment import RESULTS_DIR, environment, write_csv  # noqa: E402
+from bench.host_pipeline import timed  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ("pair", "batch", "ends", "big")
+BASES = np.frombuffer(b"ACGT", np.uint8)
+COMPLEMENT = str.maketrans("ACGT", "TGCA")
+SASSY = ("import dnaio, sassy, sys\npatterns = [l.strip().encode() for l in open(sys.argv[2]) if l[0] != '>']\n"
+         "with dnaio.open(sys.argv[1]) as f: texts = [r.sequence.encode() for r in f]\n"
+         "hits = sassy.Searcher('iupac', rc=True).search_many(patterns, texts, 3, int(sys.argv[3]), 'batch_texts')\n"
+         "print(len({h.text_idx for h in hits}))")
+
+
+def random_bases(rng, length: int) -> str:
+    return BASES[rng.integers(0, 4, length)].tobytes().decode()
+
+
+def substituted(rng, piece: str, rate: float = 0.015) -> str:
+    letters = np.frombuffer(piece.encode(), np.uint8).copy()
+    where = rng.random(len(letters)) < rate
+    letters[where] = BASES[(np.searchsorted(BASES, letters[where]) + rng.integers(1, 4, int(where.sum()))) % 4]
+    return letters.tobytes().decode()
+
+
+def write_fastq(path: Path, reads: list[str]) -> Path:
+    with open(path, "w") as out:
+        for i, read in enumerate(reads):
+            out.write(f"@r{i}\n{read}\n+\n{'I' * len(read)}\n")
+    return path
+
+
+def write_fasta(path: Path, patterns: list[str]) -> Path:
+    path.write_text("".join(f">p{i}\n{p}\n" for i, p in enumerate(patterns)))
+    return path
+
+
+def planted(rng, length: int, piece: str) -> str:
+    at = int(rng.integers(0, length - len(piece) + 1))
+    piece = piece if rng.random() < 0.5 else piece.translate(COMPLEMENT)[::-1]
+    return random_bases(rng, at) + piece + random_bases(rng, length - at - len(piece))
+
+
+def inputs(work: Path, case: str) -> tuple[Path, Path, list[str], list[str]]:
+    """(reads file, patterns file, reads, patterns) of a case, made once."""
+    rng = np.random.default_rng(["pair", "batch", "ends", "big"].index(case) + 41)
+    if case in ("pair", "big"):
+        m, n = (5000, 50_000) if case == "pair" else (100_000, 1_000_000)
+        patterns = [random_bases(rng, m)]
+        reads = [planted(rng, n, substituted(rng, patterns[0]))]
+    elif case == "batch":
+        patterns = [random_bases(rng, 5000)]
+        reads = []
+        for i in range(400):
+            length = int(rng.integers(5000, 10_001))
+            if i % 10 == 0:
+                part = int(rng.integers(1000, 5001))
+                start = int(rng.integers(0, 5000 - part + 1))
+                reads.append(planted(rng, length, substituted(rng, patterns[0][start:start + part])))
+            else:
+                reads.append(random_bases(rng, length))
+    else:
+        patterns = [random_bases(rng, 24) for _ in range(96)]
+        reads = []
+        for i in range(2000):
+            read = random_bases(rng, int(rng.integers(5000, 10_001)))
+            if i % 3 == 0:
+                barcode = substituted(rng, patterns[int(rng.integers(96))], 0.02)
+                at = int(rng.integers(0, 100 - 24)) if i % 2 else len(read) - int(rng.integers(24, 100))
+                read = read[:at] + barcode + read[at + 24:]
+            reads.append(read)
+    reads_path, patterns_path = work / f"{case}.fq", work / f"{case}.fa"
+    if not reads_path.exists():
+        write_fastq(reads_path, reads)
+        write_fasta(patterns_path, patterns)
+    return reads_path, patterns_path, reads, patterns
+
+
+def parasail_scores(reads: list[str], pattern: str, threads: int) -> tuple[list[tuple[int, int]], float]:
+    """Each read's parasail striped saturating SW scores (+ strand, - strand)
+    against ``pattern`` (default scoring), reads over ``threads`` threads,
+    and the seconds."""
+    import parasail
+
+    matrix = parasail.matrix_create("ACGT", 2, -3)
+    strands = [pattern, pattern.translate(COMPLEMENT)[::-1]]
+    profiles = [parasail.profile_create_sat(p, matrix) for p in strands]
+
+    def score(read: str) -> tuple[int, int]:
+        return tuple(parasail.sw_striped_profile_sat(profile, read, 7, 2).score for profile in profiles)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        scores = list(pool.map(score, reads))
+    return scores, time.perf_counter() - started
+
+
+def paf_scores(path: Path) -> dict[tuple[int, str], int]:
+    """(read index, strand) -> AS of each PAF line."""
+    found = {}
+    for line in path.read_text().splitlines():
+        fields = line.split("\t")
+        score = next(int(f[5:]) for f in fields if f.startswith("AS:i:"))
+        found[(int(fields[0][1:]), fields[4])] = score
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench long-reads", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", nargs="+", choices=CASES, default=["pair", "batch", "ends"])
+    parser.add_argument("--work", type=Path, default=Path("/tmp/bpbc-long-reads"), help="inputs and outputs")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each command (all kept; the fastest marked)")
+    args = parser.parse_args(argv)
+    cores = len(os.sched_getaffinity(0))
+    args.work.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    rows: list[dict] = []
+
+    def bpbc(case: str, what: str, reads: Path, patterns: Path, threshold: int, *options, cells: float = 0.0):
+        command = [sys.executable, "-m", "bpbc", str(reads), str(patterns), "-t", str(threshold), "--device", "cpu",
+                   "-q", "-o", str(args.work / f"{case}.paf"), "--json", str(args.work / "summary.json"),
+                   *map(str, options)]
+        subprocess.run(command, env=env, cwd=ROOT, check=True, capture_output=True)  # kernels compiled and cached
+        for _ in range(args.repeats):
+            wall, rss, code = timed(command, env, ROOT)
+            summary = json.loads((args.work / "summary.json").read_text())
+            run = summary["wall_time_s"]
+            row = {"case": case, "what": what, "process_wall_s": round(wall, 3), "run_wall_s": run,
+                   "peak_rss_mb": round(rss * 1000), "exit": code, "reads": summary["reads"],
+                   "reads_passing": summary["reads_passing"],
+                   **{f"stage_{k}_s": v for k, v in summary["stage_seconds"].items()}}
+            if cells:
+                row["gcups_per_core"] = round(cells / run / cores / 1e9, 2)
+            print(f"{case:6} {what:44} {wall:7.2f} s (run {run:.2f} s)  rss {rss * 1000:6.0f} MB", file=sys.stderr,
+                  flush=True)
+            rows.append(row)
+        return rows[-1]
+
+    def peer(case: str, what: str, seconds: float, cells: float = 0.0, **extra) -> None:
+        row = {"case": case, "what": what, "run_wall_s": round(seconds, 3), **extra}
+        if cells:
+            row["gcups_per_core"] = round(cells / seconds / cores / 1e9, 2)
+        print(f"{case:6} {what:44} {seconds:7.2f} s", file=sys.stderr, flush=True)
+        rows.append(row)
+
+    for case in args.cases:
+        reads_path, patterns_path, reads, patterns = inputs(args.work, case)
+        cells = float(sum(map(len, reads))) * len(patterns[0]) * 2 if case != "ends" else 0.0
+        if case in ("pair", "big"):
+            bpbc(case, f"bpbc-screen, {cores} threads", reads_path, patterns_path, 1000, cells=cells)
+            if case == "pair":
+                scores, seconds = parasail_scores(reads, patterns[0], 1)
+                peer(case, "parasail sw_striped_profile_sat, 1 thread", seconds, cells, score=max(scores[0]))
+        elif case == "batch":
+            bpbc(case, f"bpbc-screen, {cores} threads", reads_path, patterns_path, 2000, cells=cells)
+            scores, seconds = parasail_scores(reads, patterns[0], cores)
+            found = paf_scores(args.work / f"{case}.paf")
+            expected = {(i, strand): s for i, pair in enumerate(scores) for strand, s in zip("+-", pair) if s >= 2000}
+            wrong = len({key[0] for key in set(found.items()) ^ set(expected.items())})
+            peer(case, f"parasail sw_striped_profile_sat, {cores} threads", seconds, cells, wrong=wrong,
+                 hits=len(expected))
+        else:
+            whole = bpbc(case, "bpbc-screen, whole reads", reads_path, patterns_path, 36)
+            ends = bpbc(case, "bpbc-screen --ends 150", reads_path, patterns_path, 36, "--ends", 150)
+            rows[-1]["ratio_to_whole"] = round(whole["run_wall_s"] / ends["run_wall_s"], 1)
+            wall, rss, code = timed([sys.executable, "-c", SASSY, str(reads_path), str(patterns_path), str(cores)])
+            peer(case, f"sassy k=3, {cores} threads, whole reads (edit distance)", wall, peak_rss_mb=round(rss * 1000))
+    path = write_csv(args.out / "long_reads_cpu.csv", rows, environment(None))
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
