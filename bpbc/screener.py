@@ -449,7 +449,8 @@ class Screener:
 
     def _read_hits(self, batch: WindowedBatch, window_hits: Hits, ends: np.ndarray | None = None) -> WindowHits:
         """The hits of a windowed batch's reads from those of its windows (:func:`bpbc.windows.read_hits`)."""
-        return WindowHits(*read_hits(batch, window_hits, len(self.strands)), windows=window_hits, ends=ends)
+        read, pattern, strand, score, capped = read_hits(batch, window_hits, len(self.strands))
+        return WindowHits(read, pattern, strand, score, capped, windows=window_hits, ends=ends)
 
     def _window_scores(self, batch: WindowedBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Dense scores and capped flags of a windowed batch's windows, and
@@ -485,6 +486,7 @@ class Screener:
         ``dense`` the score table of every instance."""
         batch = self._batch(reads, dense)
         scores = capped = None
+        hits: Hits
         if dense:
             if isinstance(batch, WindowedBatch):
                 window_scores, window_capped, scores, capped = self._window_scores(batch)

@@ -442,7 +442,8 @@ def fit_check(table_lengths: np.ndarray, thresholds: np.ndarray, scoring: Scorin
 # ---------------------------------------------------------------- hits and alignments
 
 
-def read_hits(batch: WindowedBatch, window_hits, strands: int) -> tuple[np.ndarray, ...]:
+def read_hits(batch: WindowedBatch, window_hits, strands: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                                         np.ndarray]:
     """The hits of the reads from those of their windows (``window_hits``:
     a :class:`bpbc.screener.Hits` whose reads are windows): per (read,
     pattern, strand), the best window score, capped where a window's is
@@ -573,8 +574,8 @@ def align(batch: WindowedBatch, hits, table, strands: tuple[str, ...], scoring: 
     known = np.full((len(hits), 3), -1, dtype=np.int64)
     known[long_hits] = np.stack([score, end - first_row, column], axis=1)
     codes, lengths = batch.spans(hits.read, start, length).encode()
-    found = align_hits(codes, lengths, np.arange(len(hits)), k, table, strands, scoring, eqx, known)
-    return _shifted(found, np.where(found.score > 0, start, 0))
+    aligned = align_hits(codes, lengths, np.arange(len(hits)), k, table, strands, scoring, eqx, known)
+    return _shifted(aligned, np.where(aligned.score > 0, start, 0))
 
 
 def _shifted(table, offset: np.ndarray):
