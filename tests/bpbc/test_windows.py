@@ -384,3 +384,19 @@ def test_long_paired_reads_and_a_bad_byte(tmp_path, capsys, monkeypatch, cost):
     assert run("bad.paf", "bad.fq") == (1, cut_error)  # the same line, the byte placed in the read
     assert (tmp_path / "cut.paf").read_text() == (tmp_path / "whole.paf").read_text()
     assert len((tmp_path / "whole.paf").read_text().splitlines()) > 5
+
+
+def test_library_call_takes_ends_and_windowed_batches(cut_fine):
+    """bpbc.screen(..., ends=N) is the Screener's screen with ends; a batch
+    of long reads prepared ahead (windows) gives what the reads give, dense scores too."""
+    rng = np.random.default_rng(53)
+    patterns = [random_pattern(rng, 40), random_pattern(rng, 70)]
+    reads = long_reads(rng, patterns, 20, 800)
+    ends = bpbc.screen(reads, patterns, 40, device="cpu", ends=100)
+    assert ends.alignments == bpbc.Screener(patterns, 40, device="cpu", ends=100).run(reads).alignments.to_list()
+    plain = bpbc.screen(reads, patterns, 40, device="cpu")
+    batch = bpbc.Screener(patterns, 40, device="cpu").prepare(reads)
+    assert isinstance(batch, windows.WindowedBatch)
+    ahead = bpbc.screen(batch, patterns, 40)
+    assert ahead.alignments == plain.alignments and len(plain.alignments) > len(ends.alignments) > 0
+    assert np.array_equal(ahead.scores, plain.scores) and np.array_equal(ahead.capped, plain.capped)
