@@ -633,6 +633,18 @@ _CIGARS_PARALLEL_FROM = 4000
 #: segments of rows (_align_batch_body): twice the forward pass, memory in
 #: the square root of the read's length
 POINTER_BUDGET = 64 << 20
+#: bytes a block aligned in segments may take (pointers and checkpoints); past it each of
+#: its instances is aligned on one lane (a 100 kb pattern, 200k rows: 4 GB on 16 lanes, 250 MB on one)
+SEGMENTED_BUDGET = 8 * POINTER_BUDGET
+
+
+def segmented_bytes(rows, width, lanes: int, cell_bytes: int = 4):
+    """About the bytes of pointers and checkpoints of a block of ``lanes``
+    aligned in segments (_align_batch_body): rows of a segment sqrt(2 x
+    cell bytes x rows), as many bytes of pointers as of checkpoints."""
+    return 2 * np.sqrt(2.0 * cell_bytes * np.asarray(rows, np.float64)) * (np.asarray(width) + 1) * lanes
+
+
 #: patterns more than this many times a read's length take the score pass and a window (end_cells, _ended_blocks)
 _WINDOW_FROM = 4
 
@@ -810,23 +822,27 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
         offset += len(part[0])
     block_first = np.append(np.concatenate(firsts), count).astype(np.int64)
     block_width = np.concatenate(block_widths).astype(np.int64)
-    # a lone instance whose pointers pass the budget: one lane, not a block of lanes mostly empty
+    # one lane for a lone instance whose pointers pass the budget (not a block of lanes mostly
+    # empty), and for each instance of a block that even in segments would pass SEGMENTED_BUDGET
     rows_needed = np.where(ends[:, 0] >= 0, ends[:, 1], lengths[rows[order]])
-    alone = (np.diff(block_first) == 1) & ((rows_needed[block_first[:-1]] + 1) * (block_width + 1) * lanes
-                                          > POINTER_BUDGET)
+    sizes = np.diff(block_first)
+    block_rows = np.maximum.reduceat(rows_needed, block_first[:-1]) if count else np.zeros(0, np.int64)
+    pointers = (block_rows + 1) * (block_width + 1) * lanes
+    alone = ((sizes == 1) & (pointers > POINTER_BUDGET)) | (segmented_bytes(block_rows, block_width, lanes)
+                                                          > SEGMENTED_BUDGET)
     table_rows = np.zeros((count, 8), dtype=np.int64)
     one_lane = _align_batch_parallel1 if parallel else _align_batch_serial1
-    for kernel, chosen in ((align_batch, ~alone), (one_lane, alone)):
+    for kernel, chosen, width in ((align_batch, ~alone, lanes), (one_lane, alone, 1)):
         if not chosen.any():
             continue
-        sizes = np.diff(block_first)[chosen]
         at = np.concatenate([np.arange(block_first[b], block_first[b + 1]) for b in np.flatnonzero(chosen)]) \
             if not chosen.all() else np.arange(count)
+        firsts = np.append(0, np.cumsum(sizes[chosen])) if width > 1 else np.arange(len(at) + 1)
+        widths = block_width[chosen] if width > 1 else np.repeat(block_width[chosen], sizes[chosen])
         table_rows += kernel(
             codes, lengths, rows[order[at]], order[at], table.masks, table.starts, ks[order[at]], lane_offset[at],
-            ends[at], np.append(0, np.cumsum(sizes)).astype(np.int64), block_width[chosen], scoring.match,
-            scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops, get_num_threads() if parallel else 1,
-            POINTER_BUDGET)
+            ends[at], firsts.astype(np.int64), widths.astype(np.int64), scoring.match, scoring.mismatch,
+            scoring.gap_open, scoring.gap_extend, ops, get_num_threads() if parallel else 1, POINTER_BUDGET)
     cigars_of = _cigars_parallel if count >= _CIGARS_PARALLEL_FROM else _cigars_serial
     letters = _EQX_LETTERS if eqx else _M_LETTERS
     reverse = np.ascontiguousarray(np.broadcast_to(reverse_cigar, (count,)), dtype=np.bool_)

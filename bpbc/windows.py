@@ -412,12 +412,16 @@ def bytes_needed(window: int, pattern_length: int, span: int, planes: int, threa
     at once: the engine's state along the window for each thread (H and F,
     ``planes`` bit planes of a 64-byte vector per base, and the packed read),
     and the traceback's pointers and checkpoints for an alignment of up to
-    ``span`` read bases (16 lanes of a byte per cell; in segments, about 2 x
-    sqrt(8 x rows) rows of them)."""
+    ``span`` read bases on each thread (in segments of rows, on 16 lanes, or
+    on one where 16 would take more than SEGMENTED_BUDGET)."""
+    from .traceback import SEGMENTED_BUDGET, segmented_bytes
+
     screen = window * (2 * planes * 64 * threads + 3 * 64)
     rows = min(window, span)
-    traceback = int(2 * np.sqrt(8.0 * rows) + 2) * (pattern_length + 1) * 16 * threads
-    return screen + traceback
+    traceback = float(segmented_bytes(rows, pattern_length, 16))
+    if traceback > SEGMENTED_BUDGET:
+        traceback = float(segmented_bytes(rows, pattern_length, 1))
+    return screen + int(traceback) * threads
 
 
 def fit_check(table_lengths: np.ndarray, thresholds: np.ndarray, scoring: Scoring, threads: int, pattern_name):

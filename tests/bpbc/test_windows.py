@@ -302,6 +302,10 @@ def test_traceback_in_segments_of_rows_is_the_one_pass_traceback(scoring, monkey
             lone, lone_cigar = tb._run_batch(codes, lengths, rows[t:t + 1], table, ks[t:t + 1], scoring, False,
                                              ks[t:t + 1] % 2 == 1, bits)
             assert np.array_equal(one[t:t + 1], lone) and lone_cigar.strings() == one_cigars.strings()[t:t + 1]
+        monkeypatch.setattr(tb, "SEGMENTED_BUDGET", 0)  # every instance of every block on a lane of its own
+        lanes, lanes_cigars = tb._run_batch(codes, lengths, rows, table, ks, scoring, False, ks % 2 == 1, bits)
+        assert np.array_equal(one, lanes) and one_cigars.strings() == lanes_cigars.strings()
+        monkeypatch.setattr(tb, "SEGMENTED_BUDGET", 8 * (64 << 20))
         monkeypatch.setattr(tb, "POINTER_BUDGET", 64 << 20)
         assert np.array_equal(one, cut)
         assert one_cigars.strings() == cut_cigars.strings()
