@@ -25,3 +25,12 @@ def in_input_order(order: np.ndarray, values: np.ndarray, flags: np.ndarray) -> 
     scores[order] = values.T
     overflow[order] = flags.T
     return scores, overflow
+
+
+def first_of_runs(values: np.ndarray) -> np.ndarray:
+    """bool: where each run of equal values in ``values`` begins (sorted
+    values: where each distinct value first occurs)."""
+    first = np.empty(len(values), dtype=bool)
+    first[:1] = True
+    np.not_equal(values[1:], values[:-1], out=first[1:])
+    return first

@@ -9,8 +9,9 @@ several processes at once: the engine's kernel for each plane count, the
 traceback's serial and parallel kernels, and the command itself on a small
 generated FASTQ (reading, encoding, formatting and writing), which finds the
 others cached as it reaches them. Then the command runs on the other input
-kinds (gzip, FASTA, paired, interleaved, one file per pattern), which
-compiles what only they use. Everything goes to the caches a run reads
+kinds (gzip, FASTA, paired, interleaved, one file per pattern, long reads
+screened as windows, with and without --ends), which compiles what only they
+use. Everything goes to the caches a run reads
 (``~/.cache/bpbc`` or ``BPBC_CACHE_DIR``, and numba's beside bpbc's modules
 or in ``NUMBA_CACHE_DIR``).
 
@@ -153,7 +154,7 @@ def _write_inputs(directory: Path, thresholds, match: int, seed: int = 27) -> di
 
     patterns = [sequence(max(12, math.ceil(t / match) + 4)) for t in thresholds]
     paths = {name: directory / name for name in ("patterns.fa", "reads.fq", "reads.fq.gz", "reads.fa", "reads_2.fq",
-                                                 "interleaved.fq")}
+                                                 "interleaved.fq", "long.fq")}
     paths["patterns.fa"].write_text("".join(f">p{k} threshold={t}\n{p}\n" for k, (t, p) in enumerate(zip(thresholds,
                                                                                                          patterns))))
     complement = str.maketrans("ACGT", "TGCA")
@@ -174,6 +175,10 @@ def _write_inputs(directory: Path, thresholds, match: int, seed: int = 27) -> di
     paths["reads.fq.gz"].write_bytes(gzip.compress(fastq.encode(), compresslevel=1))
     mates = [(name, sequence(rng.randint(40, 150))) for name, _ in reads]
     paths["reads_2.fq"].write_text("".join(f"@{name}\n{read}\n+\n{'I' * len(read)}\n" for name, read in mates))
+    # long reads (screened as windows, bpbc.windows), a few carrying the patterns
+    long_reads = [sequence(6000) + (patterns[i % len(patterns)] if i % 4 == 0 else "") + sequence(3000)
+                  for i in range(40)]
+    paths["long.fq"].write_text("".join(f"@l{i}\n{read}\n+\n{'I' * len(read)}\n" for i, read in enumerate(long_reads)))
     paths["interleaved.fq"].write_text("".join(f"@{n1}\n{r1}\n+\n{'I' * len(r1)}\n@{n2}\n{r2}\n+\n{'I' * len(r2)}\n"
                                                for (n1, r1), (n2, r2) in zip(reads, mates)))
     return paths
@@ -227,6 +232,8 @@ def prepare(thresholds=DEFAULT_THRESHOLDS, scoring: tuple[int, int, int, int] = 
                     "both", "--matched", f"{out}.mi.fq"),
             command("FASTQ, trimmed", str(paths["reads.fq"]), patterns, "--action", "trim", "--trimmed",
                     f"{out}.t.fq"),
+            command("FASTQ of long reads", str(paths["long.fq"]), patterns),
+            command("FASTQ of long reads, their ends", str(paths["long.fq"]), patterns, "--ends", "150"),
             command("FASTQ, masked", str(paths["reads.fq"]), patterns, "--action", "mask", "--matched",
                     f"{out}.mm.fq"),
         ]]

@@ -21,6 +21,7 @@ import numpy as np
 from .alphabet import as_bytes, encode_pattern, record_name
 from .engines import TwoPassEngine, select_engine, set_up_process
 from .errors import InternalError
+from .order import first_of_runs
 from .patterns import PatternTable, strands_of
 from .reads import Reads
 from .result import AlignmentTable
@@ -41,15 +42,6 @@ def _names_and_sequences(items, kind: str) -> tuple[list[str], list[bytes]]:
         return [str(name) for name in items], [as_bytes(seq) for seq in items.values()]
     items = list(items)
     return [record_name(item, i, kind) for i, item in enumerate(items)], [as_bytes(item) for item in items]
-
-
-def first_of_runs(values: np.ndarray) -> np.ndarray:
-    """bool: where each run of equal values in ``values`` begins (sorted
-    values: where each distinct value first occurs)."""
-    first = np.empty(len(values), dtype=bool)
-    first[:1] = True
-    np.not_equal(values[1:], values[:-1], out=first[1:])
-    return first
 
 
 def _rows_and_local(reads: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -296,7 +288,8 @@ class Screener:
                           lambda k: names[int(self.table.pattern[k])])
         planes = [score_planes(int(t)) for t in self.table_thresholds]
         return prepare_windows(reads, self.engine, plan, len(self.table), self.threads or usable_cores(),
-                               (min(planes), max(planes)), self.scoring, int(self.table.lengths.max()), check)
+                               (min(planes), max(planes)), self.scoring, int(self.table.lengths.max()), check,
+                               ReadBatch)
 
     def _batch(self, reads, dense: bool = False) -> ReadBatch | WindowedBatch:
         if isinstance(reads, (ReadBatch, WindowedBatch)):
@@ -355,9 +348,10 @@ class Screener:
         batch = self._batch(reads)
         if isinstance(batch, WindowedBatch):
             if batch.inner is None or (batch.flag_planes and batch.inner.prepared is not None):
-                return vector_hits(batch, self.table, self.table_thresholds, self._caps(), self.scoring,
-                                   len(self.strands), 0 if batch.inner is None else batch.flag_planes)
-            return read_hits(batch, self.hits(batch.inner), len(self.strands))
+                columns, ends = vector_hits(batch, self.table, self.table_thresholds, self._caps(), self.scoring,
+                                            0 if batch.inner is None else batch.flag_planes)
+                return self._read_hits(batch, Hits(*columns), ends)
+            return self._read_hits(batch, self.hits(batch.inner))
         parts = self._in_parts(batch, self._hits)
         if len(parts) == 1:
             return parts[0][1]
@@ -453,6 +447,11 @@ class Screener:
             )
         return found
 
+    def _read_hits(self, batch: WindowedBatch, window_hits: Hits, ends: np.ndarray | None = None) -> WindowHits:
+        """The hits of a windowed batch's reads from those of its windows (:func:`bpbc.windows.read_hits`)."""
+        read, pattern, strand, score, capped = read_hits(batch, window_hits, len(self.strands))
+        return WindowHits(read, pattern, strand, score, capped, windows=window_hits, ends=ends)
+
     def _window_scores(self, batch: WindowedBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Dense scores and capped flags of a windowed batch's windows, and
         of its reads (the best of their windows; a capped score is the cap,
@@ -487,10 +486,11 @@ class Screener:
         ``dense`` the score table of every instance."""
         batch = self._batch(reads, dense)
         scores = capped = None
+        hits: Hits
         if dense:
             if isinstance(batch, WindowedBatch):
                 window_scores, window_capped, scores, capped = self._window_scores(batch)
-                hits = read_hits(batch, self._dense_hits(window_scores, window_capped), len(self.strands))
+                hits = self._read_hits(batch, self._dense_hits(window_scores, window_capped))
             else:
                 scores, capped = self.scores(batch)
                 hits = self._dense_hits(scores, capped)

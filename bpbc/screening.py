@@ -11,6 +11,7 @@ from .reads import Reads
 from .result import ScreenResult
 from .scoring import Scoring
 from .screener import ReadBatch, Screener, first_of_runs
+from .windows import WindowedBatch
 
 __all__ = ["screen", "ReadBatch", "Reads"]
 
@@ -29,6 +30,7 @@ def screen(
     eqx: bool = False,
     threads: int | None = None,
     engine=None,
+    ends: int | None = None,
 ) -> ScreenResult:
     """Screen every read against every pattern (and its reverse complement
     with ``strand='both'``) by Smith-Waterman local alignment with affine
@@ -56,16 +58,20 @@ def screen(
     -> sequence. ``device`` is 'auto', 'cpu' or 'gpu'. ``threads`` caps the
     CPU threads of the call: the CPU engine's and those of the numba kernels
     that copy, encode and align (None: all usable cores). ``engine`` reuses
-    an engine from :func:`bpbc.engines.select_engine`. To screen many batches
-    against the same patterns, build a :class:`bpbc.Screener` once instead.
+    an engine from :func:`bpbc.engines.select_engine`. ``ends``: screen only
+    each read's first and last ``ends`` bases (coordinates stay the read's).
+    Long reads are screened as overlapping windows, with the whole reads'
+    results (docs/engine.md). To screen many batches against the same
+    patterns, build a :class:`bpbc.Screener` once instead.
     """
     scoring = Scoring(match, mismatch, gap_open, gap_extend)
-    if engine is None and isinstance(reads, ReadBatch):
+    prepared = isinstance(reads, (ReadBatch, WindowedBatch))
+    if engine is None and prepared:
         engine = reads.engine
     screener = Screener(patterns, threshold, scoring, strand, exact_scores, eqx, engine=engine, device=device,
-                        threads=threads)
+                        threads=threads, ends=ends)
     with numba_threads(threads):  # the kernels that copy, encode and align too
-        if not isinstance(reads, ReadBatch):
+        if not prepared:
             reads = Reads.of(reads)  # once: the dense pass, if asked for, screens the same buffer
         chunk = screener.run(reads)
     return ScreenResult(

@@ -389,7 +389,8 @@ def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start,
     change no alignment.
 
     A block whose pointers (a byte per cell and lane) would pass ``budget``
-    bytes is aligned in segments of rows, in linear space (checkpoints, as
+    bytes is aligned in segments of about sqrt(2 x cell bytes x rows) rows,
+    in space of the square root of the rows times a row (checkpoints, as
     CUDAlign's and Myers-Miller's passes keep rows, not the matrix): a first
     forward pass keeps H and E of the row above each segment (and the best
     cell), then each segment, from the last up, is computed again from its
@@ -429,8 +430,10 @@ def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start,
             _fill_patterns(pattern_codes, pattern_start, lane_pattern, lane_offset, first, count, bits)
             row_bytes = (m + 1) * _K
             segment = max(n, 1)
-            if (n + 1) * row_bytes > budget:  # rows a segment: memory of its pointers = that of the checkpoints
-                segment = max(1, min(n, budget // row_bytes - 1, int(np.sqrt(2.0 * h_column.itemsize * n))))
+            if (n + 1) * row_bytes > budget:
+                # rows a segment: its pointers (segment x row_bytes bytes) take what the checkpoints
+                # (2 x n / segment rows of cells) take, the least the two can take together
+                segment = max(1, min(n, int(np.sqrt(2.0 * h_column.itemsize * n))))
             segments = (n + segment - 1) // segment
             size = (min(n, segment) + 1) * row_bytes
             if space.shape[0] < size:
@@ -545,13 +548,42 @@ def _named(function, suffix: str, **names):
     return copy
 
 
+@njit(inline="always")
+def _splat1(x):
+    return np.int32(x)
+
+
+@njit(inline="always")
+def _load1(array, i):
+    return array[i]
+
+
+@njit(inline="always")
+def _store1(array, i, value):
+    array[i] = value
+
+
+@njit(inline="always")
+def _max1(a, b):
+    return max(a, b)
+
+
+@njit(inline="always")
+def _select1(mask, a, b):
+    return a if mask else b
+
+
 # The forward pass on 16 int32 lanes, and on 32 int16 lanes where the values
 # fit: the same instructions for twice the reads (a 16-bit lane is as fast as
-# a 32-bit one); each lane width's cell type and vector operations
+# a 32-bit one); each lane width's cell type and vector operations. And on
+# one int32 lane: a lone instance whose pointers are large takes a 16th of
+# the memory of a block of 16 lanes, in about the same time
 _INT32_LANES = dict(_K=LANES, _CELL=np.int32, _CELL_NEG=_NEG, _vsplat=vsplat16, _vload=vload16, _vstore=vstore16,
                     _vmax=vmax16, _vselect=vselect16)
 _INT16_LANES = dict(_K=LANES16, _CELL=np.int16, _CELL_NEG=_NEG16, _vsplat=vsplat32, _vload=vload32, _vstore=vstore32,
                     _vmax=vmax32, _vselect=vselect32)
+_ONE_LANE = dict(_K=1, _CELL=np.int32, _CELL_NEG=_NEG, _vsplat=_splat1, _vload=_load1, _vstore=_store1, _vmax=_max1,
+                 _vselect=_select1)
 
 
 def _lane_kernels(body):
@@ -572,10 +604,14 @@ def _batch_kernels(body, suffix: str, **names):
 _forward_lanes, _forward_lanes16 = _lane_kernels(_forward_body)
 _new_rows_lanes, _new_rows_lanes16 = _lane_kernels(_new_rows_body)
 _forward, _new_rows = _forward_lanes, _new_rows_lanes
+_forward_lane1 = njit(cache=True, nogil=True)(_named(_forward_body, "_1", **_ONE_LANE))
+_new_rows_lane1 = njit(cache=True, nogil=True)(_named(_new_rows_body, "_1", **_ONE_LANE))
 _align_batch_parallel, _align_batch_serial = _batch_kernels(
     _align_batch_body, "", _K=LANES, _CELL=np.int32, _forward=_forward_lanes, _new_rows=_new_rows_lanes)
 _align_batch_parallel16, _align_batch_serial16 = _batch_kernels(
     _align_batch_body, "16", _K=LANES16, _CELL=np.int16, _forward=_forward_lanes16, _new_rows=_new_rows_lanes16)
+_align_batch_parallel1, _align_batch_serial1 = _batch_kernels(
+    _align_batch_body, "1", _K=1, _CELL=np.int32, _forward=_forward_lane1, _new_rows=_new_rows_lane1)
 # The score pass (long patterns), likewise
 _score_lanes, _score_lanes16 = _lane_kernels(_score_body)
 _score = _score_lanes  # _score_batch_body's own binding is _named's; this one names it for readers and linters
@@ -597,6 +633,18 @@ _CIGARS_PARALLEL_FROM = 4000
 #: segments of rows (_align_batch_body): twice the forward pass, memory in
 #: the square root of the read's length
 POINTER_BUDGET = 64 << 20
+#: bytes a block aligned in segments may take (pointers and checkpoints); past it each of
+#: its instances is aligned on one lane (a 100 kb pattern, 200k rows: 4 GB on 16 lanes, 250 MB on one)
+SEGMENTED_BUDGET = 8 * POINTER_BUDGET
+
+
+def segmented_bytes(rows, width, lanes: int, cell_bytes: int = 4):
+    """About the bytes of pointers and checkpoints of a block of ``lanes``
+    aligned in segments (_align_batch_body): rows of a segment sqrt(2 x
+    cell bytes x rows), as many bytes of pointers as of checkpoints."""
+    return 2 * np.sqrt(2.0 * cell_bytes * np.asarray(rows, np.float64)) * (np.asarray(width) + 1) * lanes
+
+
 #: patterns more than this many times a read's length take the score pass and a window (end_cells, _ended_blocks)
 _WINDOW_FROM = 4
 
@@ -774,11 +822,27 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
         offset += len(part[0])
     block_first = np.append(np.concatenate(firsts), count).astype(np.int64)
     block_width = np.concatenate(block_widths).astype(np.int64)
-    table_rows = align_batch(
-        codes, lengths, rows[order], order, table.masks, table.starts, ks[order], lane_offset, ends, block_first,
-        block_width, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops,
-        get_num_threads() if parallel else 1, POINTER_BUDGET,
-    )
+    # one lane for a lone instance whose pointers pass the budget (not a block of lanes mostly
+    # empty), and for each instance of a block that even in segments would pass SEGMENTED_BUDGET
+    rows_needed = np.where(ends[:, 0] >= 0, ends[:, 1], lengths[rows[order]])
+    sizes = np.diff(block_first)
+    block_rows = np.maximum.reduceat(rows_needed, block_first[:-1]) if count else np.zeros(0, np.int64)
+    pointers = (block_rows + 1) * (block_width + 1) * lanes
+    alone = ((sizes == 1) & (pointers > POINTER_BUDGET)) | (segmented_bytes(block_rows, block_width, lanes)
+                                                          > SEGMENTED_BUDGET)
+    table_rows = np.zeros((count, 8), dtype=np.int64)
+    one_lane = _align_batch_parallel1 if parallel else _align_batch_serial1
+    for kernel, chosen, width in ((align_batch, ~alone, lanes), (one_lane, alone, 1)):
+        if not chosen.any():
+            continue
+        at = np.concatenate([np.arange(block_first[b], block_first[b + 1]) for b in np.flatnonzero(chosen)]) \
+            if not chosen.all() else np.arange(count)
+        firsts = np.append(0, np.cumsum(sizes[chosen])) if width > 1 else np.arange(len(at) + 1)
+        widths = block_width[chosen] if width > 1 else np.repeat(block_width[chosen], sizes[chosen])
+        table_rows += kernel(
+            codes, lengths, rows[order[at]], order[at], table.masks, table.starts, ks[order[at]], lane_offset[at],
+            ends[at], firsts.astype(np.int64), widths.astype(np.int64), scoring.match, scoring.mismatch,
+            scoring.gap_open, scoring.gap_extend, ops, get_num_threads() if parallel else 1, POINTER_BUDGET)
     cigars_of = _cigars_parallel if count >= _CIGARS_PARALLEL_FROM else _cigars_serial
     letters = _EQX_LETTERS if eqx else _M_LETTERS
     reverse = np.ascontiguousarray(np.broadcast_to(reverse_cigar, (count,)), dtype=np.bool_)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .alphabet import SequenceError
+from .order import first_of_runs
 from .scoring import Scoring, score_planes
 
 #: reads (or regions) up to this many bases are never cut
@@ -299,11 +300,12 @@ def flag_planes(scoring: Scoring, window: int, longest_pattern: int, planes: int
     """The planes of the engine's flags-only pass before the vector pass on
     CPU windows (0: none): few enough to be cheap, enough that random
     sequence seldom reaches 2**p (the best local score of random bases grows
-    with the log of the cells, about match x ln(cells); four times that),
+    with the log of the cells: 37 at most against 10 kb x 5 kb with the
+    default scoring, 29 with 1, 1, 1, 1; three times match x ln(cells)),
     and below every threshold's bit length (``planes``: the least of them)."""
     import math
 
-    random_best = 4 * scoring.match * math.log(max(window * longest_pattern, 2))
+    random_best = 3 * scoring.match * math.log(max(window * longest_pattern, 2))
     p = min(planes - 1, int(random_best).bit_length())
     return p if p >= MIN_FLAG_PLANES else 0
 
@@ -340,14 +342,13 @@ def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, tasks: int, thr
 
 
 def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, planes: tuple[int, int], scoring: Scoring,
-            longest_pattern: int, check=None):
+            longest_pattern: int, check, batches):
     """``reads`` (a chunk, :class:`bpbc.Reads`, or str, bytes or records)
-    prepared for ``engine``: a :class:`bpbc.screener.ReadBatch` where no read
-    is cut (as before windows), else a :class:`WindowedBatch`
-    (:func:`how_to_screen` says which). ``check(name, length, window)``
-    raises :class:`PairTooLarge` for a read that cannot fit."""
-    from .screener import ReadBatch
-
+    prepared for ``engine``: a ``batches`` (:class:`bpbc.screener.ReadBatch`)
+    where no read is cut (as before windows), else a :class:`WindowedBatch`
+    (:func:`how_to_screen` says which), its windows a ``batches`` of their
+    own. ``check(name, length, window)`` raises :class:`PairTooLarge` for a
+    read that cannot fit."""
     from .chunks import RawFastqChunk, RecordChunk
     from .reads import Reads
 
@@ -360,21 +361,21 @@ def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, planes: t
         lengths = reads.lengths
     window, vector, flags = how_to_screen(lengths, engine, plan, tasks, threads, planes, scoring, longest_pattern) \
         if len(lengths) else (None, False, 0)
-    if check is not None and len(lengths):
+    if len(lengths):
         longest = int(np.argmax(lengths))
         check(lambda: _as_buffer(reads)[1](longest), int(lengths[longest]), window or int(lengths[longest]))
     if window is None:  # as before windows
         if isinstance(reads, _Coded):
-            return ReadBatch.from_codes(reads.codes, reads.lengths, engine)
+            return batches.from_codes(reads.codes, reads.lengths, engine)
         if isinstance(reads, (RawFastqChunk, RecordChunk)):
-            return ReadBatch.from_chunk(reads, engine)
-        return ReadBatch.from_reads(reads, engine)
+            return batches.from_chunk(reads, engine)
+        return batches.from_reads(reads, engine)
     source, name_of = _as_buffer(reads)
     windows = plan.cut(lengths, window)
     spans = Spans(source.data, np.asarray(source.seq_start, np.int64)[windows.read] + windows.start, windows.length,
                   lambda i: name_of(int(windows.read[i])))
     try:  # the vector pass's windows encoded here too: a byte outside the alphabet is found now
-        inner = spans.encode() if vector else ReadBatch.from_chunk(spans, engine)
+        inner = spans.encode() if vector else batches.from_chunk(spans, engine)
     except SequenceError:
         # named and placed as in the read itself
         from .chunks import _encode_sequences
@@ -411,12 +412,16 @@ def bytes_needed(window: int, pattern_length: int, span: int, planes: int, threa
     at once: the engine's state along the window for each thread (H and F,
     ``planes`` bit planes of a 64-byte vector per base, and the packed read),
     and the traceback's pointers and checkpoints for an alignment of up to
-    ``span`` read bases (16 lanes of a byte per cell; in segments, about 2 x
-    sqrt(8 x rows) rows of them)."""
+    ``span`` read bases on each thread (in segments of rows, on 16 lanes, or
+    on one where 16 would take more than SEGMENTED_BUDGET)."""
+    from .traceback import SEGMENTED_BUDGET, segmented_bytes
+
     screen = window * (2 * planes * 64 * threads + 3 * 64)
     rows = min(window, span)
-    traceback = int(2 * np.sqrt(8.0 * rows) + 2) * (pattern_length + 1) * 16 * threads
-    return screen + traceback
+    traceback = float(segmented_bytes(rows, pattern_length, 16))
+    if traceback > SEGMENTED_BUDGET:
+        traceback = float(segmented_bytes(rows, pattern_length, 1))
+    return screen + int(traceback) * threads
 
 
 def fit_check(table_lengths: np.ndarray, thresholds: np.ndarray, scoring: Scoring, threads: int, pattern_name):
@@ -442,26 +447,25 @@ def fit_check(table_lengths: np.ndarray, thresholds: np.ndarray, scoring: Scorin
 # ---------------------------------------------------------------- hits and alignments
 
 
-def read_hits(batch: WindowedBatch, window_hits, strands: int, ends: np.ndarray | None = None):
-    """The hits of the reads from those of their windows: per (read,
+def read_hits(batch: WindowedBatch, window_hits, strands: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                                         np.ndarray]:
+    """The hits of the reads from those of their windows (``window_hits``:
+    a :class:`bpbc.screener.Hits` whose reads are windows): per (read,
     pattern, strand), the best window score, capped where a window's is
     (capped scores are the cap, above every exact one), sorted by read,
-    pattern, strand; a :class:`bpbc.screener.WindowHits` keeping the
-    windows' hits (and their end cells, ``ends``, where known) for the traceback."""
-    from .screener import WindowHits, first_of_runs
-
+    pattern, strand: the columns read, pattern, strand, score, capped."""
     read = batch.windows.read[window_hits.read]
     k = window_hits.pattern * strands + window_hits.strand
     count = int(k.max(initial=0)) + 1
     key = read * count + k
     order = np.argsort(key, kind="stable")
     key = key[order]
-    starts = np.flatnonzero(first_of_runs(key)) if len(key) else np.zeros(0, np.int64)
+    starts = np.flatnonzero(first_of_runs(key))
     score = np.maximum.reduceat(window_hits.score[order], starts) if len(key) else np.zeros(0, np.int32)
     capped = np.logical_or.reduceat(window_hits.capped[order], starts) if len(key) else np.zeros(0, bool)
     first = order[starts]
-    return WindowHits(read[first], window_hits.pattern[first], window_hits.strand[first], score.astype(np.int32),
-                      capped.astype(bool), window_hits, ends)
+    return read[first], window_hits.pattern[first], window_hits.strand[first], score.astype(np.int32), \
+        capped.astype(bool)
 
 
 def vector_scores(batch: WindowedBatch, table, scoring: Scoring) -> np.ndarray:
@@ -494,16 +498,16 @@ def pair_cells(batch: WindowedBatch, window: np.ndarray, k: np.ndarray, table, s
 
 
 def vector_hits(batch: WindowedBatch, table, thresholds: np.ndarray, caps: np.ndarray, scoring: Scoring,
-                strands: int, flag_planes: int = 0):
-    """:func:`read_hits` of the windows' scores from the vector score pass,
-    those above ``caps`` (per oriented pattern) reported as the cap and
-    capped, as the engine's planes would hold them; the end cells (exact
-    scores) kept for the traceback. With ``flag_planes``, only the pairs
-    (window, pattern) the engine flags at that many planes (score >=
-    2**flag_planes, at most every threshold: the others cannot pass) go
-    through the vector pass; else every pair."""
-    from .screener import Hits
-
+                flag_planes: int = 0) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """The windows' hits from the vector score pass: (the columns window,
+    pattern, strand, score, capped, sorted by window then oriented pattern;
+    their end cells, (hits, 3) exact score, read end in the window and
+    pattern end, for the traceback). Scores above ``caps`` (per oriented
+    pattern) are reported as the cap and capped, as the engine's planes
+    would hold them. With ``flag_planes``, only the pairs (window, pattern)
+    the engine flags at that many planes (score >= 2**flag_planes, at most
+    every threshold: the others cannot pass) go through the vector pass;
+    else every pair."""
     if flag_planes:
         window, k = batch.engine.flagged(batch.inner.prepared, table, scoring, flag_planes)
         found = pair_cells(batch, window, k, table, scoring)
@@ -515,9 +519,8 @@ def vector_hits(batch: WindowedBatch, table, thresholds: np.ndarray, caps: np.nd
         found = every[window, k]
     score = found[:, 0]
     capped = score > caps[k]
-    window_hits = Hits(window.astype(np.int64), table.pattern[k], table.strand[k],
-                       np.where(capped, caps[k], score).astype(np.int32), capped)
-    return read_hits(batch, window_hits, strands, found)
+    return (window.astype(np.int64), table.pattern[k], table.strand[k], np.where(capped, caps[k], score).astype(np.int32),
+            capped), found
 
 
 def align(batch: WindowedBatch, hits, table, strands: tuple[str, ...], scoring: Scoring, eqx: bool):
@@ -576,8 +579,8 @@ def align(batch: WindowedBatch, hits, table, strands: tuple[str, ...], scoring: 
     known = np.full((len(hits), 3), -1, dtype=np.int64)
     known[long_hits] = np.stack([score, end - first_row, column], axis=1)
     codes, lengths = batch.spans(hits.read, start, length).encode()
-    found = align_hits(codes, lengths, np.arange(len(hits)), k, table, strands, scoring, eqx, known)
-    return _shifted(found, np.where(found.score > 0, start, 0))
+    aligned = align_hits(codes, lengths, np.arange(len(hits)), k, table, strands, scoring, eqx, known)
+    return _shifted(aligned, np.where(aligned.score > 0, start, 0))
 
 
 def _shifted(table, offset: np.ndarray):

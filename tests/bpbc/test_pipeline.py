@@ -101,7 +101,7 @@ def test_chunks_spread_over_several_devices_come_back_in_input_order(monkeypatch
         screened_before_2.append(devices[0].taken + devices[1].taken)
         return devices[2]
 
-    monkeypatch.setattr(pipeline, "encode_chunk", lambda chunk, engine, source: (engine, int(chunk[5:])))
+    monkeypatch.setattr(pipeline, "encode_chunk", lambda chunk, screener, source: (screener.engine, int(chunk[5:])))
     results = list(pipeline._screened(iter([f"chunk{k}" for k in range(60)]), "reads", devices[0],
                                       [lambda: devices[1], set_up_late], pipeline.StageTimes()))
     assert [chunk for chunk, _, _ in results] == [f"chunk{k}" for k in range(60)]
@@ -138,7 +138,7 @@ def test_a_device_gets_its_next_chunk_queued_while_it_screens(monkeypatch):
                 seen_while_screening.append(second_called.wait(timeout=10))
             return batch
 
-    monkeypatch.setattr(pipeline, "encode_chunk", lambda chunk, engine, source: chunk)
+    monkeypatch.setattr(pipeline, "encode_chunk", lambda chunk, screener, source: chunk)
     results = list(pipeline._screened(iter(range(20)), "reads", Screener(0), [lambda: Screener(1)],
                                       pipeline.StageTimes()))
     assert [chunk for chunk, _, _ in results] == list(range(20))
@@ -193,7 +193,7 @@ def test_a_device_that_cannot_be_set_up_fails_the_run(monkeypatch):
     def broken():
         raise RuntimeError("cudaErrorDevicesUnavailable")
 
-    monkeypatch.setattr(pipeline, "encode_chunk", lambda chunk, engine, source: chunk)
+    monkeypatch.setattr(pipeline, "encode_chunk", lambda chunk, screener, source: chunk)
     with pytest.raises(RuntimeError, match="DevicesUnavailable"):
         list(pipeline._screened(iter(range(50)), "reads", Screener(), [broken], pipeline.StageTimes()))
 

@@ -285,7 +285,8 @@ def test_ends_option_coordinates_stay_the_reads(tmp_path, capsys):
 @pytest.mark.parametrize("scoring", SCORINGS[:3], ids=scoring_id)
 def test_traceback_in_segments_of_rows_is_the_one_pass_traceback(scoring, monkeypatch):
     """Blocks over the pointer budget, aligned in segments of rows from
-    checkpoints, give the alignments (and CIGARs) of one pass, int16 and int32 cells."""
+    checkpoints, give the alignments (and CIGARs) of one pass, int16 and int32
+    cells; so does an instance alone, on one lane."""
     rng = np.random.default_rng(31)
     patterns = [random_pattern(rng, int(rng.integers(5, 200)), iupac_rate=0.05) for _ in range(4)]
     reads = long_reads(rng, patterns, 120, 500)
@@ -297,30 +298,53 @@ def test_traceback_in_segments_of_rows_is_the_one_pass_traceback(scoring, monkey
         one, one_cigars = tb._run_batch(codes, lengths, rows, table, ks, scoring, False, ks % 2 == 1, bits)
         monkeypatch.setattr(tb, "POINTER_BUDGET", 5000)
         cut, cut_cigars = tb._run_batch(codes, lengths, rows, table, ks, scoring, False, ks % 2 == 1, bits)
+        for t in range(0, 120, 7):  # alone in its block, over the budget: one lane
+            lone, lone_cigar = tb._run_batch(codes, lengths, rows[t:t + 1], table, ks[t:t + 1], scoring, False,
+                                             ks[t:t + 1] % 2 == 1, bits)
+            assert np.array_equal(one[t:t + 1], lone) and lone_cigar.strings() == one_cigars.strings()[t:t + 1]
+        monkeypatch.setattr(tb, "SEGMENTED_BUDGET", 0)  # every instance of every block on a lane of its own
+        lanes, lanes_cigars = tb._run_batch(codes, lengths, rows, table, ks, scoring, False, ks % 2 == 1, bits)
+        assert np.array_equal(one, lanes) and one_cigars.strings() == lanes_cigars.strings()
+        monkeypatch.setattr(tb, "SEGMENTED_BUDGET", 8 * (64 << 20))
         monkeypatch.setattr(tb, "POINTER_BUDGET", 64 << 20)
         assert np.array_equal(one, cut)
         assert one_cigars.strings() == cut_cigars.strings()
         assert (one[:, 0] > 0).sum() > 50
 
 
-def test_traceback_of_a_long_pair_stays_in_bounded_memory(monkeypatch):
-    """A 20 kb read against a 2 kb pattern: the pointers of one block of it
-    would be 20 kb x 2 kb x 16 lanes (640 MB); the traceback aligns only the
-    rows the hit can span, in segments, and gives the whole read's alignment."""
-    import tracemalloc
+LONG_PAIR = """
+import resource, sys
+import numpy as np
+import bpbc
+from tests.bpbc.conftest import mutate, random_read
+rng = np.random.default_rng(37)
+pattern = random_read(rng, 2000)
+read = random_read(rng, 9000) + mutate(rng, pattern, 0.03) + random_read(rng, 9000)
+screener = bpbc.Screener([pattern], 1000, device="cpu", threads=1)
+batch = screener.prepare([read])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+alignments = screener.align(batch, screener.hits(batch))
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(alignments.score[0], (after - before) // 1024, read, pattern)
+"""
 
-    rng = np.random.default_rng(37)
-    pattern = random_read(rng, 2000)
-    read = random_read(rng, 9000) + mutate(rng, pattern, 0.03) + random_read(rng, 9000)
-    screener = bpbc.Screener([pattern], 1000, device="cpu")
-    batch = screener.prepare([read])
-    hits = screener.hits(batch)
-    tracemalloc.start()
-    alignments = screener.align(batch, hits)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    assert peak < 100 << 20
-    assert alignments.score.tolist() == [parasail_sw(read, pattern, Scoring())]
+
+def test_traceback_of_a_long_pair_stays_in_bounded_memory():
+    """A 20 kb read against a 2 kb pattern, in a process of its own: the
+    pointers of one block of it would be 20 kb x 2 kb x 16 lanes (640 MB);
+    the screen and the traceback (the rows the hit can span, in segments)
+    add less than 100 MB to the process's peak, and the alignment's score
+    is parasail's."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", LONG_PAIR], capture_output=True, text=True, cwd=root, timeout=300,
+                          check=True)
+    score, grown_mb, read, pattern = done.stdout.split()
+    assert int(grown_mb) < 100
+    assert int(score) == parasail_sw(read, pattern, Scoring())
 
 
 # --- what cannot fit ---------------------------------------------------------
@@ -384,3 +408,19 @@ def test_long_paired_reads_and_a_bad_byte(tmp_path, capsys, monkeypatch, cost):
     assert run("bad.paf", "bad.fq") == (1, cut_error)  # the same line, the byte placed in the read
     assert (tmp_path / "cut.paf").read_text() == (tmp_path / "whole.paf").read_text()
     assert len((tmp_path / "whole.paf").read_text().splitlines()) > 5
+
+
+def test_library_call_takes_ends_and_windowed_batches(cut_fine):
+    """bpbc.screen(..., ends=N) is the Screener's screen with ends; a batch
+    of long reads prepared ahead (windows) gives what the reads give, dense scores too."""
+    rng = np.random.default_rng(53)
+    patterns = [random_pattern(rng, 40), random_pattern(rng, 70)]
+    reads = long_reads(rng, patterns, 20, 800)
+    ends = bpbc.screen(reads, patterns, 40, device="cpu", ends=100)
+    assert ends.alignments == bpbc.Screener(patterns, 40, device="cpu", ends=100).run(reads).alignments.to_list()
+    plain = bpbc.screen(reads, patterns, 40, device="cpu")
+    batch = bpbc.Screener(patterns, 40, device="cpu").prepare(reads)
+    assert isinstance(batch, windows.WindowedBatch)
+    ahead = bpbc.screen(batch, patterns, 40)
+    assert ahead.alignments == plain.alignments and len(plain.alignments) > len(ends.alignments) > 0
+    assert np.array_equal(ahead.scores, plain.scores) and np.array_equal(ahead.capped, plain.capped)
