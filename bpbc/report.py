@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from bpbc.io import STDIN, AtomicOutput, InputError
-from bpbc.summary import Summary
+from bpbc.summary import Summary, used_bins
 
 #: version of the report's embedded JSON (docs/json.md)
 REPORT_FORMAT = 1
@@ -108,11 +108,14 @@ def _trace(name: str, x: list[int], y: list[int], bars: bool = False) -> dict:
 def _histogram_traces(counts: np.ndarray, width: int, rows_by_name: dict[str, list[int]],
                       bars: bool = False) -> list[dict]:
     """A trace per name: the rows of ``counts`` of that name added up, over
-    the bins' lower ends (bins of ``width``), up to the last bin used."""
-    used = np.flatnonzero(counts.any(axis=0))
-    end = int(used[-1]) + 1 if len(used) else 0
-    x = (np.arange(end) * width).tolist()
-    return [_trace(name, x, counts[rows, :end].sum(axis=0).tolist(), bars) for name, rows in rows_by_name.items()]
+    the bins' lower ends (bins of ``width``), up to the last bin used (bars:
+    from the first bin used, so that reads of one length make a bar, not a
+    line at the end of an empty axis)."""
+    end = used_bins(counts)
+    start = int(np.argmax(counts.any(axis=0))) if bars and end else 0
+    x = (np.arange(start, end) * width).tolist()
+    return [_trace(name, x, counts[rows, start:end].sum(axis=0).tolist(), bars)
+            for name, rows in rows_by_name.items()]
 
 
 def section_figures(summary: Summary, key: str) -> list[dict]:
@@ -290,11 +293,28 @@ def _json_script(element_id: str, value) -> str:
     return f'<script type="application/json" id="{element_id}">{text}</script>'
 
 
-def report_html(run: RunInfo, summaries: list[Summary], total: Summary | None = None) -> str:
-    """The report: the run, then per reads file (with several, the total
-    first) its counts, its patterns and its plots."""
-    from plotly.offline import get_plotlyjs
+def plotly_js() -> bytes:
+    """plotly.js as the plotly package ships it (what ``plotly.offline.get_plotlyjs()``
+    reads), found without importing plotly: its import took 80 ms, more than
+    the rest of writing a report."""
+    import importlib.util
 
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise InputError("--report needs the plotly package (pip install plotly)")
+    for directory in spec.submodule_search_locations:
+        path = os.path.join(directory, "package_data", "plotly.min.js")
+        if os.path.isfile(path):
+            with open(path, "rb") as script:
+                return script.read()
+    from plotly.offline import get_plotlyjs  # moved in some release: ask plotly itself
+
+    return get_plotlyjs().encode()
+
+
+def report_html(run: RunInfo, summaries: list[Summary], total: Summary | None = None) -> bytes:
+    """The report (UTF-8): the run, then per reads file (with several, the
+    total first) its counts, its patterns and its plots."""
     sections = ([("All reads files", total)] if total is not None else []) + [
         (summary.reads_file, summary) for summary in summaries]
     data = report_data(run, sections)
@@ -317,13 +337,15 @@ def report_html(run: RunInfo, summaries: list[Summary], total: Summary | None = 
                   _patterns_table(summary), f'<div class="plots">{plots}</div>',
                   '<p class="note">Positions are on the read as given (PAF columns 3 and 4). Scores are the hits\' '
                   "exact scores; the screen computes no score below a pattern's threshold, so none is drawn.</p>"]
-    return "\n".join([
+    head = "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>bpbc report: {html.escape(first.reads_file)}</title>", f"<style>{_STYLE}</style>",
-        f"<script>{get_plotlyjs()}</script>", "</head><body>", *parts,
-        _json_script("bpbc-report-data", data), _json_script("bpbc-figures", figures),
-        _json_script("bpbc-plotly-config", PLOTLY_CONFIG), f"<script>{_DRAW}</script>", "</body></html>", ""])
+        f"<title>bpbc report: {html.escape(first.reads_file)}</title>", f"<style>{_STYLE}</style>", "<script>"])
+    body = "\n".join([
+        "</script>", "</head><body>", *parts, _json_script("bpbc-report-data", data),
+        _json_script("bpbc-figures", figures), _json_script("bpbc-plotly-config", PLOTLY_CONFIG),
+        f"<script>{_DRAW}</script>", "</body></html>", ""])
+    return b"".join([head.encode(), plotly_js(), body.encode()])
 
 
 # ---------------------------------------------------------------- MultiQC
@@ -360,7 +382,7 @@ class ReportFiles:
 
     def write(self, run: RunInfo, summaries: list[Summary], total: Summary | None = None) -> None:
         if self.report is not None:
-            self.report.open_binary().write(report_html(run, summaries, total).encode())
+            self.report.open_binary().write(report_html(run, summaries, total))
             self.report.commit()
         if self.multiqc is not None:
             self.multiqc.open_binary().write((json.dumps(multiqc_data(summaries), indent=1) + "\n").encode())
