@@ -355,6 +355,7 @@ def multiqc_data(summaries: list[Summary]) -> dict:
     """MultiQC custom content (a bar graph, one bar per reads file): the
     reads by the patterns they pass for (:func:`reads_by_pattern`)."""
     first = summaries[0]
+    assert first.statistics is not None
     threshold = "per-pattern thresholds" if first.threshold is None else f"threshold {first.threshold}"
     return {
         "id": MULTIQC_ID,
@@ -365,6 +366,11 @@ def multiqc_data(summaries: list[Summary]) -> dict:
         "plot_type": "bargraph",
         "pconfig": {"id": "bpbc_reads_by_pattern", "title": "bpbc: reads by the patterns they pass for",
                     "ylab": "Reads", "cpswitch_counts_label": "Reads"},
+        # the same order and colours in every run's file (MultiQC adds files of one id up): the panel's order
+        "categories": {**{f"{name} only": {"name": f"{name} only"} for name in first.statistics.names},
+                       "other patterns": {"name": "other patterns", "color": "#7f7f7f"},
+                       "several patterns": {"name": "several patterns", "color": "#404040"},
+                       "no pattern": {"name": "no pattern", "color": "#d9d9d9"}},
         "data": {sample_name(summary): reads_by_pattern(summary, MULTIQC_PATTERNS) for summary in summaries},
     }
 
