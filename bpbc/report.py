@@ -288,8 +288,8 @@ _DRAW = """
 
 
 def _json_script(element_id: str, value) -> str:
-    # "</" would end the script element early: JSON allows "<\\/" for it
-    text = json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
+    # no "<" in a script element ("</script>" or "<!--" in a pattern's name would end or change it)
+    text = json.dumps(value, separators=(",", ":")).replace("<", "\\u003c")
     return f'<script type="application/json" id="{element_id}">{text}</script>'
 
 

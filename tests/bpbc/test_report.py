@@ -316,6 +316,19 @@ def test_statistics_memory_does_not_grow_with_the_reads(tmp_path):
     assert many.reads == 4 * small.reads and size(many) == size(small)
 
 
+def test_pattern_names_cannot_break_the_page(tmp_path, capsys):
+    name = "x</script><!--<b>&"
+    patterns = tmp_path / "p.fa"
+    patterns.write_text(f">{name}\nAGATCGGAAGAGCACACGTCTGAACTCCAGTCA\n")
+    status, err = run_cli(capsys, *EXAMPLE[:1], patterns, "-t", "30", "-q", "-o", tmp_path / "h.paf", "--report",
+                          tmp_path / "r.html")
+    assert status == 0, err
+    [section] = embedded(tmp_path / "r.html")["sections"]
+    assert section["summary"]["patterns"][0]["name"] == name and section["reads_by_pattern"][f"{name} only"] > 0
+    page = (tmp_path / "r.html").read_text()
+    assert name not in page and "x&lt;/script&gt;&lt;!--&lt;b&gt;&amp;" in page  # escaped in the tables too
+
+
 # ---------------------------------------------------------------- bad paths
 
 
