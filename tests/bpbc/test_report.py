@@ -377,8 +377,15 @@ def test_multiqc_reads_the_file(tmp_path, capsys):
     data = json.loads((tmp_path / "mqc" / "multiqc_data" / "multiqc_data.json").read_text())
     parsed = data["report_saved_raw_data"]["multiqc_bpbc_reads_by_pattern"]
     assert {sample: {key: int(value) for key, value in values.items()} for sample, values in parsed.items()} == expected
-    page = (tmp_path / "mqc" / "multiqc_report.html").read_text()
-    assert 'id="bpbc"' in page or "bpbc" in page
+    # the bar plot MultiQC drew: our title, a bar per sample, the categories in the panel's order
+    [dataset] = data["report_plot_data"]["bpbc_reads_by_pattern"]["datasets"]
+    assert dataset["dconfig"]["title"] == "bpbc: reads by the patterns they pass for"
+    assert sorted(dataset["samples"]) == ["hand_made", "reads"]
+    drawn = {cat["name"]: dict(zip(dataset["samples"], cat["data"])) for cat in dataset["cats"]}  # None: none
+    assert {name: {sample: int(value or 0) for sample, value in values.items()} for name, values in drawn.items()} == {
+        name: {sample: expected[sample].get(name, 0) for sample in dataset["samples"]}
+        for name in {name for values in expected.values() for name in values}}
+    assert list(drawn)[-2:] == ["several patterns", "no pattern"]
 
 
 # ---------------------------------------------------------------- Chromium
