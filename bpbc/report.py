@@ -138,7 +138,7 @@ def section_figures(summary: Summary, key: str) -> list[dict]:
         for k, strand in enumerate(statistics.strands):
             label = f"strand {strand}" if mates == 1 else f"mate {m + 1}, strand {strand}"
             traces.append(_bars(label, labels, statistics.passing[shown, k, m].tolist()))
-    more = "" if len(shown) == len(names) else f" ({len(shown)} with most of {len(names)})"
+    more = "" if len(shown) in (0, len(names)) else f" ({len(shown)} with most of {len(names)})"
     figures.append(("passing", traces, _layout(f"Reads passing per pattern and strand{more}", "pattern", "reads",
                                                barmode="group")))
 
@@ -173,6 +173,12 @@ def section_figures(summary: Summary, key: str) -> list[dict]:
     width = max(lengths.width, statistics.trimmed_lengths.width)
     figures.append(("lengths", traces, _layout("Read lengths" + ("" if width == 1 else f", bins of {width}"),
                                                "length (bases)", "reads", barmode="overlay")))
+    for name, data, layout in figures:
+        if not any(any(trace["y"]) for trace in data):  # nothing to count: say so rather than draw empty axes
+            text = "no reads" if name in ("reads", "lengths") else "no alignments"
+            layout["annotations"] = [{"text": text, "showarrow": False, "font": {"size": 16},
+                                      "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}]
+            layout["xaxis"]["visible"] = layout["yaxis"]["visible"] = False
     return [{"div": f"{key}-{name}", "data": data, "layout": layout} for name, data, layout in figures]
 
 

@@ -316,6 +316,21 @@ def test_statistics_memory_does_not_grow_with_the_reads(tmp_path):
     assert many.reads == 4 * small.reads and size(many) == size(small)
 
 
+@pytest.mark.parametrize("reads", ["", "@r\nACGTACGTAC\n+\nIIIIIIIIII\n"], ids=["no reads", "no hits"])
+def test_a_run_with_nothing_to_draw(tmp_path, capsys, reads):
+    (tmp_path / "r.fq").write_text(reads)
+    status, err = run_cli(capsys, tmp_path / "r.fq", EXAMPLE[1], "-t", "30", "-q", "-o", tmp_path / "h.paf",
+                          "--report", tmp_path / "r.html", "--multiqc", tmp_path / "r_mqc.json")
+    assert status == 0, err
+    [section] = embedded(tmp_path / "r.html")["sections"]
+    assert section["reads_by_pattern"] == {"several patterns": 0, "no pattern": len(reads) // 25}
+    notes = {figure["div"].split("-")[-1]: figure["layout"].get("annotations", [{}])[0].get("text")
+             for figure in embedded(tmp_path / "r.html", "bpbc-figures") if figure["div"].startswith("section")}
+    assert notes == {"reads": None if reads else "no reads", "passing": "no alignments", "hit_starts": "no alignments",
+                     "hit_ends": "no alignments", "scores": "no alignments", "lengths": None if reads else "no reads"}
+    assert json.loads((tmp_path / "r_mqc.json").read_text())["data"] == {"r": section["reads_by_pattern"]}
+
+
 def test_pattern_names_cannot_break_the_page(tmp_path, capsys):
     name = "x</script><!--<b>&"
     patterns = tmp_path / "p.fa"
