@@ -13,7 +13,9 @@ Times fresh ``bpbc-screen`` processes end to end (wall, peak RSS, the
 Reads come from :mod:`bench.host_data` (sequencer-like headers and binned
 qualities), made once in ``--work``. ``--trees`` runs the command from
 several checkouts (``base=/path/to/old``) alternating, so a before/after
-pair shares one run. Writes ``host_pipeline_<device>.csv`` under ``--out``
+pair shares one run; the commands of the trees named in ``--report-trees``
+also write ``--report`` and ``--multiqc`` (one checkout may be named twice,
+``plain=DIR report=DIR``). Writes ``host_pipeline_<device>.csv`` under ``--out``
 with the environment header; each row carries its ratio to the rapidgzip
 floor and to the dnaio pass of its input.
 """
@@ -72,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "host")
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     parser.add_argument("--trees", nargs="+", default=[f"new={ROOT}"], help="NAME=DIR: checkouts whose bpbc runs")
+    parser.add_argument("--report-trees", nargs="+", default=[], metavar="NAME",
+                        help="trees whose commands also write --report and --multiqc (docs/report.md)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, nargs="+", default=None,
                         help="cpu_threads: --threads values (default: the usable cores)")
@@ -102,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     def bpbc(tree: str, *arguments) -> tuple[list[str], dict, str]:
         """The command, its environment and its directory: the tree's (``python -m`` looks there first)."""
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([trees[tree], os.environ.get("PYTHONPATH", "")])}
+        if tree in args.report_trees:
+            arguments += ("--report", work / "report.html", "--multiqc", work / "run_mqc.json")
         return [sys.executable, "-m", "bpbc", *map(str, arguments)], env, trees[tree]
 
     def row(case: str, what: str, command: list[str], env=None, cwd=None, reads_file: Path | None = None,

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from bpbc.io import STDIN, AtomicOutput, InputError
-from bpbc.summary import Summary
+from bpbc.summary import Summary, used_bins
 
 #: version of the report's embedded JSON (docs/json.md)
 REPORT_FORMAT = 1
@@ -108,11 +108,14 @@ def _trace(name: str, x: list[int], y: list[int], bars: bool = False) -> dict:
 def _histogram_traces(counts: np.ndarray, width: int, rows_by_name: dict[str, list[int]],
                       bars: bool = False) -> list[dict]:
     """A trace per name: the rows of ``counts`` of that name added up, over
-    the bins' lower ends (bins of ``width``), up to the last bin used."""
-    used = np.flatnonzero(counts.any(axis=0))
-    end = int(used[-1]) + 1 if len(used) else 0
-    x = (np.arange(end) * width).tolist()
-    return [_trace(name, x, counts[rows, :end].sum(axis=0).tolist(), bars) for name, rows in rows_by_name.items()]
+    the bins' lower ends (bins of ``width``), up to the last bin used (bars:
+    from the first bin used, so that reads of one length make a bar, not a
+    line at the end of an empty axis)."""
+    end = used_bins(counts)
+    start = int(np.argmax(counts.any(axis=0))) if bars and end else 0
+    x = (np.arange(start, end) * width).tolist()
+    return [_trace(name, x, counts[rows, start:end].sum(axis=0).tolist(), bars)
+            for name, rows in rows_by_name.items()]
 
 
 def section_figures(summary: Summary, key: str) -> list[dict]:
@@ -135,7 +138,7 @@ def section_figures(summary: Summary, key: str) -> list[dict]:
         for k, strand in enumerate(statistics.strands):
             label = f"strand {strand}" if mates == 1 else f"mate {m + 1}, strand {strand}"
             traces.append(_bars(label, labels, statistics.passing[shown, k, m].tolist()))
-    more = "" if len(shown) == len(names) else f" ({len(shown)} with most of {len(names)})"
+    more = "" if len(shown) in (0, len(names)) else f" ({len(shown)} with most of {len(names)})"
     figures.append(("passing", traces, _layout(f"Reads passing per pattern and strand{more}", "pattern", "reads",
                                                barmode="group")))
 
@@ -170,6 +173,12 @@ def section_figures(summary: Summary, key: str) -> list[dict]:
     width = max(lengths.width, statistics.trimmed_lengths.width)
     figures.append(("lengths", traces, _layout("Read lengths" + ("" if width == 1 else f", bins of {width}"),
                                                "length (bases)", "reads", barmode="overlay")))
+    for name, data, layout in figures:
+        if not any(any(trace["y"]) for trace in data):  # nothing to count: say so rather than draw empty axes
+            text = "no reads" if name in ("reads", "lengths") else "no alignments"
+            layout["annotations"] = [{"text": text, "showarrow": False, "font": {"size": 16},
+                                      "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}]
+            layout["xaxis"]["visible"] = layout["yaxis"]["visible"] = False
     return [{"div": f"{key}-{name}", "data": data, "layout": layout} for name, data, layout in figures]
 
 
@@ -285,16 +294,33 @@ _DRAW = """
 
 
 def _json_script(element_id: str, value) -> str:
-    # "</" would end the script element early: JSON allows "<\\/" for it
-    text = json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
+    # no "<" in a script element ("</script>" or "<!--" in a pattern's name would end or change it)
+    text = json.dumps(value, separators=(",", ":")).replace("<", "\\u003c")
     return f'<script type="application/json" id="{element_id}">{text}</script>'
 
 
-def report_html(run: RunInfo, summaries: list[Summary], total: Summary | None = None) -> str:
-    """The report: the run, then per reads file (with several, the total
-    first) its counts, its patterns and its plots."""
-    from plotly.offline import get_plotlyjs
+def plotly_js() -> bytes:
+    """plotly.js as the plotly package ships it (what ``plotly.offline.get_plotlyjs()``
+    reads), found without importing plotly: its import took 80 ms, more than
+    the rest of writing a report."""
+    import importlib.util
 
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise InputError("--report needs the plotly package (pip install plotly)")
+    for directory in spec.submodule_search_locations:
+        path = os.path.join(directory, "package_data", "plotly.min.js")
+        if os.path.isfile(path):
+            with open(path, "rb") as script:
+                return script.read()
+    from plotly.offline import get_plotlyjs  # moved in some release: ask plotly itself
+
+    return get_plotlyjs().encode()
+
+
+def report_html(run: RunInfo, summaries: list[Summary], total: Summary | None = None) -> bytes:
+    """The report (UTF-8): the run, then per reads file (with several, the
+    total first) its counts, its patterns and its plots."""
     sections = ([("All reads files", total)] if total is not None else []) + [
         (summary.reads_file, summary) for summary in summaries]
     data = report_data(run, sections)
@@ -317,13 +343,15 @@ def report_html(run: RunInfo, summaries: list[Summary], total: Summary | None = 
                   _patterns_table(summary), f'<div class="plots">{plots}</div>',
                   '<p class="note">Positions are on the read as given (PAF columns 3 and 4). Scores are the hits\' '
                   "exact scores; the screen computes no score below a pattern's threshold, so none is drawn.</p>"]
-    return "\n".join([
+    head = "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>bpbc report: {html.escape(first.reads_file)}</title>", f"<style>{_STYLE}</style>",
-        f"<script>{get_plotlyjs()}</script>", "</head><body>", *parts,
-        _json_script("bpbc-report-data", data), _json_script("bpbc-figures", figures),
-        _json_script("bpbc-plotly-config", PLOTLY_CONFIG), f"<script>{_DRAW}</script>", "</body></html>", ""])
+        f"<title>bpbc report: {html.escape(first.reads_file)}</title>", f"<style>{_STYLE}</style>", "<script>"])
+    body = "\n".join([
+        "</script>", "</head><body>", *parts, _json_script("bpbc-report-data", data),
+        _json_script("bpbc-figures", figures), _json_script("bpbc-plotly-config", PLOTLY_CONFIG),
+        f"<script>{_DRAW}</script>", "</body></html>", ""])
+    return b"".join([head.encode(), plotly_js(), body.encode()])
 
 
 # ---------------------------------------------------------------- MultiQC
@@ -333,6 +361,7 @@ def multiqc_data(summaries: list[Summary]) -> dict:
     """MultiQC custom content (a bar graph, one bar per reads file): the
     reads by the patterns they pass for (:func:`reads_by_pattern`)."""
     first = summaries[0]
+    assert first.statistics is not None
     threshold = "per-pattern thresholds" if first.threshold is None else f"threshold {first.threshold}"
     return {
         "id": MULTIQC_ID,
@@ -343,6 +372,11 @@ def multiqc_data(summaries: list[Summary]) -> dict:
         "plot_type": "bargraph",
         "pconfig": {"id": "bpbc_reads_by_pattern", "title": "bpbc: reads by the patterns they pass for",
                     "ylab": "Reads", "cpswitch_counts_label": "Reads"},
+        # the same order and colours in every run's file (MultiQC adds files of one id up): the panel's order
+        "categories": {**{f"{name} only": {"name": f"{name} only"} for name in first.statistics.names},
+                       "other patterns": {"name": "other patterns", "color": "#7f7f7f"},
+                       "several patterns": {"name": "several patterns", "color": "#404040"},
+                       "no pattern": {"name": "no pattern", "color": "#d9d9d9"}},
         "data": {sample_name(summary): reads_by_pattern(summary, MULTIQC_PATTERNS) for summary in summaries},
     }
 
@@ -360,7 +394,7 @@ class ReportFiles:
 
     def write(self, run: RunInfo, summaries: list[Summary], total: Summary | None = None) -> None:
         if self.report is not None:
-            self.report.open_binary().write(report_html(run, summaries, total).encode())
+            self.report.open_binary().write(report_html(run, summaries, total))
             self.report.commit()
         if self.multiqc is not None:
             self.multiqc.open_binary().write((json.dumps(multiqc_data(summaries), indent=1) + "\n").encode())

@@ -30,6 +30,12 @@ def _count(counts: np.ndarray, index: tuple) -> None:
         np.add.at(counts, index, 1)
 
 
+def used_bins(counts: np.ndarray) -> int:
+    """The columns of ``counts`` up to the last that any row uses."""
+    used = np.flatnonzero(counts.any(axis=0))
+    return int(used[-1]) + 1 if len(used) else 0
+
+
 class Histogram:
     """Counts of non-negative integers, one histogram per row, in
     :data:`HISTOGRAM_BINS` bins of ``width`` (bin i holds i x width ...
@@ -82,8 +88,7 @@ class Histogram:
     def as_dict(self, labels: list[str] | None = None) -> dict:
         """``width`` and per row (``labels``, else the row's index) the counts
         up to the last bin that holds any (the JSON of the report)."""
-        used = np.flatnonzero(self.counts.any(axis=0))
-        end = int(used[-1]) + 1 if len(used) else 0
+        end = used_bins(self.counts)
         names = labels if labels is not None else [str(row) for row in range(len(self.counts))]
         return {"width": self.width, "counts": {name: row[:end].tolist() for name, row in zip(names, self.counts)}}
 
@@ -239,8 +244,7 @@ class Statistics:
         """The histograms (the report's JSON, docs/json.md)."""
         mates = self.mate_labels()
         rows = [name if self.mates == 1 else f"{name} ({mate})" for name in self.names for mate in mates]
-        used = np.flatnonzero(self.scores.any(axis=0))
-        end = int(used[-1]) + 1 if len(used) else 0
+        end = used_bins(self.scores)
         figures = {
             "hit_starts": self.hit_starts.as_dict(rows),
             "hit_ends": self.hit_ends.as_dict(rows),

@@ -76,9 +76,13 @@ def stable(data: dict) -> dict:
     return data
 
 
-def example_report(tmp_path: Path, capsys) -> Path:
-    status, err = run_cli(capsys, *EXAMPLE, "-t", "30", "-q", "-o", tmp_path / "hits.paf", "--json",
-                          tmp_path / "s.json", "--report", tmp_path / "report.html", "--multiqc", tmp_path / "ex_mqc.json")
+def example_report(tmp_path: Path, capsys, monkeypatch) -> Path:
+    """The shipped example's report, from a directory where the example is
+    examples/ and the outputs are beside it (the command line as a user's)."""
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    monkeypatch.chdir(tmp_path)
+    status, err = run_cli(capsys, *EXAMPLE, "-t", "30", "-q", "-o", "hits.paf", "--json", "s.json", "--report",
+                          "report.html", "--multiqc", "ex_mqc.json")
     assert status == 0, err
     return tmp_path / "report.html"
 
@@ -123,8 +127,8 @@ def test_histogram_is_the_same_however_the_values_are_split_and_merged():
 # ---------------------------------------------------------------- counts and histograms
 
 
-def test_report_counts_equal_the_json_summary(tmp_path, capsys):
-    report = example_report(tmp_path, capsys)
+def test_report_counts_equal_the_json_summary(tmp_path, capsys, monkeypatch):
+    report = example_report(tmp_path, capsys, monkeypatch)
     data = embedded(report)
     summary = json.loads((tmp_path / "s.json").read_text())
     [section] = data["sections"]
@@ -137,8 +141,8 @@ def test_report_counts_equal_the_json_summary(tmp_path, capsys):
     assert mqc["data"] == {"reads": parts}  # the sample: the reads file's stem
 
 
-def test_golden_report_data_of_the_shipped_example(tmp_path, capsys):
-    assert stable(embedded(example_report(tmp_path, capsys))) == json.loads(GOLDEN.read_text())
+def test_golden_report_data_of_the_shipped_example(tmp_path, capsys, monkeypatch):
+    assert stable(embedded(example_report(tmp_path, capsys, monkeypatch))) == json.loads(GOLDEN.read_text())
 
 
 def paf_histograms(paf: Path, width_starts: int, width_ends: int) -> tuple[dict, dict, dict]:
@@ -269,6 +273,36 @@ def test_a_dask_run_counts_as_the_local_run(tmp_path):
     assert without_timing(remote.as_dict()) == without_timing(local.as_dict())
 
 
+@pytest.mark.dask
+def test_several_files_a_section_each_and_the_total(tmp_path, capsys):
+    """--reads-from over Dask: one report, the total first, then one section per file; one MultiQC sample per file."""
+    pytest.importorskip("distributed", reason="distributed is not installed (pip install '.[dask]')")
+    first, second = tmp_path / "first.fq", tmp_path / "second.fq"
+    shutil.copyfile(DATA / "reads.fq", first)
+    shutil.copyfile(DATA / "reads_1.fq", second)
+    listing = tmp_path / "runs.txt"
+    listing.write_text(f"{first}\n{second}\n")
+    status, err = run_cli(capsys, "--reads-from", listing, DATA / "patterns.fa", "-t", "20", "-q", "--dask", "local:1",
+                          "--threads", "1", "-o", tmp_path / "{stem}.paf", "--json", tmp_path / "{stem}.json",
+                          "--report", tmp_path / "run.html", "--multiqc", tmp_path / "run_mqc.json")
+    assert status == 0, err
+    total, *files = embedded(tmp_path / "run.html")["sections"]
+    assert total["title"] == "All reads files" and [section["sample"] for section in files] == ["first", "second"]
+    for section in files:
+        assert without_timing(section["summary"]) == without_timing(json.loads(
+            (tmp_path / f"{section['sample']}.json").read_text()))
+    for key in ("reads", "reads_passing", "alignments"):
+        assert total["summary"][key] == sum(section["summary"][key] for section in files)
+    assert total["reads_by_pattern"] == {key: sum(section["reads_by_pattern"].get(key, 0) for section in files)
+                                         for key in total["reads_by_pattern"]}
+    mqc = json.loads((tmp_path / "run_mqc.json").read_text())
+    assert mqc["data"] == {section["sample"]: section["reads_by_pattern"] for section in files}
+    # {stem} in --report names no one file: refused before any cluster starts
+    status, err = run_cli(capsys, "--reads-from", listing, DATA / "patterns.fa", "--dask", "local:1", "-o",
+                          tmp_path / "{stem}.paf", "--report", tmp_path / "{stem}.html")
+    assert status == 1 and err.count("\n") == 1 and "--report is one file for the run" in err, err
+
+
 def test_statistics_memory_does_not_grow_with_the_reads(tmp_path):
     small = screen_files(EXAMPLE[0], EXAMPLE[1], ScreenSettings(threshold=30, chunk_size=3000),
                          output=tmp_path / "a.paf").statistics
@@ -280,6 +314,34 @@ def test_statistics_memory_does_not_grow_with_the_reads(tmp_path):
                    for value in vars(statistics).values() if isinstance(value, (np.ndarray, Histogram)))
 
     assert many.reads == 4 * small.reads and size(many) == size(small)
+
+
+@pytest.mark.parametrize("reads", ["", "@r\nACGTACGTAC\n+\nIIIIIIIIII\n"], ids=["no reads", "no hits"])
+def test_a_run_with_nothing_to_draw(tmp_path, capsys, reads):
+    (tmp_path / "r.fq").write_text(reads)
+    status, err = run_cli(capsys, tmp_path / "r.fq", EXAMPLE[1], "-t", "30", "-q", "-o", tmp_path / "h.paf",
+                          "--report", tmp_path / "r.html", "--multiqc", tmp_path / "r_mqc.json")
+    assert status == 0, err
+    [section] = embedded(tmp_path / "r.html")["sections"]
+    assert section["reads_by_pattern"] == {"several patterns": 0, "no pattern": len(reads) // 25}
+    notes = {figure["div"].split("-")[-1]: figure["layout"].get("annotations", [{}])[0].get("text")
+             for figure in embedded(tmp_path / "r.html", "bpbc-figures") if figure["div"].startswith("section")}
+    assert notes == {"reads": None if reads else "no reads", "passing": "no alignments", "hit_starts": "no alignments",
+                     "hit_ends": "no alignments", "scores": "no alignments", "lengths": None if reads else "no reads"}
+    assert json.loads((tmp_path / "r_mqc.json").read_text())["data"] == {"r": section["reads_by_pattern"]}
+
+
+def test_pattern_names_cannot_break_the_page(tmp_path, capsys):
+    name = "x</script><!--<b>&"
+    patterns = tmp_path / "p.fa"
+    patterns.write_text(f">{name}\nAGATCGGAAGAGCACACGTCTGAACTCCAGTCA\n")
+    status, err = run_cli(capsys, *EXAMPLE[:1], patterns, "-t", "30", "-q", "-o", tmp_path / "h.paf", "--report",
+                          tmp_path / "r.html")
+    assert status == 0, err
+    [section] = embedded(tmp_path / "r.html")["sections"]
+    assert section["summary"]["patterns"][0]["name"] == name and section["reads_by_pattern"][f"{name} only"] > 0
+    page = (tmp_path / "r.html").read_text()
+    assert name not in page and "x&lt;/script&gt;&lt;!--&lt;b&gt;&amp;" in page  # escaped in the tables too
 
 
 # ---------------------------------------------------------------- bad paths
@@ -324,14 +386,21 @@ def test_multiqc_reads_the_file(tmp_path, capsys):
     for path in runs.iterdir():
         expected.update(json.loads(path.read_text())["data"])
     assert set(expected) == {"reads", "hand_made"}  # the samples: the reads files' stems
-    done = subprocess.run([multiqc, "--no-ansi", "-f", "-o", str(tmp_path / "mqc"), "--data-format", "json",
+    done = subprocess.run([multiqc, "--no-ansi", "--no-version-check", "-f", "-o", str(tmp_path / "mqc"), "--data-format", "json",
                            str(runs)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads((tmp_path / "mqc" / "multiqc_data" / "multiqc_data.json").read_text())
     parsed = data["report_saved_raw_data"]["multiqc_bpbc_reads_by_pattern"]
     assert {sample: {key: int(value) for key, value in values.items()} for sample, values in parsed.items()} == expected
-    page = (tmp_path / "mqc" / "multiqc_report.html").read_text()
-    assert 'id="bpbc"' in page or "bpbc" in page
+    # the bar plot MultiQC drew: our title, a bar per sample, the categories in the panel's order
+    [dataset] = data["report_plot_data"]["bpbc_reads_by_pattern"]["datasets"]
+    assert dataset["dconfig"]["title"] == "bpbc: reads by the patterns they pass for"
+    assert sorted(dataset["samples"]) == ["hand_made", "reads"]
+    drawn = {cat["name"]: dict(zip(dataset["samples"], cat["data"])) for cat in dataset["cats"]}  # None: none
+    assert {name: {sample: int(value or 0) for sample, value in values.items()} for name, values in drawn.items()} == {
+        name: {sample: expected[sample].get(name, 0) for sample in dataset["samples"]}
+        for name in {name for values in expected.values() for name in values}}
+    assert list(drawn)[-2:] == ["several patterns", "no pattern"]
 
 
 # ---------------------------------------------------------------- Chromium
@@ -393,9 +462,9 @@ def test_console_errors_are_seen(tmp_path):
     assert any("undefinedCall" in line for line in console) and finder.plots == {"p": {"svg": 0, "trace": 0}}
 
 
-def test_chromium_draws_every_plot_without_console_errors(tmp_path, capsys):
+def test_chromium_draws_every_plot_without_console_errors(tmp_path, capsys, monkeypatch):
     chromium = chromium_or_skip()
-    report = example_report(tmp_path, capsys)
+    report = example_report(tmp_path, capsys, monkeypatch)
     shot = tmp_path / "report.png"
     dom, console = render(chromium, report, f"--screenshot={shot}")
     assert console == []
