@@ -59,10 +59,57 @@ def checkout_copy(target: Path) -> None:
             shutil.copy2(source, target / name)
 
 
+#: a plain function compiled by numba where it is used (``njit(...)(name)``): mutmut's trampoline in it does not compile
+_COMPILED_LATER = re.compile(r"njit\([^)]*\)\((\w+)\)")
+
+
+def leave_compiled_alone(path: Path) -> None:
+    """Mark the functions of ``path`` (the copy's) that numba compiles at run
+    time for mutmut to leave alone (``# pragma: no mutate start`` / ``end``)."""
+    import ast
+
+    text = path.read_text()
+    names = set(_COMPILED_LATER.findall(text))
+    lines = text.split("\n")
+    for node in sorted(ast.parse(text).body, key=lambda node: -node.lineno):
+        if isinstance(node, ast.FunctionDef) and node.name in names:
+            first = node.lineno - 1 - len(node.decorator_list)
+            lines[node.end_lineno:node.end_lineno] = ["# pragma: no mutate end"]  # type: ignore[misc]
+            lines[first:first] = ["# pragma: no mutate start"]
+    path.write_text("\n".join(lines))
+
+
+#: added to the copy's tests/conftest.py: a test that starts Python in another process (``python -m bpbc``) is
+#: skipped there, since that process cannot run mutmut's mutants (it looks for their configuration in its own
+#: working directory)
+_SKIP_SUBPROCESSES = """
+
+import subprocess as _subprocess
+
+import pytest as _pytest
+
+_popen_init = _subprocess.Popen.__init__
+
+
+def _no_python_in_another_process(self, args, *more, **options):
+    first = args[0] if isinstance(args, (list, tuple)) and args else args
+    if "python" in str(first):
+        _pytest.skip("starts Python in another process: not under mutation testing")
+    _popen_init(self, args, *more, **options)
+
+
+_subprocess.Popen.__init__ = _no_python_in_another_process
+"""
+
+
 def config(modules: list[str], tests: list[str]) -> str:
-    lines = ["[mutmut]", "paths_to_mutate = " + ",".join(modules), "tests_dir = " + ",".join(tests),
-             "also_copy = bpbc/", "    tests/", "    bench/", "    transpose/",
-             "pytest_add_cli_args = -p no:cacheprovider -q -x -W ignore::pytest.PytestUnraisableExceptionWarning"]
+    """mutmut's setup.cfg: each list one value a line."""
+    def listed(key: str, values: list[str]) -> list[str]:
+        return [f"{key} = {values[0]}"] + [f"    {value}" for value in values[1:]]
+
+    lines = ["[mutmut]", *listed("source_paths", modules), *listed("pytest_add_cli_args_test_selection", tests),
+             *listed("also_copy", ["bpbc/", "tests/", "bench/", "transpose/"]),
+             *listed("pytest_add_cli_args", ["-p", "no:cacheprovider"])]
     return "\n".join(lines) + "\n"
 
 
@@ -105,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not (work / "mutants").exists():
             checkout_copy(work)
+            for module in args.modules:
+                leave_compiled_alone(work / module)
+            with open(work / "tests" / "conftest.py", "a") as conftest:
+                conftest.write(_SKIP_SUBPROCESSES)
             (work / "setup.cfg").write_text(config(args.modules, args.tests))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH")])))
         done = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs)], cwd=work,
