@@ -89,7 +89,8 @@ def test_ctrl_c_stops_the_run_and_the_server_goes_on(server, tmp_path):
     the client's directory to run it, waiting for more input; not after a
     fixed sleep, which could let the signal come before the run began and
     end only the client): status 130, no output, and the server runs the
-    next command."""
+    next command. Planted once (the server's watcher not stopping the run
+    when the client asks): fails, the client still waiting after 60 s."""
     client = subprocess.Popen([sys.executable, "-m", "bpbc", "-", PATTERNS, "-t", "20", "-o", "out.paf", "-q"],
                               stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
                               env=_env(BPBC_SERVER=str(server)))
