@@ -86,8 +86,9 @@ def _decompression_errors() -> tuple[type[BaseException], ...]:
 
 
 def _format_errors() -> tuple[type[BaseException], ...]:
-    """Everything reading a damaged sequence file can raise."""
-    return (FileFormatError, UnicodeDecodeError) + _decompression_errors()
+    """Everything reading a damaged sequence file can raise (dnaio's
+    NotImplementedError: a BAM file of aligned or paired reads)."""
+    return (FileFormatError, UnicodeDecodeError, NotImplementedError) + _decompression_errors()
 
 
 def _find_non_ascii(path, block_size: int = 1 << 20) -> tuple[int, int] | None:
@@ -550,6 +551,10 @@ class SequenceSource:
             return InputError(f"{self.name}: non-ASCII characters ({self._where()}); sequence files must be ASCII")
         if isinstance(error, FileFormatError):
             return InputError(f"{self.name}: {error.message} ({self._where()})")
+        if isinstance(error, NotImplementedError):  # dnaio reads BAM of unaligned single reads only
+            bam = "aligned.bam" if self.path == STDIN else self.name
+            return InputError(f"{self.name}: a BAM file of aligned (or paired) reads: only unaligned single reads are "
+                              f"read from BAM; convert it first, e.g. samtools fastq {bam} > reads.fq")
         if isinstance(error, EOFError):
             return InputError(f"{self.name}: the compressed file is truncated: {error} ({self._where()})")
         if isinstance(error, OSError) and error.errno is not None:
@@ -994,8 +999,15 @@ class ReadsOutput:
             # created late: FASTQ two_headers is known after the first record
             source = self._source
             self._writer = self._output.open_records(source.fileformat, source.two_headers, self._handle)
-        for record in records:
-            self._writer.write(record)  # type: ignore[attr-defined]
+        try:
+            for record in records:
+                self._writer.write(record)  # type: ignore[attr-defined]
+        except ValueError:
+            if record.qualities is not None:
+                raise
+            # dnaio reads a BAM record without base qualities (QUAL '*') with qualities None
+            raise InputError(f"{self._source.name}: read {record.id!r} has no base qualities, which a FASTQ reads "
+                             "file needs (the PAF alone can be written)") from None
 
     def suspend(self) -> None:
         """Close the file until the next write (lazy outputs only)."""

@@ -10,6 +10,10 @@ not share code with :mod:`bpbc.alphabet` and can catch its mistakes.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -226,3 +230,39 @@ def raw_fastq_chunk(reads: list[str]):
     assert (count, stop, irregular) == (n, len(buf), False)
     rec_end = np.append(rec_start[1:], stop)
     return RawFastqChunk(data, rec_start, rec_end, seq_start, seq_len)
+
+
+# --- file modes, as root too ------------------------------------------------
+
+#: CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH: how root reads and writes any file whatever its mode
+_FILE_ACCESS_CAPABILITIES = (1, 2)
+_PR_CAPBSET_DROP = 24
+
+
+def _drop_root_file_access() -> None:
+    """preexec_fn of a subprocess: where this process is root (CI runs as
+    root), drop the capabilities by which root passes file modes from the
+    bounding set, so that the program it runs (root still, but without
+    them after exec) meets file modes as any user does."""
+    import ctypes
+
+    if os.geteuid() != 0:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in _FILE_ACCESS_CAPABILITIES:
+        if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+
+def run_without_root_file_access(args: list, cwd) -> subprocess.CompletedProcess:
+    """``python ARGS`` in a fresh process (bpbc from this checkout) that
+    file modes bind, root or not (see :func:`_drop_root_file_access`)."""
+    from pathlib import Path
+
+    import bpbc
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(bpbc.__file__).resolve().parents[1]),
+                                                      env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300, preexec_fn=_drop_root_file_access)

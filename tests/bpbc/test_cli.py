@@ -36,7 +36,7 @@ import pytest
 
 import bpbc
 from bpbc.cli import main
-from tests.bpbc.conftest import zstd_compress
+from tests.bpbc.conftest import run_without_root_file_access, zstd_compress
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 READS = DATA / "reads.fq"
@@ -374,17 +374,27 @@ def test_missing_files_and_directories(capsys, tmp_path):
     assert_one_line_error(err, tmp_path / "no-dir" / "x.paf", "cannot write")
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads files whatever their mode")
-def test_unreadable_file(capsys, tmp_path):
-    path = tmp_path / "r.fq"
-    path.write_bytes(GOOD_FASTQ)
-    path.chmod(0)
-    try:
-        status, _, err = run_cli(capsys, path, PATTERNS, "-t", "20")
-    finally:
-        path.chmod(0o644)
-    assert status == 1
-    assert_one_line_error(err, path, "Permission denied")
+@pytest.mark.skipif(os.name != "posix", reason="file modes")
+def test_unreadable_inputs_and_unwritable_outputs(tmp_path):
+    """Files whose modes forbid reading or writing, in a process that file
+    modes bind although CI runs as root (its capabilities to pass them
+    dropped): one line, exit 1, no output file left."""
+    unreadable = tmp_path / "r.fq"
+    unreadable.write_bytes(GOOD_FASTQ)
+    unreadable.chmod(0)
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    for args, path, message in (
+        ([unreadable, PATTERNS, "-o", tmp_path / "o.paf"], unreadable, "Permission denied"),
+        ([READS, unreadable, "-o", tmp_path / "o.paf"], unreadable, "Permission denied"),
+        ([READS, PATTERNS, "-o", locked / "o.paf"], locked / "o.paf", "cannot write the PAF file: Permission denied"),
+        ([READS, PATTERNS, "-o", tmp_path / "o.paf", "--matched", locked / "m.fq"], locked / "m.fq",
+         "Permission denied"),
+    ):
+        done = run_without_root_file_access(["-m", "bpbc", *args, "-t", "20", "--device", "cpu", "-q"], tmp_path)
+        assert done.returncode == 1, done.stderr
+        assert_one_line_error(done.stderr, path, message)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["locked", "r.fq"] and not list(locked.iterdir())
 
 
 def test_bad_stdin_names_stdin(capsys, monkeypatch):

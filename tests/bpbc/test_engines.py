@@ -13,6 +13,8 @@ import sys
 
 import numpy as np
 import pytest
+from numba import types
+from numba.extending import intrinsic
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -290,47 +292,94 @@ def test_padding_lanes_are_not_packed_but_the_layout_is_the_same(words):
         assert np.array_equal(plain.cols, padded.cols) and np.array_equal(plain.block_length, padded.block_length)
 
 
+@intrinsic
+def _atomic_add(typingctx, counter, value):
+    """counter[0] += value as one atomic step, giving the value before: the
+    test's own, for its rendezvous (not the take_next under test)."""
+    def codegen(context, builder, signature, args):
+        start = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.atomic_rmw("add", start, args[1], "seq_cst")
+
+    return types.int64(counter, types.int64), codegen
+
+
+def sharing_a_count(take_next, threads: int = 4, rounds: int = 100, block: int = 2000) -> tuple[np.ndarray, int]:
+    """Numbers taken by ``threads`` threads from one counter with
+    ``take_next``, as the CPU kernel's threads take its tasks, in ``rounds``
+    rounds: at each, every thread waits inside the compiled code (the GIL
+    let go) until all have come, then takes ``block`` numbers with a little
+    work between takes. (the numbers taken, the counter)."""
+    import threading
+
+    from numba import njit
+
+    @njit(nogil=True)
+    def take(counter, arrived, expected, got, count, block):
+        _atomic_add(arrived, 1)
+        while _atomic_add(arrived, 0) < expected:  # every thread is here and running
+            pass
+        sink = 0
+        for _ in range(block):
+            k = take_next(counter)
+            work = k
+            for _ in range(20):  # a little work between takes, as a task is
+                work = (work * 6364136223846793005 + 1) & 0xFFFF
+            sink ^= work
+            got[count] = k
+            count += 1
+        return count, sink
+
+    n = threads * rounds * block
+    counter, arrived = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    got = [np.full(n, -1, np.int64) for _ in range(threads)]
+    counts = [0] * threads
+
+    def run(i):
+        for r in range(rounds):
+            counts[i] = take(counter, arrived, threads * (r + 1), got[i], counts[i], block)[0]
+
+    take(np.zeros(1, np.int64), np.zeros(1, np.int64), 0, got[0], 0, 0)  # compiled before the threads start
+    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return np.concatenate([numbers[:count] for numbers, count in zip(got, counts)]), int(counter[0])
+
+
 def test_threads_sharing_a_count_each_take_numbers_of_their_own():
     """take_next, as the CPU kernel's threads take its tasks: each number
-    goes to one thread only, none is left out, whatever the threads do at
-    once (4 threads taking 200k numbers as fast as they can)."""
-    import threading
+    goes to one thread only, none is left out, the threads let go together
+    100 times from a rendezvous inside the compiled code. A race in
+    hardware cannot be forced from here: planted once (take_next's atomic
+    add replaced by a load, an add and a store, an intrinsic of the same
+    signature), this failed 98 of 100 runs on 2 busy cores (the test before
+    it, one round: 2 of 3); the next test, which reads the compiled code,
+    fails on that plant every time."""
+    from bpbc.cpu_vector import take_next
+
+    taken, counter = sharing_a_count(take_next)
+    assert np.array_equal(np.sort(taken), np.arange(len(taken))) and counter == len(taken)
+
+
+def test_take_next_compiles_to_one_atomic_add():
+    """The guarantee the test above can only sample: a kernel's take_next is
+    one atomic read-modify-write of the counter (LLVM's atomicrmw add),
+    not a load and a store (planted: fails 100 of 100 runs)."""
+    import re
 
     from numba import njit
 
     from bpbc.cpu_vector import take_next
 
     @njit(nogil=True)
-    def take(counter, n, got):
-        count = 0
-        while True:
-            k = take_next(counter)
-            if k >= n or count == n:
-                return count
-            work = k
-            for _ in range(50):  # a little work between takes, as a task is (a plain += then fails here)
-                work = (work * 6364136223846793005 + 1) & 0xFFFF
-            got[count] = k + work * 0
-            count += 1
+    def take(counter):
+        return take_next(counter)
 
-    n, threads = 200_000, 4
     counter = np.zeros(1, np.int64)
-    got = [np.full(n, -1, np.int64) for _ in range(threads)]
-    counts = [0] * threads
-    start = threading.Barrier(threads)
-
-    def run(i):
-        start.wait()
-        counts[i] = take(counter, n, got[i])
-
-    take(np.zeros(1, np.int64), 0, got[0])  # compiled before the threads start
-    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    taken = np.concatenate([numbers[:count] for numbers, count in zip(got, counts)])
-    assert np.array_equal(np.sort(taken), np.arange(n)) and counter[0] == n + threads
+    assert (take(counter), take(counter), counter[0]) == (0, 1, 2)
+    code = take.inspect_llvm(take.signatures[0])
+    assert re.search(r"atomicrmw add [^\n]*i64 1 monotonic", code), code[-2000:]
 
 
 def test_sorted_keys_and_lengths_are_found_sorted():

@@ -17,9 +17,10 @@ import dnaio
 import pytest
 
 import bpbc.io
+import bpbc.pipeline
 from bpbc.io import AtomicOutput, InputError, SequenceSource, compression_for, read_patterns
 from bpbc.pipeline import ScreenSettings, chunk_size_for, prefetched
-from tests.bpbc.conftest import zstd_compress
+from tests.bpbc.conftest import run_without_root_file_access, zstd_compress
 
 FASTQ = b"".join(b"@r%d comment %d\nACGTACGTNN\n+\nIIIII#####\n" % (i, i) for i in range(10))
 
@@ -186,18 +187,16 @@ def test_missing_and_directory_paths(tmp_path):
         SequenceSource(tmp_path)
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads files whatever their mode")
+@pytest.mark.skipif(os.name != "posix", reason="file modes")
 def test_unreadable_file(tmp_path):
+    """In a process that file modes bind, as root too (tests/bpbc/conftest.py)."""
     path = write(tmp_path / "r.fq", FASTQ)
     path.chmod(0)
-    try:
-        with pytest.raises(InputError, match="Permission denied"):
-            SequenceSource(path)
-    finally:
-        path.chmod(0o644)
+    done = run_without_root_file_access(["-c", "import sys\nfrom bpbc.io import InputError, SequenceSource\n"
+                                         "try:\n    SequenceSource(sys.argv[1])\n"
+                                         "except InputError as error:\n    print(error)\n", path], tmp_path)
+    assert done.stdout == f"{path}: cannot open reads file: Permission denied\n", done.stderr
 
-
-# --- patterns ---------------------------------------------------------------
 
 def test_read_patterns_accepts_iupac_lowercase_u_and_crlf(tmp_path):
     path = write(tmp_path / "p.fa", b">a first\r\nACGTN\r\nryu\r\n>b\r\nGG\r\n")
@@ -294,7 +293,42 @@ def test_atomic_output_unwritable_destinations(tmp_path):
 
 # --- read-ahead -------------------------------------------------------------
 
-def test_prefetched_keeps_order_and_holds_at_most_two_items():
+class WatchedHandoff(bpbc.pipeline._Handoff):
+    """The hand-off of a :class:`prefetched`, counting the items given and
+    noting at which one the reader thread last waited to have it taken."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gives = self.waited_at = 0
+        self.changed = threading.Condition()
+        taken = self.taken
+        handoff = self
+
+        class Taken:
+            def acquire(self, timeout=None):
+                with handoff.changed:
+                    handoff.waited_at = handoff.gives
+                    handoff.changed.notify_all()
+                return taken.acquire(timeout=timeout)
+
+            def release(self):
+                taken.release()
+
+        self.taken = Taken()  # type: ignore[assignment]
+
+    def give(self, item) -> bool:
+        self.gives += 1
+        return super().give(item)
+
+
+def test_prefetched_keeps_order_and_holds_at_most_two_items(monkeypatch):
+    """Forced: before it takes each item the caller waits until the reader
+    thread waits for the next item to be taken (or has ended), so the reader
+    has run as far ahead as it can each time. Planted once (give() not
+    waiting for its item to be taken, the queue unbounded): fails every
+    run (100 of 100); the test before (a sleep between items) passed on it
+    wherever the reader thread did not get to run ahead."""
+    monkeypatch.setattr(bpbc.pipeline, "_Handoff", WatchedHandoff)
     produced = []
     consumed = []
     most_alive = 0
@@ -304,12 +338,18 @@ def test_prefetched_keeps_order_and_holds_at_most_two_items():
             produced.append(k)
             yield k
 
-    for item in prefetched(items()):
-        time.sleep(0.002)  # let the reader run ahead as far as it can
+    iterator = prefetched(items())
+    handoff, worker = iterator._handoff, iterator._worker
+    for item in iterator:
+        deadline = time.monotonic() + 30
+        with handoff.changed:  # item + 1 made and given, its taking waited for: the reader can go no further
+            while handoff.waited_at < min(item + 2, 31) and worker.is_alive():
+                assert time.monotonic() < deadline, "the reader neither waited nor ended"
+                handoff.changed.wait(0.01)
         most_alive = max(most_alive, len(produced) - len(consumed))
         consumed.append(item)
     assert consumed == list(range(30))
-    assert most_alive <= 2
+    assert most_alive == 2  # the item in hand and the next one
 
 
 def test_prefetched_reraises_in_the_caller():
@@ -399,15 +439,26 @@ def test_several_devices_take_chunks_of_bounded_work():
 
 def test_gzip_reads_output_written_from_a_thread_that_ends_first(tmp_path, monkeypatch):
     """The pipeline's writer thread ends before the main thread closes the
-    outputs, and the multi-threaded gzip writer must still finish. (ISA-L's
+    outputs, and the multi-threaded gzip writer must still finish. ISA-L's
     writer stops its threads once the thread that opened it has ended, so
     blocks still queued then were never written and closing hung; the
-    outputs are now opened by the main thread. The race is not forced here.)"""
-    import threading
-    import time
+    outputs are now opened by the main thread. Forced: the writer thread has
+    ended (joined) when the thread each gzip writer watches is looked at,
+    before the close. Planted once (ReadsOutput opening its file at the
+    first write, in the writer thread): fails every run (100 of 100), here
+    and not by the compressors' timing."""
+    import isal.igzip_threaded
 
     import bpbc.io
 
+    writers = []
+    real_init = isal.igzip_threaded._ThreadedGzipWriter.__init__
+
+    def recorded(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        writers.append(self)
+
+    monkeypatch.setattr(isal.igzip_threaded._ThreadedGzipWriter, "__init__", recorded)
     monkeypatch.setattr(bpbc.io.os, "cpu_count", lambda: 8)  # several compression threads
     path = tmp_path / "u.fq.gz"
     with SequenceSource(write(tmp_path / "r.fq", FASTQ)) as source:
@@ -417,7 +468,7 @@ def test_gzip_reads_output_written_from_a_thread_that_ends_first(tmp_path, monke
         writer = threading.Thread(target=lambda: [reads.write_bytes(payload) for _ in range(3)])
         writer.start()
         writer.join()
-        time.sleep(0.3)  # the compressors' queue timeouts pass
+        assert writers and all(w._calling_thread.is_alive() for w in writers), "opened by the ended thread"
         done = threading.Thread(target=output.commit, daemon=True)
         done.start()
         done.join(30)

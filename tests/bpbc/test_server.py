@@ -44,10 +44,14 @@ def _stop(server: subprocess.Popen) -> int:
     return server.returncode
 
 
+#: socket path -> the server process listening there
+_PROCESSES: dict[Path, subprocess.Popen] = {}
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     path = tmp_path_factory.mktemp("serve") / "bpbc.sock"
-    process = _start_server(path)
+    process = _PROCESSES[path] = _start_server(path)
     yield path
     _stop(process)
 
@@ -81,12 +85,21 @@ def test_errors_and_statuses_come_back(server, tmp_path):
 
 
 def test_ctrl_c_stops_the_run_and_the_server_goes_on(server, tmp_path):
+    """Ctrl-C once the server's run is under way (the server has moved to
+    the client's directory to run it, waiting for more input; not after a
+    fixed sleep, which could let the signal come before the run began and
+    end only the client): status 130, no output, and the server runs the
+    next command. Planted once (the server's watcher not stopping the run
+    when the client asks): fails, the client still waiting after 60 s."""
     client = subprocess.Popen([sys.executable, "-m", "bpbc", "-", PATTERNS, "-t", "20", "-o", "out.paf", "-q"],
                               stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
                               env=_env(BPBC_SERVER=str(server)))
     client.stdin.write(READS.read_bytes())  # and the input stays open: the run waits for more
     client.stdin.flush()
-    time.sleep(2)
+    deadline = time.monotonic() + 120
+    while os.readlink(f"/proc/{_PROCESSES[server].pid}/cwd") != str(tmp_path):  # the server runs the command
+        assert client.poll() is None and time.monotonic() < deadline, "the run did not start"
+        time.sleep(0.01)
     client.send_signal(signal.SIGINT)
     try:
         status = client.wait(timeout=60)

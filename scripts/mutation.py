@@ -1,0 +1,195 @@
+"""Mutation testing of the pure-Python modules with mutmut (not in CI: tens of minutes).
+
+    pip install mutmut==3.8.1
+    python scripts/mutation.py [--modules bpbc/paf.py ...] [--tests tests/bpbc/test_paf.py ...] [--jobs N]
+
+mutmut changes the code one mutant at a time (an operator, a constant, a
+string, a call's argument; bpbc/paf.py, pairs, sinks, thresholds, patterns,
+alphabet, result, reads, cli and io by default) and runs the tests that
+reach the function changed; a mutant the tests pass is a survivor. Numba
+kernels (decorated functions) are not mutated: mutmut leaves decorated
+functions alone. It works in a copy of the checkout (the tracked files and
+those that git does not ignore) with a setup.cfg of its own, so nothing in
+the checkout changes.
+
+Written to ``--out`` (bench/results): ``mutation_cpu.json`` (mutants,
+killed, survived, the score per module and over the checks named in
+CHECKS: cli's option checks and io's error paths) and
+``mutation_survivors_cpu.txt`` (every survivor with its diff).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = ["bpbc/paf.py", "bpbc/pairs.py", "bpbc/sinks.py", "bpbc/thresholds.py", "bpbc/patterns.py",
+           "bpbc/alphabet.py", "bpbc/result.py", "bpbc/reads.py", "bpbc/cli.py", "bpbc/io.py"]
+#: the tests that check those modules (the whole suite takes too long per mutant)
+TESTS = ["tests/bpbc/test_paf.py", "tests/bpbc/test_pairs.py", "tests/bpbc/test_sinks.py",
+         "tests/bpbc/test_thresholds.py", "tests/bpbc/test_alphabet.py", "tests/bpbc/test_reads.py",
+         "tests/bpbc/test_errors.py", "tests/bpbc/test_outputs.py", "tests/bpbc/test_peer_data.py",
+         "tests/bpbc/test_io.py", "tests/bpbc/test_cli.py", "tests/bpbc/test_screening.py"]
+#: the functions of cli's option checks and io's error paths (a mutant's name: module.x_function__mutmut_N, a
+#: method's module.xǁClassǁmethod__mutmut_N)
+CHECKS = re.compile(r"^bpbc\.(cli\.x_(screen_command|_reads_files|_error)_|io\.x.*(_translate|_describe_os_error|"
+                    r"_find_non_ascii|_strict|_where|write_records|_decompression_errors|_format_errors)_)")
+STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout",
+          24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", None: "not checked"}
+
+
+def checkout_copy(target: Path) -> None:
+    """The files git tracks, and the untracked ones it does not ignore."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            check=True, capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+
+
+#: a plain function compiled by numba where it is used (``njit(...)(name)``): mutmut's trampoline in it does not compile
+_COMPILED_LATER = re.compile(r"njit\([^)]*\)\((\w+)\)")
+
+
+def leave_compiled_alone(path: Path) -> None:
+    """Mark the functions of ``path`` (the copy's) that numba compiles at run
+    time for mutmut to leave alone (``# pragma: no mutate start`` / ``end``)."""
+    import ast
+
+    text = path.read_text()
+    names = set(_COMPILED_LATER.findall(text))
+    lines = text.split("\n")
+    for node in sorted(ast.parse(text).body, key=lambda node: -node.lineno):
+        if isinstance(node, ast.FunctionDef) and node.name in names:
+            first = node.lineno - 1 - len(node.decorator_list)
+            lines[node.end_lineno:node.end_lineno] = ["# pragma: no mutate end"]  # type: ignore[misc]
+            lines[first:first] = ["# pragma: no mutate start"]
+    path.write_text("\n".join(lines))
+
+
+#: added to the copy's tests/conftest.py: a test that starts Python in another process (``python -m bpbc``) is
+#: skipped there, since that process cannot run mutmut's mutants (it looks for their configuration in its own
+#: working directory)
+_SKIP_SUBPROCESSES = """
+
+import subprocess as _subprocess
+
+import pytest as _pytest
+
+_popen_init = _subprocess.Popen.__init__
+
+
+def _no_python_in_another_process(self, args, *more, **options):
+    first = args[0] if isinstance(args, (list, tuple)) and args else args
+    if "python" in str(first):
+        _pytest.skip("starts Python in another process: not under mutation testing")
+    _popen_init(self, args, *more, **options)
+
+
+_subprocess.Popen.__init__ = _no_python_in_another_process
+"""
+
+
+def config(modules: list[str], tests: list[str]) -> str:
+    """mutmut's setup.cfg: each list one value a line."""
+    def listed(key: str, values: list[str]) -> list[str]:
+        return [f"{key} = {values[0]}"] + [f"    {value}" for value in values[1:]]
+
+    lines = ["[mutmut]", *listed("source_paths", modules), *listed("pytest_add_cli_args_test_selection", tests),
+             *listed("also_copy", ["bpbc/", "tests/", "bench/", "transpose/"]),
+             *listed("pytest_add_cli_args", ["-p", "no:cacheprovider"])]
+    return "\n".join(lines) + "\n"
+
+
+def results(work: Path, modules: list[str]) -> tuple[dict, list[str]]:
+    """Counts per module, per status, and the survivors' names."""
+    by_module: dict[str, Counter] = {}
+    survivors = []
+    checks: Counter = Counter()
+    for module in modules:
+        meta = json.loads((work / "mutants" / f"{module}.meta").read_text())
+        counts: Counter = Counter()
+        for name, code in meta["exit_code_by_key"].items():
+            status = STATUS.get(code, "suspicious")
+            counts[status] += 1
+            if CHECKS.match(name):
+                checks[status] += 1
+            if status == "survived":
+                survivors.append(name)
+        by_module[module] = counts
+    return {"modules": by_module, "checks": checks}, sorted(survivors)
+
+
+def score(counts: Counter) -> dict:
+    tested = sum(counts.values()) - counts["skipped"] - counts["not checked"]
+    killed = counts["killed"] + counts["timeout"]
+    return {**dict(counts), "tested": tested, "score": round(100 * killed / tested, 1) if tested else None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = argparse.ArgumentParser(prog="python scripts/mutation.py", description=__doc__.split("\n\n")[0])
+    arguments.add_argument("--modules", nargs="+", default=MODULES)
+    arguments.add_argument("--tests", nargs="+", default=TESTS)
+    arguments.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants run at once")
+    arguments.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    arguments.add_argument("--keep", type=Path, default=None, help="work here and keep it (default: a temporary "
+                           "directory, removed)")
+    args = arguments.parse_args(argv)
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bpbc-mutation-"))
+    started = time.time()
+    try:
+        if not (work / "mutants").exists():
+            checkout_copy(work)
+            for module in args.modules:
+                leave_compiled_alone(work / module)
+            with open(work / "tests" / "conftest.py", "a") as conftest:
+                conftest.write(_SKIP_SUBPROCESSES)
+            (work / "setup.cfg").write_text(config(args.modules, args.tests))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH")])))
+        done = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs)], cwd=work,
+                              env=env, stdout=subprocess.DEVNULL)
+        if done.returncode != 0:
+            print(f"mutation: mutmut ended with status {done.returncode} (in {work})", file=sys.stderr)
+        found, survivors = results(work, args.modules)
+        diffs = []
+        for name in survivors:
+            shown = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=work, env=env,
+                                   capture_output=True, text=True).stdout
+            diffs.append(shown.rstrip() + "\n")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    total: Counter = Counter()
+    for counts in found["modules"].values():
+        total.update(counts)
+    from importlib.metadata import version
+
+    figures = {
+        "command": "python scripts/mutation.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "mutmut": version("mutmut"), "cpu_cores": os.cpu_count(), "jobs": args.jobs,
+        "elapsed_s": round(time.time() - started, 1), "tests": args.tests,
+        "all": score(total), "checks": score(found["checks"]),
+        "modules": {module: score(counts) for module, counts in found["modules"].items()},
+        "survivors": survivors,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "mutation_cpu.json").write_text(json.dumps(figures, indent=2) + "\n")
+    (args.out / "mutation_survivors_cpu.txt").write_text("".join(diffs))
+    print(f"mutation: {figures['all']} -> {args.out / 'mutation_cpu.json'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
