@@ -251,6 +251,7 @@ class Screener:
         #: CPU threads the caller allows (None: all cores)
         self.threads = threads
         self._subtables: dict[tuple[int, ...], PatternTable] = {}
+        self._preparing: tuple | None = None  # (threads, plane range, fit check), made on first use
 
     def on_engine(self, engine) -> Screener:
         """This screener (patterns, thresholds, settings) on another engine:
@@ -282,14 +283,16 @@ class Screener:
         :class:`bpbc.windows.PairTooLarge` (a SequenceError) naming it."""
         from .engines import usable_cores
 
-        plan = self.dense_windows if dense else self.windows
-        names = self.pattern_names
-        check = fit_check(self.table.lengths, self.table_thresholds, self.scoring, self.threads or usable_cores(),
-                          lambda k: names[int(self.table.pattern[k])])
-        planes = [score_planes(int(t)) for t in self.table_thresholds]
-        return prepare_windows(reads, self.engine, plan, len(self.table), self.threads or usable_cores(),
-                               (min(planes), max(planes)), self.scoring, int(self.table.lengths.max()), check,
-                               ReadBatch)
+        threads = self.threads or usable_cores()
+        if self._preparing is None or self._preparing[0] != threads:  # what every batch's preparation needs
+            names, pattern = self.pattern_names, self.table.pattern
+            planes = [score_planes(int(t)) for t in self.table_thresholds]
+            check = fit_check(self.table.lengths, self.table_thresholds, self.scoring, threads,
+                              lambda k: names[int(pattern[k])])
+            self._preparing = (threads, (min(planes), max(planes)), check)
+        _, planes_range, check = self._preparing
+        return prepare_windows(reads, self.engine, self.dense_windows if dense else self.windows, len(self.table),
+                               threads, planes_range, self.scoring, int(self.table.lengths.max()), check, ReadBatch)
 
     def _batch(self, reads, dense: bool = False) -> ReadBatch | WindowedBatch:
         if isinstance(reads, (ReadBatch, WindowedBatch)):

@@ -114,7 +114,7 @@ class WindowPlan:
         no read, no region, is cut; its cost): the one of least cost,
         ``rounds(windows)`` x the window length, longer than overlap +
         MIN_STEP and MIN_WINDOW; the longest where costs tie."""
-        _, _, length = self.regions(lengths)
+        length = np.asarray(lengths) if self.ends is None else self.regions(lengths)[2]
         longest = int(length.max(initial=0))
         least = max(MIN_WINDOW, self.overlap + 1 + MIN_STEP)
         if longest <= least:
