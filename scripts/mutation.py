@@ -108,7 +108,7 @@ def config(modules: list[str], tests: list[str]) -> str:
         return [f"{key} = {values[0]}"] + [f"    {value}" for value in values[1:]]
 
     lines = ["[mutmut]", *listed("source_paths", modules), *listed("pytest_add_cli_args_test_selection", tests),
-             *listed("also_copy", ["bpbc/", "tests/", "bench/", "transpose/"]),
+             *listed("also_copy", ["bpbc/", "tests/", "bench/", "transpose/", "examples/", "docs/", "README.md"]),
              *listed("pytest_add_cli_args", ["-p", "no:cacheprovider"])]
     return "\n".join(lines) + "\n"
 

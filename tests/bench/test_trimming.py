@@ -23,7 +23,14 @@ def test_quick_run_writes_the_figures(tmp_path, capsys):
     with open(tmp_path / "trimming_cpu.csv") as handle:
         rows = list(csv.DictReader(line for line in handle if not line.startswith("#")))
     figures = {row["figure"]: row for row in rows}
-    for name in ("whole adapter, no errors", "partial 3-19 bp, no errors", "one substitution"):
-        assert figures[f"cut exactly: {name}"]["met"] == "True"
-    assert figures["same trimmed length as cutadapt -e 0.1 -O 3"]["met"] == "True"
+    # the trimming is exact and every planted adapter is one it must find (docs/trimming.md): all cut
+    # exactly, the classes without a target of bench/trimming.py too, not merely 95 % or more
+    for name in ("whole adapter, no errors", "partial 3-19 bp, no errors", "partial 20-32 bp, no errors",
+                 "one substitution"):
+        assert float(figures[f"cut exactly: {name}"]["value"]) == 1.0, name
+    # a read without an adapter is cut where it ends in the adapter's first 3 bases or more: 1 in 48 of them
+    left_whole = figures["cut exactly: no adapter, left whole"]
+    assert abs(float(left_whole["value"]) - (1 - 1 / 48)) <= 4 * (1 / 48 / int(left_whole["reads"])) ** 0.5
+    # cutadapt (edit distance) and bpbc (affine SW) differ on a few reads in 10^4 (docs/trimming.md): not 5 %
+    assert float(figures["same trimmed length as cutadapt -e 0.1 -O 3"]["value"]) >= 0.998
     assert "trim / screen, run wall time (--json)" in figures
