@@ -14,11 +14,10 @@ import math
 import os
 from dataclasses import asdict, dataclass
 
-#: threads that compress one output: this many (half the cores at most), or
-#: a quarter of the cores where that is more. ISA-L's level 1 compresses
-#: about 220 MB/s a thread (1 GB of FASTQ in 0.56 s on 8 threads, 16-core
-#: Xeon host of an H200): 8 threads take about 7 s for the 12.5 GB of 36M
-#: unmatched reads, more than a 64-core host takes to read 40M reads
+#: at most this many threads compress one output (half the cores at most).
+#: Half of 64 cores was tried on a 4 x H200 host (40M reads, every output):
+#: 14.1-14.8 s against 13.9-14.0 s with 8, and 0.2 GB more memory; reading
+#: bounds that run (its read stage took 11 s of 12)
 COMPRESSION_THREADS = 8
 
 _CGROUP_V2_MAX = "/sys/fs/cgroup/cpu.max"
@@ -118,6 +117,6 @@ def plan_run(threads: int | None = None, source: str | None = None) -> CorePlan:
         encode=cores if threads is not None else max(1, cores // 4),
         kernel=cores,
         traceback=cores,
-        compress=min(max(COMPRESSION_THREADS, cores // 4), cores // 2),
+        compress=min(COMPRESSION_THREADS, cores // 2),
         threaded=cores > 1,
     )
