@@ -147,36 +147,25 @@ class _Replay(io.RawIOBase):
 
 
 class _ReadAhead(io.RawIOBase):
-    """``stream`` read (and so decompressed) by a thread of its own, in
-    blocks of ``block_size`` bytes, up to READ_AHEAD_BYTES (and at least two
-    blocks) ahead of the reader.
+    """``stream`` read (and so decompressed) by a thread of its own, up to
+    READ_AHEAD_BLOCKS blocks of ``block_size`` ahead of the reader.
 
-    The reader's thread then only parses: xopen's own threads decompress
-    gzip only two 1 MiB blocks ahead, and a read of rapidgzip, waiting for
-    its threads and copying out of them, took as long as the parsing after
-    it. xz and zstd in an external program report a damaged stream only
-    when the file is closed (found by fuzzing): here every format is
-    decompressed in this process, and an error is raised to the reader
-    where the damage is, after the data before it. The thread closes
-    ``stream`` when it ends.
-
-    The raw route takes whole blocks as its chunks' buffers
-    (:meth:`take_block`): each block has ``headroom`` spare bytes before its
-    data, where the reader puts the end of the previous chunk (a record cut
-    by the block's end), so the data is not copied again; the reader sets
-    ``block_size`` and ``headroom`` as it learns the size of its chunks.
-    :meth:`readinto` copies out of the blocks (the first bytes, and whatever
-    does not fit a block). Blocks come from a :class:`BufferPool`: a chunk's
-    buffer goes back to it when the chunk is freed."""
+    The reader's thread then only copies and parses: xopen's own threads
+    decompress gzip only two 1 MiB blocks ahead, and a read of rapidgzip,
+    waiting for its threads and copying out of them, took as long as the
+    parsing after it. xz and zstd in an external program report a damaged
+    stream only when the file is closed (found by fuzzing): here every format
+    is decompressed in this process, and an error is raised to the reader
+    where the damage is, after the data before it. The blocks are used again
+    (fresh ones were new memory, faulted in page by page) and copied out with
+    the GIL released. The thread closes ``stream`` when it ends."""
 
     def __init__(self, stream, block_size: int):
         self._stream = stream
-        self.block_size = block_size
-        self.headroom = 0
-        self._pool = BufferPool()
-        self._blocks: queue.SimpleQueue = queue.SimpleQueue()  # (block, start, stop); an error; None at the end
-        self._ahead = 0  # bytes of the blocks queued and not yet taken
-        self._room = threading.Condition()
+        self._free: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(READ_AHEAD_BLOCKS + 1):  # one more: the block being copied out
+            self._free.put(np.empty(block_size, np.uint8))
+        self._blocks: queue.SimpleQueue = queue.SimpleQueue()  # (block, size); an error; None at the end
         self._current: np.ndarray | None = None
         self._start = self._stop = 0  # what is left of the current block
         self._error: BaseException | None = None  # raised at the next read: data came before it
@@ -185,36 +174,27 @@ class _ReadAhead(io.RawIOBase):
         self._thread = threading.Thread(target=self._read_ahead, name="bpbc-read-ahead", daemon=True)
         self._thread.start()
 
-    def _wait_for_room(self) -> bool:
-        """Wait until fewer bytes than READ_AHEAD_BYTES, or fewer than two
-        blocks, wait to be taken; False once the reader stopped."""
-        with self._room:
-            while self._ahead >= max(READ_AHEAD_BYTES, 2 * self.block_size):
-                if self._stopping.is_set():
-                    return False
-                self._room.wait(0.1)
-        return not self._stopping.is_set()
-
     def _read_ahead(self) -> None:
         try:
-            while self._wait_for_room():
-                headroom, size = self.headroom, self.block_size  # set by the reader meanwhile
-                block = self._pool.take(headroom + size)
-                filled = headroom
+            while True:
+                block = self._wait(self._free)
+                if block is None:
+                    return
+                size = 0
                 try:
-                    while filled < len(block):
-                        got = self._stream.readinto(memoryview(block)[filled:])  # type: ignore[arg-type]  # ndarray is a buffer
+                    while size < len(block):
+                        got = self._stream.readinto(memoryview(block)[size:])
                         if not got:
                             break
-                        filled += got
+                        size += got
                 except BaseException as error:  # noqa: BLE001 - raised in the reader, at its place
-                    if filled > headroom:
-                        self._queue(block, headroom, filled)
+                    if size:
+                        self._blocks.put((block, size))
                     self._blocks.put(error)
                     return
-                if filled > headroom:
-                    self._queue(block, headroom, filled)
-                if filled < len(block):
+                if size:
+                    self._blocks.put((block, size))
+                if size < len(block):
                     self._blocks.put(None)
                     return
         finally:
@@ -222,11 +202,6 @@ class _ReadAhead(io.RawIOBase):
                 self._stream.close()
             except Exception:  # noqa: BLE001 - a damaged stream: its error was handed over, or nobody reads on
                 pass
-
-    def _queue(self, block: np.ndarray, start: int, stop: int) -> None:
-        with self._room:
-            self._ahead += stop - start
-        self._blocks.put((block, start, stop))
 
     def _wait(self, items: queue.SimpleQueue):
         """The next of ``items``, or None once the reader stopped."""
@@ -243,7 +218,9 @@ class _ReadAhead(io.RawIOBase):
     def _advance(self) -> bool:
         """Make the next block current; False at the end of the stream or
         before an error (kept in _error)."""
-        self._current = None  # back to the pool, unless a chunk holds it
+        if self._current is not None:
+            self._free.put(self._current)
+            self._current = None
         if self._at_end or self._error is not None:
             return False
         item = self._wait(self._blocks)
@@ -255,26 +232,9 @@ class _ReadAhead(io.RawIOBase):
         if isinstance(item, BaseException):
             self._error = item
             return False
-        self._current, self._start, self._stop = item
-        with self._room:
-            self._ahead -= self._stop - self._start
-            self._room.notify()
+        self._current, self._stop = item
+        self._start = 0
         return True
-
-    def take_block(self, room: int) -> tuple[np.ndarray, int, int] | None:
-        """What is left of the current block, or the next block, whole:
-        (block, start, stop) with the data in ``block[start:stop]`` and at
-        least ``room`` bytes before ``start`` (its headroom, or bytes read out
-        already) that the taker may overwrite; None where there is none (the
-        end of the stream, an error to come: :meth:`readinto` reports them)
-        or it has too little room (it is then read as usual)."""
-        if self.closed or (self._start == self._stop and not self._advance()):
-            return None
-        if self._start < room:
-            return None
-        taken = (self._current, self._start, self._stop)
-        self._current, self._start, self._stop = None, 0, 0
-        return taken  # type: ignore[return-value]  # _advance set the block
 
     def readinto(self, buffer) -> int:
         if self.closed:
@@ -298,8 +258,6 @@ class _ReadAhead(io.RawIOBase):
         """Stop the thread; it closes the stream once its read returns
         (at once for a file; a pipe whose writer is idle may keep it)."""
         self._stopping.set()
-        with self._room:
-            self._room.notify()
         self._thread.join(0.5)
         super().close()
 
@@ -441,10 +399,10 @@ PARALLEL_SCAN_MIN_THREADS = 4
 #: few enormous records (a fuzzed file) made 77 GiB of 100k records' worth;
 #: a batch whose records need more grows its buffer as it reads
 MAX_CHUNK_ESTIMATE = 256 << 20
-#: bytes read ahead of the parsing (see _ReadAhead), and at least two
-#: blocks: more than a chunk of 100k short reads, so decompressing goes on
-#: while the parsing thread waits for the stages after it
-READ_AHEAD_BYTES = 48 << 20
+#: blocks read ahead of the parsing (see _ReadAhead): 48 MiB, more than a
+#: chunk of 100k short reads, so decompressing goes on while the parsing
+#: thread waits for the stages after it
+READ_AHEAD_BLOCKS = 12
 
 
 class SequenceSource:
@@ -614,27 +572,14 @@ class SequenceSource:
         rec_start = np.empty(size, np.int64)
         seq_start = np.empty(size, np.int64)
         seq_len = np.empty(size, np.int64)
-        pending = np.frombuffer(self._pending, np.uint8)
+        pending = self._pending
         # the stream is read straight into one buffer sized for the chunk by
         # the records read so far (grown when too small), scanned as it fills
         estimate = min(int(1.05 * self._bytes_per_record * size), MAX_CHUNK_ESTIMATE)
         capacity = max(2 * len(pending), estimate + READ_BLOCK)
-        block = None
-        if isinstance(self._stream, _ReadAhead) and estimate:
-            # a block read ahead becomes the chunk's buffer, the end of the
-            # chunk before in its headroom; the blocks read from now on are
-            # sized for chunks like this one, with room for what it leaves
-            self._stream.block_size, self._stream.headroom = capacity, estimate // 8 + READ_BLOCK
-            with self._read_under_way():
-                block = self._stream.take_block(len(pending))
-        if block is not None:
-            array, start, stop = block
-            buffer = array[start - len(pending):]
-            filled, capacity = stop - start + len(pending), len(buffer)
-        else:
-            buffer = self._buffers.take(capacity)
-            filled = len(pending)
-        buffer[:len(pending)] = pending  # the one copy of what the last chunk read past its end
+        buffer = self._buffers.take(capacity)
+        buffer[:len(pending)] = np.frombuffer(pending, np.uint8)  # the one copy of what the last chunk read past its end
+        filled = len(pending)
         count = position = 0
         while count < size:
             found, position, irregular = scan(buffer, position, filled, size - count,
