@@ -174,13 +174,14 @@ def test_error_after_some_records_names_the_last_good_record(tmp_path):
     # a truncated stream far enough in that some records come out first
     records = b"".join(b"@read%d\n%s\n+\n%s\n" % (i, b"ACGT" * 30, b"I" * 120) for i in range(20000))
     path = write(tmp_path / "r.fq.gz", gzip.compress(records)[:-50])
-    with pytest.raises(InputError, match=r"truncated.*after record \d+, 'read\d+'\)$") as error:
-        with SequenceSource(path) as source:
-            for _ in source.chunks(1000):
-                pass
-    # the record named is the last one read: record N is read{N - 1}
-    count, name = re.search(r"after record (\d+), 'read(\d+)'", str(error.value)).groups()  # type: ignore[union-attr]
-    assert int(name) == int(count) - 1 and int(count) >= 1000
+    for raw_fastq in (False, True):  # dnaio's records, or the raw route's chunks
+        with pytest.raises(InputError, match=r"truncated.*after record \d+, 'read\d+'\)$") as error:
+            with SequenceSource(path, raw_fastq=raw_fastq) as source:
+                for _ in source.chunks(1000):
+                    pass
+        # the record named is the last one read: record N is read{N - 1}
+        found = re.search(r"after record (\d+), 'read(\d+)'", str(error.value))
+        assert found is not None and int(found[2]) == int(found[1]) - 1 and int(found[1]) >= 1000
     # damage before any record came out
     path = write(tmp_path / "s.fq.gz", gzip.compress(records[:2000])[:-50])
     with pytest.raises(InputError) as error:
