@@ -15,9 +15,9 @@ import os
 from dataclasses import asdict, dataclass
 
 #: at most this many threads compress one output (half the cores at most).
-#: Half of 64 cores was tried on a 4 x H200 host (40M reads, every output):
-#: 14.1-14.8 s against 13.9-14.0 s with 8, and 0.2 GB more memory; reading
-#: bounds that run (its read stage took 11 s of 12)
+#: Half and a quarter of 64 cores were tried on 4 x H200 hosts (40M reads,
+#: every output): 14.1-14.9 s against 13.9-14.4 s with 8, and 0.2 GB more
+#: memory; reading bounds that run (its read stage took 11 s of 12)
 COMPRESSION_THREADS = 8
 
 _CGROUP_V2_MAX = "/sys/fs/cgroup/cpu.max"
@@ -102,8 +102,9 @@ def plan_run(threads: int | None = None, source: str | None = None) -> CorePlan:
     stage's threads wait while its neighbours work. Encoding's parallel
     kernels (packing, transposing) are short and run beside the screen,
     traceback and de/compression, so the encoder gets a quarter of the
-    cores unless the user gave a count (a 10M-read GPU run on a 16-core
-    host took 13-15 s with 16 numba threads everywhere, 11.3 s with 4)."""
+    cores unless the user gave a count with ``--threads`` (a 10M-read GPU
+    run on a 16-core host took 13-15 s with 16 numba threads everywhere,
+    11.3 s with 4)."""
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be at least 1, got {threads}")
     if threads is None:
@@ -114,7 +115,7 @@ def plan_run(threads: int | None = None, source: str | None = None) -> CorePlan:
         cores=cores,
         source=why,
         read=cores,
-        encode=cores if threads is not None else max(1, cores // 4),
+        encode=cores if threads is not None and source is None else max(1, cores // 4),
         kernel=cores,
         traceback=cores,
         compress=min(COMPRESSION_THREADS, cores // 2),

@@ -53,7 +53,8 @@ def test_threads_given_override_the_machine(monkeypatch):
     monkeypatch.setattr(resources, "available_cores", lambda: (64, "CPU affinity"))
     plan = plan_run(3)
     assert (plan.cores, plan.source, plan.encode, plan.compress) == (3, "--threads", 3, 1)
-    assert plan_run(8, source="Dask worker's share").source == "Dask worker's share"
+    share = plan_run(8, source="Dask worker's share")
+    assert (share.source, share.cores, share.encode) == ("Dask worker's share", 8, 2)  # a share is not a count given
     assert not plan_run(1).threaded
     with pytest.raises(ValueError, match="at least 1"):
         plan_run(0)
