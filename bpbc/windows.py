@@ -11,9 +11,10 @@ wherever it reaches the threshold), its hits are reported once, in its own
 coordinates, and their alignments are those of the whole read:
 
 * the end cell: the hit's windows that reach its score hold every cell where
-  it is reached (each such cell's alignment lies in one of them), so a score
-  pass over the stretch they cover finds the first maximum in (read row,
-  pattern column) order, the traceback's end cell;
+  it is reached (each such cell's alignment lies in one of them), so the
+  first of their first maxima in (read row, pattern column) order (found by
+  the vector score pass that screened them, or by a score pass over the
+  stretch they cover) is the traceback's end cell;
 * the alignment: every alignment of score S ending at read row e and pattern
   column j starts at most :func:`read_span` (of S, j) rows above e, so the
   traceback aligns only those rows (:func:`bpbc.traceback.align_hits` with
@@ -22,7 +23,9 @@ coordinates, and their alignments are those of the whole read:
   of the tie rule, and the alignment, is the same.
 
 Window lengths are chosen per batch (:meth:`WindowPlan.window_length`) to fill
-the engine's lanes; the result does not depend on them. ``--ends N``
+the engine's lanes, and on the CPU the vector score pass may screen the
+windows instead of the engine (:func:`how_to_screen`); the result depends on
+neither. ``--ends N``
 screens only each read's first and last N bases: two regions, each aligned as
 if it were the read, windows cut inside them, coordinates in the read.
 """
