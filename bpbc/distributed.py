@@ -363,7 +363,8 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
         stack.enter_context(quick_gil_handoff())
         stack.enter_context(dask.config.set({"distributed.admin.large-graph-warning-threshold": _LARGE_TASK_BYTES}))
         plan = plan_run(settings.threads)
-        source = stack.enter_context(SequenceSource(reads_path, kind="reads", raw_fastq=True, threads=plan.read))
+        source = stack.enter_context(SequenceSource(reads_path, kind="reads", raw_fastq=True, threads=plan.read,
+                                                    in_blocks=True))
         patterns = read_patterns(patterns_path)
         # every check of the settings, here, before any work: the engine is the workers' business
         checked = make_screener(replace(settings, device="cpu"), patterns, display_name(patterns_path))

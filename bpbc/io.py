@@ -146,6 +146,26 @@ class _Replay(io.RawIOBase):
         return len(data)
 
 
+class _Failed(io.RawIOBase):
+    """``stream`` after it failed: the next read raises ``error`` (the parsing
+    in blocks read up to it and left the data before it to the serial route)."""
+
+    def __init__(self, stream, error: BaseException):
+        self._stream, self._error = stream, error
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        raise self._error
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        finally:
+            super().close()
+
+
 class _ReadAhead(io.RawIOBase):
     """``stream`` read (and so decompressed) by a thread of its own, up to
     READ_AHEAD_BLOCKS blocks of ``block_size`` ahead of the reader.
@@ -395,6 +415,12 @@ _READ_IN_PLACE: tuple[type, ...] = (io.FileIO,)
 #: the raw route scans a batch on this many threads or more (bpbc.fastq_scan);
 #: on 2 busy cores one thread scanned 348 MB in 0.16-0.27 s, two in 0.53-1.15 s
 PARALLEL_SCAN_MIN_THREADS = 4
+#: plain FASTQ is parsed in blocks by several threads (bpbc.fastq_blocks)
+#: with this many threads or more to read with, by at most
+#: PARSE_BLOCKS_MAX_THREADS threads (one scans 2-4 GB/s, faster than one
+#: stream decompresses)
+PARALLEL_PARSE_MIN_THREADS = 8
+PARSE_BLOCKS_MAX_THREADS = 8
 #: the raw route sizes a batch's buffer by the records so far, up to this: a
 #: few enormous records (a fuzzed file) made 77 GiB of 100k records' worth;
 #: a batch whose records need more grows its buffer as it reads
@@ -412,10 +438,14 @@ class SequenceSource:
     records can be written back unchanged). Use as a context manager. With
     ``raw_fastq``, :meth:`chunks` hands out plain FASTQ as raw bytes
     (:class:`bpbc.chunks.RawFastqChunk`) and everything else as dnaio records;
-    without it, records only.
+    without it, records only. With ``in_blocks`` as well, plain FASTQ is
+    parsed by several threads at once (:mod:`bpbc.fastq_blocks`) where
+    ``threads`` allows, its chunks then sized by bytes (their record counts
+    vary): single reads only, not mates that must pair up chunk by chunk.
     """
 
-    def __init__(self, path, kind: str = "reads", raw_fastq: bool = False, threads: int | None = None):
+    def __init__(self, path, kind: str = "reads", raw_fastq: bool = False, threads: int | None = None,
+                 in_blocks: bool = False):
         self.path = path
         self.name = display_name(path)
         self.kind = kind
@@ -429,6 +459,8 @@ class SequenceSource:
         self._buffers = BufferPool()  # raw route: of the chunks
         self._bytes_per_record = 0.0  # raw route: in the chunks so far
         self._threads = threads  # raw route: of the parallel scan (None: every usable core)
+        self._in_blocks = False  # raw route: plain FASTQ parsed in blocks on several threads (bpbc.fastq_blocks)
+        self._blocks: Any = None  # the BlockChunks doing that
         self._reading = 0  # reads of the stream under way (in the reader thread)
         self._close_when_read = False  # close() came during a read: the read closes when done
         try:
@@ -445,9 +477,10 @@ class SequenceSource:
                 if raw_fastq:
                     self._stream = _plain_fastq(path)
                 self._stream = self._stream or parallel_gzip(path, threads) or _strict(xopen(path, "rb", threads=0))
-            if raw_fastq and threads != 1 and not isinstance(self._stream, _READ_IN_PLACE):
-                self._stream = _ReadAhead(self._stream, READ_BLOCK)
             head = self._stream.read(READ_BLOCK) if raw_fastq else b""
+            self._in_blocks = in_blocks and head[:1] == b"@" and self._parse_threads() >= PARALLEL_PARSE_MIN_THREADS
+            if raw_fastq and threads != 1 and not self._in_blocks and not isinstance(self._stream, _READ_IN_PLACE):
+                self._stream = _ReadAhead(self._stream, READ_BLOCK)
             if head[:1] == b"@":
                 self.fileformat = "fastq"
                 self._pending = head
@@ -556,6 +589,37 @@ class SequenceSource:
                                  "in a carriage return that is not part of the line end ('\\r\\r\\n')")
             yield record
 
+    def _parse_threads(self) -> int:
+        from bpbc.resources import usable_cores
+
+        return usable_cores() if self._threads is None else self._threads
+
+    def _block_chunks(self, most: Callable[[], int], target: int) -> Iterator:
+        """The raw route's chunks parsed in blocks (:class:`bpbc.fastq_blocks.BlockChunks`)
+        as far as it goes; what it read and did not hand out is left pending
+        for the serial route, and a read error to be raised after it."""
+        from bpbc.chunks import scan_fastq
+        from bpbc.fastq_blocks import BlockChunks
+
+        head = np.frombuffer(self._pending, np.uint8)
+        starts = np.empty(1000, np.int64)
+        found, stop, _ = scan_fastq(head, 0, len(head), len(starts), starts, np.empty_like(starts),
+                                    np.empty_like(starts))
+        workers = min(PARSE_BLOCKS_MAX_THREADS, max(2, self._parse_threads() // 8))
+        self._blocks = blocks = BlockChunks(self._stream, self._pending, workers,
+                                            stop / found if found else float(len(head)))
+        self._pending = b""
+        for chunk in blocks.chunks(most, target):
+            self.records_read += len(chunk)
+            self._last_chunk = chunk
+            yield chunk
+        self._bytes_per_record = blocks.bytes_per_record
+        self._pending = np.concatenate(blocks.leftover) if blocks.leftover else b""
+        if blocks.error is not None:
+            self._stream = _Failed(self._stream, blocks.error)
+        blocks.close()
+        self._blocks = None
+
     def _raw_chunk(self, size: int, multiple: int):
         """Up to ``size`` plain FASTQ records as a RawFastqChunk, or None when
         the raw route ends here (end of input, or a record dnaio must read).
@@ -651,6 +715,9 @@ class SequenceSource:
         if ramp < 1 or multiple < 1:
             raise ValueError(f"ramp and multiple must be positive, got {ramp} and {multiple}")
         target = max(multiple, most() // ramp // multiple * multiple)
+        if self._in_blocks and multiple == 1 and not self.records_read:
+            yield from self._block_chunks(most, target)
+            target = most()
         while self._reader is None:
             chunk = self._raw_chunk(target, multiple)
             if chunk is None:
@@ -687,6 +754,8 @@ class SequenceSource:
             # it returns (or the end of the process does)
             self._close_when_read = True
             return
+        if self._blocks is not None and not self._blocks.close():
+            return  # its thread still reads the stream (a pipe): the end of the process closes it
         for closable in (self._reader, self._stream):
             if closable is None:
                 continue

@@ -615,7 +615,9 @@ def screen_files(
         stack.enter_context(quick_gil_handoff())
         # the reads files first: a missing or unreadable file is the most basic problem
         plan = plan or plan_run(settings.threads)
-        source = stack.enter_context(SequenceSource(reads_path, kind="reads", raw_fastq=True, threads=plan.read))
+        # single reads are parsed in blocks on several threads; mates pair up chunk by chunk
+        source = stack.enter_context(SequenceSource(reads_path, kind="reads", raw_fastq=True, threads=plan.read,
+                                                    in_blocks=mates == 1))
         source2 = None if reads2 is None else stack.enter_context(
             SequenceSource(reads2, kind="reads", raw_fastq=True, threads=plan.read))
         patterns = read_patterns(patterns_path)
