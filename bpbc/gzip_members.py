@@ -31,7 +31,7 @@ _PROBE = 1 << 16
 
 def _header_size(data: bytes) -> int | None:
     """Size of the gzip header at the start of ``data``, None when it is not a plausible one."""
-    if len(data) < 10 or data[:3] != _MAGIC or data[3] & 0xE0:  # (XFL varies: python-isal writes 0xff)
+    if len(data) < 10 or data[:3] != _MAGIC or data[3] & 0xE0 or data[8] not in (0, 2, 4):
         return None
     flags, at = data[3], 10
     if flags & _FEXTRA:
