@@ -1,10 +1,8 @@
 """Plain FASTQ read in large blocks and parsed on several threads at once.
 
 One thread reads the decompressed input block after block, straight into
-the blocks' buffers (the only copy out of the decompressor); or, for a gzip
-file of several members, a few threads each read ranges of whole members
-(:mod:`bpbc.gzip_members`), in turn. A few threads find the records, each
-block on its own: it starts at the block's first line
+the blocks' buffers (the only copy out of the decompressor). A few threads
+find the records, each block on its own: it starts at the block's first line
 that begins with '@' and has a line beginning with '+' two lines on (in
 plain FASTQ only a header line does: a quality line may begin with '@', but
 two lines after it comes a sequence line).
@@ -17,24 +15,18 @@ true record start, so every record is the one a scan from the start of the
 file finds, and the chunks are those of the serial route cut elsewhere.
 
 Anything else ends this route: a record that is not plain (the serial route
-hands it to dnaio), a record longer than the room in front of a block, a
-link that does not hold. Whatever was read from one stream and not handed
-out is then given back (:attr:`BlockChunks.leftover`) and the serial route
-of :class:`bpbc.io.SequenceSource` reads on from there; from ranges, the
-serial route reads the file again from its start, past the records handed
-out (:attr:`BlockChunks.restart`), as it does when a range but the last ends
-in an error: its end was no member boundary after all, or it is damaged
-(the data before is a true prefix either way). A read error of the one
-stream, or of the last range, is raised after the records before it, where
-it happened.
+hands it to dnaio), a block holding no record start, a record longer than the
+room in front of a block, a link that does not hold. Whatever was read and
+not handed out is then given back (:attr:`BlockChunks.leftover`) and the
+serial route of :class:`bpbc.io.SequenceSource` reads on from there. A read
+error is raised after the records before it, where it happened.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -50,7 +42,6 @@ ROOM = 1 << 20
 MAX_BLOCK = 256 << 20
 #: the smallest block
 MIN_BLOCK = 1 << 20
-_END = object()
 
 
 @njit(cache=True, nogil=True)
@@ -108,70 +99,41 @@ def _parse(buf: np.ndarray, lo: int, hi: int, at_line_start: bool, first: bool, 
 
 
 class BlockChunks:
-    """The chunks of plain FASTQ read from ``ranges`` (calls that open each
-    range's stream, in order: one stream, or ranges of a gzip file), after
-    ``head`` (bytes already read from the first), by ``readers`` threads (each
-    range's by one) into blocks parsed by ``workers`` threads. Each reader
-    holds at most ``blocks_ahead`` blocks not yet handed out. Streams are
-    closed when read unless ``own_streams`` is False. Iterate :meth:`chunks`
-    once; when it ends, :attr:`leftover` holds what was read and not handed
-    out (empty at the end of a plain file) and :attr:`error` an error of the
-    stream to raise after it; or :attr:`restart` is True. :meth:`close` stops
-    the reading threads (also when the iteration was abandoned)."""
+    """The chunks of plain FASTQ in ``stream`` (after ``head``, the bytes
+    already read from it), parsed by ``workers`` threads. Iterate
+    :meth:`chunks` once; when it ends, :attr:`leftover` holds what was read
+    and not handed out (empty at the end of a plain file), :attr:`error` an
+    error of the stream to raise after it. :meth:`close` stops the reading
+    thread (also when the iteration was abandoned)."""
 
-    def __init__(self, ranges: Sequence[Callable[[], Any]], head, workers: int, bytes_per_record: float,
-                 readers: int = 1, blocks_ahead: int | None = None, own_streams: bool = True):
-        self._ranges = ranges
+    def __init__(self, stream, head, workers: int, bytes_per_record: float):
+        self._stream = stream
         self._head = head
-        self._own_streams = own_streams
         self.bytes_per_record = bytes_per_record  # in the blocks so far: sizes the next
         self._limit = 1  # records a chunk may hold (set by chunks())
         self._target = 1  # records wanted in the next block
-        self._readers = max(1, min(readers, len(ranges)))
         self._pool = ThreadPoolExecutor(workers, "bpbc-parse")
-        ahead = workers + 2 if blocks_ahead is None else blocks_ahead
-        self._in_flight = [threading.Semaphore(ahead) for _ in range(self._readers)]  # blocks not yet handed out
-        self._blocks: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in ranges]  # per range:
-        # (buffer, size, Future, reader); an error; _END at its end
-        self._buffers = BufferPool(keep=self._readers * ahead + 4)
+        self._in_flight = threading.Semaphore(workers + 2)  # blocks read and not yet handed out
+        self._blocks: queue.SimpleQueue = queue.SimpleQueue()  # (buffer, size, Future); an error; None at the end
+        self._buffers = BufferPool(keep=workers + 6)
         self._stopping = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._thread: threading.Thread | None = None
         self.leftover: list = []  # arrays of bytes read and not handed out, in order
         self.error: BaseException | None = None
-        self.restart = False
 
     def _block_size(self) -> int:
         size = int(0.97 * self._target * self.bytes_per_record)
         return min(MAX_BLOCK, max(MIN_BLOCK, size))
 
-    def _read(self, reader: int) -> None:
-        """A reading thread: the ranges reader, reader + readers, ... read in
-        blocks and handed to the parsing threads, in order."""
-        for index in range(reader, len(self._ranges), self._readers):
-            if self._stopping.is_set():
-                return
-            try:
-                stream = self._ranges[index]()
-            except BaseException as error:  # noqa: BLE001 - raised to the reader, at its place
-                self._blocks[index].put(error)
-                return
-            try:
-                if not self._read_range(index, stream, reader):
-                    return
-            finally:
-                if self._own_streams:
-                    stream.close()
-
-    def _read_range(self, index: int, stream, reader: int) -> bool:
-        """Read one range into blocks; False when the thread is to stop."""
-        blocks, in_flight = self._blocks[index], self._in_flight[reader]
-        first = at_line_start = index == 0  # a later range may start inside a line: its first is skipped
-        head = np.frombuffer(self._head if index == 0 else b"", np.uint8)
+    def _read(self) -> None:
+        """The reading thread: blocks read and handed to the parsing threads, in order."""
+        at_line_start, first = True, True
+        head = np.frombuffer(self._head, np.uint8)
         try:
             while not self._stopping.is_set():
-                while not in_flight.acquire(timeout=0.1):
+                while not self._in_flight.acquire(timeout=0.1):
                     if self._stopping.is_set():
-                        return False
+                        return
                 size = self._block_size()
                 buffer = self._buffers.take(ROOM + size)
                 filled = min(size, len(head))
@@ -180,90 +142,73 @@ class BlockChunks:
                 error = None
                 try:
                     while filled < size:
-                        got = stream.readinto(memoryview(buffer)[ROOM + filled:ROOM + size])  # type: ignore[arg-type]  # ndarray is a buffer
+                        got = self._stream.readinto(memoryview(buffer)[ROOM + filled:ROOM + size])
                         if not got:
                             break
                         filled += got
                 except BaseException as raised:  # noqa: BLE001 - raised to the reader, at its place
                     error = raised
-                if filled and self._stopping.is_set():  # read, not to be parsed: given back as it is
-                    blocks.put((buffer[ROOM:ROOM + filled], filled, None, reader))
-                    if error is not None:
-                        blocks.put(error)
-                    return False
                 if filled:
                     future = self._pool.submit(_parse, buffer, ROOM, ROOM + filled, at_line_start, first, self._limit)
-                    blocks.put((buffer, filled, future, reader))
+                    self._blocks.put((buffer, filled, future))
                     at_line_start = buffer[ROOM + filled - 1] == _NEWLINE
                     first = False
                     self._target = min(self._limit, 2 * self._target)
-                else:
-                    in_flight.release()
                 if error is not None:
-                    blocks.put(error)
-                    return False
+                    self._blocks.put(error)
+                    return
                 if filled < size:
-                    return True
-            return False
+                    self._blocks.put(None)
+                    return
         finally:
             if len(head):  # stopped before the head was all read into blocks
-                blocks.put((head, len(head), None, reader))
-            blocks.put(_END)
+                self._blocks.put((head, len(head), None))
+            self._blocks.put(None)  # a second end marker is harmless: the reader stops at the first
 
-    def _next_block(self, index: int):
+    def _next_block(self):
         while True:
             try:
-                return self._blocks[index].get(timeout=0.1)
+                return self._blocks.get(timeout=0.1)
             except queue.Empty:
                 if self._stopping.is_set():
-                    return _END
+                    return None
 
     def chunks(self, limit: Callable[[], int], target: int) -> Iterator[RawFastqChunk]:
         """Chunks of at most ``limit()`` records, the first sized for ``target``
         records and each next for twice as many (see :meth:`bpbc.io.SequenceSource.chunks`)."""
         self._limit, self._target = limit(), target
-        self._threads = [threading.Thread(target=self._read, args=(reader,), name=f"bpbc-read-blocks-{reader}",
-                                          daemon=True) for reader in range(self._readers)]
-        for thread in self._threads:
-            thread.start()
+        self._thread = threading.Thread(target=self._read, name="bpbc-read-blocks", daemon=True)
+        self._thread.start()
         tail = np.empty(0, np.uint8)  # the end of the block before: the start of a record
-        last = len(self._ranges) - 1
-        for index in range(len(self._ranges)):
-            while True:
-                item = self._next_block(index)
-                if item is _END:
-                    break
-                if isinstance(item, BaseException):
-                    if index < last:
-                        self._end(restart=True)
-                    else:
-                        self.leftover = [tail] if len(tail) else []
-                        self.error = item
-                    return
-                buffer, filled, future, reader = item
-                parsed: _Parsed = future.result()
-                self._in_flight[reader].release()
-                lo, hi = ROOM, ROOM + filled
-                if parsed.start < 0 and len(tail) + filled <= ROOM:  # inside one record: it goes on in the next block
-                    tail = np.concatenate((tail, buffer[lo:hi]))
-                    continue
-                linked = self._link(buffer, tail, parsed)
-                if linked is None:
-                    self._end(tail, buffer[lo:hi], index=index)
-                    return
-                front, pieces = linked
-                self._limit = limit()
-                count = 0
-                for rec_start, seq_start, seq_len, stop in pieces:
-                    count += len(rec_start)
-                    yield RawFastqChunk(buffer[:stop], rec_start, np.append(rec_start[1:], stop), seq_start, seq_len)
-                if count:
-                    self.bytes_per_record = (parsed.stop - front) / count
-                tail = buffer[parsed.stop:hi]
-                if parsed.irregular:
-                    self._end(tail, index=index)
-                    return
-        self.leftover = [tail] if len(tail) else []
+        while True:
+            item = self._next_block()
+            if item is None or isinstance(item, BaseException):
+                self.leftover = [tail] if len(tail) else []
+                self.error = item
+                return
+            buffer, filled, future = item
+            parsed: _Parsed = future.result()
+            self._in_flight.release()
+            lo, hi = ROOM, ROOM + filled
+            if parsed.start < 0 and len(tail) + filled <= ROOM:  # inside one record: it goes on in the next block
+                tail = np.concatenate((tail, buffer[lo:hi]))
+                continue
+            linked = self._link(buffer, tail, parsed)
+            if linked is None:
+                self._give_back(tail, buffer[lo:hi])
+                return
+            front, pieces = linked
+            self._limit = limit()
+            count = 0
+            for rec_start, seq_start, seq_len, stop in pieces:
+                count += len(rec_start)
+                yield RawFastqChunk(buffer[:stop], rec_start, np.append(rec_start[1:], stop), seq_start, seq_len)
+            if count:
+                self.bytes_per_record = (parsed.stop - front) / count
+            tail = buffer[parsed.stop:hi]
+            if parsed.irregular:
+                self._give_back(tail)
+                return
 
     def _link(self, buffer: np.ndarray, tail: np.ndarray, parsed: _Parsed):
         """(start of the records, the pieces of records from there) when
@@ -292,26 +237,21 @@ class BlockChunks:
             return front, [merged] + pieces[1:]
         return front, [joined] + pieces
 
-    def _end(self, *arrays: np.ndarray, index: int = 0, restart: bool = False) -> None:
-        """End the route before the end of the input: what was read and not
-        handed out, in order, into :attr:`leftover` (``arrays``, then the rest
-        of range ``index``); with ranges, :attr:`restart` instead."""
+    def _give_back(self, *arrays: np.ndarray) -> None:
+        """End the route: what was read and not handed out, in order, into :attr:`leftover`."""
         self._stopping.set()
-        for thread in self._threads:
-            thread.join()
-        if restart or len(self._ranges) > 1:
-            self.restart = True
-            return
+        if self._thread is not None:
+            self._thread.join()
         rest = [array for array in arrays if len(array)]
         while True:
-            item = self._blocks[index].get()
-            if item is _END:
+            item = self._blocks.get()
+            if item is None:
                 break
             if isinstance(item, BaseException):
                 self.error = item
                 break
-            buffer, filled, future, _ = item
-            if future is None:  # the rest of the head, or a block read once the route was stopping
+            buffer, filled, future = item
+            if future is None:  # the rest of the head
                 rest.append(buffer)
                 continue
             future.cancel()
@@ -319,12 +259,12 @@ class BlockChunks:
         self.leftover = rest
 
     def close(self, timeout_s: float = 1.0) -> bool:
-        """Stop the reading threads; False when one is still in a read of the
+        """Stop the reading thread; False when it is still in a read of the
         stream after ``timeout_s`` (a pipe whose writer is idle): the stream
         must not be closed under it."""
         self._stopping.set()
-        for thread in self._threads:
-            if thread is not threading.current_thread():
-                thread.join(timeout_s)
-        self._pool.shutdown(wait=False, cancel_futures=True)  # a thread still reading submits nothing more
-        return not any(thread.is_alive() for thread in self._threads)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+            return not self._thread.is_alive()
+        return True

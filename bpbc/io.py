@@ -15,7 +15,6 @@ or interrupted run never leaves a file that looks complete.
 from __future__ import annotations
 
 import bz2
-import functools
 import io
 import lzma
 import os
@@ -37,7 +36,7 @@ from xopen import xopen
 
 from bpbc.alphabet import SequenceError, encode_pattern
 from bpbc.buffers import BufferPool
-from bpbc.errors import InputError, InternalError
+from bpbc.errors import InputError
 
 STDIN = "-"
 _NON_ASCII = re.compile(rb"[\x80-\xff]")
@@ -302,28 +301,25 @@ class GzipError(OSError):
 
 
 class _ParallelGzip(io.RawIOBase):
-    """A gzip (or BGZF) file decompressed by rapidgzip on ``threads`` threads;
-    with ``span`` (start, end), only those bytes of it (whole members).
+    """A gzip (or BGZF) file decompressed by rapidgzip on ``threads`` threads.
 
     rapidgzip returns the data before a truncation without complaint: at the
     end of the stream this checks that the decompressor consumed the whole
     file. Its own errors (RuntimeError, ValueError) become the decompression
     errors that :meth:`SequenceSource._translate` names."""
 
-    def __init__(self, path, threads: int, span: tuple[int, int] | None = None):
-        self._path, self._threads, self._span = os.fspath(path), threads, span
-        self._size = os.path.getsize(path) if span is None else span[1] - span[0]
+    def __init__(self, path, threads: int):
+        self._path, self._threads = os.fspath(path), threads
+        self._size = os.path.getsize(path)
         self._end: int | None = None  # the decompressed size, once the end was read and the file released
         self._open()
 
     def _open(self) -> None:
         import rapidgzip
 
-        from bpbc.gzip_members import RangeFile
-
         try:
-            self._file = rapidgzip.RapidgzipFile(self._path if self._span is None else RangeFile(self._path, *self._span),
-                                                 parallelization=self._threads, chunk_size=PARALLEL_GZIP_CHUNK)
+            self._file = rapidgzip.RapidgzipFile(self._path, parallelization=self._threads,
+                                                 chunk_size=PARALLEL_GZIP_CHUNK)
         except (RuntimeError, ValueError) as error:  # no gzip header after all
             raise GzipError(str(error)) from None
 
@@ -425,17 +421,6 @@ PARALLEL_SCAN_MIN_THREADS = 4
 #: stream decompresses)
 PARALLEL_PARSE_MIN_THREADS = 8
 PARSE_BLOCKS_MAX_THREADS = 8
-#: a gzip file of several members is read by up to GZIP_MAX_READERS readers
-#: at once, one per GZIP_THREADS_PER_READER threads, each taking ranges of
-#: whole members of about GZIP_RANGE_BYTES (compressed) in turn and holding
-#: up to GZIP_READER_BYTES_AHEAD decompressed bytes that wait for their turn
-#: (one rapidgzip stream gave 2-3 GB/s on a 64-core host, its command line 3.6)
-GZIP_MAX_READERS = 4
-GZIP_THREADS_PER_READER = 16
-GZIP_RANGE_BYTES = 128 << 20
-GZIP_READER_BYTES_AHEAD = 512 << 20
-#: records scanned at a time where a file is read again past records handed out
-DEFAULT_SKIP_RECORDS = 100_000
 #: the raw route sizes a batch's buffer by the records so far, up to this: a
 #: few enormous records (a fuzzed file) made 77 GiB of 100k records' worth;
 #: a batch whose records need more grows its buffer as it reads
@@ -612,9 +597,7 @@ class SequenceSource:
     def _block_chunks(self, most: Callable[[], int], target: int) -> Iterator:
         """The raw route's chunks parsed in blocks (:class:`bpbc.fastq_blocks.BlockChunks`)
         as far as it goes; what it read and did not hand out is left pending
-        for the serial route, and a read error to be raised after it. A large
-        gzip file of several members is read by several readers at once, each
-        a range of members (:func:`bpbc.gzip_members.member_ranges`)."""
+        for the serial route, and a read error to be raised after it."""
         from bpbc.chunks import scan_fastq
         from bpbc.fastq_blocks import BlockChunks
 
@@ -622,21 +605,9 @@ class SequenceSource:
         starts = np.empty(1000, np.int64)
         found, stop, _ = scan_fastq(head, 0, len(head), len(starts), starts, np.empty_like(starts),
                                     np.empty_like(starts))
-        bytes_per_record = stop / found if found else float(len(head))
-        threads = self._parse_threads()
-        workers = min(PARSE_BLOCKS_MAX_THREADS, max(2, threads // 8))
-        readers = min(GZIP_MAX_READERS, threads // GZIP_THREADS_PER_READER)
-        ranges = self._member_ranges() if readers > 1 and isinstance(self._stream, _ParallelGzip) else []
-        if len(ranges) > 1:
-            self._stream.close()  # the first range is read again with the others
-            self._stream = None
-            spans = [functools.partial(_ParallelGzip, self.path, threads // readers, span) for span in ranges]
-            blocks = BlockChunks(spans, b"", workers, bytes_per_record, readers,
-                                 blocks_ahead=max(workers + 2, int(GZIP_READER_BYTES_AHEAD / (bytes_per_record * most()))))
-        else:
-            stream = self._stream
-            blocks = BlockChunks([lambda: stream], self._pending, workers, bytes_per_record, own_streams=False)
-        self._blocks = blocks
+        workers = min(PARSE_BLOCKS_MAX_THREADS, max(2, self._parse_threads() // 8))
+        self._blocks = blocks = BlockChunks(self._stream, self._pending, workers,
+                                            stop / found if found else float(len(head)))
         self._pending = b""
         for chunk in blocks.chunks(most, target):
             self.records_read += len(chunk)
@@ -644,31 +615,10 @@ class SequenceSource:
             yield chunk
         self._bytes_per_record = blocks.bytes_per_record
         self._pending = np.concatenate(blocks.leftover) if blocks.leftover else b""
-        if self._stream is None:  # read in ranges: all of it
-            self._stream = io.BytesIO()
         if blocks.error is not None:
             self._stream = _Failed(self._stream, blocks.error)
         blocks.close()
         self._blocks = None
-        if blocks.restart:
-            self._read_again_past(self.records_read)
-
-    def _member_ranges(self) -> list[tuple[int, int]]:
-        from bpbc.gzip_members import member_ranges
-
-        return member_ranges(self.path, GZIP_RANGE_BYTES, GZIP_RANGE_BYTES)
-
-    def _read_again_past(self, records: int) -> None:
-        """Read the file again from its start, as one stream, past its first
-        ``records`` records (plain FASTQ, handed out before from ranges)."""
-        if self._stream is not None:
-            self._stream.close()
-        self._stream = parallel_gzip(self.path, self._threads) or _strict(xopen(self.path, "rb", threads=0))
-        self._pending, self.records_read = b"", 0
-        while self.records_read < records:
-            if self._raw_chunk(min(records - self.records_read, DEFAULT_SKIP_RECORDS), 1) is None:
-                raise InternalError(f"{self.name}: read again, the file ended after {self.records_read} of the "
-                                    f"{records} records read before")
 
     def _raw_chunk(self, size: int, multiple: int):
         """Up to ``size`` plain FASTQ records as a RawFastqChunk, or None when

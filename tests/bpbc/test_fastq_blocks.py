@@ -167,8 +167,7 @@ class _FailingStream:
 
 def test_a_read_error_comes_after_the_records_before_it(small_blocks):
     data = fastq(np.random.default_rng(4), 300)
-    stream = _FailingStream(data, 5000)
-    blocks = BlockChunks([lambda: stream], b"", workers=2, bytes_per_record=40.0, own_streams=False)
+    blocks = BlockChunks(_FailingStream(data, 5000), b"", workers=2, bytes_per_record=40.0)
     texts = [bytes(c.data[a:b]) for c in blocks.chunks(lambda: 9, 9)
              for a, b in zip(c.rec_start.tolist(), c.rec_end.tolist())]
     assert isinstance(blocks.error, OSError)
@@ -225,89 +224,3 @@ def test_the_pipeline_output_is_the_serial_one(tmp_path, small_blocks):
                      output=paf, matched=matched)
         outputs[threads] = (paf.read_bytes(), matched.read_bytes())
     assert outputs[1] == outputs[THREADS] and outputs[1][0].count(b"\n") >= 100
-
-
-@pytest.fixture
-def gzip_ranges(monkeypatch, small_blocks):
-    """Two readers of ranges of about 2000 compressed bytes, on 8 threads, for files of any size."""
-    import bpbc.io
-
-    monkeypatch.setattr(bpbc.io, "PARALLEL_GZIP_MIN_BYTES", 0)
-    monkeypatch.setattr(bpbc.io, "GZIP_THREADS_PER_READER", 4)
-    monkeypatch.setattr(bpbc.io, "GZIP_RANGE_BYTES", 2000)
-
-
-def members(data: bytes, records_per_member: int) -> bytes:
-    """``data`` (FASTQ) as gzip members of ``records_per_member`` records, each cut
-    at a line that is not a record start where it can be, as block writers do."""
-    lines = data.splitlines(keepends=True)
-    cut = 4 * records_per_member + 1
-    return b"".join(gzip.compress(b"".join(lines[at:at + cut]), 1) for at in range(0, len(lines), cut))
-
-
-@pytest.mark.parametrize("records_per_member", [3, 40])
-def test_gzip_members_read_by_several_readers(tmp_path, gzip_ranges, from_blocks, records_per_member, monkeypatch):
-    import bpbc.io
-    from bpbc.gzip_members import member_ranges
-
-    spans = []
-
-    class Spied(bpbc.io._ParallelGzip):
-        def __init__(self, path, threads, span=None):
-            spans.append(span)
-            super().__init__(path, threads, span)
-
-    monkeypatch.setattr(bpbc.io, "_ParallelGzip", Spied)
-    data = fastq(np.random.default_rng(records_per_member), 600)
-    path = tmp_path / "r.fq.gz"
-    path.write_bytes(members(data, records_per_member))
-    ranges = member_ranges(path, 2000, 2000)
-    assert len(ranges) > 4
-    texts, kinds, _, error = assert_same_as_serial(path)
-    assert error is None and b"".join(texts) == data and sum(from_blocks) >= 599
-    assert sorted(span for span in spans if span is not None) == ranges  # each range read once, on its own
-
-
-def test_a_split_inside_a_member_reads_again(tmp_path, gzip_ranges, from_blocks, monkeypatch):
-    """A range that does not end with its member (a false member start): the
-    file is read again as one stream past the records handed out."""
-    import bpbc.io
-
-    data = fastq(np.random.default_rng(8), 600)
-    path = tmp_path / "r.fq.gz"
-    path.write_bytes(members(data, 100))
-    size = path.stat().st_size
-    true_ranges = bpbc.io.SequenceSource._member_ranges
-    wrong = [(0, size // 3), (size // 3, size)]
-    monkeypatch.setattr(bpbc.io.SequenceSource, "_member_ranges", lambda self: wrong)
-    texts, kinds, _, error = assert_same_as_serial(path)
-    assert error is None and b"".join(texts) == data
-    assert 0 < sum(from_blocks) < 600  # records came from the ranges, then from the stream read again
-    assert true_ranges  # (the real search is tested above)
-
-
-def test_a_damaged_member_is_reported_as_with_one_stream(tmp_path, gzip_ranges):
-    data = fastq(np.random.default_rng(9), 600)
-    whole = bytearray(members(data, 50))
-    whole[len(whole) // 2:len(whole) // 2 + 40] = bytes(40)
-    path = tmp_path / "r.fq.gz"
-    path.write_bytes(bytes(whole))
-    serial, blocks = read_all(path, False), read_all(path, True)
-    assert serial[3] is not None and blocks[3] is not None
-    assert blocks[0][:len(serial[0])] == serial[0][:len(blocks[0])]  # a true prefix either way
-
-
-def test_member_starts_found_and_false_ones_refused(tmp_path):
-    from bpbc.gzip_members import is_member_start, member_ranges
-
-    rng = np.random.default_rng(10)
-    parts = [gzip.compress(fastq(rng, 30), 1) for _ in range(8)]
-    path = tmp_path / "m.gz"
-    path.write_bytes(b"".join(parts))
-    ends = np.cumsum([len(p) for p in parts]).tolist()
-    ranges = member_ranges(path, 1, 1 << 20)
-    assert ranges == list(zip([0] + ends[:-1], ends))
-    single = tmp_path / "s.gz"
-    single.write_bytes(gzip.compress(fastq(rng, 3000), 1))
-    assert member_ranges(single, 1000, 1 << 20) == [(0, single.stat().st_size)]
-    assert not is_member_start(b"\x1f\x8b\x08\x00" + bytes(6) + rng.bytes(1000))
