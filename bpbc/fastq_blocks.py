@@ -142,12 +142,17 @@ class BlockChunks:
                 error = None
                 try:
                     while filled < size:
-                        got = self._stream.readinto(memoryview(buffer)[ROOM + filled:ROOM + size])
+                        got = self._stream.readinto(memoryview(buffer)[ROOM + filled:ROOM + size])  # type: ignore[arg-type]  # ndarray is a buffer
                         if not got:
                             break
                         filled += got
                 except BaseException as raised:  # noqa: BLE001 - raised to the reader, at its place
                     error = raised
+                if filled and self._stopping.is_set():  # read, not to be parsed: given back as it is
+                    self._blocks.put((buffer[ROOM:ROOM + filled], filled, None))
+                    if error is not None:
+                        self._blocks.put(error)
+                    return
                 if filled:
                     future = self._pool.submit(_parse, buffer, ROOM, ROOM + filled, at_line_start, first, self._limit)
                     self._blocks.put((buffer, filled, future))
@@ -251,7 +256,7 @@ class BlockChunks:
                 self.error = item
                 break
             buffer, filled, future = item
-            if future is None:  # the rest of the head
+            if future is None:  # the rest of the head, or a block read once the route was stopping
                 rest.append(buffer)
                 continue
             future.cancel()
@@ -263,8 +268,9 @@ class BlockChunks:
         stream after ``timeout_s`` (a pipe whose writer is idle): the stream
         must not be closed under it."""
         self._stopping.set()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        alive = False
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout_s)
-            return not self._thread.is_alive()
-        return True
+            alive = self._thread.is_alive()
+        self._pool.shutdown(wait=False, cancel_futures=True)  # a thread still reading submits nothing more
+        return not alive
