@@ -192,6 +192,8 @@ class BlockChunks:
                 self.error = item
                 return
             buffer, filled, future = item
+            if future is None:  # close() came during the iteration: the reading thread stopped
+                return
             parsed: _Parsed = future.result()
             self._in_flight.release()
             lo, hi = ROOM, ROOM + filled
