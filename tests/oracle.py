@@ -297,8 +297,9 @@ class Record:
 
     @property
     def id(self) -> str:
-        """A read's name: its header up to the first space or tab (dnaio's ``id``)."""
-        return re.split("[ \t]", self.header, maxsplit=1)[0]
+        """A read's name: its header up to the first space, tab or NUL, as
+        dnaio's ``id`` (which ends at a NUL too, as C strings do)."""
+        return re.split("[ \t\0]", self.header, maxsplit=1)[0]
 
     def text(self) -> str:
         """The record as the command writes it: FASTQ with a bare '+' line, FASTA on one line."""
