@@ -44,7 +44,8 @@ MODULES = ["bpbc/paf.py", "bpbc/pairs.py", "bpbc/sinks.py", "bpbc/thresholds.py"
 TESTS = ["tests/bpbc/test_paf.py", "tests/bpbc/test_pairs.py", "tests/bpbc/test_sinks.py",
          "tests/bpbc/test_thresholds.py", "tests/bpbc/test_alphabet.py", "tests/bpbc/test_reads.py",
          "tests/bpbc/test_errors.py", "tests/bpbc/test_outputs.py", "tests/bpbc/test_peer_data.py",
-         "tests/bpbc/test_io.py", "tests/bpbc/test_cli.py", "tests/bpbc/test_screening.py"]
+         "tests/bpbc/test_io.py", "tests/bpbc/test_cli.py", "tests/bpbc/test_cli_options.py",
+         "tests/bpbc/test_screening.py"]
 #: the mutants in the issue's scope (a mutant's name: module.x_function__mutmut_N, a method's
 #: module.xǁClassǁmethod__mutmut_N): every one of the whole modules, and of cli and io those of the option checks
 #: and error paths: cli's command body (_screen: every option check and the exit status of each error) and its
