@@ -305,6 +305,17 @@ def test_pairs_every_output_is_the_oracles(tmp_path, layout, pair_filter):
                   split=layout == "interleaved split")
 
 
+@pytest.mark.parametrize("ends", [20, 35])
+def test_ends_every_output_is_the_oracles(tmp_path, ends):
+    """--ends N (the README's Usage table): the PAF, matched and unmatched
+    reads and --json equal the oracle's screen of each read's first and last
+    N bases, coordinates the read's."""
+    check_run(tmp_path, generated_reads(9, 80), patterns_file(tmp_path / "p.fa"), Options(threshold=22, ends=ends))
+    hits = [line.split("\t") for line in gzip.open(tmp_path / "out" / "hits.paf.gz", "rt").read().splitlines()]
+    inner = [f for f in hits if int(f[1]) > 2 * ends and int(f[2]) >= ends and int(f[3]) <= int(f[1]) - ends]
+    assert not inner and any(int(f[1]) > 2 * ends and int(f[3]) > int(f[1]) - ends for f in hits)
+
+
 def _with_nul_in_names(reads: list[Record]) -> list[Record]:
     """Every other name holds NUL bytes: after its first letters, or before a space."""
     return [Record(read.header[:2] + "\0\0x" + read.header[2:] if k % 4 == 0 else
