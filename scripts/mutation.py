@@ -45,7 +45,7 @@ TESTS = ["tests/bpbc/test_paf.py", "tests/bpbc/test_pairs.py", "tests/bpbc/test_
          "tests/bpbc/test_thresholds.py", "tests/bpbc/test_alphabet.py", "tests/bpbc/test_reads.py",
          "tests/bpbc/test_errors.py", "tests/bpbc/test_outputs.py", "tests/bpbc/test_peer_data.py",
          "tests/bpbc/test_io.py", "tests/bpbc/test_cli.py", "tests/bpbc/test_cli_options.py",
-         "tests/bpbc/test_screening.py"]
+         "tests/bpbc/test_error_paths.py", "tests/bpbc/test_screening.py"]
 #: the mutants in the issue's scope (a mutant's name: module.x_function__mutmut_N, a method's
 #: module.xǁClassǁmethod__mutmut_N): every one of the whole modules, and of cli and io those of the option checks
 #: and error paths: cli's command body (_screen: every option check and the exit status of each error) and its
@@ -177,6 +177,31 @@ def results(work: Path, modules: list[str]) -> tuple[dict, list[str]]:
         sorted(survivors) + sorted(others)
 
 
+def mutant_diffs(work: Path, names: list[str]) -> list[str]:
+    """Each mutant's diff against the original function, read from mutmut's
+    mutated sources (``mutmut show`` starts mutmut once per mutant: seconds each)."""
+    import ast
+    import difflib
+
+    functions: dict[str, str] = {}
+    for module in {".".join(name.split(".")[:2]) for name in names}:
+        path = work / "mutants" / (module.replace(".", "/") + ".py")
+        text = path.read_text()
+        lines = text.splitlines()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in node.name:
+                functions[f"{module}.{node.name}"] = "\n".join(lines[node.lineno - 1:node.end_lineno])
+    diffs = []
+    for name in names:
+        original = functions.get(re.sub(r"__mutmut_\d+$", "__mutmut_orig", name), "")
+        mutated = functions.get(name, "")
+        body = difflib.unified_diff(original.replace("__mutmut_orig", "").splitlines(),
+                                    mutated.replace(name.split(".")[-1], name.split(".")[-1].rsplit("__mutmut_", 1)[0])
+                                    .splitlines(), lineterm="", n=2)
+        diffs.append(f"# {name}\n" + "\n".join(list(body)[2:]) + "\n")
+    return diffs
+
+
 def score(counts: Counter) -> dict:
     tested = sum(counts.values()) - counts["skipped"] - counts["not checked"]
     killed = counts["killed"] + counts["timeout"]
@@ -220,11 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         if done is not None and done.returncode != 0:
             print(f"mutation: mutmut ended with status {done.returncode} (in {work})", file=sys.stderr)
         found, survivors = results(work, args.modules)
-        diffs = []
-        for name in survivors:
-            shown = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=work, env=env,
-                                   capture_output=True, text=True).stdout
-            diffs.append(shown.rstrip() + "\n")
+        diffs = mutant_diffs(work, survivors)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

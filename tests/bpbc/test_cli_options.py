@@ -192,3 +192,60 @@ def test_report_paths_fill_the_stem_of_one_reads_file():
         "s1.html", "s1_mqc.json")
     assert bpbc.cli._report_paths("r.html", None, ["a.fq", "b.fq"], True) == ("r.html", None)
     assert bpbc.cli._report_paths(None, "m_mqc.json", ["-"], False) == (None, "m_mqc.json")
+
+
+def test_after_a_closed_pipe_stdout_points_at_dev_null(monkeypatch):
+    """The Python docs' recipe for a closed pipe (``... | head``): stdout's
+    descriptor is pointed at /dev/null, so the interpreter's last flush
+    does not fail again; no descriptor is left open."""
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    stream = open(write_end, "w")
+    try:
+        monkeypatch.setattr(sys, "stdout", stream)
+        open_before = len(os.listdir("/proc/self/fd"))
+        bpbc.cli._silence_stdout()
+        assert len(os.listdir("/proc/self/fd")) == open_before
+        assert os.path.samestat(os.fstat(write_end), os.stat(os.devnull))
+        stream.write("x" * 100_000)
+        stream.flush()  # no BrokenPipeError: /dev/null takes it
+    finally:
+        stream.close()
+
+
+def test_stdout_that_is_no_file_is_left_alone(monkeypatch):
+    import io
+    import sys
+
+    captured = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", captured)
+    bpbc.cli._silence_stdout()  # tests capture stdout: nothing to point anywhere
+    assert sys.stdout is captured and not captured.closed
+
+
+def test_an_internal_error_is_one_line_without_bpbc_debug(capsys, tmp_path, monkeypatch):
+    def fail():
+        raise ValueError("boom\nsecond line")
+
+    monkeypatch.delenv("BPBC_DEBUG", raising=False)  # unset, not empty: no traceback either
+    patch_stage(monkeypatch, "device", fail)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", "-o", tmp_path / "o.paf")
+    assert status == 3
+    assert err == ("bpbc-screen: internal error: ValueError: boom second line; please report it at the bpbc issue "
+                   "tracker with the command line\n")
+
+
+def test_bpbc_debug_shows_the_whole_traceback_of_the_error(capsys, tmp_path, monkeypatch):
+    def fail():
+        raise ValueError("boom")
+
+    monkeypatch.setenv("BPBC_DEBUG", "1")
+    patch_stage(monkeypatch, "device", fail)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", "-o", tmp_path / "o.paf")
+    lines = err.splitlines()
+    assert status == 3 and lines[0] == "Traceback (most recent call last):"
+    assert lines[-2:] == ["ValueError: boom", "bpbc-screen: internal error: ValueError: boom; please report it at "
+                          "the bpbc issue tracker with the command line"]
+    assert any("in fail" in line for line in lines)  # the frames down to the one that raised

@@ -12,6 +12,7 @@ import re
 import sys
 import threading
 import time
+import zlib
 
 import dnaio
 import pytest
@@ -603,6 +604,24 @@ def test_data_after_the_last_stream_that_is_no_stream_is_an_error(tmp_path, monk
                     pass
 
 
+@pytest.mark.parametrize("block_size", [1, 7, 1 << 20])
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_the_first_non_ascii_byte_is_found_by_line(tmp_path, block_size, suffix):
+    """What a non-ASCII error names: the 1-based line and the byte, however
+    the file is read in blocks (the line count carried over blocks)."""
+    find = bpbc.io._find_non_ascii
+    text = b"@r1\nACGT\n+\nIIII\n@r2 \xc3\xa9\nACGT\n+\nIIII\n\xff\n"
+    path = write(tmp_path / f"r.fq{suffix}", COMPRESSORS[suffix](text))
+    assert find(path, block_size) == (5, 0xC3)
+    path = write(tmp_path / f"s.fq{suffix}", COMPRESSORS[suffix](b"\xfe" + text))
+    assert find(path, block_size) == (1, 0xFE)
+    path = write(tmp_path / f"t.fq{suffix}", COMPRESSORS[suffix](text.replace(b"\xc3\xa9", b"e")))
+    assert find(path, block_size) == (9, 0xFF)
+    path = write(tmp_path / f"a.fq{suffix}", COMPRESSORS[suffix](text[:20]))
+    assert find(path, block_size) is None
+    assert find(tmp_path / "missing.fq", block_size) is None  # best effort: no error of its own
+
+
 #: bytes after an xz stream: (name, tail, reads or None where the file is rejected). The verdicts are those
 #: of ``xz -dc`` (5.4): stream padding is null bytes in a multiple of four, then another stream or the end.
 XZ_TAILS = [
@@ -762,10 +781,29 @@ GZIP_DAMAGE = {
     "flipped CRC": lambda packed: packed[:-8] + bytes([packed[-8] ^ 0xFF]) + packed[-7:],
     "flipped size": lambda packed: packed[:-1] + bytes([packed[-1] ^ 0x01]),
     "garbage after the end": lambda packed: packed + b"not gzip\n",
+    # deflate data damaged inside (ISA-L's own error type, IsalError, where ISA-L reads it)
+    "bytes flipped in the middle": lambda packed: (packed[:len(packed) // 2] + bytes(
+        b ^ 0x5A for b in packed[len(packed) // 2:len(packed) // 2 + 16]) + packed[len(packed) // 2 + 16:]),
     # rapidgzip takes 1 to 4 bytes after the last member for part of the file (the fuzz's case 6808 of seed 47)
     "1 byte after the end": lambda packed: packed + b"x",
     "3 bytes after the end": lambda packed: packed + b"\x80\xde\x81",
 }
+
+
+def test_the_decompressors_errors_are_decompression_errors():
+    """An error type of each optional decompressor that xopen may use is
+    among those a reads file's error is translated from (one line, exit 1),
+    once its module is imported (the one that raised was); the standard
+    library's always."""
+    import isal.igzip_lib
+    import isal.isal_zlib
+
+    errors = bpbc.io._decompression_errors()
+    assert errors[:4] == (EOFError, OSError, zlib.error, lzma.LZMAError)
+    assert isal.igzip_lib.IsalError in errors and isal.isal_zlib.error in errors
+    for module, name in (("zlib_ng.zlib_ng", "error"), ("backports.zstd", "ZstdError")):
+        imported = pytest.importorskip(module)
+        assert getattr(imported, name) in bpbc.io._decompression_errors(), module
 
 
 @pytest.mark.parametrize("members", [1, 3])
