@@ -301,11 +301,11 @@ class RawFastqChunk:
                                  lambda index: self.read_id(index) or f"read{index + 1}")
 
     def read_id(self, index: int) -> str:
-        """The record's name up to the first space or tab, as dnaio's ``id``."""
+        """The record's name up to the first space, tab or NUL, as dnaio's ``id``."""
         return self.read_names(np.array([index])).strings()[0]
 
     def read_names(self, rows: np.ndarray) -> Texts:
-        """The names (up to the first space or tab) of ``rows``."""
+        """The names (up to the first space, tab or NUL) of ``rows``."""
         return Texts(*_names(np.frombuffer(self.data, np.uint8), self.rec_start, self.seq_start, rows))
 
     def write(self, output, rows: np.ndarray) -> None:

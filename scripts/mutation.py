@@ -2,6 +2,9 @@
 
     pip install mutmut==3.8.1
     python scripts/mutation.py [--modules bpbc/paf.py ...] [--tests tests/bpbc/test_paf.py ...] [--jobs N]
+    python scripts/mutation.py --scope --keep DIR            (the issue's scope only; DIR kept, a later run goes on)
+    python scripts/mutation.py --keep DIR --recheck 'bpbc.io.*=tests/bpbc/test_io.py' ...
+                                                             (survivors against tests written since the run)
 
 mutmut changes the code one mutant at a time (an operator, a constant, a
 string, a call's argument; bpbc/paf.py, pairs, sinks, thresholds, patterns,
@@ -163,11 +166,15 @@ def results(work: Path, modules: list[str]) -> tuple[dict, list[str]]:
     survivors, others = [], []
     scope: Counter = Counter()
     outside: Counter = Counter()
+    rechecked_path = work / "rechecked.json"
+    rechecked = json.loads(rechecked_path.read_text()) if rechecked_path.exists() else {}
     for module in modules:
         meta = json.loads((work / "mutants" / f"{module}.meta").read_text())
         counts: Counter = Counter()
         for name, code in meta["exit_code_by_key"].items():
             status = STATUS.get(code, "suspicious")
+            if status == "survived" and rechecked.get(name) == 1:
+                status = "killed by a test written after the run (--recheck)"
             counts[status] += 1
             (scope if in_scope(name) else outside)[status] += 1
             if status == "survived":
@@ -202,9 +209,47 @@ def mutant_diffs(work: Path, names: list[str]) -> list[str]:
     return diffs
 
 
+def recheck(work: Path, names: list[str], tests: list[str], jobs: int) -> dict[str, int]:
+    """Run each mutant of ``names`` against ``tests`` (pytest node ids or files, of the checkout as it is now:
+    copied into the work copy, its conftest.py kept; ``PATTERN=TEST,TEST``: those tests for the mutants whose
+    names match the fnmatch PATTERN) in a fresh process, up to ``jobs`` at once; the exit status of each (1:
+    killed, 0: survived, 5: no test for it, -9: ended after 300 s). For survivors of a run, against the tests
+    written since it began (mutmut would collect its statistics over every test again first)."""
+    import fnmatch
+    from concurrent.futures import ThreadPoolExecutor
+
+    def selected(name: str) -> list[str]:
+        chosen = []
+        for test in tests:
+            pattern, _, listed = test.rpartition("=")
+            if not pattern or fnmatch.fnmatch(name, pattern):
+                chosen += [one for one in listed.split(",") if one not in chosen]
+        return chosen
+
+    for path in (ROOT / "tests").rglob("*.py"):
+        if path.name != "conftest.py" or path.parent != ROOT / "tests":
+            target = work / "mutants" / path.relative_to(ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+
+    def run(name: str) -> int:
+        env = dict(os.environ, MUTANT_UNDER_TEST=name)
+        if not selected(name):
+            return 5
+        try:
+            return subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                                   "--rootdir=.", *selected(name)], cwd=work / "mutants", env=env, capture_output=True,
+                                  timeout=300).returncode
+        except subprocess.TimeoutExpired:
+            return -9
+
+    with ThreadPoolExecutor(jobs) as pool:
+        return dict(zip(names, pool.map(run, names)))
+
+
 def score(counts: Counter) -> dict:
     tested = sum(counts.values()) - counts["skipped"] - counts["not checked"]
-    killed = counts["killed"] + counts["timeout"]
+    killed = counts["killed"] + counts["timeout"] + counts["killed by a test written after the run (--recheck)"]
     determined = tested - counts["ended by SIGTERM"] - counts["suspicious"]
     return {**dict(counts), "tested": tested,
             # those ended by SIGTERM counted as survivors
@@ -227,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
                            help="run (again) only the mutants named (fnmatch patterns: 'bpbc.cli.*')")
     arguments.add_argument("--scope", action="store_true", help="run (again) the mutants of the issue's scope "
                            "only: io's readers, read-ahead and rapidgzip stream left out (each hangs to the timeout)")
+    arguments.add_argument("--recheck", nargs="+", default=None, metavar="TEST", help="with --keep, after a run: "
+                           "run each survivor against these tests (of the checkout as it is now); those failing "
+                           "count as killed (rechecked.json in the work directory)")
     args = arguments.parse_args(argv)
     work = args.keep or Path(tempfile.mkdtemp(prefix="bpbc-mutation-"))
     started = time.time()
@@ -241,9 +289,16 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH")])))
         names = (args.mutants or []) + (SCOPE_PATTERNS if args.scope else [])
         done = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs), *names],
-                              cwd=work, env=env, stdout=subprocess.DEVNULL) if not args.report_only else None
+                              cwd=work, env=env, stdout=subprocess.DEVNULL) if not (args.report_only or args.recheck) \
+            else None
         if done is not None and done.returncode != 0:
             print(f"mutation: mutmut ended with status {done.returncode} (in {work})", file=sys.stderr)
+        if args.recheck:
+            _, survivors = results(work, args.modules)
+            done_before = json.loads((work / "rechecked.json").read_text()) if (work / "rechecked.json").exists() else {}
+            codes = recheck(work, [name for name in survivors if in_scope(name) and done_before.get(name) != 1],
+                            args.recheck, args.jobs)
+            (work / "rechecked.json").write_text(json.dumps({**done_before, **codes}, indent=1) + "\n")
         found, survivors = results(work, args.modules)
         diffs = mutant_diffs(work, survivors)
     finally:

@@ -193,3 +193,32 @@ def test_a_byte_from_128_on_is_named_non_ascii():
         with pytest.raises(SequenceError, match=re.escape(message)):
             encode_reads([bytes([65, 67, byte, 71])])
     assert np.all(encode_reads([b"ACGT"])[1] == 4)
+
+
+# --- more found by mutation testing -----------------------------------------------
+
+def test_a_fraction_of_one_is_accepted_and_above_one_refused(capsys, tmp_path):
+    from tests.bpbc.test_cli import PATTERNS, READS
+
+    assert main([str(READS), str(PATTERNS), "--min-score-fraction", "1", "-q", "-o", str(tmp_path / "o.paf")]) == 0
+    assert main([str(READS), str(PATTERNS), "--min-score-fraction", "1.01", "-q"]) == 1
+    assert capsys.readouterr().err == "bpbc-screen: error: --min-score-fraction must be in (0, 1], got 1.01\n"
+
+
+@pytest.mark.parametrize("layout", ["two files", "interleaved"])
+@pytest.mark.parametrize("mate", [0, 1])
+def test_a_bad_byte_in_a_mate_names_that_mates_file(capsys, tmp_path, layout, mate):
+    paths = mate_files(tmp_path, 6)
+    damaged = paths[mate].read_text().splitlines(keepends=True)
+    damaged[4 * 3 + 1] = "AC!" + damaged[4 * 3 + 1][3:]
+    paths[mate].write_text("".join(damaged))
+    if layout == "two files":
+        args, named = [str(paths[0]), "-2", str(paths[1])], paths[mate]
+    else:
+        named = interleave(paths, tmp_path / "i.fq")
+        args = [str(named), "--interleaved"]
+    patterns = tmp_path / "p.fa"
+    patterns.write_text(">p\nACGTACGTACGT\n")
+    assert main([*args[:1], str(patterns), *args[1:], "-t", "10", "-q", "--device", "cpu"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"bpbc-screen: error: {named}: ") and "'!'" in err and err.count("\n") == 1, err
