@@ -836,6 +836,15 @@ def warm_up(workdir: Path) -> None:
 PARALLEL_GZIP_VARIABLE = "BPBC_FUZZ_PARALLEL_GZIP"
 
 
+def _parallel_gzip_if_asked() -> None:
+    """With --parallel-gzip: every gzip input through rapidgzip, however small, on one thread."""
+    if os.environ.get(PARALLEL_GZIP_VARIABLE):
+        import bpbc.io
+
+        bpbc.io.PARALLEL_GZIP_MIN_THREADS = 1
+        bpbc.io.PARALLEL_GZIP_MIN_BYTES = 0
+
+
 def _worker(worker: int, workers: int, start: int, stop: int, seed: int, timeout_s: float, scratch: str,
             findings: str, keep: int, harness: str, twice: int, results, current, stopping=None) -> None:
     """Run cases start, start + workers, ... below stop; report batches of
@@ -851,12 +860,7 @@ def _worker(worker: int, workers: int, start: int, stop: int, seed: int, timeout
     import numba
 
     numba.set_num_threads(1)
-    if os.environ.get(PARALLEL_GZIP_VARIABLE):
-        import bpbc.io
-
-        # every gzip input through rapidgzip, however small, on the one thread
-        bpbc.io.PARALLEL_GZIP_MIN_THREADS = 1
-        bpbc.io.PARALLEL_GZIP_MIN_BYTES = 0
+    _parallel_gzip_if_asked()
     # stop between cases (during a case the command's own SIGTERM handling answers: status 143)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     workdir = Path(scratch) / f"worker{worker}"
@@ -1139,6 +1143,7 @@ def merge(directories: list[Path], out: Path) -> int:
 
 def replay(args) -> int:
     case = case_for(args.seed, args.replay)
+    _parallel_gzip_if_asked()  # as the workers do (before, a replay read every gzip input with ISA-L)
     with tempfile.TemporaryDirectory(prefix="bpbc-fuzz-") as workdir:
         outcome = run_case(case, Path(workdir), args.timeout, args.harness)
     print(outcome.report(case))

@@ -197,7 +197,8 @@ ENCODE_PARALLEL_FROM = 2000
 
 @njit(cache=True, nogil=True)
 def _names(buf, rec_start, seq_start, rows):
-    """Header text up to the first space or tab of each of ``rows``, as (buffer, offsets)."""
+    """Header text up to the first space, tab or NUL of each of ``rows``, as (buffer, offsets): dnaio's ``id``
+    (which ends at a NUL too, as C strings do) on the other routes."""
     offsets = np.zeros(rows.shape[0] + 1, np.int64)
     out = np.empty(0, np.uint8)
     for rep in range(2):  # sizes first, then the text
@@ -205,7 +206,7 @@ def _names(buf, rec_start, seq_start, rows):
         for t in range(rows.shape[0]):
             i = rec_start[rows[t]] + 1
             stop = seq_start[rows[t]] - 1
-            while i < stop and buf[i] != 32 and buf[i] != 9:
+            while i < stop and buf[i] != 32 and buf[i] != 9 and buf[i] != 0:
                 if rep:
                     out[at] = buf[i]
                 at += 1
@@ -300,11 +301,11 @@ class RawFastqChunk:
                                  lambda index: self.read_id(index) or f"read{index + 1}")
 
     def read_id(self, index: int) -> str:
-        """The record's name up to the first space or tab, as dnaio's ``id``."""
+        """The record's name up to the first space, tab or NUL, as dnaio's ``id``."""
         return self.read_names(np.array([index])).strings()[0]
 
     def read_names(self, rows: np.ndarray) -> Texts:
-        """The names (up to the first space or tab) of ``rows``."""
+        """The names (up to the first space, tab or NUL) of ``rows``."""
         return Texts(*_names(np.frombuffer(self.data, np.uint8), self.rec_start, self.seq_start, rows))
 
     def write(self, output, rows: np.ndarray) -> None:

@@ -366,6 +366,17 @@ def screen_command(
     version: Annotated[Optional[bool], typer.Option(
         "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
 ) -> None:
+    # the body is a plain function: mutation testing (scripts/mutation.py) reaches it, as it does no decorated one
+    options = dict(locals())
+    del options["version"]  # handled by its callback
+    _screen(**options)
+
+
+def _screen(reads, patterns, threshold, min_score_fraction, reads2, interleaved, pair_filter, output, matched,
+            unmatched, matched2, unmatched2, action, adapter_kind, min_overlap, trim_strand, min_length, trimmed,
+            trimmed2, json_path, report, multiqc, match, mismatch, gap_open, gap_extend, strand, exact_scores, device,
+            threads, eqx, ends, chunk_size, quiet, reads_from, dask, dask_scheduler_file) -> None:
+    """The command's options checked, the run, its errors as exit statuses."""
     try:
         scoring = Scoring(match, mismatch, gap_open, gap_extend)
     except ValueError as error:
@@ -404,15 +415,18 @@ def screen_command(
             raise InputError("several reads files (or --reads-from) need --dask or --dask-scheduler-file")
         if distributed and (action is not Action.none or trimmed is not None or trimmed2 is not None):
             raise InputError("--action trim or mask runs on one host, not with --dask")
+        if dask is not None and dask_scheduler_file is not None:
+            raise InputError("give --dask or --dask-scheduler-file, not both")
+        if distributed and (reads2 is not None or interleaved or matched2 is not None or unmatched2 is not None):
+            raise InputError("paired reads (--reads2, --interleaved) are not supported with --dask")
         from bpbc.report import RunInfo, report_files  # no plotting library until a report is written
 
         many = reads_from is not None or len(reads_files) > 1
         with report_files(*_report_paths(report, multiqc, reads_files, many)) as report_outputs:
             if distributed:
                 summaries = _screen_on_dask(dask, dask_scheduler_file, reads_files, patterns, settings, quiet,
-                                            reads2=reads2, interleaved=interleaved, output=output, matched=matched,
-                                            unmatched=unmatched, matched2=matched2, unmatched2=unmatched2,
-                                            json_path=json_path, many=many)
+                                            output=output, matched=matched, unmatched=unmatched, json_path=json_path,
+                                            many=many)
             else:
                 summaries = [_screen_here(reads_files[0], patterns, settings, quiet, reads2=reads2,
                                           interleaved=interleaved, output=output, matched=matched,
@@ -505,14 +519,10 @@ def _screen_here(reads, patterns, settings, quiet, output, matched, unmatched, j
                             json_path=json_path, progress=progress, **paired)
 
 
-def _screen_on_dask(address, scheduler_file, reads_files, patterns, settings, quiet, reads2, interleaved, output,
-                    matched, unmatched, matched2, unmatched2, json_path, many):
+def _screen_on_dask(address, scheduler_file, reads_files, patterns, settings, quiet, output, matched, unmatched,
+                    json_path, many):
     """The run on a Dask cluster: one file sharded by chunks, or many files, one task each; the summary of
-    each file."""
-    if address is not None and scheduler_file is not None:
-        raise InputError("give --dask or --dask-scheduler-file, not both")
-    if reads2 is not None or interleaved or matched2 is not None or unmatched2 is not None:
-        raise InputError("paired reads (--reads2, --interleaved) are not supported with --dask")
+    each file (the options are checked already)."""
     from bpbc import distributed as dd
 
     with ExitStack() as stack:

@@ -483,6 +483,10 @@ class OrderedWorker:
 
     def _raise(self) -> None:
         if self._error is not None:
+            # nothing runs after a failure: the calls still queued are skipped (before, the error was let go first,
+            # and the thread could start the next queued call before the ``with`` block set _stop: a stage was called
+            # once more after Ctrl-C, which tests/bpbc/test_cli.py caught under load)
+            self._stop.set()
             error, self._error = self._error, None
             raise error
 

@@ -2,6 +2,9 @@
 
     pip install mutmut==3.8.1
     python scripts/mutation.py [--modules bpbc/paf.py ...] [--tests tests/bpbc/test_paf.py ...] [--jobs N]
+    python scripts/mutation.py --scope --keep DIR            (the issue's scope only; DIR kept, a later run goes on)
+    python scripts/mutation.py --keep DIR --recheck 'bpbc.io.*=tests/bpbc/test_io.py' ...
+                                                             (survivors against tests written since the run)
 
 mutmut changes the code one mutant at a time (an operator, a constant, a
 string, a call's argument; bpbc/paf.py, pairs, sinks, thresholds, patterns,
@@ -12,10 +15,15 @@ functions alone. It works in a copy of the checkout (the tracked files and
 those that git does not ignore) with a setup.cfg of its own, so nothing in
 the checkout changes.
 
+The issue's scope (``in_scope``): every mutant of paf, pairs, sinks,
+thresholds, patterns, alphabet, result and reads; of cli, its option checks
+(the command's body, ``_screen``, and its helpers, not the Dask run or the
+signal machinery); of io, its error paths. ``--scope`` runs just those.
+
 Written to ``--out`` (bench/results): ``mutation_cpu.json`` (mutants,
-killed, survived, the score per module and over the checks named in
-CHECKS: cli's option checks and io's error paths) and
-``mutation_survivors_cpu.txt`` (every survivor with its diff).
+killed, survived, the score per module, over the scope and outside it) and
+``mutation_survivors_cpu.txt`` (every survivor with its diff, the scope's
+first).
 """
 
 from __future__ import annotations
@@ -39,13 +47,35 @@ MODULES = ["bpbc/paf.py", "bpbc/pairs.py", "bpbc/sinks.py", "bpbc/thresholds.py"
 TESTS = ["tests/bpbc/test_paf.py", "tests/bpbc/test_pairs.py", "tests/bpbc/test_sinks.py",
          "tests/bpbc/test_thresholds.py", "tests/bpbc/test_alphabet.py", "tests/bpbc/test_reads.py",
          "tests/bpbc/test_errors.py", "tests/bpbc/test_outputs.py", "tests/bpbc/test_peer_data.py",
-         "tests/bpbc/test_io.py", "tests/bpbc/test_cli.py", "tests/bpbc/test_screening.py"]
-#: the functions of cli's option checks and io's error paths (a mutant's name: module.x_function__mutmut_N, a
-#: method's module.xǁClassǁmethod__mutmut_N)
-CHECKS = re.compile(r"^bpbc\.(cli\.x_(screen_command|_reads_files|_error)_|io\.x.*(_translate|_describe_os_error|"
-                    r"_find_non_ascii|_strict|_where|write_records|_decompression_errors|_format_errors)_)")
-#: mutmut's exit codes; -15: the test process ended by SIGTERM (the CLI's signal tests send it to themselves; a
-#: mutant may break the run before the command's handler is in place), not counted as killed
+         "tests/bpbc/test_io.py", "tests/bpbc/test_cli.py", "tests/bpbc/test_cli_options.py",
+         "tests/bpbc/test_error_paths.py", "tests/bpbc/test_screening.py"]
+#: the mutants in the issue's scope (a mutant's name: module.x_function__mutmut_N, a method's
+#: module.xǁClassǁmethod__mutmut_N): every one of the whole modules, and of cli and io those of the option checks
+#: and error paths: cli's command body (_screen: every option check and the exit status of each error) and its
+#: helpers, but not the Dask run (_screen_on_dask), the signal machinery (_unsafe_to_interrupt) or the console
+#: entry point (run); io's error paths (the others are the readers, the read-ahead and rapidgzip's stream)
+WHOLE_MODULES = ("paf", "pairs", "sinks", "thresholds", "patterns", "alphabet", "result", "reads")
+CHECKS = re.compile(r"^bpbc\.(cli\.x_(?!_screen_on_dask_|_unsafe_to_interrupt_|run_)|io\.x.*(_translate|"
+                    r"_describe_os_error|_find_non_ascii|_strict|_NextXzStream|_where|write_records|"
+                    r"_decompression_errors|_format_errors)_)")
+#: what ``--scope`` runs (mutmut takes fnmatch patterns of mutant names)
+SCOPE_PATTERNS = [f"bpbc.{module}.*" for module in WHOLE_MODULES] + [
+    "bpbc.cli.*", "bpbc.io.x*_translate__mutmut_*", "bpbc.io.x*_describe_os_error__mutmut_*",
+    "bpbc.io.x*_find_non_ascii__mutmut_*", "bpbc.io.x*_strict__mutmut_*", "bpbc.io.x*_NextXzStream*",
+    "bpbc.io.x*_where__mutmut_*", "bpbc.io.x*write_records__mutmut_*", "bpbc.io.x*_decompression_errors__mutmut_*",
+    "bpbc.io.x*_format_errors__mutmut_*"]
+
+
+def in_scope(name: str) -> bool:
+    module = name.split(".")[1]
+    return module in WHOLE_MODULES or bool(CHECKS.match(name))
+
+
+#: mutmut's exit codes. -15: the test process ended by SIGTERM. Under mutmut's default runner (a fork of
+#: its main process, which had run the tests once) that was numba's OpenMP threading layer, which raises SIGTERM
+#: in a forked child of a process that used OpenMP ("Terminating: fork() called from a process already using GNU
+#: OpenMP, this is unsafe."): every mutant whose tests ran a parallel kernel ended so, whatever the mutant. The
+#: fork server (config below) forks from a process that has only collected the tests; -15 counts as undetermined.
 STATUS = {1: "killed", 3: "killed", -15: "ended by SIGTERM", 0: "survived", 5: "no tests", 33: "no tests",
           34: "skipped", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
           None: "not checked"}
@@ -102,6 +132,16 @@ def _no_python_in_another_process(self, args, *more, **options):
 
 
 _subprocess.Popen.__init__ = _no_python_in_another_process
+
+import signal as _signal
+
+
+@_pytest.fixture(autouse=True)
+def _sigint_as_at_a_terminal():
+    # mutmut's fork server ignores SIGINT, and its forks inherit that: each
+    # test starts with Python's default handler, as in a plain pytest run
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    yield
 """
 
 
@@ -112,34 +152,104 @@ def config(modules: list[str], tests: list[str]) -> str:
 
     lines = ["[mutmut]", *listed("source_paths", modules), *listed("pytest_add_cli_args_test_selection", tests),
              *listed("also_copy", ["bpbc/", "tests/", "bench/", "transpose/", "examples/", "docs/", "README.md"]),
-             # the tests that send a signal to their own process end mutmut's forked runner (status -15) whatever
-             # the mutant: left out
-             *listed("pytest_add_cli_args", ["-p", "no:cacheprovider", "-k", "not signal and not sigterm"])]
+             *listed("pytest_add_cli_args", ["-p", "no:cacheprovider"]),
+             # each mutant's tests in a fork of a process that has collected them and run nothing (the default
+             # forks mutmut's main process, after it ran the tests: numba's OpenMP layer then ends the child)
+             "process_isolation = forkserver", "forkserver_warmup = collect"]
     return "\n".join(lines) + "\n"
 
 
 def results(work: Path, modules: list[str]) -> tuple[dict, list[str]]:
-    """Counts per module, per status, and the survivors' names."""
+    """Counts per module, per status, over the issue's scope (:func:`in_scope`) and outside it; the survivors'
+    names (in the scope, then outside it)."""
     by_module: dict[str, Counter] = {}
-    survivors = []
-    checks: Counter = Counter()
+    survivors, others = [], []
+    scope: Counter = Counter()
+    outside: Counter = Counter()
+    rechecked_path = work / "rechecked.json"
+    rechecked = json.loads(rechecked_path.read_text()) if rechecked_path.exists() else {}
     for module in modules:
         meta = json.loads((work / "mutants" / f"{module}.meta").read_text())
         counts: Counter = Counter()
         for name, code in meta["exit_code_by_key"].items():
             status = STATUS.get(code, "suspicious")
+            if status == "survived" and rechecked.get(name) == 1:
+                status = "killed by a test written after the run (--recheck)"
             counts[status] += 1
-            if CHECKS.match(name):
-                checks[status] += 1
+            (scope if in_scope(name) else outside)[status] += 1
             if status == "survived":
-                survivors.append(name)
+                (survivors if in_scope(name) else others).append(name)
         by_module[module] = counts
-    return {"modules": by_module, "checks": checks}, sorted(survivors)
+    return {"modules": by_module, "scope": scope, "outside": outside, "survivors_outside_scope": sorted(others)}, \
+        sorted(survivors) + sorted(others)
+
+
+def mutant_diffs(work: Path, names: list[str]) -> list[str]:
+    """Each mutant's diff against the original function, read from mutmut's
+    mutated sources (``mutmut show`` starts mutmut once per mutant: seconds each)."""
+    import ast
+    import difflib
+
+    functions: dict[str, str] = {}
+    for module in {".".join(name.split(".")[:2]) for name in names}:
+        path = work / "mutants" / (module.replace(".", "/") + ".py")
+        text = path.read_text()
+        lines = text.splitlines()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in node.name:
+                functions[f"{module}.{node.name}"] = "\n".join(lines[node.lineno - 1:node.end_lineno])
+    diffs = []
+    for name in names:
+        original = functions.get(re.sub(r"__mutmut_\d+$", "__mutmut_orig", name), "")
+        mutated = functions.get(name, "")
+        body = difflib.unified_diff(original.replace("__mutmut_orig", "").splitlines(),
+                                    mutated.replace(name.split(".")[-1], name.split(".")[-1].rsplit("__mutmut_", 1)[0])
+                                    .splitlines(), lineterm="", n=2)
+        diffs.append(f"# {name}\n" + "\n".join(list(body)[2:]) + "\n")
+    return diffs
+
+
+def recheck(work: Path, names: list[str], tests: list[str], jobs: int) -> dict[str, int]:
+    """Run each mutant of ``names`` against ``tests`` (pytest node ids or files, of the checkout as it is now:
+    copied into the work copy, its conftest.py kept; ``PATTERN=TEST,TEST``: those tests for the mutants whose
+    names match the fnmatch PATTERN) in a fresh process, up to ``jobs`` at once; the exit status of each (1:
+    killed, 0: survived, 5: no test for it, -9: ended after 300 s). For survivors of a run, against the tests
+    written since it began (mutmut would collect its statistics over every test again first)."""
+    import fnmatch
+    from concurrent.futures import ThreadPoolExecutor
+
+    def selected(name: str) -> list[str]:
+        chosen = []
+        for test in tests:
+            pattern, _, listed = test.rpartition("=")
+            if not pattern or fnmatch.fnmatch(name, pattern):
+                chosen += [one for one in listed.split(",") if one not in chosen]
+        return chosen
+
+    for path in (ROOT / "tests").rglob("*.py"):
+        if path.name != "conftest.py" or path.parent != ROOT / "tests":
+            target = work / "mutants" / path.relative_to(ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+
+    def run(name: str) -> int:
+        env = dict(os.environ, MUTANT_UNDER_TEST=name)
+        if not selected(name):
+            return 5
+        try:
+            return subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                                   "--rootdir=.", *selected(name)], cwd=work / "mutants", env=env, capture_output=True,
+                                  timeout=300).returncode
+        except subprocess.TimeoutExpired:
+            return -9
+
+    with ThreadPoolExecutor(jobs) as pool:
+        return dict(zip(names, pool.map(run, names)))
 
 
 def score(counts: Counter) -> dict:
     tested = sum(counts.values()) - counts["skipped"] - counts["not checked"]
-    killed = counts["killed"] + counts["timeout"]
+    killed = counts["killed"] + counts["timeout"] + counts["killed by a test written after the run (--recheck)"]
     determined = tested - counts["ended by SIGTERM"] - counts["suspicious"]
     return {**dict(counts), "tested": tested,
             # those ended by SIGTERM counted as survivors
@@ -158,6 +268,13 @@ def main(argv: list[str] | None = None) -> int:
                            "directory, removed); an earlier run there goes on with the mutants not checked yet")
     arguments.add_argument("--report-only", action="store_true", help="with --keep: write the results of the "
                            "mutants checked there so far, without running mutmut")
+    arguments.add_argument("--mutants", nargs="+", default=None, metavar="PATTERN",
+                           help="run (again) only the mutants named (fnmatch patterns: 'bpbc.cli.*')")
+    arguments.add_argument("--scope", action="store_true", help="run (again) the mutants of the issue's scope "
+                           "only: io's readers, read-ahead and rapidgzip stream left out (each hangs to the timeout)")
+    arguments.add_argument("--recheck", nargs="+", default=None, metavar="TEST", help="with --keep, after a run: "
+                           "run each survivor against these tests (of the checkout as it is now); those failing "
+                           "count as killed (rechecked.json in the work directory)")
     args = arguments.parse_args(argv)
     work = args.keep or Path(tempfile.mkdtemp(prefix="bpbc-mutation-"))
     started = time.time()
@@ -170,16 +287,20 @@ def main(argv: list[str] | None = None) -> int:
                 conftest.write(_SKIP_SUBPROCESSES)
             (work / "setup.cfg").write_text(config(args.modules, args.tests))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH")])))
-        done = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs)], cwd=work,
-                              env=env, stdout=subprocess.DEVNULL) if not args.report_only else None
+        names = (args.mutants or []) + (SCOPE_PATTERNS if args.scope else [])
+        done = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.jobs), *names],
+                              cwd=work, env=env, stdout=subprocess.DEVNULL) if not (args.report_only or args.recheck) \
+            else None
         if done is not None and done.returncode != 0:
             print(f"mutation: mutmut ended with status {done.returncode} (in {work})", file=sys.stderr)
+        if args.recheck:
+            _, survivors = results(work, args.modules)
+            done_before = json.loads((work / "rechecked.json").read_text()) if (work / "rechecked.json").exists() else {}
+            codes = recheck(work, [name for name in survivors if in_scope(name) and done_before.get(name) != 1],
+                            args.recheck, args.jobs)
+            (work / "rechecked.json").write_text(json.dumps({**done_before, **codes}, indent=1) + "\n")
         found, survivors = results(work, args.modules)
-        diffs = []
-        for name in survivors:
-            shown = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=work, env=env,
-                                   capture_output=True, text=True).stdout
-            diffs.append(shown.rstrip() + "\n")
+        diffs = mutant_diffs(work, survivors)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -192,9 +313,10 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python scripts/mutation.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "mutmut": version("mutmut"), "cpu_cores": os.cpu_count(), "jobs": args.jobs,
         "elapsed_s": round(time.time() - started, 1), "tests": args.tests,
-        "all": score(total), "checks": score(found["checks"]),
+        "scope": score(found["scope"]), "outside_scope": score(found["outside"]), "all": score(total),
         "modules": {module: score(counts) for module, counts in found["modules"].items()},
-        "survivors": survivors,
+        "survivors": [name for name in survivors if in_scope(name)],
+        "survivors_outside_scope": found["survivors_outside_scope"],
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "mutation_cpu.json").write_text(json.dumps(figures, indent=2) + "\n")

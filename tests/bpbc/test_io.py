@@ -12,6 +12,7 @@ import re
 import sys
 import threading
 import time
+import zlib
 
 import dnaio
 import pytest
@@ -603,6 +604,79 @@ def test_data_after_the_last_stream_that_is_no_stream_is_an_error(tmp_path, monk
                     pass
 
 
+@pytest.mark.parametrize("block_size", [1, 7, 1 << 20])
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_the_first_non_ascii_byte_is_found_by_line(tmp_path, block_size, suffix):
+    """What a non-ASCII error names: the 1-based line and the byte, however
+    the file is read in blocks (the line count carried over blocks)."""
+    find = bpbc.io._find_non_ascii
+    text = b"@r1\nACGT\n+\nIIII\n@r2 \xc3\xa9\nACGT\n+\nIIII\n\xff\n"
+    path = write(tmp_path / f"r.fq{suffix}", COMPRESSORS[suffix](text))
+    assert find(path, block_size) == (5, 0xC3)
+    path = write(tmp_path / f"s.fq{suffix}", COMPRESSORS[suffix](b"\xfe" + text))
+    assert find(path, block_size) == (1, 0xFE)
+    path = write(tmp_path / f"t.fq{suffix}", COMPRESSORS[suffix](text.replace(b"\xc3\xa9", b"e")))
+    assert find(path, block_size) == (9, 0xFF)
+    path = write(tmp_path / f"a.fq{suffix}", COMPRESSORS[suffix](text[:20]))
+    assert find(path, block_size) is None
+    assert find(tmp_path / "missing.fq", block_size) is None  # best effort: no error of its own
+
+
+#: bytes after an xz stream: (name, tail, reads or None where the file is rejected). The verdicts are those
+#: of ``xz -dc`` (5.4): stream padding is null bytes in a multiple of four, then another stream or the end.
+XZ_TAILS = [
+    ("padding of 4", b"\0" * 4, 10),
+    ("padding of 128 KiB, beyond a read's block", b"\0" * (1 << 17), 10),
+    ("padding of 8, another stream", b"\0" * 8 + lzma.compress(b"@extra\nACGT\n+\nIIII\n"), 11),
+    ("another stream", lzma.compress(b"@extra\nACGT\n+\nIIII\n"), 11),
+    ("padding of 2", b"\0" * 2, None),
+    ("padding of 846 (the fuzz's case 10486 of seed 47)", b"\0" * 846, None),
+    ("padding of 128 KiB + 2", b"\0" * ((1 << 17) + 2), None),
+    ("padding of 3, another stream", b"\0" * 3 + lzma.compress(b"@extra\nACGT\n+\nIIII\n"), None),
+    ("padding of 4, then no stream", b"\0" * 4 + b"garbage", None),
+    ("a legacy .lzma stream", lzma.compress(b"@extra\nACGT\n+\nIIII\n", format=lzma.FORMAT_ALONE), None),
+]
+
+
+@pytest.mark.parametrize("raw_fastq", [True, False])
+@pytest.mark.parametrize("name, tail, reads", XZ_TAILS, ids=[case[0] for case in XZ_TAILS])
+def test_what_follows_an_xz_stream_is_held_to_what_xz_accepts(tmp_path, monkeypatch, name, tail, reads, raw_fastq):
+    """Found by the fuzz's oracle: Python's xz reader detects the format of
+    what follows a stream afresh and took null bytes for legacy .lzma
+    headers (empty streams), so a file that ``xz -d`` calls corrupt was read
+    without an error. Now what xz accepts is read, every stream, and the
+    rest is one error (fails before the fix for the zero runs and .lzma)."""
+    data = lzma.compress(FASTQ) + tail
+    for stdin in (False, True):
+        if stdin:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+        path = "-" if stdin else write(tmp_path / "r.fq.xz", data)
+
+        def count() -> int:
+            with SequenceSource(path, raw_fastq=raw_fastq) as source:
+                return sum(len(chunk) for chunk in source.chunks(50))
+
+        if reads is not None:
+            assert count() == reads
+            continue
+        with pytest.raises(InputError, match=r"^(.*r\.fq\.xz|<stdin>): (corrupt compressed data|the compressed file "
+                                             r"is truncated): "):
+            count()
+
+
+def test_an_xz_file_with_a_bad_tail_is_one_line_exit_1_and_no_output(tmp_path, capsys):
+    """The fuzz's case: the command says so in one line, exits 1 and leaves no file, as for a corrupt gzip."""
+    from tests.bpbc.test_cli import PATTERNS, every_output, run_cli
+
+    reads = write(tmp_path / "r.fq.xz", lzma.compress(FASTQ) + b"\0" * 846)
+    out = tmp_path / "out"
+    out.mkdir()
+    status, stdout, err = run_cli(capsys, reads, PATTERNS, "-t", "10", "--device", "cpu", *every_output(out))
+    assert (status, stdout) == (1, "")
+    assert re.fullmatch(r"bpbc-screen: error: \S*r\.fq\.xz: the compressed file is truncated: .*\n", err), err
+    assert list(out.iterdir()) == []
+
+
 @pytest.mark.parametrize("suffix", ["", ".gz"])
 def test_parallel_scan_gives_the_records_of_the_serial_one(tmp_path, monkeypatch, suffix):
     """Batches of more than bpbc.fastq_scan.MIN_SPAN bytes are scanned in
@@ -707,7 +781,29 @@ GZIP_DAMAGE = {
     "flipped CRC": lambda packed: packed[:-8] + bytes([packed[-8] ^ 0xFF]) + packed[-7:],
     "flipped size": lambda packed: packed[:-1] + bytes([packed[-1] ^ 0x01]),
     "garbage after the end": lambda packed: packed + b"not gzip\n",
+    # deflate data damaged inside (ISA-L's own error type, IsalError, where ISA-L reads it)
+    "bytes flipped in the middle": lambda packed: (packed[:len(packed) // 2] + bytes(
+        b ^ 0x5A for b in packed[len(packed) // 2:len(packed) // 2 + 16]) + packed[len(packed) // 2 + 16:]),
+    # rapidgzip takes 1 to 4 bytes after the last member for part of the file (the fuzz's case 6808 of seed 47)
+    "1 byte after the end": lambda packed: packed + b"x",
+    "3 bytes after the end": lambda packed: packed + b"\x80\xde\x81",
 }
+
+
+def test_the_decompressors_errors_are_decompression_errors():
+    """An error type of each optional decompressor that xopen may use is
+    among those a reads file's error is translated from (one line, exit 1),
+    once its module is imported (the one that raised was); the standard
+    library's always."""
+    import isal.igzip_lib
+    import isal.isal_zlib
+
+    errors = bpbc.io._decompression_errors()
+    assert errors[:4] == (EOFError, OSError, zlib.error, lzma.LZMAError)
+    assert isal.igzip_lib.IsalError in errors and isal.isal_zlib.error in errors
+    for module, name in (("zlib_ng.zlib_ng", "error"), ("backports.zstd", "ZstdError")):
+        imported = pytest.importorskip(module)
+        assert getattr(imported, name) in bpbc.io._decompression_errors(), module
 
 
 @pytest.mark.parametrize("members", [1, 3])
@@ -728,6 +824,32 @@ def test_damaged_gzip_is_one_line_error(tmp_path, capfd, gzip_reader, members, d
     native = capfd.readouterr().err.splitlines()
     assert all(re.fullmatch(r"Unexpected end of file when getting block at .* on demand", line) for line in native)
     assert not native or (gzip_reader == "rapidgzip" and damage.startswith("truncated by"))
+
+
+EMPTY_GZIP = gzip.compress(b"")
+
+
+@pytest.mark.parametrize("packed", [
+    EMPTY_GZIP[:-8] + b"\x00\x10\x00\x00" + EMPTY_GZIP[-4:],  # a CRC of 0x1000 (the fuzz's case 9155 of seed 47)
+    EMPTY_GZIP[:-4] + b"\x00\x00\x00\xec",  # a length of 0xec000000 (case 3768)
+    EMPTY_GZIP + b"3A",  # two bytes after the end (case 1014)
+], ids=["wrong CRC", "wrong length", "2 bytes after the end"])
+def test_a_damaged_gzip_of_no_data_is_one_line_error(tmp_path, gzip_reader, packed):
+    """Found by the fuzz with rapidgzip forced onto every gzip input: it
+    checks neither the CRC nor the length of a member that holds no data,
+    nor 1-4 bytes after the end, and such a file ran as an empty input."""
+    path = write(tmp_path / "r.fq.gz", packed)
+    with pytest.raises(InputError, match=r"^\S+r\.fq\.gz: (corrupt compressed data|the compressed file is truncated)"):
+        with SequenceSource(path, raw_fastq=True) as source:
+            for _chunk in source.chunks(500):
+                pass
+
+
+@pytest.mark.parametrize("raw_fastq", [False, True])
+def test_gzip_readers_read_a_file_that_ends_in_bgzfs_end_block(tmp_path, gzip_reader, raw_fastq):
+    path = write(tmp_path / "r.fq.gz", _gzip_members(GZIP_RECORDS, 5) + bpbc.io._BGZF_EOF)
+    with SequenceSource(path, raw_fastq=raw_fastq) as source:
+        assert sum(len(chunk) for chunk in source.chunks(500)) == 3000
 
 
 def test_a_record_longer_than_the_read_block_is_scanned_a_few_times(tmp_path, monkeypatch):

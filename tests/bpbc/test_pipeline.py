@@ -27,6 +27,52 @@ def test_inline_worker_calls_at_once_in_the_caller():
         worker.finish()
 
 
+def test_nothing_queued_runs_after_a_worker_call_failed(monkeypatch):
+    """A failed call's error reaches the submitter at its next submit; the
+    calls still queued then are skipped. Before, the error was let go before
+    anything stopped the thread, and a queued call could still start (a stage
+    was called once more after Ctrl-C: test_cli.py's
+    test_ctrl_c_in_any_stage_exits_130_and_leaves_no_files saw it about 1 run
+    in 180 under load). Forced here: the thread is held between taking the
+    queued call and looking at it until the submitter has had the error, and
+    the block ends only once it has looked (planted once, the old ``_raise``
+    that let the error go first: 100 of 100 runs failed)."""
+    import queue
+
+    taken, look, back = threading.Event(), threading.Event(), threading.Event()
+    ran: list = []
+
+    class Held(queue.Queue):  # the worker's queue: holds it after it takes the queued call
+        def get(self, *args, **kwargs):
+            if taken.is_set():
+                back.set()  # the thread is done with the queued call (run or skipped)
+            item = super().get(*args, **kwargs)
+            if isinstance(item, tuple) and item[1] == ("queued",):
+                taken.set()
+                assert look.wait(30)
+            return item
+
+    go = threading.Event()
+
+    def fail(_):
+        assert go.wait(30)
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(queue, "Queue", Held)  # the worker's queue, made as it starts
+        worker = OrderedWorker(depth=2)
+    with worker:
+        worker.submit(fail, "first")
+        worker.submit(ran.append, "queued")
+        go.set()
+        assert taken.wait(30)  # the failed call's error is kept, the queued call taken, not yet looked at
+        with pytest.raises(KeyboardInterrupt):
+            worker.submit(ran.append, "later")
+        look.set()
+        assert back.wait(30)  # before the with block stops the thread
+    assert ran == []
+
+
 def test_one_thread_starts_no_writer_and_no_compression_threads(tmp_path, monkeypatch):
     """With --threads 1 only the reading and the encoding threads start: the
     caller writes, and de/compression runs in the threads that read and write."""

@@ -1,0 +1,251 @@
+"""The command's option checks (bpbc.cli._screen and its helpers), in-process.
+
+Each refused combination: one line on stderr, exit 1, no file left; each
+option given reaches the run, as ``--json`` reports it. scripts/mutation.py
+mutates these checks (issue 43); a mutant that loosens a check or drops an
+option is caught here.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+
+import pytest
+
+import bpbc.cli
+from tests.bpbc.test_cli import PATTERNS, READS, patch_stage, run_cli
+
+#: an address no Dask scheduler answers at: every check below comes before any connection
+NO_SCHEDULER = "tcp://127.0.0.1:9"
+
+
+def _refused(capsys, tmp_path, *args) -> str:
+    """Run ``args`` (outputs under tmp_path/out) and return the one error line; assert exit 1 and no file."""
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    status, stdout, err = run_cli(capsys, *args)
+    assert (status, stdout) == (1, ""), err
+    assert err.count("\n") == 1 and err.startswith("bpbc-screen: error: "), err
+    assert list(out.iterdir()) == []
+    return err[len("bpbc-screen: error: "):-1]
+
+
+REFUSED = {
+    "scoring": (["--match", "0"], "match must be a positive integer, got 0"),
+    "scoring at the top": (["--gap-extend", "100000"], "gap_extend must be at most"),
+    "threshold and fraction": (["-t", "20", "--min-score-fraction", "0.5"],
+                               "give --threshold or --min-score-fraction, not both"),
+    "several files, no dask": (["+READS"], "several reads files (or --reads-from) need --dask or "
+                                            "--dask-scheduler-file"),
+    "reads-from, no dask": (["--reads-from", "+LIST"], "several reads files (or --reads-from) need --dask"),
+    "trim with dask": (["--action", "trim", "--dask", NO_SCHEDULER], "--action trim or mask runs on one host, "
+                                                                       "not with --dask"),
+    "mask with a scheduler file": (["--action", "mask", "--dask-scheduler-file", "+SCHEDULER"],
+                                   "--action trim or mask runs on one host"),
+    "trimmed with dask": (["--trimmed", "+OUT/t.fq", "--dask", NO_SCHEDULER], "--action trim or mask runs on one "
+                                                                               "host"),
+    "trimmed2 with dask": (["--trimmed2", "+OUT/t2.fq", "--dask", NO_SCHEDULER], "--action trim or mask runs on "
+                                                                                  "one host"),
+    "dask and a scheduler file": (["--dask", NO_SCHEDULER, "--dask-scheduler-file", "+SCHEDULER"],
+                                  "give --dask or --dask-scheduler-file, not both"),
+    "reads2 with dask": (["-2", "+READS", "--dask", NO_SCHEDULER],
+                         "paired reads (--reads2, --interleaved) are not supported with --dask"),
+    "interleaved with a scheduler file": (["--interleaved", "--dask-scheduler-file", "+SCHEDULER"],
+                                          "paired reads (--reads2, --interleaved) are not supported with --dask"),
+    "matched2 with dask": (["--matched2", "+OUT/m2.fq", "--dask", NO_SCHEDULER], "paired reads"),
+    "unmatched2 with dask": (["--unmatched2", "+OUT/u2.fq", "--dask", NO_SCHEDULER], "paired reads"),
+    "report stem, several files": (["+READS", "--dask", NO_SCHEDULER, "--report", "+OUT/{stem}.html"],
+                                   "--report is one file for the run: {stem} needs a single reads file"),
+    "multiqc stem, reads-from": (["--reads-from", "+LIST", "--dask", NO_SCHEDULER, "--multiqc",
+                                  "+OUT/{stem}_mqc.json"],
+                                 "--multiqc is one file for the run: {stem} needs a single reads file"),
+    "report stem, stdin": (["--report", "+OUT/{stem}.html"], "--report is one file for the run: {stem} needs a "
+                                                             "single reads file"),
+    "reads-from unreadable": (["--reads-from", "+MISSING", "--dask", NO_SCHEDULER],
+                              "cannot read the list of reads files: No such file or directory"),
+    "reads-from lists none": (["--reads-from", "+COMMENTS", "--dask", NO_SCHEDULER], "lists no reads files"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_refused_options_exit_1_with_one_line_and_no_files(capsys, tmp_path, monkeypatch, case):
+    args, message = REFUSED[case]
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"# reads\n\n{READS}\n")
+    (tmp_path / "comments.txt").write_text("# none\n\n   \n")
+    (tmp_path / "scheduler.json").write_text("{}")
+    places = {"+READS": str(READS), "+LIST": str(listing), "+SCHEDULER": str(tmp_path / "scheduler.json"),
+              "+MISSING": str(tmp_path / "missing.txt"), "+COMMENTS": str(tmp_path / "comments.txt")}
+    args = [places.get(arg, arg.replace("+OUT", str(tmp_path / "out"))) for arg in args]
+    reads = "-" if case.endswith("stdin") else str(READS)
+    if case in ("reads-from lists none", "reads-from unreadable"):
+        reads = "--quiet"  # no READS argument: the listed files only (and a harmless option in its place)
+    if reads == "-":
+        import io
+        import sys
+
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(READS.read_bytes())))
+    # the same refusal with and without outputs named, and whatever comes first on the line
+    for outputs in ([], ["-o", tmp_path / "out" / "o.paf", "--json", tmp_path / "out" / "s.json"]):
+        got = _refused(capsys, tmp_path, reads, *args, PATTERNS, "-t", "20", *outputs)
+        assert message in got, got
+    if case == "reads-from unreadable":
+        assert got == f"{places['+MISSING']}: {message}"
+
+
+def test_the_options_accepted_reach_the_run(capsys, tmp_path):
+    """Every setting that --json reports is the one given (the defaults
+    where none is), and a run with them succeeds."""
+    runs = {
+        "defaults": ([], {"threshold": 40, "min_score_fraction": None, "strands": ["+", "-"],
+                          "scoring": {"match": 2, "mismatch": 3, "gap_open": 5, "gap_extend": 2}}),
+        "given": (["-t", "17", "--match", "3", "--mismatch", "4", "--gap-open", "6", "--gap-extend", "1",
+                   "--strand", "forward", "--threads", "1"],
+                  {"threshold": 17, "min_score_fraction": None, "strands": ["+"],
+                   "scoring": {"match": 3, "mismatch": 4, "gap_open": 6, "gap_extend": 1}}),
+        "fraction": (["--min-score-fraction", "0.75"], {"threshold": None, "min_score_fraction": 0.75}),
+        "trim": (["-t", "20", "--action", "trim", "--trimmed", "TRIMMED"], {"action": "trim", "threshold": 20}),
+        "mask": (["-t", "20", "--action", "mask", "--trimmed", "TRIMMED"], {"action": "mask"}),
+    }
+    for name, (args, expected) in runs.items():
+        out = tmp_path / name
+        out.mkdir()
+        args = [str(out / "t.fq") if arg == "TRIMMED" else arg for arg in args]
+        status, stdout, err = run_cli(capsys, READS, PATTERNS, "--device", "cpu", *args, "--json", out / "s.json",
+                                      "-q")
+        assert (status, err) == (0, ""), (name, err)
+        summary = json.loads((out / "s.json").read_text())
+        assert {key: summary.get(key) for key in expected} == expected, name
+        assert summary["device"] == "cpu" and summary["reads"] == 20
+        if name == "given":
+            assert summary["plan"]["cores"] == 1 and summary["plan"]["source"] == "--threads"
+            assert all(line.split("\t")[4] == "+" for line in stdout.splitlines()) and stdout
+        if name in ("trim", "mask"):
+            assert (out / "t.fq").stat().st_size > 0
+
+
+def test_pair_filter_reaches_the_run(capsys, tmp_path):
+    data = READS.parent
+    for pair_filter in ("any", "both"):
+        status, _, err = run_cli(capsys, data / "reads_1.fq", PATTERNS, "-2", data / "reads_2.fq", "-t", "20",
+                                 "--pair-filter", pair_filter, "--json", tmp_path / f"{pair_filter}.json", "-q",
+                                 "--device", "cpu")
+        assert status == 0, err
+        summary = json.loads((tmp_path / f"{pair_filter}.json").read_text())
+        assert summary["pair_filter"] == pair_filter and summary["paired"] is True
+    anything, both = (json.loads((tmp_path / f"{f}.json").read_text())["pairs_passing"] for f in ("any", "both"))
+    assert anything > both  # the data holds pairs where one mate passes
+
+
+@pytest.mark.parametrize("device, warmed", [("cpu", False), ("auto", True), ("gpu", True)])
+def test_the_gpu_is_warmed_up_beside_the_reading_unless_the_cpu_is_asked_for(capsys, tmp_path, monkeypatch, device,
+                                                                              warmed):
+    import bpbc.gpu_engine
+
+    calls = []
+    monkeypatch.setattr(bpbc.gpu_engine, "warm_up_in_background", lambda: calls.append(1))
+    run_cli(capsys, READS, PATTERNS, "-t", "20", "--device", device, "-q", "-o", tmp_path / "o.paf")
+    assert calls == ([1] if warmed else [])
+
+
+def test_a_failed_write_names_the_file_it_could_not_write(capsys, tmp_path, monkeypatch):
+    def full(*args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "o.paf"))
+
+    patch_stage(monkeypatch, "write", full)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", "-o", tmp_path / "o.paf")
+    assert status == 1
+    assert err == f"bpbc-screen: error: {tmp_path / 'o.paf'}: cannot write the outputs: No space left on device\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_os_error_that_is_no_system_answer_is_an_internal_error(capsys, tmp_path, monkeypatch):
+    def odd(*args):
+        raise OSError("not from the system")  # errno None: a bug, not a full disk
+
+    patch_stage(monkeypatch, "write", odd)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", "-o", tmp_path / "o.paf")
+    assert status == bpbc.cli.EXIT_INTERNAL == 3
+    assert err.startswith("bpbc-screen: internal error: OSError: not from the system; please report it")
+
+
+def test_the_summary_goes_to_stderr_unless_quiet(capsys, tmp_path):
+    status, out, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "-o", tmp_path / "o.paf")
+    assert status == 0 and out == "" and "bpbc-screen: 20 reads screened" in err
+    status, out, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "-o", tmp_path / "p.paf", "-q")
+    assert (status, out, err) == (0, "", "")
+    assert (tmp_path / "o.paf").read_bytes() == (tmp_path / "p.paf").read_bytes() != b""
+
+
+def test_reads_from_lists_files_after_the_arguments(tmp_path):
+    listing = tmp_path / "list.txt"
+    listing.write_text("# a comment\n  b.fq  \n\nc.fq\n#d.fq\n")
+    assert bpbc.cli._reads_files(["a.fq"], "p.fa", str(listing)) == ["a.fq", "b.fq", "c.fq"]
+    assert bpbc.cli._reads_files([], "p.fa", str(listing)) == ["b.fq", "c.fq"]
+    assert bpbc.cli._reads_files(["a.fq", "z.fq"], "p.fa", None) == ["a.fq", "z.fq"]
+
+
+def test_report_paths_fill_the_stem_of_one_reads_file():
+    assert bpbc.cli._report_paths("{stem}.html", "{stem}_mqc.json", ["dir/s1.fq.gz"], False) == (
+        "s1.html", "s1_mqc.json")
+    assert bpbc.cli._report_paths("r.html", None, ["a.fq", "b.fq"], True) == ("r.html", None)
+    assert bpbc.cli._report_paths(None, "m_mqc.json", ["-"], False) == (None, "m_mqc.json")
+
+
+def test_after_a_closed_pipe_stdout_points_at_dev_null(monkeypatch):
+    """The Python docs' recipe for a closed pipe (``... | head``): stdout's
+    descriptor is pointed at /dev/null, so the interpreter's last flush
+    does not fail again; no descriptor is left open."""
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    stream = open(write_end, "w")
+    try:
+        monkeypatch.setattr(sys, "stdout", stream)
+        open_before = len(os.listdir("/proc/self/fd"))
+        bpbc.cli._silence_stdout()
+        assert len(os.listdir("/proc/self/fd")) == open_before
+        assert os.path.samestat(os.fstat(write_end), os.stat(os.devnull))
+        stream.write("x" * 100_000)
+        stream.flush()  # no BrokenPipeError: /dev/null takes it
+    finally:
+        stream.close()
+
+
+def test_stdout_that_is_no_file_is_left_alone(monkeypatch):
+    import io
+    import sys
+
+    captured = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", captured)
+    bpbc.cli._silence_stdout()  # tests capture stdout: nothing to point anywhere
+    assert sys.stdout is captured and not captured.closed
+
+
+def test_an_internal_error_is_one_line_without_bpbc_debug(capsys, tmp_path, monkeypatch):
+    def fail():
+        raise ValueError("boom\nsecond line")
+
+    monkeypatch.delenv("BPBC_DEBUG", raising=False)  # unset, not empty: no traceback either
+    patch_stage(monkeypatch, "device", fail)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", "-o", tmp_path / "o.paf")
+    assert status == 3
+    assert err == ("bpbc-screen: internal error: ValueError: boom second line; please report it at the bpbc issue "
+                   "tracker with the command line\n")
+
+
+def test_bpbc_debug_shows_the_whole_traceback_of_the_error(capsys, tmp_path, monkeypatch):
+    def fail():
+        raise ValueError("boom")
+
+    monkeypatch.setenv("BPBC_DEBUG", "1")
+    patch_stage(monkeypatch, "device", fail)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", "-o", tmp_path / "o.paf")
+    lines = err.splitlines()
+    assert status == 3 and lines[0] == "Traceback (most recent call last):"
+    assert lines[-2:] == ["ValueError: boom", "bpbc-screen: internal error: ValueError: boom; please report it at "
+                          "the bpbc issue tracker with the command line"]
+    assert any("in fail" in line for line in lines)  # the frames down to the one that raised
