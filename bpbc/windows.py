@@ -347,8 +347,9 @@ class WindowedBatch:
 #: 9.4-10 GCUPS on int16 cells (6.5 ns a cell of 32 lanes); 11 planes (no
 #: network) about 6x 10 planes' time
 VECTOR_CELL, TWO_INPUT = 5.4, 6.0
-#: int32 cells: 16 lanes, at about the rate of 32 int16 lanes (4.9 GCUPS against 9.0)
-VECTOR_CELL32 = 2 * VECTOR_CELL
+#: a cell of 16 int32 lanes (blocks of 16 windows): about the time of one of
+#: 32 int16 lanes (4.9 GCUPS against 9.0)
+VECTOR_CELL32 = VECTOR_CELL
 #: the fewest planes of the engine's flags-only pass before the vector pass
 MIN_FLAG_PLANES = 3
 
@@ -481,6 +482,9 @@ def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, oriented: Orien
     vector_window = vector_window or longest
     int16 = scoring.match * min(vector_window, oriented.longest) < 1 << 15 and \
         max(vector_window, oriented.longest) < (1 << 15) - 1
+    if not int16:  # int32 cells, 16 lanes a block
+        vector_window, vector_cost = plan.window_length(lengths, Packing(16, tasks, 1, threads))
+        vector_window = vector_window or longest
     if vector_cost * (VECTOR_CELL if int16 else VECTOR_CELL32) < cost:
         return Choice(vector_window, vector=True)
     if flag_plan is not None:
