@@ -24,8 +24,10 @@ coordinates, and their alignments are those of the whole read:
 
 Window lengths are chosen per batch (:meth:`WindowPlan.window_length`) to fill
 the engine's lanes, and on the CPU the vector score pass may screen the
-windows instead of the engine (:func:`how_to_screen`); the result depends on
-neither. ``--ends N``
+windows instead of the engine, or the engine's flags-only pass at few planes
+runs on windows of its own that overlap far less (:meth:`Oriented.flag_overlap`)
+and the vector pass scores the windows that meet a flagged one
+(:func:`how_to_screen`); the result depends on none of it. ``--ends N``
 screens only each read's first and last N bases: two regions, each aligned as
 if it were the read, windows cut inside them, coordinates in the read.
 """
