@@ -16,9 +16,11 @@ cached beforehand; the peers run on the same reads, their models named:
   lines differ from parasail's scores: a score, or a read passing or not);
 * ``ends``: 2000 reads of 5-10 kb, a third carrying a 24 bp barcode of the
   panel (96 x 24 bp) within 100 bases of an end, T = 36: the whole reads, and
-  ``--ends 150``; sassy (``sassy-rs``: edit distance, k = 3, both strands,
-  as many threads: another model) on the whole reads;
-* ``big`` (only when named): one 1 Mb read x one 100 kb pattern with a hit, T = 1000.
+  ``--ends 150``, each in fresh processes and through a ``bpbc-serve``
+  started for the purpose; sassy (``sassy-rs``: edit distance, k = 3, both
+  strands, as many threads: another model) on the whole reads;
+* ``big`` (only when named): one 1 Mb read x one 100 kb pattern with a hit,
+  T = 1000, and parasail's 32-bit striped SW on it (one thread).
 
 Writes ``long_reads_cpu.csv`` under ``--out`` with the environment header
 (the host's CPU named).
@@ -117,18 +119,21 @@ def inputs(work: Path, case: str) -> tuple[Path, Path, list[str], list[str]]:
     return reads_path, patterns_path, reads, patterns
 
 
-def parasail_scores(reads: list[str], pattern: str, threads: int) -> tuple[list[tuple[int, int]], float]:
-    """Each read's parasail striped saturating SW scores (+ strand, - strand)
-    against ``pattern`` (default scoring), reads over ``threads`` threads,
-    and the seconds."""
+def parasail_scores(reads: list[str], pattern: str, threads: int,
+                    function: str = "sw_striped_profile_sat") -> tuple[list[tuple[int, int]], float]:
+    """Each read's parasail striped SW scores (+ strand, - strand) against
+    ``pattern`` (default scoring; saturating: 8-bit cells, widened where a
+    score saturates), reads over ``threads`` threads, and the seconds."""
     import parasail
 
     matrix = parasail.matrix_create("ACGT", 2, -3)
     strands = [pattern, pattern.translate(COMPLEMENT)[::-1]]
-    profiles = [parasail.profile_create_sat(p, matrix) for p in strands]
+    make = parasail.profile_create_sat if function.endswith("_sat") else parasail.profile_create_32
+    profiles = [make(p, matrix) for p in strands]
+    align = getattr(parasail, function)
 
     def score(read: str) -> tuple[int, int]:
-        return tuple(parasail.sw_striped_profile_sat(profile, read, 7, 2).score for profile in profiles)
+        return tuple(align(profile, read, 7, 2).score for profile in profiles)
 
     started = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
@@ -152,23 +157,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/bpbc-long-reads"), help="inputs and outputs")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each command (all kept; the fastest marked)")
+    parser.add_argument("--no-warm-up", dest="warm_up", action="store_false",
+                        help="no untimed run first (kernels already cached: the big case's run is minutes)")
+    parser.add_argument("--csv", default="long_reads_cpu.csv", help="the file written under --out")
     args = parser.parse_args(argv)
     cores = len(os.sched_getaffinity(0))
     args.work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     rows: list[dict] = []
 
-    def bpbc(case: str, what: str, reads: Path, patterns: Path, threshold: int, *options, cells: float = 0.0):
+    def bpbc(case: str, what: str, reads: Path, patterns: Path, threshold: int, *options, cells: float = 0.0,
+             served: str | None = None):
         command = [sys.executable, "-m", "bpbc", str(reads), str(patterns), "-t", str(threshold), "--device", "cpu",
                    "-q", "-o", str(args.work / f"{case}.paf"), "--json", str(args.work / "summary.json"),
                    *map(str, options)]
-        subprocess.run(command, env=env, cwd=ROOT, check=True, capture_output=True)  # kernels compiled and cached
+        run_env = env if served is None else {**env, "BPBC_SERVER": served}
+        if args.warm_up:  # kernels compiled and cached (and, through a server, loaded in it)
+            subprocess.run(command, env=run_env, cwd=ROOT, check=True, capture_output=True)
         for _ in range(args.repeats):
-            wall, rss, code = timed(command, env, ROOT)
+            wall, rss, code = timed(command, run_env, ROOT)
             summary = json.loads((args.work / "summary.json").read_text())
             run = summary["wall_time_s"]
             row = {"case": case, "what": what, "process_wall_s": round(wall, 3), "run_wall_s": run,
-                   "peak_rss_mb": round(rss * 1000), "exit": code, "reads": summary["reads"],
+                   "peak_rss_mb": round(rss * 1000) if served is None else "", "exit": code, "reads": summary["reads"],
                    "reads_passing": summary["reads_passing"],
                    **{f"stage_{k}_s": v for k, v in summary["stage_seconds"].items()}}
             if cells:
@@ -185,6 +196,40 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{case:6} {what:44} {seconds:7.2f} s", file=sys.stderr, flush=True)
         rows.append(row)
 
+    def median(what: str, key: str) -> float:
+        values = sorted(row[key] for row in rows if row["what"] == what)
+        return values[len(values) // 2]
+
+    def ends_runs(reads_path: Path, patterns_path: Path) -> None:
+        """The panel on whole reads and with --ends 150, in fresh processes
+        and through a bpbc-serve started for it (the process's start, numba's
+        kernels loaded once: what a run of many files pays once); sassy on
+        the whole reads; the ratios of medians."""
+        from bench.startup import start_server
+
+        case, whole, ends = "ends", "bpbc-screen, whole reads", "bpbc-screen --ends 150"
+        bpbc(case, whole, reads_path, patterns_path, 36)
+        bpbc(case, ends, reads_path, patterns_path, 36, "--ends", 150)
+        rows[-1]["ratio_to_whole"] = round(median(whole, "run_wall_s") / median(ends, "run_wall_s"), 1)
+        socket_path = str(args.work / "bpbc-serve.sock")
+        if os.path.exists(socket_path):
+            os.unlink(socket_path)
+        server = start_server(socket_path, "cpu", env)
+        try:
+            bpbc(case, f"{whole}, through bpbc-serve", reads_path, patterns_path, 36, served=socket_path)
+            bpbc(case, f"{ends}, through bpbc-serve", reads_path, patterns_path, 36, "--ends", 150, served=socket_path)
+        finally:
+            server.terminate()
+            server.wait()
+        rows[-1]["ratio_to_whole"] = round(median(f"{whole}, through bpbc-serve", "run_wall_s")
+                                           / median(f"{ends}, through bpbc-serve", "run_wall_s"), 1)
+        for _ in range(args.repeats):
+            wall, rss, code = timed([sys.executable, "-c", SASSY, str(reads_path), str(patterns_path), str(cores)])
+            # sassy's process wall over --ends' median process wall, fresh and through the server
+            peer(case, f"sassy k=3, {cores} threads, whole reads (edit distance)", wall,
+                 peak_rss_mb=round(rss * 1000), ratio_to_peer=round(wall / median(ends, "process_wall_s"), 2),
+                 ratio_to_served=round(wall / median(f"{ends}, through bpbc-serve", "process_wall_s"), 2))
+
     for case in args.cases:
         reads_path, patterns_path, reads, patterns = inputs(args.work, case)
         cells = float(sum(map(len, reads))) * len(patterns[0]) * 2 if case != "ends" else 0.0
@@ -193,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
             if case == "pair":
                 scores, seconds = parasail_scores(reads, patterns[0], 1)
                 peer(case, "parasail sw_striped_profile_sat, 1 thread", seconds, cells, score=max(scores[0]))
+            else:  # scores above int16: parasail's 32-bit striped SW, and bpbc's score checked against it
+                scores, seconds = parasail_scores(reads, patterns[0], 1, "sw_striped_profile_32")
+                found = paf_scores(args.work / f"{case}.paf")
+                expected = {(0, strand): s for strand, s in zip("+-", scores[0]) if s >= 1000}
+                peer(case, "parasail sw_striped_profile_32, 1 thread", seconds, cells, score=max(scores[0]),
+                     wrong=int(found != expected))
         elif case == "batch":
             bpbc(case, f"bpbc-screen, {cores} threads", reads_path, patterns_path, 2000, cells=cells)
             scores, seconds = parasail_scores(reads, patterns[0], cores)
@@ -201,13 +252,12 @@ def main(argv: list[str] | None = None) -> int:
             wrong = len({key[0] for key in set(found.items()) ^ set(expected.items())})
             peer(case, f"parasail sw_striped_profile_sat, {cores} threads", seconds, cells, wrong=wrong,
                  hits=len(expected))
+            # side by side: bpbc's median run over parasail's time, on the same cells with as many threads
+            runs = sorted(row["run_wall_s"] for row in rows if row["case"] == case and "exit" in row)
+            rows[-1]["ratio_to_peer"] = round(seconds / runs[len(runs) // 2], 2)
         else:
-            whole = bpbc(case, "bpbc-screen, whole reads", reads_path, patterns_path, 36)
-            ends = bpbc(case, "bpbc-screen --ends 150", reads_path, patterns_path, 36, "--ends", 150)
-            rows[-1]["ratio_to_whole"] = round(whole["run_wall_s"] / ends["run_wall_s"], 1)
-            wall, rss, code = timed([sys.executable, "-c", SASSY, str(reads_path), str(patterns_path), str(cores)])
-            peer(case, f"sassy k=3, {cores} threads, whole reads (edit distance)", wall, peak_rss_mb=round(rss * 1000))
-    path = write_csv(args.out / "long_reads_cpu.csv", rows, environment(None))
+            ends_runs(reads_path, patterns_path)
+    path = write_csv(args.out / args.csv, rows, environment(None))
     print(f"wrote {path}", file=sys.stderr)
     return 0
 

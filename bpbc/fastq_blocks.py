@@ -100,15 +100,17 @@ def _parse(buf: np.ndarray, lo: int, hi: int, at_line_start: bool, first: bool, 
 
 class BlockChunks:
     """The chunks of plain FASTQ in ``stream`` (after ``head``, the bytes
-    already read from it), parsed by ``workers`` threads. Iterate
+    already read from it), parsed by ``workers`` threads in blocks of at most
+    ``max_block`` bytes (and MAX_BLOCK). Iterate
     :meth:`chunks` once; when it ends, :attr:`leftover` holds what was read
     and not handed out (empty at the end of a plain file), :attr:`error` an
     error of the stream to raise after it. :meth:`close` stops the reading
     thread (also when the iteration was abandoned)."""
 
-    def __init__(self, stream, head, workers: int, bytes_per_record: float):
+    def __init__(self, stream, head, workers: int, bytes_per_record: float, max_block: int | None = None):
         self._stream = stream
         self._head = head
+        self._max_block = MAX_BLOCK if max_block is None else min(MAX_BLOCK, max_block)
         self.bytes_per_record = bytes_per_record  # in the blocks so far: sizes the next
         self._limit = 1  # records a chunk may hold (set by chunks())
         self._target = 1  # records wanted in the next block
@@ -123,7 +125,7 @@ class BlockChunks:
 
     def _block_size(self) -> int:
         size = int(0.97 * self._target * self.bytes_per_record)
-        return min(MAX_BLOCK, max(MIN_BLOCK, size))
+        return min(self._max_block, max(MIN_BLOCK, size))
 
     def _read(self) -> None:
         """The reading thread: blocks read and handed to the parsing threads, in order."""

@@ -661,10 +661,12 @@ class SequenceSource:
 
         return usable_cores() if self._threads is None else self._threads
 
-    def _block_chunks(self, most: Callable[[], int], target: int) -> Iterator:
+    def _block_chunks(self, most: Callable[[], int], target: int, max_bases: int | None) -> Iterator:
         """The raw route's chunks parsed in blocks (:class:`bpbc.fastq_blocks.BlockChunks`)
         as far as it goes; what it read and did not hand out is left pending
-        for the serial route, and a read error to be raised after it."""
+        for the serial route, and a read error to be raised after it. With
+        ``max_bases``, blocks hold at most twice as many bytes (a FASTQ record
+        holds two bytes a base): a chunk about that many bases at most."""
         from bpbc.chunks import scan_fastq
         from bpbc.fastq_blocks import BlockChunks
 
@@ -674,7 +676,8 @@ class SequenceSource:
                                     np.empty_like(starts))
         workers = min(PARSE_BLOCKS_MAX_THREADS, max(2, self._parse_threads() // 8))
         self._blocks = blocks = BlockChunks(self._stream, self._pending, workers,
-                                            stop / found if found else float(len(head)))
+                                            stop / found if found else float(len(head)),
+                                            None if max_bases is None else 2 * max_bases)
         self._pending = b""
         for chunk in blocks.chunks(most, target):
             self.records_read += len(chunk)
@@ -687,10 +690,11 @@ class SequenceSource:
         blocks.close()
         self._blocks = None
 
-    def _raw_chunk(self, size: int, multiple: int):
+    def _raw_chunk(self, size: int, multiple: int, max_bases: int | None = None):
         """Up to ``size`` plain FASTQ records as a RawFastqChunk, or None when
         the raw route ends here (end of input, or a record dnaio must read).
-        Unless the input ends, the count is a multiple of ``multiple``."""
+        Unless the input ends, the count is a multiple of ``multiple``; with
+        ``max_bases``, the chunk ends once its records hold that many bases."""
         from bpbc.chunks import RawFastqChunk, scan_fastq
         from bpbc.engines import limit_numba_threads
         from bpbc.resources import usable_cores
@@ -706,16 +710,26 @@ class SequenceSource:
         pending = self._pending
         # the stream is read straight into one buffer sized for the chunk by
         # the records read so far (grown when too small), scanned as it fills
-        estimate = min(int(1.05 * self._bytes_per_record * size), MAX_CHUNK_ESTIMATE)
+        estimate = min(int(1.05 * self._bytes_per_record * size), MAX_CHUNK_ESTIMATE,
+                       MAX_CHUNK_ESTIMATE if max_bases is None else 2 * max_bases)
         capacity = max(2 * len(pending), estimate + READ_BLOCK)
         buffer = self._buffers.take(capacity)
         buffer[:len(pending)] = np.frombuffer(pending, np.uint8)  # the one copy of what the last chunk read past its end
         filled = len(pending)
-        count = position = 0
+        count = position = bases = 0
         while count < size:
             found, position, irregular = scan(buffer, position, filled, size - count,
                                               rec_start[count:], seq_start[count:], seq_len[count:])
             count += found
+            if max_bases is not None and found:  # the chunk ends with the group that reaches max_bases
+                total = bases + np.cumsum(seq_len[count - found:count])
+                keep = count - found + int(np.searchsorted(total, max_bases)) + 1
+                keep += -keep % multiple
+                if keep <= count:
+                    if keep < count:
+                        count, position, irregular = keep, int(rec_start[keep]), False
+                    break
+                bases = int(total[-1])
             if irregular:
                 if count % multiple:  # dnaio goes on from the records that make up a whole group
                     count -= count % multiple
@@ -761,9 +775,11 @@ class SequenceSource:
         self._last_chunk = chunk
         return chunk
 
-    def chunks(self, size: int | Callable[[], int], ramp: int = 1, multiple: int = 1) -> Iterator:
+    def chunks(self, size: int | Callable[[], int], ramp: int = 1, multiple: int = 1,
+               max_bases: int | None = None) -> Iterator:
         """Yield chunks of at most ``size`` records (see :mod:`bpbc.chunks`),
-        in file order. ``size`` may be a call, asked before each chunk: a run
+        in file order, and with ``max_bases`` ending once they hold that many
+        bases (long reads). ``size`` may be a call, asked before each chunk: a run
         that learns how many devices it has lowers it.
 
         With ``ramp`` k > 1 the first chunk holds size/k records and each next
@@ -783,10 +799,10 @@ class SequenceSource:
             raise ValueError(f"ramp and multiple must be positive, got {ramp} and {multiple}")
         target = max(multiple, most() // ramp // multiple * multiple)
         if self._in_blocks and multiple == 1 and not self.records_read:
-            yield from self._block_chunks(most, target)
+            yield from self._block_chunks(most, target, max_bases)
             target = most()
         while self._reader is None:
-            chunk = self._raw_chunk(target, multiple)
+            chunk = self._raw_chunk(target, multiple, max_bases)
             if chunk is None:
                 if not len(self._pending):
                     return  # the whole input was plain FASTQ
@@ -794,11 +810,14 @@ class SequenceSource:
             yield chunk
             target = min(most(), 2 * target)
         records: list = []
+        bases = 0
         for record in self.records():
             records.append(record)
-            if len(records) == target:
+            bases += len(record.sequence)
+            if len(records) == target or (max_bases is not None and bases >= max_bases
+                                          and len(records) % multiple == 0):
                 yield RecordChunk(records)
-                records = []
+                records, bases = [], 0
                 target = min(most(), 2 * target)
         if records:
             yield RecordChunk(records)

@@ -65,6 +65,9 @@ MIN_AUTO_CHUNK_SIZE = 1_000
 SEVERAL_DEVICES_CHUNK_WORK = 1 << 33
 #: ... and at least this many reads (a chunk's per-launch costs)
 SEVERAL_DEVICES_MIN_CHUNK = 4_096
+#: a chunk of single reads ends once it holds this many bases (long reads:
+#: 100k reads of 10 kb would be 1 Gb, about 2 GB of FASTQ a chunk in flight)
+CHUNK_BASES = 1 << 26
 #: the first chunk is this many times smaller (then doubling): the engine starts sooner
 CHUNK_RAMP = 8
 #: with several devices, the chunks each has under way: one screened, the
@@ -632,7 +635,7 @@ def screen_files(
             return size  # lowered below once the run knows it has several devices
 
         if mates == 1:
-            chunks = source.chunks(chunk_size, ramp=CHUNK_RAMP)
+            chunks = source.chunks(chunk_size, ramp=CHUNK_RAMP, max_bases=CHUNK_BASES)
         elif interleaved:
             chunks = interleaved_pairs(source, chunk_size, CHUNK_RAMP)
         else:

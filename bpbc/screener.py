@@ -26,7 +26,7 @@ from .patterns import PatternTable, strands_of
 from .reads import Reads
 from .result import AlignmentTable
 from .scoring import Scoring, check_threshold, score_planes
-from .windows import WindowedBatch, WindowPlan, fit_check, read_hits, vector_hits, vector_scores
+from .windows import Oriented, WindowedBatch, WindowPlan, fit_check, read_hits, vector_hits, vector_scores
 from .windows import align as align_windows
 from .windows import prepare as prepare_windows
 
@@ -286,13 +286,12 @@ class Screener:
         threads = self.threads or usable_cores()
         if self._preparing is None or self._preparing[0] != threads:  # what every batch's preparation needs
             names, pattern = self.pattern_names, self.table.pattern
-            planes = [score_planes(int(t)) for t in self.table_thresholds]
             check = fit_check(self.table.lengths, self.table_thresholds, self.scoring, threads,
                               lambda k: names[int(pattern[k])])
-            self._preparing = (threads, (min(planes), max(planes)), check)
-        _, planes_range, check = self._preparing
-        return prepare_windows(reads, self.engine, self.dense_windows if dense else self.windows, len(self.table),
-                               threads, planes_range, self.scoring, int(self.table.lengths.max()), check, ReadBatch)
+            self._preparing = (threads, Oriented(self.table.lengths, self.table_thresholds, self.scoring), check)
+        _, oriented, check = self._preparing
+        return prepare_windows(reads, self.engine, self.dense_windows if dense else self.windows, oriented, threads,
+                               check, ReadBatch, dense)
 
     def _batch(self, reads, dense: bool = False) -> ReadBatch | WindowedBatch:
         if isinstance(reads, (ReadBatch, WindowedBatch)):

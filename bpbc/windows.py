@@ -24,8 +24,10 @@ coordinates, and their alignments are those of the whole read:
 
 Window lengths are chosen per batch (:meth:`WindowPlan.window_length`) to fill
 the engine's lanes, and on the CPU the vector score pass may screen the
-windows instead of the engine (:func:`how_to_screen`); the result depends on
-neither. ``--ends N``
+windows instead of the engine, or the engine's flags-only pass at few planes
+runs on windows of its own that overlap far less (:meth:`Oriented.flag_overlap`)
+and the vector pass scores the windows that meet a flagged one
+(:func:`how_to_screen`); the result depends on none of it. ``--ends N``
 screens only each read's first and last N bases: two regions, each aligned as
 if it were the read, windows cut inside them, coordinates in the read.
 """
@@ -112,30 +114,51 @@ class WindowPlan:
         length = np.where(two[read], self.ends, lengths[read])
         return read, start, length
 
-    def window_length(self, lengths: np.ndarray, rounds) -> tuple[int | None, float]:
+    def window_length(self, lengths: np.ndarray, packing: Packing) -> tuple[int | None, float]:
         """(the window length for a batch of reads of ``lengths``, None where
-        no read, no region, is cut; its cost): the one of least cost,
-        ``rounds(windows)`` x the window length, longer than overlap +
-        MIN_STEP and MIN_WINDOW; the longest where costs tie."""
-        length = np.asarray(lengths) if self.ends is None else self.regions(lengths)[2]
+        no read, no region, is cut; its cost): the one of least
+        :meth:`Packing.cost`, longer than overlap + MIN_STEP and MIN_WINDOW,
+        among lengths about 4 % apart and those that just fit the windows
+        into whole blocks of lanes; the longest where costs tie."""
+        length = np.sort(np.asarray(lengths, dtype=np.int64) if self.ends is None else self.regions(lengths)[2])
         longest = int(length.max(initial=0))
         least = max(MIN_WINDOW, self.overlap + 1 + MIN_STEP)
         if longest <= least:
             window = max(longest, 1)
-            return None if self.ends is None else window, rounds(len(length)) * window
-        best_cost, best = 0.0, longest
-        step = MIN_STEP
-        while True:
-            window = max(MIN_WINDOW, self.overlap + 1 + step)
-            if window >= longest:
-                window = longest  # nothing cut
-            cost = rounds(int(_window_counts(length, window, self.overlap).sum())) * window
-            if best_cost == 0.0 or cost <= best_cost:
-                best_cost, best = cost, window
-            if window == longest:
-                break
-            step *= 2
-        return None if best == longest and self.ends is None else best, best_cost
+            return None if self.ends is None else window, self.cost(length, window, packing)
+        candidates = {longest}
+        window = least
+        while window < longest:
+            candidates.add(window)
+            window = max(window + 1, int(window * 1.04))
+        costs = {window: self.cost(length, window, packing) for window in sorted(candidates)}
+        # where a block of lanes is left nearly empty, the least window that fills one block fewer
+        for window in sorted(costs, key=costs.__getitem__)[:3]:
+            blocks = packing.blocks(self.count(length, window))
+            low, high = window, longest
+            if blocks <= 1 or packing.blocks(self.count(length, high)) >= blocks:
+                continue
+            while high - low > 1:  # the least window taking fewer blocks
+                mid = (low + high) // 2
+                if packing.blocks(self.count(length, mid)) < blocks:
+                    high = mid
+                else:
+                    low = mid
+            costs[high] = self.cost(length, high, packing)
+        best = min(costs, key=lambda window: (costs[window], -window))
+        return None if best == longest and self.ends is None else best, costs[best]
+
+    def count(self, length: np.ndarray, window: int) -> int:
+        """The windows of ``window`` bases of regions of ``length`` (sorted)."""
+        cut = int(np.searchsorted(length, window, side="right"))
+        return cut + int(_window_counts(length[cut:], window, self.overlap).sum())
+
+    def cost(self, length: np.ndarray, window: int, packing: Packing) -> float:
+        """The cost of cutting regions of ``length`` (sorted) into windows of ``window`` bases (:meth:`Packing.cost`)."""
+        cut = int(np.searchsorted(length, window, side="right"))  # the regions after it are cut
+        counts = _window_counts(length[cut:], window, self.overlap)
+        lasts = np.sort(length[cut:] - (counts - 1) * (window - self.overlap))
+        return packing.cost(length[:cut], lasts, int(counts.sum()) - len(lasts), window)
 
     def cut(self, lengths: np.ndarray, window: int) -> Windows:
         """The windows of ``window`` bases (the last of a region shorter) of every region."""
@@ -149,6 +172,45 @@ class WindowPlan:
         whole[read[single]] = True
         return Windows(read[region_of], start[region_of] + offset,
                        np.minimum(window, length[region_of] - offset), start[region_of], whole)
+
+
+@dataclass(frozen=True)
+class Packing:
+    """How an engine packs windows into lanes: blocks of ``lanes`` lanes,
+    each window on ``copies`` lanes (one for each oriented pattern, in the
+    vector pass; else 1), lanes sorted by length, each block run ``tasks``
+    times (once for each oriented pattern, in the engine; else 1) on
+    ``threads`` threads."""
+
+    lanes: int
+    copies: int
+    tasks: int
+    threads: int
+
+    def blocks(self, windows: int) -> int:
+        return -(-windows * self.copies // self.lanes)
+
+    def cost(self, whole: np.ndarray, lasts: np.ndarray, full: int, window: int) -> float:
+        """The time of the windows, in cells of a block per pattern base:
+        the blocks' longest lanes over the threads (at least the longest
+        block). ``whole``: the regions not cut, sorted; ``lasts``: the last
+        window of each region cut, sorted; ``full``: how many others (all
+        ``window`` long)."""
+        windows = len(whole) + len(lasts) + full
+        if windows == 0:
+            return 0.0
+        blocks = self.blocks(windows)
+        # the longest lane of each block: the window at its last lane, in the merged order of the lengths
+        at = (np.minimum(np.arange(1, blocks + 1, dtype=np.int64) * self.lanes, windows * self.copies) - 1) \
+            // self.copies
+        placed = np.searchsorted(whole, lasts, side="right") + np.arange(len(lasts))  # where each last lies
+        before = np.searchsorted(placed, at, side="right")  # lasts at or before
+        is_last = (before > 0) & (placed[np.maximum(before - 1, 0)] == at) if len(lasts) else np.zeros(blocks, bool)
+        in_whole = np.minimum(np.maximum(at - before, 0), max(len(whole) - 1, 0))
+        longest = np.where(at >= len(whole) + len(lasts), window,
+                           np.where(is_last, lasts[np.maximum(before - 1, 0)] if len(lasts) else 0,
+                                    whole[in_whole] if len(whole) else 0))
+        return max(float(longest.sum()) * self.tasks / self.threads, float(longest.max()))
 
 
 def _window_counts(length: np.ndarray, window: int, overlap: int) -> np.ndarray:
@@ -241,7 +303,7 @@ class WindowedBatch:
     prepared = None
 
     def __init__(self, source, name_of, windows: Windows, inner, plan: WindowPlan, engine, flag_planes: int = 0,
-                 codes: tuple[np.ndarray, np.ndarray] | None = None):
+                 codes: tuple[np.ndarray, np.ndarray] | None = None, flag_windows: Windows | None = None):
         self.source = source  #: the reads: data, seq_start and lengths
         self.name_of = name_of
         self.lengths = np.asarray(source.lengths, dtype=np.int64)
@@ -254,6 +316,8 @@ class WindowedBatch:
         self.flag_planes = flag_planes
         #: (codes, lengths) of the windows, where the vector pass screens them all
         self.window_codes = codes
+        #: the windows of the flags-only pass (``inner``'s reads), where flag_planes
+        self.flag_windows = flag_windows
         self.plan = plan
         self._codes: np.ndarray | None = None
 
@@ -285,8 +349,9 @@ class WindowedBatch:
 #: 9.4-10 GCUPS on int16 cells (6.5 ns a cell of 32 lanes); 11 planes (no
 #: network) about 6x 10 planes' time
 VECTOR_CELL, TWO_INPUT = 5.4, 6.0
-#: int32 cells: 16 lanes, at about the rate of 32 int16 lanes (4.9 GCUPS against 9.0)
-VECTOR_CELL32 = 2 * VECTOR_CELL
+#: a cell of 16 int32 lanes (blocks of 16 windows): about the time of one of
+#: 32 int16 lanes (4.9 GCUPS against 9.0)
+VECTOR_CELL32 = VECTOR_CELL
 #: the fewest planes of the engine's flags-only pass before the vector pass
 MIN_FLAG_PLANES = 3
 
@@ -299,59 +364,144 @@ def _plane_cost(engine, planes: int, scoring: Scoring) -> float:
     return planes * planes * (1.0 if lut3 else TWO_INPUT)
 
 
+def _lambda(scoring: Scoring) -> float | None:
+    """Karlin-Altschul's lambda of ungapped alignments of random bases (a
+    match 1 in 4): the root of 1/4 e^(l match) + 3/4 e^(-l mismatch) = 1;
+    None where a random column scores 0 or more on average."""
+    import math
+
+    if scoring.match - 3 * scoring.mismatch >= 0:
+        return None
+    low, high = 1e-9, 50.0 / scoring.match
+    for _ in range(200):
+        mid = (low + high) / 2
+        if 0.25 * math.exp(mid * scoring.match) + 0.75 * math.exp(-mid * scoring.mismatch) < 1:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
 def flag_planes(scoring: Scoring, window: int, longest_pattern: int, planes: int) -> int:
     """The planes of the engine's flags-only pass before the vector pass on
     CPU windows (0: none): few enough to be cheap, enough that random
-    sequence seldom reaches 2**p (the best local score of random bases grows
-    with the log of the cells: 37 at most against 10 kb x 5 kb with the
-    default scoring, 29 with 1, 1, 1, 1; three times match x ln(cells)),
-    and below every threshold's bit length (``planes``: the least of them)."""
+    sequence seldom reaches 2**p, and below every threshold's bit length
+    (``planes``: the least of them). The best local score of random bases
+    grows with the log of the cells over lambda (:func:`_lambda`); gaps add
+    to it: 2.2 ln(cells) / lambda is above every one of 64 random windows of
+    1-10 kb against 5 kb measured with the default scoring (at most 36) and
+    with 1, 1, 1, 1 (at most 33); 3 x match x ln(cells) where lambda is none.
+    A flag too many costs a vector pass, never a result."""
     import math
 
-    random_best = 3 * scoring.match * math.log(max(window * longest_pattern, 2))
+    cells = math.log(max(window * longest_pattern, 2))
+    lam = _lambda(scoring)
+    random_best = 3 * scoring.match * cells if lam is None else 2.2 * cells / lam
     p = min(planes - 1, int(random_best).bit_length())
     return p if p >= MIN_FLAG_PLANES else 0
 
 
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
+class Oriented:
+    """What choosing how to screen a batch needs of the run's oriented
+    patterns: their lengths and thresholds, the fewest and most planes
+    those take, and (cached) the overlap of the flags-only pass's windows."""
+
+    def __init__(self, lengths, thresholds, scoring: Scoring):
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.thresholds = np.asarray(thresholds, dtype=np.int64)
+        self.scoring = scoring
+        planes = [score_planes(int(t)) for t in np.unique(self.thresholds)]
+        self.planes = (min(planes), max(planes))
+        self.longest = int(self.lengths.max())
+        self._overlaps: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def flag_overlap(self, planes: int) -> int:
+        """The overlap of the windows of a flags-only pass at ``planes``
+        planes such that every read (or region) holding an alignment that
+        reaches its threshold T has a window flagged (score at least 2**p):
+        the alignment spans R <= L = read_span(m, T) read bases; cut at
+        read bases into c = ceil(R / s) pieces of at most s read bases each
+        (a pattern gap goes with the read base before it), the pieces'
+        column scores add up to its score S >= T, so one of them scores at
+        least S / c; that piece, its leading and trailing gap columns left
+        out (they score below 0), is a local alignment of its own and lies
+        in one window (windows overlapping by s - 1 hold every stretch of s
+        bases). So s = ceil(L / floor(T / 2**p)) gives S / c >= 2**p: the
+        overlap is s - 1, the most over the patterns (2**p at most every T)."""
+        if planes not in self._overlaps:
+            pieces = self.thresholds >> planes
+            if not (pieces >= 1).all():
+                raise ValueError(f"a flags-only pass at {planes} planes is above a threshold")
+            span = read_span(self.lengths, self.thresholds, self.scoring)
+            self._overlaps[planes] = int((-(-span // pieces)).max()) - 1
+        return self._overlaps[planes]
 
 
-def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, tasks: int, threads: int, planes: tuple[int, int],
-                  scoring: Scoring, longest_pattern: int) -> tuple[int | None, bool, int]:
-    """(window length, None where no read is cut; whether the vector score
-    pass screens the windows; the planes of the engine's flags-only pass
-    before it, 0 for none) for a batch of reads of ``lengths``. ``tasks``:
-    oriented patterns; ``planes``: the fewest and the most bit planes their
-    thresholds take. On the CPU, a batch of long reads whose windows would
-    leave the engine's lanes idle, or need a cell without a network, goes to
-    the vector pass (:func:`vector_hits`) where that costs less."""
-    lanes = getattr(engine, "lanes", DEFAULT_LANES)
-    window, cost = plan.window_length(lengths, lambda count: _ceil(_ceil(count, lanes) * tasks, threads))
-    if engine.name != "cpu" or int(lengths.max()) <= MIN_WINDOW:
-        return window, False, 0
+@dataclass(frozen=True)
+class Choice:
+    """How a batch of reads is screened (:func:`how_to_screen`)."""
+
+    window: int | None  #: the windows' length; None: no read is cut, the engine screens the reads
+    vector: bool = False  #: the vector score pass screens the windows
+    flag_planes: int = 0  #: else the engine's flags-only pass at that many planes, the vector pass on what it flags
+    flag_overlap: int = 0  #: the overlap of the flags-only pass's windows
+    flag_window: int = 0  #: their length
+
+
+def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, oriented: Oriented, threads: int,
+                  dense: bool = False) -> Choice:
+    """How to screen a batch of reads of ``lengths`` against the oriented
+    patterns. On the CPU, a batch of long reads whose windows would leave
+    the engine's lanes idle, or need a cell without a network, goes to the
+    vector pass (:func:`vector_hits`) where that costs less; else, but for
+    dense scores, the engine's flags-only pass at few planes runs over
+    windows of its own (:meth:`Oriented.flag_overlap`: they overlap by far
+    less than the plan's) and the vector pass scores the plan's windows that
+    meet a flagged one."""
+    tasks, scoring = len(oriented), oriented.scoring
+    engine_packing = Packing(getattr(engine, "lanes", DEFAULT_LANES), 1, tasks, threads)
+    window, cost = plan.window_length(lengths, engine_packing)
     longest = int(lengths.max())
-    flags = flag_planes(scoring, window or longest, longest_pattern, planes[0])
-    cost *= _plane_cost(engine, flags or planes[1], scoring)
-    vector_window, vector_cost = plan.window_length(lengths, lambda count: _ceil(_ceil(count * tasks, 32), threads))
+    if engine.name != "cpu" or longest <= MIN_WINDOW:
+        return Choice(window)
+    flags = 0 if dense else flag_planes(scoring, min(longest, 4 * MIN_WINDOW), oriented.longest, oriented.planes[0])
+    flag_plan, flag_window = None, 0
+    if flags:
+        flag_plan = WindowPlan(oriented.flag_overlap(flags), plan.ends)
+        flag_window_, cost = flag_plan.window_length(lengths, engine_packing)
+        flag_window = flag_window_ or longest
+        fewer = flag_planes(scoring, flag_window, oriented.longest, oriented.planes[0])
+        if fewer and fewer != flags:  # the random best over the windows chosen
+            flags = fewer
+            flag_plan = WindowPlan(oriented.flag_overlap(flags), plan.ends)
+            flag_window_, cost = flag_plan.window_length(lengths, engine_packing)
+            flag_window = flag_window_ or longest
+    cost *= _plane_cost(engine, flags or oriented.planes[1], scoring)
+    vector_window, vector_cost = plan.window_length(lengths, Packing(32, tasks, 1, threads))
     vector_window = vector_window or longest
-    int16 = scoring.match * min(vector_window, longest_pattern) < 1 << 15 and \
-        max(vector_window, longest_pattern) < (1 << 15) - 1
+    int16 = scoring.match * min(vector_window, oriented.longest) < 1 << 15 and \
+        max(vector_window, oriented.longest) < (1 << 15) - 1
+    if not int16:  # int32 cells, 16 lanes a block
+        vector_window, vector_cost = plan.window_length(lengths, Packing(16, tasks, 1, threads))
+        vector_window = vector_window or longest
     if vector_cost * (VECTOR_CELL if int16 else VECTOR_CELL32) < cost:
-        return vector_window, True, 0
-    if flags:  # windows (whole reads where none is cut): the engine's flags, then the vector pass
-        return window or longest, False, flags
-    return window, False, 0
+        return Choice(vector_window, vector=True)
+    if flag_plan is not None:
+        return Choice(window or longest, flag_planes=flags, flag_overlap=flag_plan.overlap, flag_window=flag_window)
+    return Choice(window)
 
 
-def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, planes: tuple[int, int], scoring: Scoring,
-            longest_pattern: int, check, batches):
+def prepare(reads, engine, plan: WindowPlan, oriented: Oriented, threads: int, check, batches, dense: bool = False):
     """``reads`` (a chunk, :class:`bpbc.Reads`, or str, bytes or records)
     prepared for ``engine``: a ``batches`` (:class:`bpbc.screener.ReadBatch`)
     where no read is cut (as before windows), else a :class:`WindowedBatch`
-    (:func:`how_to_screen` says which), its windows a ``batches`` of their
-    own. ``check(name, length, window)`` raises :class:`PairTooLarge` for a
-    read that cannot fit."""
+    (:func:`how_to_screen` says which), the windows the engine screens (the
+    plan's, or the flags-only pass's) a ``batches`` of their own.
+    ``check(name, length, window)`` raises :class:`PairTooLarge` for a read
+    that cannot fit."""
     from .chunks import RawFastqChunk, RecordChunk
     from .reads import Reads
 
@@ -362,8 +512,8 @@ def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, planes: t
     elif lengths is None:
         reads = Reads.of(reads)
         lengths = reads.lengths
-    window, vector, flags = how_to_screen(lengths, engine, plan, tasks, threads, planes, scoring, longest_pattern) \
-        if len(lengths) else (None, False, 0)
+    choice = how_to_screen(lengths, engine, plan, oriented, threads, dense) if len(lengths) else Choice(None)
+    window = choice.window
     if len(lengths):
         longest = int(np.argmax(lengths))
         check(lambda: _as_buffer(reads)[1](longest), int(lengths[longest]), window or int(lengths[longest]))
@@ -375,19 +525,22 @@ def prepare(reads, engine, plan: WindowPlan, tasks: int, threads: int, planes: t
         return batches.from_reads(reads, engine)
     source, name_of = _as_buffer(reads)
     windows = plan.cut(lengths, window)
-    spans = Spans(source.data, np.asarray(source.seq_start, np.int64)[windows.read] + windows.start, windows.length,
-                  lambda i: name_of(int(windows.read[i])))
+    screened = windows if not choice.flag_planes else \
+        WindowPlan(choice.flag_overlap, plan.ends).cut(lengths, choice.flag_window)
+    spans = Spans(source.data, np.asarray(source.seq_start, np.int64)[screened.read] + screened.start,
+                  screened.length, lambda i: name_of(int(screened.read[i])))
     try:  # the vector pass's windows encoded here too: a byte outside the alphabet is found now
-        inner = spans.encode() if vector else batches.from_chunk(spans, engine)
+        inner = spans.encode() if choice.vector else batches.from_chunk(spans, engine)
     except SequenceError:
         # named and placed as in the read itself
         from .chunks import _encode_sequences
 
         _encode_sequences(source.data, np.asarray(source.seq_start, np.int64), lengths, name_of)
         raise
-    if vector:
+    if choice.vector:
         return WindowedBatch(source, name_of, windows, None, plan, engine, codes=inner)
-    return WindowedBatch(source, name_of, windows, inner, plan, engine, flags)
+    return WindowedBatch(source, name_of, windows, inner, plan, engine, choice.flag_planes,
+                         flag_windows=screened if choice.flag_planes else None)
 
 
 # ---------------------------------------------------------------- memory
@@ -500,6 +653,25 @@ def pair_cells(batch: WindowedBatch, window: np.ndarray, k: np.ndarray, table, s
     return end_cells(codes, lengths, local.astype(np.int64), table, k, scoring)
 
 
+def meeting(windows: Windows, flag_windows: Windows, flagged: np.ndarray, k: np.ndarray) -> tuple[np.ndarray,
+                                                                                               np.ndarray]:
+    """(window, k) of every window of ``windows`` that shares a base with a
+    flagged window of ``flag_windows`` (``flagged[i]`` against oriented
+    pattern ``k[i]``), each pair once, sorted by window then k. Both cuts
+    run along each read in order: starts and ends rise."""
+    key = np.int64(1) << np.int64(40)
+    starts = windows.read * key + windows.start
+    stops = windows.read * key + windows.start + windows.length
+    read = flag_windows.read[flagged]
+    first = np.searchsorted(stops, read * key + flag_windows.start[flagged], side="right")
+    last = np.searchsorted(starts, read * key + flag_windows.start[flagged] + flag_windows.length[flagged])
+    counts = np.maximum(last - first, 0)
+    window = np.repeat(first, counts) + np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    count = int(k.max(initial=0)) + 1
+    pairs = np.unique(window * count + np.repeat(k, counts))
+    return pairs // count, pairs % count
+
+
 def vector_hits(batch: WindowedBatch, table, thresholds: np.ndarray, caps: np.ndarray, scoring: Scoring,
                 flag_planes: int = 0) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     """The windows' hits from the vector score pass: (the columns window,
@@ -508,11 +680,13 @@ def vector_hits(batch: WindowedBatch, table, thresholds: np.ndarray, caps: np.nd
     pattern end, for the traceback). Scores above ``caps`` (per oriented
     pattern) are reported as the cap and capped, as the engine's planes
     would hold them. With ``flag_planes``, only the pairs (window, pattern)
-    the engine flags at that many planes (score >= 2**flag_planes, at most
-    every threshold: the others cannot pass) go through the vector pass;
-    else every pair."""
+    whose window meets a window of the flags-only pass the engine flags at
+    that many planes (score >= 2**flag_planes; :meth:`Oriented.flag_overlap`:
+    every alignment that reaches the threshold lies in a window that meets
+    a flagged one) go through the vector pass; else every pair."""
     if flag_planes:
-        window, k = batch.engine.flagged(batch.inner.prepared, table, scoring, flag_planes)
+        flagged, k = batch.engine.flagged(batch.inner.prepared, table, scoring, flag_planes)
+        window, k = meeting(batch.windows, batch.windows if batch.flag_windows is None else batch.flag_windows, flagged, k)
         found = pair_cells(batch, window, k, table, scoring)
         passing = found[:, 0] >= thresholds[k]
         window, k, found = window[passing], k[passing], found[passing]

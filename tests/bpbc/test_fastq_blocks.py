@@ -30,7 +30,7 @@ THREADS = 8
 def small_blocks(monkeypatch):
     """Blocks of about 300 bytes with 200 bytes of room in front."""
     monkeypatch.setattr(fastq_blocks, "MIN_BLOCK", 300)
-    monkeypatch.setattr(fastq_blocks, "MAX_BLOCK", 300)
+    monkeypatch.setattr(fastq_blocks, "MAX_BLOCK", 300)  # (max_bases lowers it further)
     monkeypatch.setattr(fastq_blocks, "ROOM", 200)
 
 
@@ -224,3 +224,16 @@ def test_the_pipeline_output_is_the_serial_one(tmp_path, small_blocks):
                      output=paf, matched=matched)
         outputs[threads] = (paf.read_bytes(), matched.read_bytes())
     assert outputs[1] == outputs[THREADS] and outputs[1][0].count(b"\n") >= 100
+
+
+def test_chunks_of_long_reads_end_near_max_bases(tmp_path, small_blocks):
+    """With ``max_bases`` the blocks hold at most twice as many bytes: a chunk
+    at most that many bases and the record joined in front."""
+    rng = np.random.default_rng(11)
+    path = tmp_path / "r.fq"
+    path.write_bytes(fastq(rng, 300, longest=60))
+    bases = []
+    with SequenceSource(path, raw_fastq=True, threads=THREADS, in_blocks=True) as source:
+        for chunk in source.chunks(1000, max_bases=100):
+            bases.append(int(chunk.lengths.sum()))
+    assert len(bases) > 10 and max(bases) <= 100 + 60

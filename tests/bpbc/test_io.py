@@ -75,6 +75,29 @@ def test_chunk_size_given_as_a_call_is_asked_before_each_chunk(tmp_path, suffix,
     assert sum(sizes) == 100
 
 
+@pytest.mark.parametrize("suffix, body", [(".fa", b">r%d\n%s\n"), (".fq", b"@r%d\n%s\n+\n%s\n")])
+@pytest.mark.parametrize("multiple", [1, 2])
+def test_chunks_end_once_they_hold_max_bases(tmp_path, suffix, body, multiple):
+    """Long reads: a chunk ends at the record that takes it to max_bases
+    (whole groups of ``multiple``), whatever the count allows; every record
+    once, in order (dnaio's records and the raw route)."""
+    lengths = [(7 * i) % 50 + 1 for i in range(60)]
+    records = []
+    for i, n in enumerate(lengths):
+        sequence = b"ACGT" * (n // 4) + b"A" * (n % 4)
+        records.append(body % ((i, sequence) if suffix == ".fa" else (i, sequence, b"I" * n)))
+    path = write(tmp_path / f"r{suffix}", b"".join(records))
+    with SequenceSource(path, raw_fastq=True) as source:
+        chunks = list(source.chunks(1000, multiple=multiple, max_bases=100))
+    got = [[len(chunk.records[i].sequence) if hasattr(chunk, "records") else int(chunk.lengths[i])
+            for i in range(len(chunk))] for chunk in chunks]
+    assert [n for chunk in got for n in chunk] == lengths
+    for chunk in got[:-1]:
+        assert len(chunk) % multiple == 0
+        assert sum(chunk) >= 100 and sum(chunk[:-multiple]) < 100  # it ended at the group reaching 100
+    assert len(chunks) > 5
+
+
 def test_thread_switch_interval_is_shortened_and_restored():
     import sys
 

@@ -159,6 +159,87 @@ def test_every_window_plan_covers_each_span(monkeypatch):
                         & (cut.region[mine] == s)).any()
 
 
+# --- the flags-only pass's windows ---------------------------------------------
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_flag_overlap_is_the_span_over_the_pieces(scoring):
+    """The flags-only pass's windows overlap by ceil(L / floor(T / 2**p)) - 1:
+    fewer bases than the plan's where the threshold holds several 2**p."""
+    lengths, thresholds = np.array([32, 500, 500]), np.array([64, 300, 900])
+    oriented = windows.Oriented(lengths, thresholds, scoring)
+    span = read_span(lengths, thresholds, scoring)
+    for p in (3, 4, 5, 6):
+        assert oriented.flag_overlap(p) == max(-(-int(s) // (int(t) >> p)) for s, t in zip(span, thresholds)) - 1
+    alone = windows.Oriented(lengths[:1], thresholds[:1], scoring)  # 64 holds one 2**6: the plan's overlap
+    assert alone.flag_overlap(6) == int(span[0]) - 1
+    assert oriented.flag_overlap(3) < int(span.max()) // 4
+    with pytest.raises(ValueError):
+        oriented.flag_overlap(7)  # 2**7 above the threshold 64
+
+
+def test_flag_overlap_keeps_a_piece_one_less_loses_it(monkeypatch):
+    """The flags-only pass's bound at its edge: a perfect copy of 32 bases
+    (T = 64) in windows of overlap + 1 bases, flagged at 2**4: windows
+    overlapping by the flag overlap (7) hold 8 of its bases (16 = 2**4)
+    and flag it, so the vector pass finds the hit; by one base less no
+    window reaches 16 and the screen misses it (so the test can fail)."""
+    rng = np.random.default_rng(23)
+    pattern = random_read(rng, 32)
+    read = "".join("T" if c != "T" else "A" for c in random_read(rng, 30)) + pattern + \
+        "".join("C" if c != "C" else "G" for c in random_read(rng, 30))
+    scoring = Scoring()
+    monkeypatch.setattr(windows, "MIN_WINDOW", 1)
+    monkeypatch.setattr(windows, "VECTOR_CELL", float("inf"))
+    monkeypatch.setattr(windows, "VECTOR_CELL32", float("inf"))
+    monkeypatch.setattr(windows, "flag_planes", lambda *args: 4)
+    monkeypatch.setattr(WindowPlan, "window_length", lambda self, *args: (self.overlap + 1, 1.0))
+    edge = windows.Oriented([32], [64], scoring).flag_overlap(4)
+    assert edge == 7
+
+    def screened(shorter: int):
+        monkeypatch.setattr(windows.Oriented, "flag_overlap", lambda self, p: edge - shorter)
+        screener = bpbc.Screener([pattern], 64, scoring, strand="forward", device="cpu")
+        batch = screener.prepare([read])
+        assert isinstance(batch, windows.WindowedBatch) and batch.flag_planes == 4
+        assert batch.flag_windows is not None and (batch.flag_windows.length == edge - shorter + 1).all()
+        return screener.run(batch)
+
+    kept = screened(0)
+    assert kept.hits.score.tolist() == [64]
+    assert (kept.alignments.to_list()[0].read_start, kept.alignments.to_list()[0].read_end) == (30, 62)
+    assert len(screened(1).hits) == 0
+
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_flags_on_windows_of_their_own_equal_the_whole_read_screen(scoring, whole_reads, monkeypatch):
+    """Long patterns at thresholds many times 2**p: the flags-only pass runs
+    on windows overlapping far less than the plan's, and the hits and
+    alignments are still the whole reads' (and parasail's scores)."""
+    rng = np.random.default_rng(29)
+    patterns = [random_pattern(rng, int(rng.integers(200, 500)), iupac_rate=0.02) for _ in range(2)]
+    reads = long_reads(rng, patterns, 24, 4000)
+    threshold = [int(scoring.match * len(p) * 0.4) for p in patterns]
+    screener = bpbc.Screener(patterns, threshold, scoring, device="cpu", threads=2)
+    monkeypatch.setattr(windows, "MIN_WINDOW", 256)
+    monkeypatch.setattr(windows, "VECTOR_CELL", float("inf"))
+    monkeypatch.setattr(windows, "VECTOR_CELL32", float("inf"))
+    monkeypatch.setattr(windows, "flag_planes", lambda *args: 3)
+    batch = screener.prepare(reads)
+    assert isinstance(batch, windows.WindowedBatch) and batch.flag_planes == 3
+    assert batch.flag_windows is not None and len(batch.flag_windows) > len(reads)
+    assert screener._preparing[1].flag_overlap(3) < batch.plan.overlap // 4
+    cut = screener.run(batch)
+    monkeypatch.setattr(windows, "MIN_FLAG_PLANES", 99)
+    whole = whole_reads(lambda: screener.run(reads))
+    assert len(whole.hits) > 10
+    assert_same_results(whole, cut)
+    for alignment in cut.alignments.to_list()[:12]:
+        pattern = patterns[alignment.pattern_index]
+        strand_pattern = pattern if alignment.strand == "+" else \
+            pattern.translate(str.maketrans("ACGTRYKMSWBDHVN", "TGCAYRMKSWVHDBN"))[::-1]  # every IUPAC code
+        assert alignment.score == parasail_sw(reads[alignment.read_index], strand_pattern, scoring)
+
+
 # --- windows against the whole read ------------------------------------------
 
 @pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
