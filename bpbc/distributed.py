@@ -42,13 +42,14 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from bpbc.engines import limit_numba_threads, set_up_process
-from bpbc.io import STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, display_name, read_patterns
+from bpbc.io import STDIN, AtomicOutput, InputError, SequenceSource, display_name, read_patterns
+from bpbc.outputs import RunFiles
 from bpbc.pipeline import (CHUNK_RAMP, OrderedWorker, ScreenSettings, StageTimes, chunk_paf, chunk_size_for,
                            cyclic_gc_paused, encode_chunk, make_screener, passing_units, prefetched, quick_gil_handoff,
                            screen_files)
 from bpbc.resources import CorePlan, plan_run, usable_cores
 from bpbc.result import Texts
-from bpbc.sinks import FileSink, is_template
+from bpbc.sinks import is_template
 from bpbc.summary import HitColumns, Statistics, Summary, summary_json
 
 #: in output paths: the reads file's name without directory, format and compression suffixes
@@ -383,27 +384,10 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
             plan=plan.as_dict(),
         )
         stages = StageTimes()
-        outputs: list[AtomicOutput] = []
-
-        def create(path, what) -> AtomicOutput:
-            out = stack.enter_context(AtomicOutput(path, what, plan.compress))
-            outputs.append(out)
-            return out
-
-        paf_file = None if paths["output"] in (None, STDIN) else create(paths["output"], "PAF")
-        sinks = {kind: None if paths[kind] is None else FileSink((ReadsOutput(create(paths[kind], f"{kind} reads"),
-                                                                              source),))
-                 for kind in ("matched", "unmatched")}
-        json_file = None if paths["json"] is None else create(paths["json"], "JSON summary")
-        if paf_file is not None:
-            write_paf = paf_file.open_binary().write
-        else:
-            import sys
-
-            stdout = sys.stdout
-
-            def write_paf(text: bytes) -> None:
-                stdout.write(text.decode("ascii"))
+        files = RunFiles(stack, plan.compress)
+        write_paf = files.paf_writer(paths["output"])
+        sinks = {kind: files.reads_sink(kind, (paths[kind],), (source,)) for kind in ("matched", "unmatched")}
+        files.json_summary(paths["json"])
 
         def write(chunk, result: ChunkResult) -> None:
             with stages.timing("write"):
@@ -451,20 +435,13 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
             if window:
                 client.cancel([future for _, future in window])
         writer.finish()
-        if paf_file is None:
-            import sys
-
-            sys.stdout.flush()
         statistics.fill(summary)
         summary.wall_time_s = time.perf_counter() - started
         # the workers' seconds added up (PAF formatting counts as writing, as in the local run)
         summary.stage_seconds = {"read": stages.seconds["read"], "encode": worker_seconds["encode"],
                                  "device": worker_seconds["device"], "traceback": worker_seconds["traceback"],
                                  "write": stages.seconds["write"] + worker_seconds["write"]}
-        if json_file is not None:
-            json_file.open_binary().write(summary_json(summary))
-        for out in outputs:
-            out.commit()
+        files.commit(lambda: summary_json(summary))
     return summary
 
 

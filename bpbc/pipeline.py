@@ -31,15 +31,15 @@ import numpy as np
 from bpbc.compile_watch import watching_compiles
 from bpbc.engines import limit_numba_threads
 from bpbc.errors import InternalError
-from bpbc.io import (STDIN, AtomicOutput, InputError, ReadsOutput, SequenceSource, display_name,
-                     read_patterns)
+from bpbc.io import STDIN, InputError, SequenceSource, display_name, read_patterns
 from bpbc.pairs import interleaved_pairs, two_file_pairs
+from bpbc.outputs import RunFiles
 from bpbc.paf import paf_lines
 from bpbc.patterns import STRANDS, strands_of
 from bpbc.resources import CorePlan, plan_run
 from bpbc.result import Texts
 from bpbc.scoring import Scoring, score_planes
-from bpbc.sinks import NAME_FIELD, DemuxSink, FileSink, best_patterns, is_template
+from bpbc.sinks import NAME_FIELD, DemuxSink, best_patterns, is_template
 from bpbc.summary import Statistics, Summary, summary_json
 from bpbc.thresholds import pattern_thresholds
 
@@ -666,45 +666,14 @@ def screen_files(
             plan=plan.as_dict(),
         )
 
-        outputs: list[AtomicOutput] = []
-        # every output, those the writer makes as it goes too (demultiplexing),
-        # is committed or discarded here, after the threads that write them
-        # have stopped (they are entered below): one discarded while the
-        # writer could still open it was left open
-        output_stack = stack.enter_context(ExitStack())
-
-        def create(path, what) -> AtomicOutput:
-            out = output_stack.enter_context(AtomicOutput(path, what, plan.compress))
-            outputs.append(out)
-            return out
-
-        paf_file = None if output in (None, STDIN) else create(output, "PAF")
+        # committed or discarded after the threads that write them have stopped (entered below)
+        files = RunFiles(stack.enter_context(ExitStack()), plan.compress)
+        write_paf = files.paf_writer(output)
         sources = (source, source if source2 is None else source2)
-
-        def sink(kind: str):
-            """Where the matched (or unmatched) reads go, or None."""
-            given = tuple(path for path in (paths[kind], paths[kind + "2"]) if path is not None)
-            if not given:
-                return None
-            # interleaved input, one file: the pairs go there interleaved
-            tail = (None,) if interleaved and len(given) == 1 else ()
-            if is_template(given[0]):
-                return DemuxSink(given, pattern_ids, sources, create, interleaved_output=bool(tail))
-            return FileSink(tuple(ReadsOutput(create(path, f"{kind} reads"), source_)
-                                  for path, source_ in zip(given, sources)) + tail)
-
-        sinks = {kind: sink(kind) for kind in ("matched", "unmatched", "trimmed")}
+        sinks = {kind: files.reads_sink(kind, (paths[kind], paths[kind + "2"]), sources, pattern_ids, interleaved)
+                 for kind in ("matched", "unmatched", "trimmed")}
         sinks = {kind: given for kind, given in sinks.items() if given is not None}
-        json_file = None if json_path is None else create(json_path, "JSON summary")
-        if paf_file is not None:
-            paf_handle = paf_file.open_binary()
-
-            write_paf = paf_handle.write
-        else:
-            stdout = sys.stdout
-
-            def write_paf(text: bytes) -> None:
-                stdout.write(text.decode("ascii"))
+        files.json_summary(json_path)
 
         pattern_texts = Texts.of(pattern_ids)
 
@@ -771,14 +740,9 @@ def screen_files(
         writer.finish()
         for sink_writer in sink_writers.values():
             sink_writer.finish()
-        if paf_file is None:
-            sys.stdout.flush()
 
         statistics.fill(summary)
         summary.wall_time_s = time.perf_counter() - started
         summary.stage_seconds = dict(stages.seconds, compile=compiles.seconds)
-        if json_file is not None:
-            json_file.open_binary().write(summary_json(summary))
-        for out in outputs:
-            out.commit()
+        files.commit(lambda: summary_json(summary))
     return summary
