@@ -373,3 +373,40 @@ def test_trimmed_pairs_and_their_demultiplexed_files_are_the_oracles(tmp_path, a
     reads2 = [Record(f"t{k}", r.sequence, r.qualities) for k, r in enumerate(generated_reads(9, 60, prefix="t"))]
     check_run(tmp_path, generated_reads(8, 60, prefix="t"), patterns_file(tmp_path / "p.fa"),
               GOLDEN_TRIM.with_(action=action, min_length=12, pair_filter="both"), reads2=reads2, demux=True)
+
+
+def test_run_files_appear_together_and_only_when_committed(tmp_path):
+    """bpbc.outputs.RunFiles: nothing under the final names until commit; the
+    JSON summary asked for and written then; a run that fails leaves none."""
+    from contextlib import ExitStack
+
+    from bpbc.io import SequenceSource
+    from bpbc.outputs import RunFiles
+
+    reads = tmp_path / "r.fq"
+    reads.write_text("@a\nACGT\n+\nIIII\n@b\nTTTT\n+\nIIII\n")
+    names = {"paf": tmp_path / "o.paf", "matched": tmp_path / "m.fq.gz", "json": tmp_path / "s.json"}
+    asked = []
+    with ExitStack() as stack:
+        source = stack.enter_context(SequenceSource(reads, raw_fastq=True))
+        files = RunFiles(stack.enter_context(ExitStack()), compress=0)
+        write_paf = files.paf_writer(names["paf"])
+        sink = files.reads_sink("matched", (names["matched"], None), (source, source))
+        assert files.reads_sink("unmatched", (None, None), (source, source)) is None
+        files.json_summary(names["json"])
+        chunk = next(source.chunks(10))
+        write_paf(b"a\tline\n")
+        sink.write(chunk, [1], None)
+        assert not any(path.exists() for path in names.values())
+        files.commit(lambda: asked.append(1) or b"{}")
+    assert asked == [1] and names["json"].read_bytes() == b"{}"
+    assert names["paf"].read_bytes() == b"a\tline\n"
+    assert gzip.decompress(names["matched"].read_bytes()) == b"@b\nTTTT\n+\nIIII\n"
+    failed = {name: tmp_path / f"failed{path.suffix}" for name, path in names.items()}
+    with pytest.raises(RuntimeError), ExitStack() as stack:
+        files = RunFiles(stack.enter_context(ExitStack()), compress=0)
+        files.paf_writer(failed["paf"])(b"x\n")
+        files.json_summary(failed["json"])
+        raise RuntimeError("the run failed")
+    assert not any(path.exists() for path in failed.values())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.fq.gz", "o.paf", "r.fq", "s.json"]
