@@ -297,8 +297,9 @@ class Screener:
         if isinstance(reads, (ReadBatch, WindowedBatch)):
             if reads.engine is not self.engine:
                 raise ValueError("a ReadBatch is screened by the engine it was prepared for")
-            if dense and isinstance(reads, WindowedBatch) and reads.plan != self.dense_windows:
-                return self.prepare(reads.source, dense)  # cut again for every score
+            if dense and isinstance(reads, WindowedBatch) and (reads.plan != self.dense_windows
+                                                               or reads.flag_windows is not None):
+                return self.prepare(reads.source, dense)  # cut again for every score, the engine on the windows
             return reads
         return self.prepare(reads, dense)
 

@@ -34,6 +34,7 @@ if it were the read, windows cut inside them, coordinates in the read.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -118,7 +119,7 @@ class WindowPlan:
         """(the window length for a batch of reads of ``lengths``, None where
         no read, no region, is cut; its cost): the one of least
         :meth:`Packing.cost`, longer than overlap + MIN_STEP and MIN_WINDOW,
-        among lengths about 4 % apart and those that just fit the windows
+        among lengths about 8 % apart and those that just fit the windows
         into whole blocks of lanes; the longest where costs tie."""
         length = np.sort(np.asarray(lengths, dtype=np.int64) if self.ends is None else self.regions(lengths)[2])
         longest = int(length.max(initial=0))
@@ -130,7 +131,7 @@ class WindowPlan:
         window = least
         while window < longest:
             candidates.add(window)
-            window = max(window + 1, int(window * 1.04))
+            window = max(window + 1, int(window * 1.08))
         costs = {window: self.cost(length, window, packing) for window in sorted(candidates)}
         # where a block of lanes is left nearly empty, the least window that fills one block fewer
         for window in sorted(costs, key=costs.__getitem__)[:3]:
@@ -364,6 +365,7 @@ def _plane_cost(engine, planes: int, scoring: Scoring) -> float:
     return planes * planes * (1.0 if lut3 else TWO_INPUT)
 
 
+@functools.lru_cache(maxsize=64)
 def _lambda(scoring: Scoring) -> float | None:
     """Karlin-Altschul's lambda of ungapped alignments of random bases (a
     match 1 in 4): the root of 1/4 e^(l match) + 3/4 e^(-l mismatch) = 1;
@@ -463,13 +465,14 @@ def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, oriented: Orien
     meet a flagged one."""
     tasks, scoring = len(oriented), oriented.scoring
     engine_packing = Packing(getattr(engine, "lanes", DEFAULT_LANES), 1, tasks, threads)
-    window, cost = plan.window_length(lengths, engine_packing)
     longest = int(lengths.max())
     if engine.name != "cpu" or longest <= MIN_WINDOW:
-        return Choice(window)
+        return Choice(plan.window_length(lengths, engine_packing)[0])
     flags = 0 if dense else flag_planes(scoring, min(longest, 4 * MIN_WINDOW), oriented.longest, oriented.planes[0])
     flag_plan, flag_window = None, 0
-    if flags:
+    if not flags:
+        window, cost = plan.window_length(lengths, engine_packing)
+    else:
         flag_plan = WindowPlan(oriented.flag_overlap(flags), plan.ends)
         flag_window_, cost = flag_plan.window_length(lengths, engine_packing)
         flag_window = flag_window_ or longest
@@ -489,9 +492,13 @@ def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, oriented: Orien
         vector_window = vector_window or longest
     if vector_cost * (VECTOR_CELL if int16 else VECTOR_CELL32) < cost:
         return Choice(vector_window, vector=True)
-    if flag_plan is not None:
-        return Choice(window or longest, flag_planes=flags, flag_overlap=flag_plan.overlap, flag_window=flag_window)
-    return Choice(window)
+    if flag_plan is None:
+        return Choice(window)
+    # the plan's windows: only those that meet a flagged one are screened, by the vector pass; the
+    # flags' own where the overlaps are the same (one cut)
+    window = flag_window if flag_plan.overlap == plan.overlap else \
+        plan.window_length(lengths, Packing(32, tasks, 1, threads))[0] or longest
+    return Choice(window, flag_planes=flags, flag_overlap=flag_plan.overlap, flag_window=flag_window)
 
 
 def prepare(reads, engine, plan: WindowPlan, oriented: Oriented, threads: int, check, batches, dense: bool = False):
@@ -525,8 +532,8 @@ def prepare(reads, engine, plan: WindowPlan, oriented: Oriented, threads: int, c
         return batches.from_reads(reads, engine)
     source, name_of = _as_buffer(reads)
     windows = plan.cut(lengths, window)
-    screened = windows if not choice.flag_planes else \
-        WindowPlan(choice.flag_overlap, plan.ends).cut(lengths, choice.flag_window)
+    same = not choice.flag_planes or (choice.flag_overlap == plan.overlap and choice.flag_window == window)
+    screened = windows if same else WindowPlan(choice.flag_overlap, plan.ends).cut(lengths, choice.flag_window)
     spans = Spans(source.data, np.asarray(source.seq_start, np.int64)[screened.read] + screened.start,
                   screened.length, lambda i: name_of(int(screened.read[i])))
     try:  # the vector pass's windows encoded here too: a byte outside the alphabet is found now

@@ -240,6 +240,29 @@ def test_flags_on_windows_of_their_own_equal_the_whole_read_screen(scoring, whol
         assert alignment.score == parasail_sw(reads[alignment.read_index], strand_pattern, scoring)
 
 
+def test_a_batch_flagged_on_windows_of_its_own_gives_dense_scores_of_the_whole_reads(whole_reads, monkeypatch):
+    """Where a batch's plan is the one for every score, a batch prepared for
+    the flags on windows of their own is still cut again for dense scores,
+    which are those of the whole reads."""
+    rng = np.random.default_rng(31)
+    pattern = random_pattern(rng, 40)
+    reads = long_reads(rng, [pattern], 12, 3000)
+    scoring = Scoring()
+    screener = bpbc.Screener([pattern], scoring.match * 40, scoring, device="cpu", threads=2)
+    screener.windows = screener.dense_windows
+    monkeypatch.setattr(windows, "MIN_WINDOW", 128)
+    monkeypatch.setattr(windows, "VECTOR_CELL", float("inf"))
+    monkeypatch.setattr(windows, "VECTOR_CELL32", float("inf"))
+    monkeypatch.setattr(windows, "flag_planes", lambda *args: 3)
+    batch = screener.prepare(reads)
+    assert isinstance(batch, windows.WindowedBatch) and batch.flag_windows is not None
+    cut = screener.run(batch, dense=True)
+    monkeypatch.setattr(windows, "MIN_FLAG_PLANES", 99)
+    whole = whole_reads(lambda: screener.run(reads, dense=True))
+    assert np.array_equal(cut.scores, whole.scores) and np.array_equal(cut.capped, whole.capped)
+    assert_same_results(whole, cut)
+
+
 # --- windows against the whole read ------------------------------------------
 
 @pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
