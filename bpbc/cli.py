@@ -122,7 +122,14 @@ def _unsafe_to_interrupt(frame) -> bool:
     main thread loaded a kernel, and the next load in another thread waited
     for ever), or it runs Python code that a numba kernel called
     (``_numba_unpickle``: the kernel took the exception for an internal
-    error, SystemError, and the run ended with status 3)."""
+    error, SystemError, and the run ended with status 3), or it is inside
+    the threading module's own locks (``Condition.__enter__`` and the like:
+    an exception raised just after the lock is taken leaves it held; a
+    SIGTERM inside an engine pool's ``submit`` left its idle semaphore's
+    lock held, and the next run in the same process, as in the resident
+    server, waited for ever)."""
+    if frame is not None and frame.f_code.co_filename == threading.__file__:
+        return True
     compiler_lock = sys.modules.get("numba.core.compiler_lock")
     if compiler_lock is not None and compiler_lock.global_compiler_lock.is_locked():
         return True
