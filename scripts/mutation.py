@@ -245,8 +245,21 @@ def recheck(work: Path, names: list[str], tests: list[str], jobs: int) -> dict[s
         except subprocess.TimeoutExpired:
             return -9
 
+    import threading
+
+    codes: dict[str, int] = {}
+    saving = threading.Lock()
+    earlier = json.loads((work / "rechecked.json").read_text()) if (work / "rechecked.json").exists() else {}
+
+    def run_and_save(name: str) -> None:
+        code = run(name)
+        with saving:  # saved as it goes: a recheck stopped early keeps what it did
+            codes[name] = code
+            (work / "rechecked.json").write_text(json.dumps({**earlier, **codes}, indent=1) + "\n")
+
     with ThreadPoolExecutor(jobs) as pool:
-        return dict(zip(names, pool.map(run, names)))
+        list(pool.map(run_and_save, names))
+    return codes
 
 
 def unchecked(work: Path, modules: list[str]) -> list[str]:
