@@ -110,6 +110,9 @@ def _internal_error(error: BaseException) -> int:
     return EXIT_INTERNAL
 
 
+#: where threading's Python code has just taken a lock that a ``with`` block is to release (Semaphore, Event and
+#: Queue take theirs through it): an exception raised there leaves the lock held
+_CONDITION_ENTER = threading.Condition.__enter__.__code__
 #: how soon a signal put off (:func:`_unsafe_to_interrupt`) comes again
 SIGNAL_RETRY_S = 0.001
 
@@ -122,7 +125,15 @@ def _unsafe_to_interrupt(frame) -> bool:
     main thread loaded a kernel, and the next load in another thread waited
     for ever), or it runs Python code that a numba kernel called
     (``_numba_unpickle``: the kernel took the exception for an internal
-    error, SystemError, and the run ended with status 3)."""
+    error, SystemError, and the run ended with status 3), or it is in
+    ``threading.Condition.__enter__`` (an exception raised just after the
+    lock is taken leaves it held: a SIGTERM inside an engine pool's
+    ``submit`` left its idle semaphore's lock held, and the next run in the
+    same process, as in the resident server, waited for ever). Not anywhere
+    in threading's code: the main thread waits there (a queue's get), and a
+    signal put off there each time could be put off for good."""
+    if frame is not None and frame.f_code is _CONDITION_ENTER:
+        return True
     compiler_lock = sys.modules.get("numba.core.compiler_lock")
     if compiler_lock is not None and compiler_lock.global_compiler_lock.is_locked():
         return True

@@ -200,7 +200,16 @@ class _Handoff:
 
     def give(self, item) -> bool:
         """Give one item to the caller and wait until it is taken; False when stopped."""
-        self.items.put(item)  # never blocks: the previous item was taken
+        while True:  # the previous item was taken, or the caller stopped: then nobody takes this one
+            if self.stop.is_set():
+                return False
+            try:
+                # (a put without a timeout waited for ever where the caller had stopped: under 300 interrupted
+                # runs in one process, an encoder thread was left behind by some of them)
+                self.items.put(item, timeout=0.1)
+                break
+            except queue.Full:
+                continue
         while not self.stop.is_set():
             if self.taken.acquire(timeout=0.1):
                 # the caller stopping releases ``taken`` too (see halt)

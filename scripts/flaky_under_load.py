@@ -43,28 +43,46 @@ def main(argv: list[str] | None = None) -> int:
     arguments.add_argument("--busy", type=int, default=2, help="spinning processes beside the run (default 2)")
     arguments.add_argument("-k", dest="keyword", default=None, help="pytest's -k")
     arguments.add_argument("--out", type=Path, required=True, help="the text file to write")
+    arguments.add_argument("--log", type=Path, default=None, help="pytest's output, as it comes (default: OUT.log)")
+    arguments.add_argument("--summarize", nargs=5, default=None, metavar=("LOG", "SECONDS", "LOAD_BEFORE", "LOAD_AFTER",
+                                                                          "DATE"),
+                           help="write OUT from the LOG of a run already made (its seconds, loads and date)")
     args = arguments.parse_args(argv)
-    busy = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(args.busy)]
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--count", str(args.count),
                "-o", "faulthandler_timeout=600", "-rfE", *args.tests] + (["-k", args.keyword] if args.keyword else [])
+    if args.summarize:
+        log, seconds, before, after, date = args.summarize
+        return write_record(args, argv, command, Path(log).read_text(), float(seconds),
+                            tuple(map(float, before.split(","))), tuple(map(float, after.split(","))), 1, date)
+    busy = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(args.busy)]
     load_before = os.getloadavg()
     started = time.time()
+    log = args.log or args.out.with_suffix(".log")
+    log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        with open(log, "w") as handle:  # pytest's output as it comes: a hang shows where it is
+            returncode = subprocess.run(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT).returncode
+        output = log.read_text()
     finally:
         for process in busy:
             process.kill()
             process.wait()
-    seconds = time.time() - started
-    load_after = os.getloadavg()
-    tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    return write_record(args, argv, command, output, time.time() - started, load_before, os.getloadavg(), returncode,
+                        datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def write_record(args, argv, command, output: str, seconds: float, load_before, load_after, returncode: int,
+                 date: str) -> int:
+    # pytest's last line of counts ("8 failed, 7792 passed, 300 deselected in 1269.10s"); warnings may follow it
+    tail = next((line.strip("= ") for line in reversed(output.splitlines())
+                 if re.search(r"\d+ (passed|failed|errors?)\b.* in [\d.]+s", line)), "")
     counts = {kind: int(number) for number, kind in re.findall(r"(\d+) (passed|failed|errors?|skipped|deselected)",
                                                                   tail)}
-    failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    failed = [line for line in output.splitlines() if line.startswith(("FAILED ", "ERROR "))]
     text = "\n".join([
         "command: " + " ".join(["python", "scripts/flaky_under_load.py", *(argv if argv is not None else sys.argv[1:])]),
         "pytest: " + " ".join(["python", *command[1:]]),
-        f"date: {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
+        f"date: {date}",
         f"cpu: {cpu_model()}, {os.cpu_count()} cores; {args.busy} spinning processes beside the run",
         f"load average (1, 5, 15 min) before: {' '.join(f'{x:.2f}' for x in load_before)}; after: "
         f"{' '.join(f'{x:.2f}' for x in load_after)}",
@@ -72,13 +90,13 @@ def main(argv: list[str] | None = None) -> int:
         f"pytest: {tail}",
         f"runs: {sum(counts.get(k, 0) for k in ('passed', 'failed', 'error', 'errors'))}, "
         f"failed: {counts.get('failed', 0)}, errors: {counts.get('error', 0) + counts.get('errors', 0)}, "
-        f"passed: {counts.get('passed', 0)}, status {done.returncode}",
+        f"passed: {counts.get('passed', 0)}" + (f", status {returncode}" if not args.summarize else ""),
         *failed,
     ]) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text, end="", file=sys.stderr)
-    return done.returncode
+    return returncode
 
 
 if __name__ == "__main__":

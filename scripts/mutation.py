@@ -175,6 +175,8 @@ def results(work: Path, modules: list[str]) -> tuple[dict, list[str]]:
             status = STATUS.get(code, "suspicious")
             if status == "survived" and rechecked.get(name) == 1:
                 status = "killed by a test written after the run (--recheck)"
+            elif status == "not checked" and rechecked.get(name) in (0, 1):  # run by --recheck only
+                status = "killed by --recheck's tests" if rechecked[name] == 1 else "survived"
             counts[status] += 1
             (scope if in_scope(name) else outside)[status] += 1
             if status == "survived":
@@ -221,7 +223,7 @@ def recheck(work: Path, names: list[str], tests: list[str], jobs: int) -> dict[s
     def selected(name: str) -> list[str]:
         chosen = []
         for test in tests:
-            pattern, _, listed = test.rpartition("=")
+            pattern, _, listed = test.partition("=") if test.startswith("bpbc.") else ("", "", test)
             if not pattern or fnmatch.fnmatch(name, pattern):
                 chosen += [one for one in listed.split(",") if one not in chosen]
         return chosen
@@ -243,13 +245,34 @@ def recheck(work: Path, names: list[str], tests: list[str], jobs: int) -> dict[s
         except subprocess.TimeoutExpired:
             return -9
 
+    import threading
+
+    codes: dict[str, int] = {}
+    saving = threading.Lock()
+    earlier = json.loads((work / "rechecked.json").read_text()) if (work / "rechecked.json").exists() else {}
+
+    def run_and_save(name: str) -> None:
+        code = run(name)
+        with saving:  # saved as it goes: a recheck stopped early keeps what it did
+            codes[name] = code
+            (work / "rechecked.json").write_text(json.dumps({**earlier, **codes}, indent=1) + "\n")
+
     with ThreadPoolExecutor(jobs) as pool:
-        return dict(zip(names, pool.map(run, names)))
+        list(pool.map(run_and_save, names))
+    return codes
+
+
+def unchecked(work: Path, modules: list[str]) -> list[str]:
+    """The mutants of ``modules`` that mutmut has not run."""
+    return [name for module in modules
+            for name, code in json.loads((work / "mutants" / f"{module}.meta").read_text())["exit_code_by_key"].items()
+            if code is None]
 
 
 def score(counts: Counter) -> dict:
     tested = sum(counts.values()) - counts["skipped"] - counts["not checked"]
-    killed = counts["killed"] + counts["timeout"] + counts["killed by a test written after the run (--recheck)"]
+    killed = (counts["killed"] + counts["timeout"] + counts["killed by a test written after the run (--recheck)"]
+              + counts["killed by --recheck's tests"])
     determined = tested - counts["ended by SIGTERM"] - counts["suspicious"]
     return {**dict(counts), "tested": tested,
             # those ended by SIGTERM counted as survivors
@@ -275,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     arguments.add_argument("--recheck", nargs="+", default=None, metavar="TEST", help="with --keep, after a run: "
                            "run each survivor against these tests (of the checkout as it is now); those failing "
                            "count as killed (rechecked.json in the work directory)")
+    arguments.add_argument("--unchecked", action="store_true", help="with --recheck: the mutants mutmut did not get "
+                           "to as well (where a pattern names tests for them; killed or survived by those alone)")
     args = arguments.parse_args(argv)
     work = args.keep or Path(tempfile.mkdtemp(prefix="bpbc-mutation-"))
     started = time.time()
@@ -295,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mutation: mutmut ended with status {done.returncode} (in {work})", file=sys.stderr)
         if args.recheck:
             _, survivors = results(work, args.modules)
+            if args.unchecked:
+                survivors = survivors + unchecked(work, args.modules)
             done_before = json.loads((work / "rechecked.json").read_text()) if (work / "rechecked.json").exists() else {}
             codes = recheck(work, [name for name in survivors if in_scope(name) and done_before.get(name) != 1],
                             args.recheck, args.jobs)

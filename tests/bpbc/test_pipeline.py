@@ -73,6 +73,24 @@ def test_nothing_queued_runs_after_a_worker_call_failed(monkeypatch):
     assert ran == []
 
 
+def test_a_stopped_handoff_gives_nothing_more_and_does_not_wait():
+    """Once the caller has stopped (halt), a producer's next give returns
+    False at once, even with an item left untaken in the queue (before, its
+    put waited for ever: an encoder thread left behind by some interrupted
+    runs, 22 of them after 300 in one process)."""
+    from bpbc.pipeline import _Handoff
+
+    handoff = _Handoff()
+    handoff.items.put("untaken")
+    handoff.halt()
+    answers: list = []
+    producer = threading.Thread(target=lambda: answers.append(handoff.give("next")), daemon=True)
+    producer.start()
+    producer.join(30)
+    assert not producer.is_alive() and answers == [False]
+    assert handoff.items.get_nowait() == "untaken" and handoff.items.empty()
+
+
 def test_one_thread_starts_no_writer_and_no_compression_threads(tmp_path, monkeypatch):
     """With --threads 1 only the reading and the encoding threads start: the
     caller writes, and de/compression runs in the threads that read and write."""
