@@ -333,6 +333,12 @@ PARALLEL_GZIP_MIN_BYTES = 16 << 20
 #: threads), and the whole file took 1.08 s instead of 1.41 s on 2 cores
 PARALLEL_GZIP_CHUNK = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
+#: a gzip file of several members (not BGZF) up to this size is decompressed a
+#: second time at its end, on one thread, for what rapidgzip leaves unchecked
+#: (_ParallelGzip._check_end). A larger one is not: ISA-L gave 0.26 GB/s a thread
+#: on the 64-core benchmark host (bench/results/host_scaling_x4_h200.txt), about
+#: 50 s for its 4.15 GB file of 32 members, where the whole run takes 14 s
+END_CHECK_MAX_BYTES = 64 << 20
 #: the empty member that ends a BGZF file (the SAM/BAM specification, section 4.1.2)
 _BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 
@@ -416,8 +422,10 @@ class _ParallelGzip(io.RawIOBase):
         whole input). Where the file ends in the footer of one member that
         holds all the data (its length field is ``size``), or in BGZF's end
         block, that is so; otherwise (no data, several members, or bytes
-        after the last) the file is decompressed once more, here on one
-        thread, and its errors raised (gzip's)."""
+        after the last) a file of at most END_CHECK_MAX_BYTES is decompressed
+        once more, here on one thread, and its errors raised (gzip's)."""
+        if self._size > END_CHECK_MAX_BYTES:
+            return  # not checked: decompressing it again on one thread would cost more than the run
         with open(self._path, "rb") as handle:
             handle.seek(max(0, self._size - len(_BGZF_EOF)))
             tail = handle.read()
