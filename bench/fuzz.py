@@ -832,17 +832,27 @@ def warm_up(workdir: Path) -> None:
                           threshold=threshold, chunk_size=chunk_size, outputs=outputs), workdir, None)
 
 
-#: set by --parallel-gzip for the workers (they are fresh processes)
+#: set by --parallel-gzip and --blocks for the workers (they are fresh processes)
 PARALLEL_GZIP_VARIABLE = "BPBC_FUZZ_PARALLEL_GZIP"
+BLOCKS_VARIABLE = "BPBC_FUZZ_BLOCKS"
 
 
 def _parallel_gzip_if_asked() -> None:
-    """With --parallel-gzip: every gzip input through rapidgzip, however small, on one thread."""
-    if os.environ.get(PARALLEL_GZIP_VARIABLE):
-        import bpbc.io
+    """With --parallel-gzip: every gzip input through rapidgzip, however small,
+    on one thread. With --blocks: single reads in plain FASTQ parsed in blocks
+    (bpbc.fastq_blocks) on one thread too, blocks of 512 bytes with 4 KiB of
+    room in front, so that the boundaries fall inside the small inputs."""
+    import bpbc.io
 
+    if os.environ.get(PARALLEL_GZIP_VARIABLE):
         bpbc.io.PARALLEL_GZIP_MIN_THREADS = 1
         bpbc.io.PARALLEL_GZIP_MIN_BYTES = 0
+    if os.environ.get(BLOCKS_VARIABLE):
+        from bpbc import fastq_blocks
+
+        bpbc.io.PARALLEL_PARSE_MIN_THREADS = 1
+        fastq_blocks.MIN_BLOCK = fastq_blocks.MAX_BLOCK = 512
+        fastq_blocks.ROOM = 4096
 
 
 def _worker(worker: int, workers: int, start: int, stop: int, seed: int, timeout_s: float, scratch: str,
@@ -1177,6 +1187,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.fuzz") -> i
                            "ranges) into --out")
     arguments.add_argument("--parallel-gzip", action="store_true",
                            help="decompress every gzip input with rapidgzip (bpbc.io.parallel_gzip), small ones too")
+    arguments.add_argument("--blocks", action="store_true",
+                           help="parse single reads in plain FASTQ in blocks (bpbc.fastq_blocks), 512 bytes each")
     arguments.add_argument("--replay", type=int, default=None, metavar="INDEX", help="run case INDEX and report it")
     arguments.add_argument("--out", type=Path, default=RESULTS_DIR, help="output directory (default bench/results)")
     args = arguments.parse_args(argv)
@@ -1184,6 +1196,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.fuzz") -> i
         return merge(args.merge, args.out)
     if args.parallel_gzip:
         os.environ[PARALLEL_GZIP_VARIABLE] = "1"  # read by the workers
+    if args.blocks:
+        os.environ[BLOCKS_VARIABLE] = "1"
     return replay(args) if args.replay is not None else drive(args)
 
 
