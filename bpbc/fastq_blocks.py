@@ -165,12 +165,11 @@ class BlockChunks:
                     self._blocks.put(error)
                     return
                 if filled < size:
-                    self._blocks.put(None)
                     return
         finally:
             if len(head):  # stopped before the head was all read into blocks
                 self._blocks.put((head, len(head), None))
-            self._blocks.put(None)  # a second end marker is harmless: the reader stops at the first
+            self._blocks.put(None)  # the end (after an error, never read)
 
     def _next_block(self):
         while True:

@@ -665,6 +665,7 @@ class SequenceSource:
             yield record
 
     def _parse_threads(self) -> int:
+        """Threads the raw route reads with (the parallel scan, the parsing in blocks)."""
         from bpbc.resources import usable_cores
 
         return usable_cores() if self._threads is None else self._threads
@@ -705,10 +706,9 @@ class SequenceSource:
         ``max_bases``, the chunk ends once its records hold that many bases."""
         from bpbc.chunks import RawFastqChunk, scan_fastq
         from bpbc.engines import limit_numba_threads
-        from bpbc.resources import usable_cores
 
         scan: Any = scan_fastq
-        if (usable_cores() if self._threads is None else self._threads) >= PARALLEL_SCAN_MIN_THREADS:
+        if self._parse_threads() >= PARALLEL_SCAN_MIN_THREADS:
             from bpbc.fastq_scan import scan_fastq_parallel as scan
 
             limit_numba_threads(self._threads)  # numba's thread count is the calling thread's setting
