@@ -391,7 +391,7 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
 
         def write(chunk, result: ChunkResult) -> None:
             with stages.timing("write"):
-                if result.paf:
+                if result.paf and write_paf is not None:
                     write_paf(result.paf)
                 for kind, rows in (("matched", result.passing), ("unmatched", ~result.passing)):
                     sink = sinks[kind]

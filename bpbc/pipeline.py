@@ -688,7 +688,7 @@ def screen_files(
 
         def write(chunk, batch_lengths, alignments, passing, best, edited) -> None:
             with stages.timing("write"):
-                if len(alignments):
+                if len(alignments) and write_paf is not None:
                     write_paf(chunk_paf(chunk, batch_lengths, alignments, pattern_texts, pattern_lengths))
                 written, kept, edit, screened = chunk, np.ones(len(passing), bool), None, passing
                 if edited is not None:

@@ -1,9 +1,9 @@
 """The command's stages in this process under variants of the host settings:
 ``python -m bench.probes.host_variants READS PATTERNS [--device gpu] [--repeats 2]``.
 
-Each variant sets module constants of :mod:`bpbc.io` (rapidgzip's chunk
-size, rapidgzip read in the parsing thread instead of a thread ahead of it,
-compression threads an output) and screens READS to PAF, matched and unmatched ``.gz`` outputs through
+Each variant sets module constants of bpbc (the rapidgzip pipe read in the
+parsing thread instead of a thread ahead of it, compression threads an
+output, one ISA-L thread instead of rapidgzip) and screens READS to PAF, matched and unmatched ``.gz`` outputs through
 :func:`bpbc.pipeline.screen_files`, variants alternating; prints the wall time
 and stage seconds of each run (no process start: the stages alone). Asks
 which settings keep the decompressor busy on a many-core host.
@@ -17,16 +17,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import bpbc.gzip_reader
 import bpbc.io
+import bpbc.resources
 from bpbc.engines import set_up_process
 from bpbc.pipeline import ScreenSettings, screen_files
 
 VARIANTS = {
     "as is": {},
-    "rapidgzip 4 MiB chunks": {"PARALLEL_GZIP_CHUNK": 4 << 20},
-    "rapidgzip read in place": {"_READ_IN_PLACE": (bpbc.io._ParallelGzip, io.FileIO)},
-    "4 compression threads": {"COMPRESSION_THREADS": 4},
-    "isal, one thread": {"PARALLEL_GZIP_MIN_THREADS": 1 << 20},
+    "rapidgzip read in place": {(bpbc.io, "_READ_IN_PLACE"): (bpbc.gzip_reader.GzipPipe, io.FileIO)},
+    "4 compression threads": {(bpbc.resources, "COMPRESSION_THREADS"): 4},
+    "isal, one thread": {(bpbc.gzip_reader, "PARALLEL_GZIP_MIN_THREADS"): 1 << 20},
 }
 
 
@@ -46,15 +47,15 @@ def main(argv: list[str] | None = None) -> int:
         screen_files(args.reads, args.patterns, settings, output=out / "warm.paf")  # kernels loaded
         for repeat in range(args.repeats):
             for name in args.variants:
-                saved = {key: getattr(bpbc.io, key) for key in VARIANTS[name]}
-                for key, value in VARIANTS[name].items():
-                    setattr(bpbc.io, key, value)
+                saved = {(module, key): getattr(module, key) for module, key in VARIANTS[name]}
+                for (module, key), value in VARIANTS[name].items():
+                    setattr(module, key, value)
                 start = time.perf_counter()
                 summary = screen_files(args.reads, args.patterns, settings, output=out / "x.paf",
                                        matched=out / "m.fq.gz", unmatched=out / "u.fq.gz")
                 wall = time.perf_counter() - start
-                for key, value in saved.items():
-                    setattr(bpbc.io, key, value)
+                for (module, key), value in saved.items():
+                    setattr(module, key, value)
                 stages = " ".join(f"{k} {v:.2f}" for k, v in summary.stage_seconds.items())
                 print(f"{repeat} {name:24} {wall:6.2f} s (outputs closed); {stages}", flush=True)
     return 0

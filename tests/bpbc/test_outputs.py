@@ -410,3 +410,29 @@ def test_run_files_appear_together_and_only_when_committed(tmp_path):
         raise RuntimeError("the run failed")
     assert not any(path.exists() for path in failed.values())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.fq.gz", "o.paf", "r.fq", "s.json"]
+
+
+def test_a_paf_sent_to_the_null_device_is_not_formatted(tmp_path, monkeypatch):
+    """``-o /dev/null`` (or a link to it): no PAF line is made, and the other
+    outputs and the counts are those of a run that writes the PAF."""
+    import os
+
+    import bpbc.pipeline
+    from bpbc.outputs import is_null_device
+
+    null_link = tmp_path / "null"
+    null_link.symlink_to(os.devnull)
+    assert is_null_device(os.devnull) and is_null_device(null_link)
+    assert not is_null_device(tmp_path / "o.paf") and not is_null_device(tmp_path)
+    reads = write(tmp_path / "r.fq", generated_reads(3, 40))
+    patterns = patterns_file(tmp_path / "p.fa")
+    run(reads, patterns, "-o", tmp_path / "o.paf", "--matched", tmp_path / "m1.fq", "--json", tmp_path / "s1.json")
+    assert (tmp_path / "o.paf").stat().st_size  # the reads have hits, so a PAF writer would be called
+
+    def refused(*args):
+        raise AssertionError("PAF formatted for the null device")
+
+    monkeypatch.setattr(bpbc.pipeline, "chunk_paf", refused)
+    run(reads, patterns, "-o", null_link, "--matched", tmp_path / "m2.fq", "--json", tmp_path / "s2.json")
+    assert (tmp_path / "m1.fq").read_bytes() == (tmp_path / "m2.fq").read_bytes()
+    assert summary_of(tmp_path / "s1.json") == summary_of(tmp_path / "s2.json")
