@@ -842,12 +842,11 @@ def _parallel_gzip_if_asked() -> None:
     on one thread. With --blocks: single reads in plain FASTQ parsed in blocks
     (bpbc.fastq_blocks) on one thread too, blocks of 512 bytes with 4 KiB of
     room in front, so that the boundaries fall inside the small inputs."""
-    import bpbc.gzip_reader
     import bpbc.io
 
     if os.environ.get(PARALLEL_GZIP_VARIABLE):
-        bpbc.gzip_reader.PARALLEL_GZIP_MIN_THREADS = 1
-        bpbc.gzip_reader.PARALLEL_GZIP_MIN_BYTES = 0
+        bpbc.io.PARALLEL_GZIP_MIN_THREADS = 1
+        bpbc.io.PARALLEL_GZIP_MIN_BYTES = 0
     if os.environ.get(BLOCKS_VARIABLE):
         from bpbc import fastq_blocks
 
@@ -1187,7 +1186,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.fuzz") -> i
                            help="add up the results of runs (their --out directories, one seed, disjoint case "
                            "ranges) into --out")
     arguments.add_argument("--parallel-gzip", action="store_true",
-                           help="decompress every gzip input with rapidgzip (bpbc.gzip_reader.parallel_gzip), small ones too")
+                           help="decompress every gzip input with rapidgzip (bpbc.io.parallel_gzip), small ones too")
     arguments.add_argument("--blocks", action="store_true",
                            help="parse single reads in plain FASTQ in blocks (bpbc.fastq_blocks), 512 bytes each")
     arguments.add_argument("--replay", type=int, default=None, metavar="INDEX", help="run case INDEX and report it")

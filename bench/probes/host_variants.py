@@ -1,9 +1,10 @@
 """The command's stages in this process under variants of the host settings:
 ``python -m bench.probes.host_variants READS PATTERNS [--device gpu] [--repeats 2]``.
 
-Each variant sets module constants of bpbc (the rapidgzip pipe read in the
-parsing thread instead of a thread ahead of it, compression threads an
-output, one ISA-L thread instead of rapidgzip) and screens READS to PAF, matched and unmatched ``.gz`` outputs through
+Each variant sets module constants of bpbc (rapidgzip's chunk size,
+rapidgzip read in the parsing thread instead of a thread ahead of it,
+compression threads an output, one ISA-L thread instead of rapidgzip) and
+screens READS to PAF, matched and unmatched ``.gz`` outputs through
 :func:`bpbc.pipeline.screen_files`, variants alternating; prints the wall time
 and stage seconds of each run (no process start: the stages alone). Asks
 which settings keep the decompressor busy on a many-core host.
@@ -17,7 +18,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import bpbc.gzip_reader
 import bpbc.io
 import bpbc.resources
 from bpbc.engines import set_up_process
@@ -25,9 +25,10 @@ from bpbc.pipeline import ScreenSettings, screen_files
 
 VARIANTS = {
     "as is": {},
-    "rapidgzip read in place": {(bpbc.io, "_READ_IN_PLACE"): (bpbc.gzip_reader.GzipPipe, io.FileIO)},
+    "rapidgzip 4 MiB chunks": {(bpbc.io, "PARALLEL_GZIP_CHUNK"): 4 << 20},
+    "rapidgzip read in place": {(bpbc.io, "_READ_IN_PLACE"): (bpbc.io._ParallelGzip, io.FileIO)},
     "4 compression threads": {(bpbc.resources, "COMPRESSION_THREADS"): 4},
-    "isal, one thread": {(bpbc.gzip_reader, "PARALLEL_GZIP_MIN_THREADS"): 1 << 20},
+    "isal, one thread": {(bpbc.io, "PARALLEL_GZIP_MIN_THREADS"): 1 << 20},
 }
 
 

@@ -17,7 +17,6 @@ import zlib
 import dnaio
 import pytest
 
-import bpbc.gzip_reader
 import bpbc.io
 import bpbc.pipeline
 from bpbc.io import AtomicOutput, InputError, SequenceSource, compression_for, read_patterns
@@ -739,8 +738,8 @@ def gzip_reader(request, monkeypatch) -> str:
     for every gzip file."""
     if request.param == "rapidgzip":
         pytest.importorskip("rapidgzip")
-        monkeypatch.setattr(bpbc.gzip_reader, "PARALLEL_GZIP_MIN_THREADS", 1)
-        monkeypatch.setattr(bpbc.gzip_reader, "PARALLEL_GZIP_MIN_BYTES", 0)
+        monkeypatch.setattr(bpbc.io, "PARALLEL_GZIP_MIN_THREADS", 1)
+        monkeypatch.setattr(bpbc.io, "PARALLEL_GZIP_MIN_BYTES", 0)
     return request.param
 
 
@@ -763,7 +762,7 @@ def test_gzip_readers_give_every_record(tmp_path, gzip_reader, members, raw_fast
         if raw_fastq:  # read by a thread ahead of the parsing
             assert type(stream).__name__ == "_ReadAhead"
             stream = stream._stream
-        assert (type(getattr(stream, "raw", None)).__name__ == "GzipPipe") == (gzip_reader == "rapidgzip")
+        assert (type(stream).__name__ == "_ParallelGzip") == (gzip_reader == "rapidgzip")
         ids = [chunk.read_id(i) for chunk in source.chunks(500) for i in range(len(chunk))]
     with dnaio.open(io.BytesIO(GZIP_RECORDS)) as expected:
         assert ids == [record.id for record in expected]
@@ -780,6 +779,22 @@ def test_gzip_readers_read_small_and_empty_files(tmp_path, gzip_reader, content)
     else:
         with pytest.raises(InputError, match="holds no sequences"):
             read_patterns(path)
+
+
+def test_parallel_gzip_seeks_back_after_its_end(tmp_path):
+    pytest.importorskip("rapidgzip")
+    path = write(tmp_path / "r.fq.gz", gzip.compress(GZIP_RECORDS))
+    stream = bpbc.io._ParallelGzip(path, 2)
+    try:
+        whole = stream.read()
+        assert whole == GZIP_RECORDS and stream.read() == b"" and stream.tell() == len(GZIP_RECORDS)
+        assert stream.seek(0, io.SEEK_END) == len(GZIP_RECORDS) and stream.read() == b""
+        stream.seek(10)
+        assert stream.read() == GZIP_RECORDS[10:]
+        assert stream.seek(-90, io.SEEK_CUR) == len(GZIP_RECORDS) - 90  # relative to the end it reached
+        assert stream.read() == GZIP_RECORDS[-90:]
+    finally:
+        stream.close()
 
 
 GZIP_DAMAGE = {
@@ -855,7 +870,7 @@ def test_a_damaged_gzip_of_no_data_is_one_line_error(tmp_path, gzip_reader, pack
 
 @pytest.mark.parametrize("raw_fastq", [False, True])
 def test_gzip_readers_read_a_file_that_ends_in_bgzfs_end_block(tmp_path, gzip_reader, raw_fastq):
-    path = write(tmp_path / "r.fq.gz", _gzip_members(GZIP_RECORDS, 5) + bpbc.gzip_reader._BGZF_EOF)
+    path = write(tmp_path / "r.fq.gz", _gzip_members(GZIP_RECORDS, 5) + bpbc.io._BGZF_EOF)
     with SequenceSource(path, raw_fastq=raw_fastq) as source:
         assert sum(len(chunk) for chunk in source.chunks(500)) == 3000
 
