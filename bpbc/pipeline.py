@@ -22,7 +22,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, dataclass
 
@@ -465,6 +465,19 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
             thread.join()  # a device's set-up is not left running past the run
 
 
+class _InlineExecutor:
+    """An executor that runs each call when it is submitted (a run on one
+    core: no threads), its future done at once."""
+
+    def submit(self, call, *args) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(call(*args))
+        except BaseException as error:  # noqa: BLE001 - raised where the result is asked for
+            future.set_exception(error)
+        return future
+
+
 class OrderedWorker:
     """Runs submitted calls one after another in a background thread, at most
     ``depth`` waiting (so memory stays bounded). An exception in a call is
@@ -703,15 +716,19 @@ def screen_files(
                 statistics.add_batch(batch_lengths, alignments, screened, edit)  # the run's one place of counting
 
         def write_sink(sink, chunk, units, best) -> None:
+            limit_numba_threads(plan.encode)  # the gathering of edited records: short kernels, as encoding's
             with stages.timing("write"):
                 sink.write(chunk, units, best)
 
         demultiplexing = isinstance(sinks.get("matched"), DemuxSink)
 
-        def align_and_write(chunk, batch, hits, passing, passing_reads, trim_inputs) -> None:
+        def align(batch, hits):
             limit_numba_threads(plan.traceback)  # the traceback's kernels, in this thread
             with stages.timing("traceback"):
-                alignments = screener.align(batch, hits)
+                return screener.align(batch, hits)
+
+        def align_and_write(chunk, batch, traced, passing, passing_reads, trim_inputs) -> None:
+            alignments = traced.result()
             best = best_patterns(alignments, len(chunk), mates) if demultiplexing else None
             # the edits in the trimmer's thread, beside the writing of the batch before and the next traceback
             edited = None if trimmer is None else trimmer.submit_edit(
@@ -727,8 +744,15 @@ def screen_files(
         sink_writers = {kind: stack.enter_context(OrderedWorker(inline=not plan.threaded, name=f"bpbc-writer-{kind}"))
                         for kind in sinks}
         writer = stack.enter_context(OrderedWorker(inline=not plan.threaded))
-        # the traceback of batch k runs beside the screen of batch k + 1
-        aligner = stack.enter_context(OrderedWorker(depth=1, inline=not plan.threaded, name="bpbc-aligner"))
+        # the traceback of batch k runs beside the screen of batch k + 1, and
+        # beside that of batch k + 1 where the plan traces several at once;
+        # the aligner takes them in order
+        aligner = stack.enter_context(OrderedWorker(depth=plan.tracebacks - 1 or 1, inline=not plan.threaded,
+                                                    name="bpbc-aligner"))
+        tracer: ThreadPoolExecutor | _InlineExecutor = _InlineExecutor()
+        if plan.threaded:
+            tracer = ThreadPoolExecutor(plan.tracebacks, "bpbc-traceback")
+            stack.callback(tracer.shutdown, cancel_futures=True)  # after a failure, the batches not begun are dropped
         reads_done = 0
         makers = twin_makers(screener)
         summary.devices = 1 + len(makers)
@@ -741,7 +765,8 @@ def screen_files(
             # a GPU batch's end-overlap decision starts here, on the device, beside the traceback (whose
             # thread limits a GPU run where most reads pass)
             trim_inputs = None if trimmer is None else trimmer.inputs(chunk, batch)
-            aligner.submit(align_and_write, chunk, batch, hits, passing, passing_reads, trim_inputs)
+            aligner.submit(align_and_write, chunk, batch, tracer.submit(align, batch, hits), passing, passing_reads,
+                           trim_inputs)
             reads_done += len(batch)
             if progress is not None:
                 progress(reads_done)

@@ -20,6 +20,12 @@ from dataclasses import asdict, dataclass
 #: memory; reading bounds that run (its read stage took 11 s of 12)
 COMPRESSION_THREADS = 8
 
+#: batches traced at once from this many cores on: a batch's traceback has
+#: serial parts (its setup in numpy, the reads' encoding) that left most of
+#: 16 cores idle (10M trimmed reads: the traceback stage took 4.0 s of a
+#: 4.4 s run, with 32 CPU-seconds used in all), so a second batch's runs beside
+TRACEBACKS = 2
+TRACEBACKS_FROM = 8
 _CGROUP_V2_MAX = "/sys/fs/cgroup/cpu.max"
 _CGROUP_V1_QUOTA = "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"
 _CGROUP_V1_PERIOD = "/sys/fs/cgroup/cpu/cpu.cfs_period_us"
@@ -83,6 +89,8 @@ class CorePlan:
     #: numba threads of the CPU kernel (CPU runs) and of the traceback
     kernel: int
     traceback: int
+    #: batches traced at once, each on ``traceback`` numba threads
+    tracebacks: int
     #: threads that compress each compressed output (0: in its writing thread)
     compress: int
     #: stages that run in threads of their own (reader, encoder, aligner,
@@ -118,6 +126,7 @@ def plan_run(threads: int | None = None, source: str | None = None) -> CorePlan:
         encode=cores if threads is not None and source is None else max(1, cores // 4),
         kernel=cores,
         traceback=cores,
+        tracebacks=TRACEBACKS if cores >= TRACEBACKS_FROM else 1,
         compress=min(COMPRESSION_THREADS, cores // 2),
         threaded=cores > 1,
     )

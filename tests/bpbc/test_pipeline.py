@@ -245,6 +245,41 @@ def test_each_reads_file_is_written_by_a_thread_of_its_own(tmp_path, monkeypatch
         assert (tmp_path / mine).read_bytes() == (tmp_path / one).read_bytes()
 
 
+def test_batches_are_traced_two_at_once_and_written_in_order(tmp_path, monkeypatch):
+    """With ``tracebacks`` 2 in the plan, the next batch's traceback starts
+    while the first one's is held up (one at a time, it waited for it: the
+    held call then sees no second one begin), and every output is that of
+    --threads 1, in input order."""
+    import dataclasses
+
+    from bpbc.resources import plan_run
+    from bpbc.screener import Screener
+
+    settings = dict(threshold=20, device="cpu", chunk_size=3)
+    outputs = ("o.paf", "m.fq", "u.fq")
+    screen_files(DATA / "reads.fq", DATA / "patterns.fa", ScreenSettings(threads=1, **settings),
+                 **dict(zip(("output", "matched", "unmatched"), (tmp_path / f"one_{name}" for name in outputs))))
+    real_align = Screener.align
+    calls, second_began, seen_while_held = [], threading.Event(), []
+
+    def held_align(screener, batch, hits):
+        calls.append(threading.current_thread().name)
+        if len(calls) == 1:
+            seen_while_held.append(second_began.wait(timeout=10))
+        elif len(calls) == 2:
+            second_began.set()
+        return real_align(screener, batch, hits)
+
+    monkeypatch.setattr(Screener, "align", held_align)
+    plan = dataclasses.replace(plan_run(2), tracebacks=2)
+    screen_files(DATA / "reads.fq", DATA / "patterns.fa", ScreenSettings(threads=2, **settings),
+                 plan=plan, **dict(zip(("output", "matched", "unmatched"), (tmp_path / name for name in outputs))))
+    assert seen_while_held == [True] and len(calls) > 2
+    assert {name.rsplit("_", 1)[0] for name in calls} == {"bpbc-traceback"}
+    for name in outputs:
+        assert (tmp_path / name).read_bytes() == (tmp_path / f"one_{name}").read_bytes()
+
+
 def test_a_device_that_cannot_be_set_up_fails_the_run(monkeypatch):
     from bpbc import pipeline
 

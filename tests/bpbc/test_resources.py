@@ -39,13 +39,15 @@ def test_a_quota_below_the_affinity_limits_the_cores(monkeypatch):
     assert available_cores() == (64, "CPU affinity")
 
 
-@pytest.mark.parametrize("cores, compress", [(1, 0), (2, 1), (15, 7), (16, 8), (64, 8)])
-def test_plan_shares_the_cores_out(monkeypatch, cores, compress):
+@pytest.mark.parametrize("cores, compress, tracebacks", [(1, 0, 1), (2, 1, 1), (7, 3, 1), (8, 4, 2), (16, 8, 2),
+                                                       (64, 8, 2)])
+def test_plan_shares_the_cores_out(monkeypatch, cores, compress, tracebacks):
     monkeypatch.setattr(resources, "available_cores", lambda: (cores, "CPU affinity"))
     plan = plan_run()
     assert (plan.cores, plan.source, plan.read, plan.kernel, plan.traceback) == (cores, "CPU affinity", cores, cores, cores)
     assert plan.encode == max(1, cores // 4)
     assert plan.compress == compress
+    assert plan.tracebacks == tracebacks
     assert plan.threaded == (cores > 1)
 
 
