@@ -22,7 +22,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, dataclass
 
@@ -722,10 +722,20 @@ def screen_files(
 
         demultiplexing = isinstance(sinks.get("matched"), DemuxSink)
 
+        traceback_failed = threading.Event()
+
         def align(batch, hits):
+            # no traceback starts once one has failed (Ctrl-C, an error): the
+            # batches queued behind it are dropped, as OrderedWorker drops its calls
+            if traceback_failed.is_set():
+                raise CancelledError
             limit_numba_threads(plan.traceback)  # the traceback's kernels, in this thread
-            with stages.timing("traceback"):
-                return screener.align(batch, hits)
+            try:
+                with stages.timing("traceback"):
+                    return screener.align(batch, hits)
+            except BaseException:
+                traceback_failed.set()
+                raise
 
         def align_and_write(chunk, batch, traced, passing, passing_reads, trim_inputs) -> None:
             alignments = traced.result()
