@@ -1051,6 +1051,10 @@ def segmented_bytes(rows, width, lanes: int, cell_bytes: int = 4):
 
 #: patterns more than this many times a read's length take the score pass and a box (end_cells, _boxed_blocks)
 _WINDOW_FROM = 4
+#: and instances of at least this many cells (read x pattern) likewise: the score pass (no
+#: pointers) and the band cost far less than a pointer pass over all of them (in segments of
+#: rows, twice over, where large): 6 hits of 13 kb reads on a 48.5 kb pattern, 9.1 s -> 6.3 s
+_BAND_FROM_CELLS = 1 << 22
 
 
 def _most_ops(longest_read: int, longest_pattern: int, scoring: Scoring) -> int:
@@ -1250,9 +1254,10 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     fits = _fits_int16(codes.shape[1], longest, scoring)
     read_lengths = lengths[rows]
     pattern_lengths = table.lengths[ks].astype(np.int64)
-    # patterns many times the read's length: a score pass finds the end
-    # cells, the pointer pass then covers only the columns the alignment can reach
-    windowed = pattern_lengths > _WINDOW_FROM * np.maximum(read_lengths, 1)
+    # patterns many times the read's length, and large instances: a score pass finds the end
+    # cells, the pointer pass then covers only the band the alignment can pass (_banded)
+    windowed = (pattern_lengths > _WINDOW_FROM * np.maximum(read_lengths, 1)) | \
+        (read_lengths * pattern_lengths >= _BAND_FROM_CELLS)
     if known_ends is not None:
         known_ends = np.asarray(known_ends, dtype=np.int64)
         windowed &= known_ends[:, 0] < 0
