@@ -20,10 +20,21 @@ cached beforehand; the peers run on the same reads, their models named:
   started for the purpose; sassy (``sassy-rs``: edit distance, k = 3, both
   strands, as many threads: another model) on the whole reads;
 * ``big`` (only when named): one 1 Mb read x one 100 kb pattern with a hit,
-  T = 1000, and parasail's 32-bit striped SW on it (one thread).
+  T = 1000, and parasail's 32-bit striped SW on it (one thread);
+* ``lambda`` (only when named; ``--device gpu`` by default): ``--lambda-reads``
+  reads (default 100,000) of 5-20 kb against a random 48,502-base sequence
+  standing in for the lambda genome (both strands, T = ``--lambda-threshold``,
+  default 2000), ``--lambda-planted`` of them (default 10 %) carrying a
+  1-20 kb piece of it with about 5 % errors (substitutions, insertions and
+  deletions: nanopore-like), either strand: the device stage's cells a
+  second (read bases x 48,502 x 2 over ``stage_seconds.device``), the
+  encode stage's bases a second beside it, peak RSS; ``--lambda-check``
+  reads (default 20) are checked against parasail's 32-bit striped SW on
+  the host. One untimed run on the first 2,000 reads first (kernels
+  compiled and cached). Written to ``long_reads_lambda_<device>.csv``.
 
-Writes ``long_reads_cpu.csv`` under ``--out`` with the environment header
-(the host's CPU named).
+Writes ``long_reads_cpu.csv`` (``--csv``) under ``--out`` with the
+environment header (the host's CPU named).
 """
 
 from __future__ import annotations
@@ -46,7 +57,8 @@ from bench.environment import RESULTS_DIR, environment, write_csv  # noqa: E402
 from bench.host_pipeline import timed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = ("pair", "batch", "ends", "big")
+CASES = ("pair", "batch", "ends", "big", "lambda")
+LAMBDA_LENGTH = 48_502  #: bases of the lambda phage genome (NC_001416), the stand-in's length
 BASES = np.frombuffer(b"ACGT", np.uint8)
 COMPLEMENT = str.maketrans("ACGT", "TGCA")
 SASSY = ("import dnaio, sassy, sys\npatterns = [l.strip().encode() for l in open(sys.argv[2]) if l[0] != '>']\n"
@@ -119,6 +131,56 @@ def inputs(work: Path, case: str) -> tuple[Path, Path, list[str], list[str]]:
     return reads_path, patterns_path, reads, patterns
 
 
+def nanopore_copy(rng, piece: np.ndarray, rate: float = 0.05) -> np.ndarray:
+    """``piece`` (uint8 bases) with about ``rate`` errors, a third each
+    substitutions, deletions and insertions of one base."""
+    kind = rng.random(len(piece))
+    out = piece.copy()
+    substituted = kind < rate / 3
+    out[substituted] = BASES[(np.searchsorted(BASES, out[substituted]) + rng.integers(1, 4, int(substituted.sum()))) % 4]
+    inserted = np.flatnonzero(kind > 1 - rate / 3)
+    out = np.insert(out, inserted, BASES[rng.integers(0, 4, len(inserted))])
+    deleted = np.flatnonzero((kind >= rate / 3) & (kind < 2 * rate / 3))
+    return np.delete(out, deleted + np.searchsorted(inserted, deleted, side="right"))
+
+
+def lambda_inputs(work: Path, reads: int, planted_fraction: float) -> tuple[Path, Path, np.ndarray]:
+    """(reads file, genome file, read lengths) of the lambda case, made once
+    for each size: reads of 5-20 kb, ``planted_fraction`` of them carrying a
+    1-20 kb piece of the genome (nanopore_copy), either strand, written in
+    blocks of 1000 reads."""
+    rng = np.random.default_rng(4141)
+    genome = BASES[rng.integers(0, 4, LAMBDA_LENGTH)]
+    genome_path = work / "lambda.fa"
+    if not genome_path.exists():
+        genome_path.write_text(f">lambda_stand_in random {LAMBDA_LENGTH} bases\n{genome.tobytes().decode()}\n")
+    reads_path = work / f"lambda_{reads}.fq"
+    lengths_path = work / f"lambda_{reads}.lengths.npy"
+    if reads_path.exists() and lengths_path.exists():
+        return reads_path, genome_path, np.load(lengths_path)
+    complement = np.zeros(256, np.uint8)
+    complement[BASES] = BASES[::-1]  # A C G T -> T G C A
+    lengths = []
+    with open(reads_path, "wb") as out:
+        for first in range(0, reads, 1000):
+            block = []
+            for i in range(first, min(reads, first + 1000)):
+                read = BASES[rng.integers(0, 4, int(rng.integers(5000, 20_001)))]
+                if rng.random() < planted_fraction:
+                    size = int(rng.integers(1000, min(len(read), 20_000) + 1))
+                    at = int(rng.integers(0, LAMBDA_LENGTH - size + 1))
+                    piece = nanopore_copy(rng, genome[at:at + size])
+                    if rng.random() < 0.5:
+                        piece = complement[piece[::-1]]
+                    where = int(rng.integers(0, max(len(read) - len(piece), 0) + 1))
+                    read = np.concatenate([read[:where], piece, read[where + len(piece):]])
+                lengths.append(len(read))
+                block.append(b"@r%d\n%s\n+\n%s\n" % (i, read.tobytes(), b"I" * len(read)))
+            out.write(b"".join(block))
+    np.save(lengths_path, np.array(lengths, np.int64))
+    return reads_path, genome_path, np.array(lengths, np.int64)
+
+
 def parasail_scores(reads: list[str], pattern: str, threads: int,
                     function: str = "sw_striped_profile_sat") -> tuple[list[tuple[int, int]], float]:
     """Each read's parasail striped SW scores (+ strand, - strand) against
@@ -160,6 +222,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-warm-up", dest="warm_up", action="store_false",
                         help="no untimed run first (kernels already cached: the big case's run is minutes)")
     parser.add_argument("--csv", default="long_reads_cpu.csv", help="the file written under --out")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="gpu", help="lambda: the engine (default gpu)")
+    parser.add_argument("--lambda-reads", type=int, default=100_000,
+                        help="lambda: reads of 5-20 kb (default 100000; 10000 runs in about 3 minutes on one H200)")
+    parser.add_argument("--lambda-planted", type=float, default=0.1, help="lambda: the fraction carrying a piece")
+    parser.add_argument("--lambda-threshold", type=int, default=2000, help="lambda: T (default 2000)")
+    parser.add_argument("--lambda-check", type=int, default=20,
+                        help="lambda: reads whose scores are checked against parasail (default 20)")
     args = parser.parse_args(argv)
     cores = len(os.sched_getaffinity(0))
     args.work.mkdir(parents=True, exist_ok=True)
@@ -230,7 +299,56 @@ def main(argv: list[str] | None = None) -> int:
                  peak_rss_mb=round(rss * 1000), ratio_to_peer=round(wall / median(ends, "process_wall_s"), 2),
                  ratio_to_served=round(wall / median(f"{ends}, through bpbc-serve", "process_wall_s"), 2))
 
+    def lambda_run() -> None:
+        """The lambda case: one untimed run on the first 2,000 reads, then
+        --repeats timed runs on them all, each row with the device stage's
+        TCUPS and the encode stage's Gbases/s; the PAF's scores of the first
+        --lambda-check reads against parasail's."""
+        reads_path, genome_path, lengths = lambda_inputs(args.work, args.lambda_reads, args.lambda_planted)
+        cells = float(lengths.sum()) * LAMBDA_LENGTH * 2
+        threshold = args.lambda_threshold
+        warm = args.work / "lambda_warm.fq"
+        with open(reads_path, "rb") as source, open(warm, "wb") as out:
+            out.writelines(line for _, line in zip(range(4 * min(2000, args.lambda_reads)), source))
+        base = [sys.executable, "-m", "bpbc", "-t", str(threshold), "--device", args.device, "-q",
+                "--json", str(args.work / "lambda.json"), str(genome_path)]
+        subprocess.run([*base[:-1], str(warm), base[-1], "-o", str(args.work / "lambda_warm.paf")], env=env, cwd=ROOT,
+                       check=True, capture_output=True)
+        paf = args.work / "lambda.paf"
+        for _ in range(args.repeats):
+            wall, rss, code = timed([*base[:-1], str(reads_path), base[-1], "-o", str(paf)], env, ROOT)
+            summary = json.loads((args.work / "lambda.json").read_text())
+            stage = summary["stage_seconds"]
+            row = {"case": "lambda", "what": f"bpbc-screen --device {args.device}", "reads": summary["reads"],
+                   "read_bases": int(lengths.sum()), "cells": f"{cells:.4g}", "process_wall_s": round(wall, 3),
+                   "run_wall_s": summary["wall_time_s"], "peak_rss_mb": round(rss * 1000), "exit": code,
+                   "reads_passing": summary["reads_passing"],
+                   "device_tcups": round(cells / stage["device"] / 1e12, 3) if stage.get("device") else "",
+                   "encode_gbases_per_s": round(lengths.sum() / stage["encode"] / 1e9, 3) if stage.get("encode")
+                   else "", **{f"stage_{k}_s": v for k, v in stage.items()}}
+            print(f"lambda {row['what']:30} {wall:7.2f} s (run {row['run_wall_s']:.2f} s, device "
+                  f"{stage.get('device', 0):.2f} s: {row['device_tcups']} TCUPS)  rss {rss * 1000:6.0f} MB",
+                  file=sys.stderr, flush=True)
+            rows.append(row)
+        check = min(args.lambda_check, args.lambda_reads)
+        if check:  # the PAF's scores of the first reads against parasail's (both strands, passing or not)
+            with open(reads_path) as source:
+                lines = [line.strip() for _, line in zip(range(4 * check), source)]
+            reads = lines[1::4]
+            genome = genome_path.read_text().split("\n")[1]
+            scores, seconds = parasail_scores(reads, genome, cores, "sw_striped_profile_32")
+            found = {key: score for key, score in paf_scores(paf).items() if key[0] < check}
+            expected = {(i, strand): s for i, pair in enumerate(scores) for strand, s in zip("+-", pair) if s >= threshold}
+            wrong = len({key[0] for key in set(found.items()) ^ set(expected.items())})
+            rows.append({"case": "lambda", "what": f"parasail sw_striped_profile_32, {cores} threads, first {check} reads",
+                         "run_wall_s": round(seconds, 3), "wrong": wrong, "hits": len(expected)})
+            print(f"lambda parasail on the first {check} reads: {wrong} reads differ ({len(expected)} hits)",
+                  file=sys.stderr, flush=True)
+
     for case in args.cases:
+        if case == "lambda":
+            lambda_run()
+            continue
         reads_path, patterns_path, reads, patterns = inputs(args.work, case)
         cells = float(sum(map(len, reads))) * len(patterns[0]) * 2 if case != "ends" else 0.0
         if case in ("pair", "big"):
@@ -257,7 +375,13 @@ def main(argv: list[str] | None = None) -> int:
             rows[-1]["ratio_to_peer"] = round(seconds / runs[len(runs) // 2], 2)
         else:
             ends_runs(reads_path, patterns_path)
-    path = write_csv(args.out / args.csv, rows, environment(None))
+    gpu = None
+    if "lambda" in args.cases and args.device == "gpu":
+        from bench.environment import gpu_info
+
+        gpu = gpu_info()
+    csv = f"long_reads_lambda_{args.device}.csv" if args.cases == ["lambda"] else args.csv
+    path = write_csv(args.out / csv, rows, environment(gpu))
     print(f"wrote {path}", file=sys.stderr)
     return 0
 

@@ -30,7 +30,8 @@ one at a time (an atomic count).
 traceback's: ``+``, ``-``, ``&``, ``|`` lane by lane, ``>``, ``>=``, ``!=``
 giving a lane mask, :func:`vmax16`, :func:`vselect16`, :func:`vsplat16`,
 and :func:`vload16` / :func:`vstore16` on int32 arrays (or uint8 arrays,
-widened on load and cut to the low byte on store).
+widened on load and cut to the low byte on store); :func:`vany` says
+whether any lane of a mask is set.
 
 The vector types and their operators are plain LLVM vector IR: LLVM
 lowers them on any target (two 128-bit halves on NEON, for instance).
@@ -319,6 +320,21 @@ vsplat16, vmax16, vselect16, vload16, vstore16 = _lane_integers(i32x16, mask16, 
 i16x32 = LaneVector("i16x32", 16, 32)
 mask32 = LaneVector("mask32", 1, 32)  #: what comparing two i16x32 gives
 vsplat32, vmax32, vselect32, vload32, vstore32 = _lane_integers(i16x32, mask32, types.int16)
+
+
+@intrinsic
+def vany(typingctx, mask):
+    """Whether any lane of ``mask`` (what comparing two i32x16 or two i16x32
+    gives) is set: the mask's bits as one integer, compared with 0 (one
+    kortest on AVX-512)."""
+    if mask not in (mask16, mask32):
+        return None
+
+    def codegen(context, builder, signature, args):
+        bits = builder.bitcast(args[0], ir.IntType(signature.args[0].lanes))
+        return builder.icmp_unsigned("!=", bits, ir.Constant(ir.IntType(signature.args[0].lanes), 0))
+
+    return types.boolean(mask), codegen
 
 
 # ---------------------------------------------------------------------------

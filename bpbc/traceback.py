@@ -49,8 +49,8 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from bpbc.cpu_engine import lexsort2
-from bpbc.cpu_vector import (take_next, vload16, vload32, vmax16, vmax32, vselect16, vselect32, vsplat16, vsplat32, vstore16,
-                              vstore32)
+from bpbc.cpu_vector import (take_next, vany, vload16, vload32, vmax16, vmax32, vselect16, vselect32, vsplat16, vsplat32,
+                              vstore16, vstore32)
 from bpbc.buffers import BufferPool
 from bpbc.result import AlignmentTable, Texts
 from bpbc.scoring import Scoring
@@ -87,7 +87,7 @@ _M_LETTERS = np.array([ord("M"), ord("M"), ord("I"), ord("D")], dtype=np.uint8)
 # The names the two kernel bodies below take from this module: each kernel
 # made from them binds its own (_named, at the end); these are the int32 one's.
 _K, _CELL, _CELL_NEG = LANES, np.int32, _NEG
-_vsplat, _vload, _vstore, _vmax, _vselect = vsplat16, vload16, vstore16, vmax16, vselect16
+_vsplat, _vload, _vstore, _vmax, _vselect, _vany = vsplat16, vload16, vstore16, vmax16, vselect16, vany
 
 
 def _forward_body(block, pattern, match, mismatch, gap_open, gap_extend, first, last, h_column, e_column, state,
@@ -318,15 +318,120 @@ def _score_body(block, pattern, match, mismatch, gap_open, gap_extend, result):
             result[q, column] = scratch[q]
 
 
+def _start_body(block, pattern, target, base, row_base, match, mismatch, gap_open, gap_extend, result, band):
+    """Where the alignments of score target[q] that end at a known end cell
+    can start, for _K instances at once: block ((n, _K) mask bits) holds
+    each lane's read from its end cell's row up (row r: the r-th base
+    before the end, inclusive), pattern ((w, _K) mask bits) its pattern from
+    the end cell's column back likewise (0 past it). The pass is Gotoh's
+    forward pass on these reversed sequences anchored at the end cell (the
+    end cell's pair first, no zero floor): a cell's H is then the best score
+    of an alignment that starts there and ends at the end cell, at most the
+    target, and the target exactly at the starts of the optimal alignments
+    that end there. A cell is dead (_CELL_NEG) where its value plus match x
+    the fewer of the rows and the pattern columns left past it stays below
+    the target (in any state: what the rest of the pass adds comes from
+    pairs, each a row and a column further): nothing past it can reach the
+    target (base[q] = target[q] - match x lane q's pattern end, row_base[q],
+    int64, = target[q] - match x its rows). Rows run until every cell of one
+    is dead, each over the columns its row above left alive (and those its
+    F carries on). result (_K, 2) int64: the most rows and the most columns
+    of any cell at the target (0 where none): every optimal alignment ending
+    at the end cell lies in that many rows and columns up to it. band (n, 2)
+    int64: the first and last column of each row where a cell of some lane
+    is alive (every cell of every such alignment is), (1, 0) past the last
+    row with one. In the forward pass's places a gap is one column (E) or
+    one row (F) further: its band is this one widened (_banded_batch_body)."""
+    n = block.shape[0]
+    w = pattern.shape[0]
+    K = _K
+    flat_block = block.reshape(-1)
+    flat_pattern = pattern.reshape(-1)
+    h_row = np.empty((w + 1) * K, _CELL)
+    e_row = np.empty((w + 1) * K, _CELL)
+    scratch = np.empty(K, _CELL)
+    row_bound = np.empty(K, _CELL)
+    neg = _vsplat(_CELL_NEG)
+    for c in range(w + 1):
+        _vstore(h_row, c * K, neg)
+        _vstore(e_row, c * K, neg)
+    zero = _vsplat(0)
+    _vstore(h_row, 0, zero)  # the anchor: H of row 0, column 0
+    open_cost = _vsplat(gap_open + gap_extend)
+    extend_cost = _vsplat(gap_extend)
+    match_score = _vsplat(match)
+    mismatch_score = _vsplat(-mismatch)
+    one = _vsplat(1)
+    step = _vsplat(match)
+    goal = _vload(target, 0)
+    bound = _vload(base, 0)
+    widest = zero
+    low, high = 0, 0  # the columns of the row above that may be alive
+    for r in range(1, n + 1):
+        read_bits = _vload(flat_block, (r - 1) * K)
+        c = max(low, 1)
+        h_diag = _vload(h_row, (c - 1) * K)
+        if r == 1:
+            _vstore(h_row, 0, neg)  # column 0 below the anchor: no alignment starts there
+        h_left = neg
+        f = neg
+        for q in range(K):  # below _CELL_NEG it binds nothing: the columns' bound is above it
+            row_bound[q] = max(row_base[q] + match * r, _CELL_NEG)
+        by_rows = _vload(row_bound, 0)
+        by_columns = bound + _vsplat(match * c)
+        row_hit = zero
+        new_low, new_high = -1, -1
+        while c <= w:
+            s = _vselect((read_bits & _vload(flat_pattern, (c - 1) * K)) != zero, match_score, mismatch_score)
+            h_up = _vload(h_row, c * K)
+            e = _vmax(h_up - open_cost, _vload(e_row, c * K) - extend_cost)
+            f = _vmax(h_left - open_cost, f - extend_cost)
+            h = _vmax(h_diag + s, _vmax(e, f))
+            threshold = _vmax(by_columns, by_rows)
+            alive = h >= threshold
+            h = _vselect(alive, h, neg)
+            e = _vselect(e >= threshold, e, neg)
+            f = _vselect(f >= threshold, f, neg)
+            _vstore(h_row, c * K, h)
+            _vstore(e_row, c * K, e)
+            at_goal = h >= goal
+            row_hit = row_hit | _vselect(at_goal, one, zero)
+            widest = _vmax(widest, _vselect(at_goal, _vsplat(c), zero))
+            h_diag = h_up
+            h_left = h
+            if _vany(alive):
+                if new_low < 0:
+                    new_low = c
+                new_high = c
+            elif c > high:
+                break
+            c += 1
+            by_columns = by_columns + step
+        _vstore(scratch, 0, row_hit)
+        for q in range(K):
+            if scratch[q]:
+                result[q, 0] = r
+        if new_low < 0:
+            break
+        band[r - 1, 0] = new_low
+        band[r - 1, 1] = new_high
+        low, high = new_low, new_high
+    _vstore(scratch, 0, widest)
+    for q in range(K):
+        result[q, 1] = scratch[q]
+
+
 @njit(cache=True, nogil=True)
-def _fill_block(codes, lengths, rows, first, count, n, block):
+def _fill_block(codes, lengths, rows, skips, first, count, n, block):
     """The reads rows[first:first + count] as IUPAC mask bits, as the
     pattern's: 1 << code, 0 for N and INVALID, and for the padding past a read
-    (or past row n) and in empty lanes."""
+    (or past row n) and in empty lanes; lane q's read from its base
+    skips[first + q] on."""
     for q in range(count):
         row = rows[first + q]
-        for i in range(min(lengths[row], n)):
-            code = codes[row, i]
+        skip = skips[first + q]
+        for i in range(min(lengths[row] - skip, n)):
+            code = codes[row, skip + i]
             block[i, q] = (1 << code) if code < 4 else 0
 
 
@@ -361,7 +466,7 @@ def _score_batch_body(codes, lengths, rows, pattern_codes, pattern_start, lane_p
         for q in range(count):
             n = max(n, lengths[rows[first + q]])
         block = np.zeros((n, _K), dtype=np.uint8)
-        _fill_block(codes, lengths, rows, first, count, n, block)
+        _fill_block(codes, lengths, rows, zero_offset, first, count, n, block)
         bits = np.zeros((block_width[b], _K), dtype=np.uint8)
         _fill_patterns(pattern_codes, pattern_start, lane_pattern, zero_offset, first, count, bits)
         best = np.zeros((_K, 3), dtype=np.int64)
@@ -372,17 +477,301 @@ def _score_batch_body(codes, lengths, rows, pattern_codes, pattern_start, lane_p
     return out
 
 
-def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start, lane_pattern, lane_offset, ends,
-                      block_first, block_width, match, mismatch, gap_open, gap_extend, ops, threads, budget):
+def _start_batch_body(codes, rows, pattern_codes, pattern_start, lane_pattern, score, read_end, pattern_end,
+                      block_first, block_width, match, mismatch, gap_open, gap_extend):
+    """_start_body for every instance (rows[t], oriented pattern
+    lane_pattern[t]) whose alignment of score score[t] ends at read base
+    read_end[t] (exclusive) and pattern base pattern_end[t], blocks as in
+    _score_batch_body, in parallel over blocks: the int64 (k, 2) table of
+    the rows and columns up to the end that hold every optimal alignment
+    ending there."""
+    k = rows.shape[0]
+    out = np.zeros((k, 2), dtype=np.int64)
+    for b in prange(block_first.shape[0] - 1):
+        first = block_first[b]
+        count = block_first[b + 1] - first
+        n = 0
+        for q in range(count):
+            n = max(n, read_end[first + q])
+        block = np.zeros((n, _K), dtype=np.uint8)
+        bits = np.zeros((block_width[b], _K), dtype=np.uint8)
+        target = np.ones(_K, dtype=_CELL)  # empty lanes: a target above every score
+        base = np.ones(_K, dtype=_CELL)
+        row_base = np.ones(_K, dtype=np.int64)
+        for q in range(count):
+            t = first + q
+            row, end, column = rows[t], read_end[t], pattern_end[t]
+            for r in range(end):
+                code = codes[row, end - 1 - r]
+                block[r, q] = (1 << code) if code < 4 else 0
+            start = pattern_start[lane_pattern[t]]
+            for c in range(column):
+                bits[c, q] = pattern_codes[start + column - 1 - c]
+            target[q] = score[t]
+            base[q] = score[t] - match * column
+            row_base[q] = score[t] - match * end
+        found = np.zeros((_K, 2), dtype=np.int64)
+        _start(block, bits, target, base, row_base, match, mismatch, gap_open, gap_extend, found,
+               np.empty((n, 2), dtype=np.int64))
+        for q in range(count):
+            out[first + q, 0] = found[q, 0]
+            out[first + q, 1] = found[q, 1]
+    return out
+
+
+def _band_forward_body(block, pattern, match, mismatch, gap_open, gap_extend, band_low, band_high, pointer_row,
+                       h_column, e_column, pointers):
+    """_forward_body over a band: row i only over columns band_low[i] to
+    band_high[i] (none where low > high), every other cell H = 0 and E, F =
+    _CELL_NEG (no better than the whole DP's), its pointers (band cells
+    only) from pointers[pointer_row[i]] on, a cell a vector of _K. h_column
+    and e_column ((m + 1) x _K) hold H = 0 and E = _CELL_NEG on entry and
+    keep them outside the band of the row last computed. No best cell: the
+    end cell is known."""
+    n = block.shape[0]
+    K = _K
+    flat_block = block.reshape(-1)
+    flat_pattern = pattern.reshape(-1)
+    open_cost = _vsplat(gap_open + gap_extend)
+    extend_cost = _vsplat(gap_extend)
+    match_score = _vsplat(match)
+    mismatch_score = _vsplat(-mismatch)
+    zero = _vsplat(0)
+    neg = _vsplat(_CELL_NEG)
+    from_zero, from_diag = _vsplat(_H_FROM_ZERO), _vsplat(_H_FROM_DIAG)
+    from_e, from_f = _vsplat(_H_FROM_E), _vsplat(_H_FROM_F)
+    e_flag, f_flag = _vsplat(_E_OPENED), _vsplat(_F_OPENED)
+    above_low, above_high = 1, 0
+    for i in range(1, n + 1):
+        low, high = band_low[i], band_high[i]
+        if low <= high:
+            read_bits = _vload(flat_block, (i - 1) * K)
+            h_diag = _vload(h_column, (low - 1) * K)
+            h_left = zero
+            f = neg
+            at = pointer_row[i] - low * K
+            for j in range(low, high + 1):
+                s = _vselect((read_bits & _vload(flat_pattern, (j - 1) * K)) != zero, match_score, mismatch_score)
+                h_up = _vload(h_column, j * K)
+                e_open = h_up - open_cost
+                e_extend = _vload(e_column, j * K) - extend_cost
+                e = _vmax(e_open, e_extend)
+                f_open = h_left - open_cost
+                f_extend = f - extend_cost
+                f = _vmax(f_open, f_extend)
+                diag = h_diag + s
+                source = _vselect(diag > zero, from_diag, from_zero)
+                h = _vmax(diag, zero)
+                source = _vselect(e > h, from_e, source)
+                h = _vmax(h, e)
+                source = _vselect(f > h, from_f, source)
+                h = _vmax(h, f)
+                source = source | _vselect(e_open >= e_extend, e_flag, zero) | _vselect(f_open >= f_extend, f_flag,
+                                                                                        zero)
+                _vstore(pointers, at + j * K, source)
+                _vstore(h_column, j * K, h)
+                _vstore(e_column, j * K, e)
+                h_diag = h_up
+                h_left = h
+        # the row above's band outside this row's: back to H = 0, E = _CELL_NEG
+        for j in range(above_low, above_high + 1):
+            if j < low or j > high:
+                _vstore(h_column, j * K, zero)
+                _vstore(e_column, j * K, neg)
+        above_low, above_high = low, high
+
+
+@njit(cache=True, nogil=True)
+def _walk_band(block, pattern, pointers, pointer_row, band_low, band_high, lanes, at, state, targets, ops):
+    """_walk_rows over the pointers of a band (_band_forward_body), all rows
+    at once: a lane in state H at a cell outside the band stops there (its H
+    is 0: the cell before an alignment's first); in a gap state it cannot be
+    there (every cell of the alignment is in the band): returns False."""
+    count = targets.shape[0]
+    for q in range(count):
+        t = targets[q]
+        while state[q] != 3:
+            i = at[q, 0]
+            j = at[q, 1]
+            lane_state = state[q]
+            if i == 0 or j == 0 or j < band_low[i] or j > band_high[i]:
+                if lane_state != 0:
+                    return False
+                state[q] = 3
+                break
+            pointer = pointers[pointer_row[i] + (j - band_low[i]) * lanes + q]
+            if lane_state == 0:
+                source = pointer & _H_SOURCE
+                if source == _H_FROM_ZERO:
+                    state[q] = 3
+                elif source == _H_FROM_DIAG:
+                    if block[i - 1, q] & pattern[j - 1, q]:
+                        ops[t, at[q, 2]] = OP_MATCH
+                    else:
+                        ops[t, at[q, 2]] = OP_MISMATCH
+                    at[q, 2] += 1
+                    at[q, 0] = i - 1
+                    at[q, 1] = j - 1
+                elif source == _H_FROM_E:
+                    state[q] = 1
+                else:
+                    state[q] = 2
+            elif lane_state == 1:
+                ops[t, at[q, 2]] = OP_INS
+                at[q, 2] += 1
+                if pointer & _E_OPENED:
+                    state[q] = 0
+                at[q, 0] = i - 1
+            else:
+                ops[t, at[q, 2]] = OP_DEL
+                at[q, 2] += 1
+                if pointer & _F_OPENED:
+                    state[q] = 0
+                at[q, 1] = j - 1
+    return True
+
+
+def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pattern, score, read_end, pattern_end,
+                       box_rows, box_columns, block_first, match, mismatch, gap_open, gap_extend, ops, threads,
+                       budget):
+    """Align the instances (rows[t], oriented pattern lane_pattern[t])
+    whose alignments of score score[t] end at read base read_end[t]
+    (exclusive) and pattern base pattern_end[t], every one of them within
+    box_rows[t] rows and box_columns[t] columns up to there (start_boxes),
+    blocks of _K (block b: instances block_first[b] to block_first[b + 1]),
+    each thread taking the next block as it is done with one. In a block
+    the lanes' end cells are its last row and column. The start pass runs
+    again bounded by the boxes (the prefix of an alignment before a cell
+    scores at most match x the rows and columns of the box before it): the
+    band of cells where an alignment of the score ending at the end cell
+    can pass, far narrower than the box. The pointer pass then covers only
+    the band (_band_forward_body), and the walk (_walk_band) the same
+    alignment as the whole DP's: its values there are the whole DP's on
+    every cell of every such alignment. Fills ``ops[order[t]]`` and row
+    order[t] of the (k, 8) table; returns it and, per block, 1 where it was
+    aligned, 0 where its band's pointers would pass ``budget`` bytes (not
+    aligned: the caller aligns it otherwise). The table has a row for each
+    row of ``ops``."""
+    out = np.zeros((ops.shape[0], 8), dtype=np.int64)
+    blocks = block_first.shape[0] - 1
+    done = np.zeros(blocks, dtype=np.int64)
+    taken = np.zeros(1, dtype=np.int64)
+    for _ in prange(min(blocks, threads)):
+        space = np.empty(0, dtype=np.uint8)
+        while True:
+            b = take_next(taken)
+            if b >= blocks:
+                break
+            first = block_first[b]
+            count = block_first[b + 1] - first
+            n = 0
+            m = 0
+            for q in range(count):
+                n = max(n, box_rows[first + q])
+                m = max(m, box_columns[first + q])
+            # the start pass again, bounded by the boxes: the band, in rows and columns from the end cell
+            reversed_block = np.zeros((n, _K), dtype=np.uint8)
+            reversed_bits = np.zeros((m, _K), dtype=np.uint8)
+            target = np.ones(_K, dtype=_CELL)
+            base = np.ones(_K, dtype=_CELL)
+            row_base = np.ones(_K, dtype=np.int64)
+            for q in range(count):
+                t = first + q
+                row, end, column = rows[t], read_end[t], pattern_end[t]
+                for r in range(box_rows[t]):
+                    code = codes[row, end - 1 - r]
+                    reversed_block[r, q] = (1 << code) if code < 4 else 0
+                start = pattern_start[lane_pattern[t]]
+                for c in range(box_columns[t]):
+                    reversed_bits[c, q] = pattern_codes[start + column - 1 - c]
+                target[q] = score[t]
+                base[q] = score[t] - match * box_columns[t]
+                row_base[q] = score[t] - match * box_rows[t]
+            found = np.zeros((_K, 2), dtype=np.int64)
+            band = np.zeros((n, 2), dtype=np.int64)
+            band[:, 0] = 1
+            _start(reversed_block, reversed_bits, target, base, row_base, match, mismatch, gap_open, gap_extend,
+                   found, band)
+            # the band in the block's rows and columns (row n, column m: the end cells), its pointers' places
+            band_low = np.ones(n + 1, dtype=np.int64)
+            band_high = np.zeros(n + 1, dtype=np.int64)
+            pointer_row = np.zeros(n + 2, dtype=np.int64)
+            for i in range(1, n + 1):
+                # the pass's cell (row, column) from the end is the forward pass's pair there, but
+                # its E is the forward E one column nearer the end, and its F the forward F one row
+                # nearer: the forward pass's row i (the pass's row n + 1 - i, at band[n - i]) takes
+                # that row's columns, one more, and the columns of the row after it in the pass
+                r = n - i
+                low, high = m + 1, -1
+                if band[r, 0] <= band[r, 1]:
+                    low, high = band[r, 0], band[r, 1] + 1
+                if r >= 1 and band[r - 1, 0] <= band[r - 1, 1]:
+                    low, high = min(low, band[r - 1, 0]), max(high, band[r - 1, 1])
+                if low <= high:
+                    band_low[i] = max(m - high + 1, 1)
+                    band_high[i] = m - low + 1
+                pointer_row[i + 1] = pointer_row[i] + max(band_high[i] - band_low[i] + 1, 0) * _K
+            if pointer_row[n + 1] > budget:
+                continue
+            if space.shape[0] < pointer_row[n + 1]:
+                space = np.empty(pointer_row[n + 1], dtype=np.uint8)
+            block = np.zeros((n, _K), dtype=np.uint8)
+            bits = np.zeros((m, _K), dtype=np.uint8)
+            for q in range(count):
+                t = first + q
+                row, end, column = rows[t], read_end[t], pattern_end[t]
+                for r in range(box_rows[t]):
+                    code = codes[row, end - 1 - r]
+                    block[n - 1 - r, q] = (1 << code) if code < 4 else 0
+                start = pattern_start[lane_pattern[t]]
+                for c in range(box_columns[t]):
+                    bits[m - 1 - c, q] = pattern_codes[start + column - 1 - c]
+            h_column = np.zeros((m + 1) * _K, dtype=_CELL)
+            e_column = np.full((m + 1) * _K, _CELL_NEG, dtype=_CELL)
+            _band_forward(block, bits, match, mismatch, gap_open, gap_extend, band_low, band_high, pointer_row,
+                          h_column, e_column, space)
+            targets = order[first:first + count]
+            starts = np.empty((count, 3), np.int64)
+            for q in range(count):
+                starts[q, 0] = n
+                starts[q, 1] = m
+                starts[q, 2] = 0
+            walking = np.zeros(count, np.int64)
+            if not _walk_band(block, bits, space, pointer_row, band_low, band_high, _K, starts, walking, targets,
+                              ops):
+                continue  # not marked done: the caller's own pass aligns it, and its check finds the fault
+            _walk_end(starts, targets, ops)
+            for q in range(count):
+                t = targets[q]
+                n_ops = starts[q, 2]
+                n_match = 0
+                for o in range(n_ops):
+                    if ops[t, o] == OP_MATCH:
+                        n_match += 1
+                out[t, _SCORE] = score[first + q]
+                out[t, _READ_START] = starts[q, 0] - n + read_end[first + q]
+                out[t, _READ_END] = read_end[first + q]
+                out[t, _PAT_START] = starts[q, 1] - m + pattern_end[first + q]
+                out[t, _PAT_END] = pattern_end[first + q]
+                out[t, _N_OPS] = n_ops
+                out[t, _NM] = n_ops - n_match
+                out[t, _MATCHES] = n_match
+            done[b] = 1
+    return out, done
+
+
+def _align_batch_body(codes, lengths, rows, skips, order, pattern_codes, pattern_start, lane_pattern, lane_offset,
+                      ends, block_first, block_width, match, mismatch, gap_open, gap_extend, ops, threads, budget):
     """Align reads ``codes[rows[t], :lengths[rows[t]]]`` against windows of
     oriented patterns of the flat table (pattern_codes, pattern_start): block
     b (instances block_first[b] to block_first[b + 1], at most _K) on
     block_width[b] columns, lane t's column j holding base j +
     lane_offset[t] of pattern lane_pattern[t] (none outside the pattern), in
-    parallel over blocks. Where ends[t, 0] >= 0 the alignment is known to
-    end with score ends[t, 0] at read row ends[t, 1] and at the block's last
-    column (a score pass found it: see _run_batch), else the forward pass
-    finds its end. Instance t is the caller's instance order[t]: fills
+    parallel over blocks; lane t's rows are its read from base skips[t] on
+    (coordinates reported in the read). Where ends[t, 0] >= 0 the alignment
+    is known to end with score ends[t, 0] at row ends[t, 1] and at the
+    block's last column (a score pass found it: see _run_batch), else the
+    forward pass finds its end. Instance t is the caller's instance order[t]: fills
     ``ops[order[t]]`` and row order[t] of the int64 (k, 8) table it returns
     (see the _SCORE.. column names). Padding rows and columns match nothing
     (as INVALID codes): their cells stay below the real maximum, so they
@@ -403,8 +792,7 @@ def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start,
     (600 kB for 32 reads of 150 bp against 128 bp) allocated afresh were
     written to memory far from the core at every block, and on 16 threads
     the blocks ran at 5.4x one thread's rate."""
-    k = rows.shape[0]
-    out = np.zeros((k, 8), dtype=np.int64)
+    out = np.zeros((ops.shape[0], 8), dtype=np.int64)  # a row for each of ops: instances go to several kernels
     blocks = block_first.shape[0] - 1
     taken = np.zeros(1, dtype=np.int64)
     for _ in prange(min(blocks, threads)):
@@ -425,7 +813,7 @@ def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start,
             for q in range(count):  # rows past a known end are not needed
                 n = max(n, ends[first + q, 1] if ends[first + q, 0] >= 0 else lengths[rows[first + q]])
             block = np.zeros((n, _K), dtype=np.uint8)
-            _fill_block(codes, lengths, rows, first, count, n, block)
+            _fill_block(codes, lengths, rows, skips, first, count, n, block)
             bits = np.zeros((m, _K), dtype=np.uint8)
             _fill_patterns(pattern_codes, pattern_start, lane_pattern, lane_offset, first, count, bits)
             row_bytes = (m + 1) * _K
@@ -475,14 +863,15 @@ def _align_batch_body(codes, lengths, rows, order, pattern_codes, pattern_start,
             for q in range(count):
                 t = targets[q]
                 offset = lane_offset[first + q] if best[q, 0] > 0 else 0  # score 0: all zero
-                rs, ps, n_ops = starts[q, 0], starts[q, 1], starts[q, 2]
+                skip = skips[first + q] if best[q, 0] > 0 else 0
+                rs, ps, n_ops = starts[q, 0] + skip, starts[q, 1], starts[q, 2]
                 n_match = 0
                 for o in range(n_ops):
                     if ops[t, o] == OP_MATCH:
                         n_match += 1
                 out[t, _SCORE] = best[q, 0]
                 out[t, _READ_START] = rs
-                out[t, _READ_END] = best[q, 1]
+                out[t, _READ_END] = best[q, 1] + skip
                 out[t, _PAT_START] = ps + offset
                 out[t, _PAT_END] = best[q, 2] + offset
                 out[t, _N_OPS] = n_ops
@@ -579,9 +968,9 @@ def _select1(mask, a, b):
 # one int32 lane: a lone instance whose pointers are large takes a 16th of
 # the memory of a block of 16 lanes, in about the same time
 _INT32_LANES = dict(_K=LANES, _CELL=np.int32, _CELL_NEG=_NEG, _vsplat=vsplat16, _vload=vload16, _vstore=vstore16,
-                    _vmax=vmax16, _vselect=vselect16)
+                    _vmax=vmax16, _vselect=vselect16, _vany=vany)
 _INT16_LANES = dict(_K=LANES16, _CELL=np.int16, _CELL_NEG=_NEG16, _vsplat=vsplat32, _vload=vload32, _vstore=vstore32,
-                    _vmax=vmax32, _vselect=vselect32)
+                    _vmax=vmax32, _vselect=vselect32, _vany=vany)
 _ONE_LANE = dict(_K=1, _CELL=np.int32, _CELL_NEG=_NEG, _vsplat=_splat1, _vload=_load1, _vstore=_store1, _vmax=_max1,
                  _vselect=_select1)
 
@@ -618,6 +1007,21 @@ _score = _score_lanes  # _score_batch_body's own binding is _named's; this one n
 _score_batch_parallel, _score_batch_serial = _batch_kernels(_score_batch_body, "", _K=LANES, _score=_score_lanes)
 _score_batch_parallel16, _score_batch_serial16 = _batch_kernels(_score_batch_body, "16", _K=LANES16,
                                                                 _score=_score_lanes16)
+# The start pass (known end cells), likewise
+_start_lanes, _start_lanes16 = _lane_kernels(_start_body)
+_start = _start_lanes  # as _score: named for readers and linters
+_start_batch_parallel, _start_batch_serial = _batch_kernels(_start_batch_body, "", _K=LANES, _CELL=np.int32,
+                                                            _start=_start_lanes)
+_start_batch_parallel16, _start_batch_serial16 = _batch_kernels(_start_batch_body, "16", _K=LANES16, _CELL=np.int16,
+                                                                _start=_start_lanes16)
+_band_forward_lanes, _band_forward_lanes16 = _lane_kernels(_band_forward_body)
+_band_forward = _band_forward_lanes
+_banded_batch_parallel, _banded_batch_serial = _batch_kernels(
+    _banded_batch_body, "", _K=LANES, _CELL=np.int32, _CELL_NEG=_NEG, _start=_start_lanes,
+    _band_forward=_band_forward_lanes)
+_banded_batch_parallel16, _banded_batch_serial16 = _batch_kernels(
+    _banded_batch_body, "16", _K=LANES16, _CELL=np.int16, _CELL_NEG=_NEG16, _start=_start_lanes16,
+    _band_forward=_band_forward_lanes16)
 _cigars_parallel, _cigars_serial = _batch_kernels(_cigars_body, "")
 _PARALLEL_FROM = 32  #: instances from which the parallel kernels are used
 #: the ops of a batch's alignments, a buffer used again from call to call
@@ -645,8 +1049,12 @@ def segmented_bytes(rows, width, lanes: int, cell_bytes: int = 4):
     return 2 * np.sqrt(2.0 * cell_bytes * np.asarray(rows, np.float64)) * (np.asarray(width) + 1) * lanes
 
 
-#: patterns more than this many times a read's length take the score pass and a window (end_cells, _ended_blocks)
+#: patterns more than this many times a read's length take the score pass and a box (end_cells, _boxed_blocks)
 _WINDOW_FROM = 4
+#: and instances of at least this many cells (read x pattern) likewise: the score pass (no
+#: pointers) and the band cost far less than a pointer pass over all of them (in segments of
+#: rows, twice over, where large): 6 hits of 13 kb reads on a 48.5 kb pattern, 9.1 s -> 6.3 s
+_BAND_FROM_CELLS = 1 << 22
 
 
 def _most_ops(longest_read: int, longest_pattern: int, scoring: Scoring) -> int:
@@ -675,24 +1083,15 @@ def _pattern_blocks(chosen, read_lengths, ks, table, lanes):
     length, then pattern, then read length (little padding; lanes need not
     share a pattern: columns past a lane's pattern match nothing, so its
     cells there stay below its best and are never walked): (order, lane
-    offsets, ends, group widths, group firsts)."""
+    offsets, ends, group widths, group firsts, row skips: 0)."""
     pattern_lengths = table.lengths[ks].astype(np.int64)
     by_pattern = lexsort2(read_lengths, pattern_lengths * len(table) + ks)
     group_first = np.arange(0, len(chosen), lanes, dtype=np.int64)
     group_width = np.maximum.reduceat(pattern_lengths[by_pattern], group_first).astype(np.int64) if len(chosen) \
         else np.zeros(0, np.int64)
     ends = np.full((len(chosen), 2), -1, dtype=np.int64)
-    return chosen[by_pattern], np.zeros(len(chosen), np.int64), ends, group_width, group_first
-
-
-def _window_bound(score, read_end, scoring: Scoring):
-    """The most pattern columns a local alignment of score ``score`` ending
-    at read row ``read_end`` can span: its M and X columns take a read base
-    each (at most read_end), and its deletions D cost at least gap_open + D x
-    gap_extend out of what its matches (at most match x read_end) leave above
-    the score: D <= (match x read_end - score - gap_open) / gap_extend."""
-    deletions = (scoring.match * read_end - score - scoring.gap_open) // scoring.gap_extend
-    return read_end + np.maximum(deletions, 0)
+    return (chosen[by_pattern], np.zeros(len(chosen), np.int64), ends, group_width, group_first,
+            np.zeros(len(chosen), np.int64))
 
 
 def end_cells(codes, lengths, rows, table, ks, scoring: Scoring, fits: bool | None = None,
@@ -725,27 +1124,108 @@ def end_cells(codes, lengths, rows, table, ks, scoring: Scoring, fits: bool | No
     return found
 
 
-def _ended_blocks(chosen, score, read_end, pattern_end, scoring: Scoring, lanes: int):
-    """Instances ``chosen`` whose end cells are known (score, read end and
-    pattern end): the pointer pass covers only the window of columns an
-    alignment of that score ending there can span (_window_bound). Every
-    alignment of that score ending there lies inside the window, so the
-    pointer pass gives the cells of the traced path, and every choice among
-    their sources, the values of the whole DP: the same alignment. The
-    windows are right-aligned in a block (each lane ends at the block's last
-    column, columns before its pattern's start match nothing), blocks formed
-    by window width (any patterns in a block). Returns what _pattern_blocks
-    does, groups of equal width."""
-    width = np.minimum(pattern_end, _window_bound(score, read_end, scoring))
-    by_width = lexsort2(read_end, width)
-    chosen, score, read_end, pattern_end, width = (chosen[by_width], score[by_width], read_end[by_width],
-                                                   pattern_end[by_width], width[by_width])
+def _fits_int16_start(widest: int, scoring: Scoring) -> bool:
+    """Whether the start pass (_start_body) holds its values in int16 cells
+    against patterns ending at most ``widest`` columns in: its bounds run
+    from target - match x widest to match x widest, above _NEG16."""
+    return (scoring.match * widest < 1 << 14 and scoring.mismatch <= _INT16_COST
+            and scoring.gap_open + scoring.gap_extend <= _INT16_COST)
+
+
+#: cells (rows x columns of the instances) from which a pass over a few long instances runs in parallel
+_PARALLEL_CELLS = 1 << 24
+#: instances with known end cells are aligned in bands where they fit (_banded_batch_body); tests turn it off
+BANDED = True
+
+
+def start_boxes(codes, lengths, rows, table, ks, score, read_end, pattern_end, scoring: Scoring,
+                parallel: bool | None = None) -> np.ndarray:
+    """For each instance (rows[t], oriented pattern ks[t]) whose end cell is
+    known (its score, read end and pattern end, exclusive, as
+    :func:`end_cells` gives them; score > 0), how many rows and pattern
+    columns up to the end cell hold every alignment of that score ending
+    there (the int64 (k, 2) table): from the end cell a pass over the
+    reversed sequences, anchored at it and stopped where no cell can still
+    reach the score (_start_body). Every optimal alignment ending at the end
+    cell starts in a cell it finds at the score, so the pointer pass over
+    that box gives the whole DP's values on every cell of every such
+    alignment, and so the same alignment."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    ks = np.ascontiguousarray(ks, dtype=np.int64)
+    score, read_end, pattern_end = (np.ascontiguousarray(a, dtype=np.int64) for a in (score, read_end, pattern_end))
+    if not len(rows):
+        return np.zeros((0, 2), np.int64)
+    fits = _fits_int16_start(int(pattern_end.max()), scoring)
+    lanes = LANES16 if fits else LANES
+    by_size = lexsort2(read_end, pattern_end)
+    block_first = np.unique(np.append(np.arange(0, len(rows), lanes), len(rows))).astype(np.int64)
+    block_width = np.maximum.reduceat(pattern_end[by_size], block_first[:-1]).astype(np.int64)
+    if parallel is None:
+        parallel = len(block_first) > 2 and float((read_end * pattern_end).sum()) >= _PARALLEL_CELLS
+    start_batch = ((_start_batch_parallel16 if parallel else _start_batch_serial16) if fits else
+                   (_start_batch_parallel if parallel else _start_batch_serial))
+    found = np.empty((len(rows), 2), np.int64)
+    found[by_size] = start_batch(np.ascontiguousarray(codes, dtype=np.uint8), rows[by_size], table.masks, table.starts,
+                                 ks[by_size], score[by_size], read_end[by_size], pattern_end[by_size], block_first,
+                                 block_width, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend)
+    if ((found[:, 0] == 0) | (found[:, 1] == 0)).any():
+        from bpbc.errors import InternalError
+
+        t = int(np.flatnonzero((found[:, 0] == 0) | (found[:, 1] == 0))[0])
+        raise InternalError(f"no alignment of score {score[t]} ends at the end cell ({read_end[t]}, {pattern_end[t]})")
+    return found
+
+
+def _boxed_blocks(chosen, score, read_end, pattern_end, box, lanes: int):
+    """Instances ``chosen`` whose end cells (score, read end and pattern
+    end) and boxes (:func:`start_boxes`) are known, for the pointer pass in
+    segments of rows where their bands are too wide (_banded_batch_body):
+    it covers only the box (every alignment of that score ending there lies
+    in it), so it gives the cells of the traced path, and every choice among
+    their sources, the values of the whole DP: the same alignment. The boxes
+    are right-aligned in a block (each lane ends at the block's last column,
+    columns before its pattern's start match nothing), each lane's rows from
+    its box's first (skips), blocks formed by box width, then rows (any
+    patterns in a block). Returns what _pattern_blocks does (groups of equal
+    width), and the skips."""
+    box_rows, width = box[:, 0], box[:, 1]
+    by_width = lexsort2(box_rows, width)
+    chosen, score, read_end, pattern_end, width, box_rows = (chosen[by_width], score[by_width], read_end[by_width],
+                                                             pattern_end[by_width], width[by_width], box_rows[by_width])
     # groups of `lanes` of increasing width, each as wide as its widest
     group_first = np.arange(0, len(chosen), lanes, dtype=np.int64)
     group_width = width[np.minimum(group_first + lanes, len(chosen)) - 1] if len(chosen) else np.zeros(0, np.int64)
     lane_width = np.repeat(group_width, np.diff(np.append(group_first, len(chosen))))
-    ends = np.stack([score, read_end], axis=1).astype(np.int64)
-    return chosen, pattern_end - lane_width, ends, group_width.astype(np.int64), group_first
+    ends = np.stack([score, box_rows], axis=1).astype(np.int64)
+    skips = np.where(score > 0, read_end - box_rows, 0)
+    return chosen, pattern_end - lane_width, ends, group_width.astype(np.int64), group_first, skips
+
+
+def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, scoring: Scoring, ops,
+            parallel: bool, cell_bits: int | None = None):
+    """Align instances ``chosen`` (end cells and boxes known, score > 0) in
+    bands (_banded_batch_body), blocks by box width then rows, on int16
+    cells where the values fit (or ``cell_bits`` says 16), else int32: the
+    (k, 8) table of their rows (zero for the others) and whether each was
+    aligned (not where its block's band would take more than
+    POINTER_BUDGET)."""
+    fits = cell_bits == 16 or cell_bits is None and _fits_int16(int(box[:, 0].max()), int(box[:, 1].max()), scoring) \
+        and _fits_int16_start(int(box[:, 1].max()), scoring)
+    lanes = LANES16 if fits else LANES
+    by_size = lexsort2(box[:, 0], box[:, 1])
+    block_first = np.unique(np.append(np.arange(0, len(chosen), lanes), len(chosen))).astype(np.int64)
+    if parallel:
+        banded = _banded_batch_parallel16 if fits else _banded_batch_parallel
+    else:
+        banded = _banded_batch_serial16 if fits else _banded_batch_serial
+    picked = chosen[by_size]
+    table_rows, done = banded(codes, rows[picked], picked, table.masks, table.starts, ks[picked], score[by_size],
+                              read_end[by_size], pattern_end[by_size], box[by_size, 0], box[by_size, 1], block_first,
+                              scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops,
+                              get_num_threads() if parallel else 1, POINTER_BUDGET)
+    aligned = np.zeros(len(chosen), dtype=bool)
+    aligned[by_size] = np.repeat(done.astype(bool), np.diff(block_first))
+    return table_rows, aligned
 
 
 def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cell_bits=None, known_ends=None):
@@ -774,34 +1254,61 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     fits = _fits_int16(codes.shape[1], longest, scoring)
     read_lengths = lengths[rows]
     pattern_lengths = table.lengths[ks].astype(np.int64)
-    # patterns many times the read's length: a score pass finds the end
-    # cells, the pointer pass then covers only the columns the alignment can reach
-    windowed = pattern_lengths > _WINDOW_FROM * np.maximum(read_lengths, 1)
+    # patterns many times the read's length, and large instances: a score pass finds the end
+    # cells, the pointer pass then covers only the band the alignment can pass (_banded)
+    windowed = (pattern_lengths > _WINDOW_FROM * np.maximum(read_lengths, 1)) | \
+        (read_lengths * pattern_lengths >= _BAND_FROM_CELLS)
     if known_ends is not None:
         known_ends = np.asarray(known_ends, dtype=np.int64)
         windowed &= known_ends[:, 0] < 0
     plain = np.flatnonzero(~windowed if known_ends is None else ~windowed & (known_ends[:, 0] < 0))
     parts = [_pattern_blocks(plain, read_lengths[plain], ks[plain], table, LANES16 if fits else LANES)]
+    # the instances whose end cells are known, or found by a score pass (int16 cells where they
+    # fit, unless int32 cells are asked for): aligned in the box, and where they can in the band,
+    # where every alignment of their score ending there lies
+    ended = np.zeros((count, 3), dtype=np.int64)
+    ended[:, 0] = -1
     if windowed.any():
-        # the score pass on int16 cells where they fit, unless int32 cells are asked for
         chosen = np.flatnonzero(windowed)
-        found = end_cells(codes, lengths, rows[chosen], table, ks[chosen], scoring, fits and cell_bits != 32,
-                          parallel)
-        parts.append(_ended_blocks(chosen, found[:, 0], found[:, 1], found[:, 2], scoring,
+        ended[chosen] = end_cells(codes, lengths, rows[chosen], table, ks[chosen], scoring, fits and cell_bits != 32,
+                                  parallel)
+    if known_ends is not None:
+        ended = np.where(known_ends[:, :1] >= 0, known_ends, ended)
+    table_rows = np.zeros((count, 8), dtype=np.int64)
+    chosen = np.flatnonzero(ended[:, 0] >= 0)
+    if len(chosen):
+        score, read_end, pattern_end = ended[chosen, 0], ended[chosen, 1], ended[chosen, 2]
+        box = np.zeros((len(chosen), 2), np.int64)
+        live = score > 0  # score 0: no alignment, nothing aligned
+        aligned = np.zeros(len(chosen), dtype=bool)
+        if live.any():
+            box[live] = start_boxes(codes, lengths, rows[chosen[live]], table, ks[chosen[live]], score[live],
+                                    read_end[live], pattern_end[live], scoring)
+            banded_parallel = parallel or float((box[:, 0] * box[:, 1]).sum()) >= _PARALLEL_CELLS
+            if BANDED:
+                done_rows, aligned[live] = _banded(codes, rows, ks, table, chosen[live], score[live], read_end[live],
+                                                   pattern_end[live], box[live], scoring, ops, banded_parallel,
+                                                   cell_bits)
+                table_rows += done_rows
+        rest = ~aligned
+        parts.append(_boxed_blocks(chosen[rest], score[rest], read_end[rest], pattern_end[rest], box[rest],
                                    LANES16 if fits and cell_bits != 32 else LANES))
-    if known_ends is not None and (known_ends[:, 0] >= 0).any():
-        chosen = np.flatnonzero(known_ends[:, 0] >= 0)
-        parts.append(_ended_blocks(chosen, known_ends[chosen, 0], known_ends[chosen, 1], known_ends[chosen, 2],
-                                   scoring, LANES16 if fits else LANES))
     order = np.concatenate([part[0] for part in parts])
     lane_offset = np.concatenate([part[1] for part in parts])
     ends = np.concatenate([part[2] for part in parts])
+    skips = np.concatenate([part[5] for part in parts])
     widest = max(int(part[3].max(initial=0)) for part in parts)
-    if cell_bits is None:
+    rows_needed = np.where(ends[:, 0] >= 0, ends[:, 1], lengths[rows[order]])
+    total = len(order)
+    if not parallel:  # a few long instances: as many cells as a batch
+        parallel = float((rows_needed * (table.lengths[ks[order]] + 1)).sum()) >= _PARALLEL_CELLS
+    if not total:
+        cell_bits = 32
+    elif cell_bits is None:
         # int16 where the values fit, and where a block's pointers (twice the
         # reads, so twice the bytes) stay small: long reads against long
         # patterns keep the int32 blocks and the memory they took before
-        pointer_bytes = (codes.shape[1] + 1) * (widest + 1) * LANES16
+        pointer_bytes = (int(rows_needed.max()) + 1) * (widest + 1) * LANES16
         cell_bits = 16 if fits and pointer_bytes <= _INT16_POINTERS else 32
     if cell_bits == 16:
         align_batch = _align_batch_parallel16 if parallel else _align_batch_serial16
@@ -820,27 +1327,26 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
         firsts.append(offset + group_first[block_of] + rank * lanes)
         block_widths.append(group_width[block_of])
         offset += len(part[0])
-    block_first = np.append(np.concatenate(firsts), count).astype(np.int64)
+    block_first = np.append(np.concatenate(firsts), total).astype(np.int64)
     block_width = np.concatenate(block_widths).astype(np.int64)
     # one lane for a lone instance whose pointers pass the budget (not a block of lanes mostly
     # empty), and for each instance of a block that even in segments would pass SEGMENTED_BUDGET
-    rows_needed = np.where(ends[:, 0] >= 0, ends[:, 1], lengths[rows[order]])
     sizes = np.diff(block_first)
-    block_rows = np.maximum.reduceat(rows_needed, block_first[:-1]) if count else np.zeros(0, np.int64)
+    block_rows = np.maximum.reduceat(rows_needed, block_first[:-1]) if total else np.zeros(0, np.int64)
     pointers = (block_rows + 1) * (block_width + 1) * lanes
     alone = ((sizes == 1) & (pointers > POINTER_BUDGET)) | (segmented_bytes(block_rows, block_width, lanes)
                                                           > SEGMENTED_BUDGET)
-    table_rows = np.zeros((count, 8), dtype=np.int64)
     one_lane = _align_batch_parallel1 if parallel else _align_batch_serial1
     for kernel, chosen, width in ((align_batch, ~alone, lanes), (one_lane, alone, 1)):
         if not chosen.any():
             continue
         at = np.concatenate([np.arange(block_first[b], block_first[b + 1]) for b in np.flatnonzero(chosen)]) \
-            if not chosen.all() else np.arange(count)
+            if not chosen.all() else np.arange(total)
         firsts = np.append(0, np.cumsum(sizes[chosen])) if width > 1 else np.arange(len(at) + 1)
         widths = block_width[chosen] if width > 1 else np.repeat(block_width[chosen], sizes[chosen])
         table_rows += kernel(
-            codes, lengths, rows[order[at]], order[at], table.masks, table.starts, ks[order[at]], lane_offset[at],
+            codes, lengths, rows[order[at]], skips[at], order[at], table.masks, table.starts, ks[order[at]],
+            lane_offset[at],
             ends[at], firsts.astype(np.int64), widths.astype(np.int64), scoring.match, scoring.mismatch,
             scoring.gap_open, scoring.gap_extend, ops, get_num_threads() if parallel else 1, POINTER_BUDGET)
     cigars_of = _cigars_parallel if count >= _CIGARS_PARALLEL_FROM else _cigars_serial

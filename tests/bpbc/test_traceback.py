@@ -578,15 +578,15 @@ def test_windows_after_the_score_pass_give_the_whole_patterns_alignments(scoring
         assert align_codes(read, pattern, scoring, eqx=True) == rule_traceback(read, pattern, scoring)
 
 
-def test_window_bound_holds_the_widest_alignment_of_a_score():
-    """The window is as wide as the longest deletion the score allows: a
-    read whose alignment holds a deletion of exactly that length (20M 150D
-    20M, score 230 with match 10, gap 20 + 1 a base) against a pattern 40
-    times the read's length is aligned as by the whole pattern's pass."""
+def test_box_holds_the_widest_alignment_of_a_score():
+    """A read whose alignment holds a long deletion (20M 150D 20M, score 230
+    with match 10, gap 20 + 1 a base) against a pattern 40 times the read's
+    length: the box from its end cell is the alignment's 40 rows and 190
+    columns, and it is aligned as by the whole pattern's pass."""
     from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
 
     scoring = Scoring(10, 30, 20, 1)
-    assert tb._window_bound(230, 40, scoring) == 40 + 150
     rng = np.random.default_rng(59)
     left, right, gap = random_read(rng, 20), random_read(rng, 20), random_read(rng, 150)
     # the deleted bases neither go on matching the read's left half nor start its right one
@@ -596,3 +596,117 @@ def test_window_bound_holds_the_widest_alignment_of_a_score():
     read, pattern = encode(left + right, pattern_text)
     al = align_codes(read, pattern, scoring, eqx=True)
     assert al.cigar == "20=150D20=" and al.score == 230 and al == rule_traceback(read, pattern, scoring)
+    codes, lengths = encode_reads([left + right])
+    table = PatternTable.build([encode_pattern(pattern_text)], ("+",))
+    box = tb.start_boxes(codes, lengths, np.array([0]), table, np.array([0]), [230], [al.read_end], [al.pattern_end],
+                         scoring)
+    assert box.tolist() == [[40, 190]]
+
+
+def reverse_anchored_box(read, pattern, scoring: Scoring, score: int, end: int, column: int) -> tuple[int, int]:
+    """The most rows and columns up to the end cell (end, column) spanned by
+    an alignment of ``score`` that ends there: Gotoh's recurrences run
+    backwards from the end cell in plain Python, over every cell, no bound."""
+    neg = -(1 << 40)
+    open_cost = scoring.gap_open + scoring.gap_extend
+    h = [[neg] * (column + 1) for _ in range(end + 1)]
+    e = [[neg] * (column + 1) for _ in range(end + 1)]
+    f = [[neg] * (column + 1) for _ in range(end + 1)]
+    h[0][0] = 0
+    rows = columns = 0
+    for r in range(1, end + 1):
+        for c in range(1, column + 1):
+            s = scoring.match if is_match(read[end - r], pattern[column - c]) else -scoring.mismatch
+            e[r][c] = max(e[r - 1][c] - scoring.gap_extend, h[r - 1][c] - open_cost)
+            f[r][c] = max(f[r][c - 1] - scoring.gap_extend, h[r][c - 1] - open_cost)
+            h[r][c] = max(h[r - 1][c - 1] + s, e[r][c], f[r][c])
+            assert h[r][c] <= score
+            if h[r][c] == score:
+                rows, columns = max(rows, r), max(columns, c)
+    return rows, columns
+
+
+def gapped_pairs(seed: int, count: int):
+    """Patterns and reads holding a copy of them with gaps: an exact copy
+    but for one gap (nothing before it to make up for a wrong bound), or a
+    copy with many (deletions, insertions, substitutions), in random or
+    two-letter or repeated text (ties), N and IUPAC codes in some."""
+    rng = np.random.default_rng(seed)
+    for k in range(count):
+        n = int(rng.integers(4, 70))
+        pattern = low_entropy(rng, n) if k % 3 == 0 else random_pattern(rng, n, iupac_rate=0.05 * (k % 2))
+        concrete = "".join(str(rng.choice(list(IUPAC_BASES[c.upper()]))) for c in pattern)
+        if k % 2:
+            at, stop = int(rng.integers(1, n)), 0
+            stop = min(n, at + int(rng.integers(1, 7)))
+            copy = concrete[:at] + concrete[stop:] if k % 4 == 1 else concrete[:at] + random_read(rng, stop - at) + \
+                concrete[at:]
+        else:
+            copy = mutate(rng, concrete, 0.25)
+        yield random_read(rng, int(rng.integers(0, 12)), n_rate=0.05) + copy + random_read(rng, int(rng.integers(0, 12))), \
+            pattern
+
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_start_boxes_are_those_of_every_alignment_ending_at_the_end_cell(scoring):
+    """start_boxes (a backward pass from the end cell, cells dropped where
+    they can no longer reach the score) gives the rows and columns of the
+    optimal alignments ending at the end cell that a backward pass over
+    every cell finds, on 32 int16 lanes and 16 int32 ones."""
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    pairs = list(gapped_pairs(61, 160))
+    codes, lengths = encode_reads([read for read, _ in pairs])
+    table = PatternTable.build([encode_pattern(p) for _, p in pairs], ("+",))
+    ends = [rule_traceback(codes[t, :lengths[t]], table.oriented(t), scoring) for t in range(len(pairs))]
+    chosen = np.array([t for t, al in enumerate(ends) if al.score > 0])
+    expected = [reverse_anchored_box(codes[t, :lengths[t]], table.oriented(t), scoring, ends[t].score,
+                                     ends[t].read_end, ends[t].pattern_end) for t in chosen]
+    score = np.array([ends[t].score for t in chosen])
+    read_end = np.array([ends[t].read_end for t in chosen])
+    pattern_end = np.array([ends[t].pattern_end for t in chosen])
+    for int16 in (True, False):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(tb, "_fits_int16_start", lambda widest, scoring, int16=int16: int16)
+            found = tb.start_boxes(codes, lengths, chosen, table, chosen, score, read_end, pattern_end, scoring)
+        assert [tuple(box) for box in found.tolist()] == expected
+    assert len(chosen) > 120 and sum(rows < end for (rows, _), end in zip(expected, read_end)) > 60
+
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_alignments_in_bands_are_those_of_the_whole_dp(scoring, monkeypatch):
+    """Instances whose end cells a score pass found are aligned in the band
+    of cells an alignment of their score ending there can pass: each alone
+    (its band its own, narrow) and all in blocks, on int16 and int32 cells,
+    every one in its band (none left to the pass over the box), the rule's
+    traceback on the reference matrices; and the same with no band (the box)."""
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    pairs = list(gapped_pairs(67, 120))
+    codes, lengths = encode_reads([read for read, _ in pairs])
+    table = PatternTable.build([encode_pattern(p) for _, p in pairs], ("+",))
+    expected = [rule_traceback(codes[t, :lengths[t]], table.oriented(t), scoring) for t in range(len(pairs))]
+    boxed = []
+    monkeypatch.setattr(tb, "_boxed_blocks", lambda chosen, score, *rest, boxed_blocks=tb._boxed_blocks: (
+        boxed.extend(chosen[score > 0].tolist()), boxed_blocks(chosen, score, *rest))[1])
+    monkeypatch.setattr(tb, "_WINDOW_FROM", -1)  # every instance through the score pass
+
+    def aligned(rows, bits):
+        found, cigars = tb._run_batch(codes, lengths, rows, table, rows, scoring, True, np.zeros(len(rows), bool),
+                                      bits)
+        return [LocalAlignment(int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4]), cigar, int(row[6]),
+                               int(row[7]), int(row[5])) for row, cigar in zip(found, cigars.strings())]
+
+    for bits in (16, 32):
+        alone = [aligned(np.array([t]), bits)[0] for t in range(len(pairs))]
+        together = aligned(np.arange(len(pairs)), bits)
+        assert alone == expected and together == expected
+        assert not boxed
+        monkeypatch.setattr(tb, "BANDED", False)
+        assert aligned(np.arange(len(pairs)), bits) == expected
+        assert len(boxed) > 100
+        monkeypatch.setattr(tb, "BANDED", True)
+        boxed.clear()
+    assert sum("I" in al.cigar or "D" in al.cigar for al in expected) > 40
