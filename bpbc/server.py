@@ -131,22 +131,36 @@ def forward(address: str, argv: list[str]) -> int | None:
               " running here", file=sys.stderr)
         return None
     signalled: list[int] = []
+    sent: list[bool] = []  # [True] once the request is sent; then [True, True] once the stop is
 
-    def stop(signum, frame) -> None:
-        if not signalled:
-            signalled.append(signum)
+    def send_stop() -> None:
+        if signalled and len(sent) == 1:
+            sent.append(True)
             try:
                 connection.sendall(_STOP)
             except OSError:
                 pass
 
+    def stop(signum, frame) -> None:
+        if not signalled:
+            signalled.append(signum)
+        send_stop()
+
     with connection:
         request = json.dumps({"argv": list(argv), "cwd": os.getcwd()}).encode()
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
-        socket.send_fds(connection, [_LENGTH.pack(len(request)) + request], [0, 1, 2])
+        # The handlers come first: the server starts the run as soon as the
+        # request arrives, and a signal between the two (once set only after
+        # the request went) was lost where SIGINT was ignored (a background
+        # job: the run went on, the client waiting for it) or ended the client
+        # by KeyboardInterrupt. One that comes before the request has gone is
+        # sent as the stop right after it.
         previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
         try:
+            socket.send_fds(connection, [_LENGTH.pack(len(request)) + request], [0, 1, 2])
+            sent.append(True)
+            send_stop()
             status = _STATUS.unpack(_receive_exactly(connection, _STATUS.size))[0]
         except (ConnectionError, OSError):
             print(f"bpbc-screen: internal error: the bpbc server at {address} stopped during the run",

@@ -190,3 +190,69 @@ def test_the_gpu_is_started_early_unless_the_command_line_rules_it_out():
     for argv in (["r.fq", "p.fa", "--device", "cpu"], ["r.fq", "p.fa", "--device=cpu"], ["--help"], ["--version"],
                  ["r.fq", "p.fa", "--dask", "tcp://h:8786"], ["r.fq", "p.fa", "--dask-scheduler-file", "s.json"]):
         assert not may_use_gpu(argv), argv
+
+
+@pytest.mark.parametrize("when", ["as the request goes", "just after the request went"])
+def test_a_signal_as_the_request_goes_stops_the_run(tmp_path, monkeypatch, when):
+    """The server starts the run as soon as the request arrives, so a Ctrl-C
+    may come before the client is waiting for the run's end. Forced here in
+    the client's own process, against a server that records what it gets:
+    SIGINT is raised inside ``send_fds`` (before or after the real send).
+    The server must get the request, then the stop, and the client must
+    exit 130. The client once set its handlers only after the request went:
+    with SIGINT ignored (a background job, as under the load runner) the
+    signal was lost and the client waited for a run that went on (8 of 300
+    runs of test_ctrl_c_stops_the_run_and_the_server_goes_on under load,
+    the server's watcher still waiting in recv); with Python's default
+    handler the client ended by KeyboardInterrupt. Planted once (the
+    handlers set after ``send_fds`` again): both cases fail, every run."""
+    import json
+    import socket
+    import threading
+
+    from bpbc import server
+
+    address = str(tmp_path / "s.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(1)
+    got: dict = {}
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+            for fd in fds:
+                os.close(fd)
+            got["request"] = json.loads(data[server._LENGTH.size:])
+            connection.settimeout(10)  # only the broken client makes it wait this long
+            try:
+                got["then"] = connection.recv(1)
+            except TimeoutError:
+                got["then"] = None
+            connection.sendall(server._STATUS.pack(130 if got["then"] == server._STOP else 0))
+
+    real_send_fds = socket.send_fds
+
+    def send_fds_and_signal(*args, **kwargs):
+        if when == "as the request goes":
+            os.kill(os.getpid(), signal.SIGINT)
+        sent = real_send_fds(*args, **kwargs)
+        if when == "just after the request went":
+            os.kill(os.getpid(), signal.SIGINT)
+        return sent
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    monkeypatch.setattr(socket, "send_fds", send_fds_and_signal)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job starts
+    try:
+        status = server.forward(address, ["reads.fq", "p.fa"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        thread.join(30)
+        listener.close()
+    assert got["request"] == {"argv": ["reads.fq", "p.fa"], "cwd": os.getcwd()}
+    assert got["then"] == server._STOP
+    assert status == 130
+    assert signal.getsignal(signal.SIGINT) is previous
