@@ -102,3 +102,78 @@ def test_a_bad_byte_after_empty_reads_names_its_read():
         encode_reads(["AC", "", "", "XG", ""])
     with pytest.raises(SequenceError, match="read #1: character 'X' at position 2"):
         encode_reads(["AX", "", "GG"])
+
+
+class _PlainRecord:
+    """A record of a type the parallel copy cannot read (its ``sequence`` in an instance dict)."""
+
+    def __init__(self, name: str, sequence: str):
+        self.name, self.sequence = name, sequence
+
+
+def _forms(texts: list[str]) -> dict:
+    return {"str": list(texts), "bytes": [t.encode() for t in texts],
+            "dnaio records": [dnaio.SequenceRecord(f"r{i}", t) for i, t in enumerate(texts)],
+            "plain records": [_PlainRecord(f"r{i}", t) for i, t in enumerate(texts)],
+            "tuple": tuple(texts), "generator": (t for t in texts)}
+
+
+def _check_joined(got, texts: list[str]) -> None:
+    data, offsets, lengths = got
+    assert data.dtype == np.uint8 and data.tobytes() == "".join(texts).encode()
+    assert offsets.dtype == lengths.dtype == np.int64
+    assert lengths.tolist() == [len(t) for t in texts]
+    assert offsets.tolist() == np.concatenate([[0], np.cumsum([len(t) for t in texts])]).tolist()
+
+
+def test_joined_bytes_takes_the_documented_path_for_each_form(monkeypatch):
+    """From GATHER_FROM sequences on, every form is copied on numba's
+    threads (bpbc.pyobjects.gather), never joined in Python: str, bytes and
+    dnaio records in one pass over the list, records of another type by
+    their sequences in a second; a tuple or a generator as the list of its
+    items. Fewer sequences are joined in Python: ASCII text (str, or records
+    whose sequence is a str) in one ``"".join(...).encode()``, never
+    sequence by sequence (``as_bytes``); anything else sequence by sequence."""
+    import bpbc.alphabet as alphabet
+    import bpbc.pyobjects as pyobjects
+
+    if pyobjects.layout() is None:
+        pytest.skip("this interpreter's objects are not laid out as bpbc.pyobjects reads them")
+    rng = np.random.default_rng(7)
+    texts = ["".join(rng.choice(list("ACGTN"), int(rng.integers(0, 30)))) for _ in range(alphabet.GATHER_FROM)]
+    real_gather, gathered = pyobjects.gather, []
+
+    def counted_gather(items):
+        gathered.append(type(items[0]).__name__ if items else None)
+        return real_gather(items)
+
+    def no_python_join(seqs):
+        raise AssertionError("joined in Python")
+
+    monkeypatch.setattr(pyobjects, "gather", counted_gather)
+    with monkeypatch.context() as patched:
+        patched.setattr(alphabet, "_joined_in_python", no_python_join)
+        for form, made in _forms(texts).items():
+            gathered.clear()
+            _check_joined(alphabet.joined_bytes(made), texts)
+            first = {"bytes": "bytes", "dnaio records": "SequenceRecord", "plain records": "_PlainRecord"}
+            assert gathered == [first.get(form, "str")] + (["str"] if form == "plain records" else []), form
+
+    def no_sequence_by_sequence(seq):
+        raise AssertionError("sequence by sequence")
+
+    few = texts[:alphabet.GATHER_FROM - 1]
+    gathered.clear()
+    for form, made in _forms(few).items():
+        if form in ("bytes",):
+            continue
+        with monkeypatch.context() as patched:
+            patched.setattr(alphabet, "as_bytes", no_sequence_by_sequence)
+            _check_joined(alphabet.joined_bytes(made), few)
+    _check_joined(alphabet.joined_bytes([t.encode() for t in few]), few)
+    assert gathered == []
+    # not ASCII, or a mixed list: sequence by sequence, the text kept as its UTF-8 bytes
+    for mixed in (["AC", "G\xe9T"], ["AC", b"GT", _PlainRecord("x", "TT")], [_PlainRecord("x", "TT"), b"GT"]):
+        data, offsets, lengths = alphabet.joined_bytes(mixed)
+        assert data.tobytes() == b"".join(alphabet.as_bytes(s) for s in mixed)
+        assert lengths.dtype == np.int64 and lengths.tolist() == [len(alphabet.as_bytes(s)) for s in mixed]
