@@ -174,11 +174,17 @@ def test_mate_1_lines_are_the_single_end_lines(capsys):
 
 
 @pytest.mark.parametrize("pair_filter", ["any", "both"])
-@pytest.mark.parametrize("layout", ["two files", "interleaved", "interleaved split"])
+@pytest.mark.parametrize("layout", ["two files", "interleaved", "interleaved split", "interleaved FASTA"])
 def test_matched_and_unmatched_partition_the_pairs(capsys, tmp_path, pair_filter, layout):
+    """Interleaved FASTA: records, not raw FASTQ bytes, written pair by pair."""
     inputs = [*MATES[:1], "-2", MATES[1]] if layout == "two files" else [INTERLEAVED, "--interleaved"]
-    split = layout != "interleaved"
-    outputs = ["--matched", tmp_path / "m1.fq", "--unmatched", tmp_path / "u1.fq"]
+    fq = "fq"
+    if layout == "interleaved FASTA":
+        fq = "fa"
+        inputs[0] = tmp_path / "interleaved.fa"
+        inputs[0].write_text("".join(f">{record.name}\n{record.sequence}\n" for record in records(INTERLEAVED)))
+    split = layout in ("two files", "interleaved split")
+    outputs = ["--matched", tmp_path / f"m1.{fq}", "--unmatched", tmp_path / f"u1.{fq}"]
     if split:
         outputs += ["--matched2", tmp_path / "m2.fq", "--unmatched2", tmp_path / "u2.fq"]
     status, out, err = run_cli(capsys, *inputs, PATTERNS, "-t", "30", "-q", "--pair-filter", pair_filter,
@@ -198,8 +204,12 @@ def test_matched_and_unmatched_partition_the_pairs(capsys, tmp_path, pair_filter
         if split:
             got = list(zip(records(tmp_path / f"{kind}1.fq"), records(tmp_path / f"{kind}2.fq")))
         else:
-            interleaved = iter(records(tmp_path / f"{kind}1.fq"))
+            interleaved = iter(records(tmp_path / f"{kind}1.{fq}"))
             got = list(zip(interleaved, interleaved))
+        if fq == "fa":
+            assert [tuple((r.name, r.sequence) for r in pair) for pair in got] == [
+                tuple((r.name, r.sequence) for r in pair) for pair in expected]
+            continue
         assert [tuple(map(str, pair)) for pair in got] == [tuple(map(str, pair)) for pair in expected]
     # byte for byte: the pairs' records as they are in the input files
     if split:

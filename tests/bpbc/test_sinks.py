@@ -55,6 +55,8 @@ def test_best_pattern_is_the_top_score_ties_to_the_first_listed():
     # pairs: reads 0-1, 2-3 and 4-5; the best over both mates
     assert best_patterns(alignments, 3, mates=2).tolist() == [2, 1, 2]
     assert best_patterns(table([], [], []), 2, mates=1).tolist() == [-1, -1]
+    # pattern indices, as the demultiplexer indexes the pattern names by them
+    assert best_patterns(alignments, 6, mates=1).dtype == best_patterns(table([], [], []), 2, mates=1).dtype == np.int64
 
 
 def read_ids(path) -> list[str]:
