@@ -1007,3 +1007,41 @@ def test_the_errors_of_every_decompressor_xopen_uses_are_known(monkeypatch):
     assert len(got) == 4 + len(planted)  # not another attribute of those modules
     monkeypatch.setattr(sys.modules["zstandard"], "ZstdError", "not a type")
     assert planted["zstandard"] not in _decompression_errors()
+
+
+def test_the_end_check_decompresses_again_only_where_the_end_proves_nothing(tmp_path, monkeypatch):
+    """_ParallelGzip._check_end: where the file ends in the footer of the one
+    member holding all the data (its length field is the data's size), or
+    in BGZF's end block (an empty BGZF file too), rapidgzip's reading is
+    whole and the file is not decompressed again; otherwise (several
+    members, no data) it is, once, up to END_CHECK_MAX_BYTES and not above."""
+    pytest.importorskip("rapidgzip")
+    isal_igzip = pytest.importorskip("isal.igzip")
+    real_open, opened = isal_igzip.open, []
+
+    def counted_open(path, *args, **kwargs):
+        opened.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(isal_igzip, "open", counted_open)
+
+    def decompressed_again(data: bytes, expected: bytes) -> int:
+        path = write(tmp_path / "r.fq.gz", data)
+        opened.clear()
+        stream = bpbc.io._ParallelGzip(path, 2)
+        try:
+            assert stream.read() == expected
+        finally:
+            stream.close()
+        return len(opened)
+
+    several = _gzip_members(GZIP_RECORDS, 3)
+    assert decompressed_again(gzip.compress(GZIP_RECORDS), GZIP_RECORDS) == 0
+    assert decompressed_again(several + bpbc.io._BGZF_EOF, GZIP_RECORDS) == 0
+    assert decompressed_again(bpbc.io._BGZF_EOF, b"") == 0
+    assert decompressed_again(several, GZIP_RECORDS) == 1
+    assert decompressed_again(gzip.compress(b""), b"") == 1
+    monkeypatch.setattr(bpbc.io, "END_CHECK_MAX_BYTES", len(several))
+    assert decompressed_again(several, GZIP_RECORDS) == 1
+    monkeypatch.setattr(bpbc.io, "END_CHECK_MAX_BYTES", len(several) - 1)
+    assert decompressed_again(several, GZIP_RECORDS) == 0
