@@ -177,3 +177,12 @@ def test_joined_bytes_takes_the_documented_path_for_each_form(monkeypatch):
         data, offsets, lengths = alphabet.joined_bytes(mixed)
         assert data.tobytes() == b"".join(alphabet.as_bytes(s) for s in mixed)
         assert lengths.dtype == np.int64 and lengths.tolist() == [len(alphabet.as_bytes(s)) for s in mixed]
+
+
+@pytest.mark.parametrize("byte, said", [(0x7F, "character '\\x7f' at position 3 is not an IUPAC nucleotide code"),
+                                        (0x80, "non-ASCII byte 0x80 at position 3"),
+                                        (0xFF, "non-ASCII byte 0xff at position 3")])
+def test_a_bad_byte_is_named_as_a_character_below_128_and_as_a_byte_from_128_on(byte, said):
+    with pytest.raises(SequenceError) as error:
+        encode_reads([b"AC" + bytes([byte]) + b"GT"])
+    assert str(error.value) == f"read #1: {said}"
