@@ -70,3 +70,12 @@ def test_strands_of_names_the_choices():
     with pytest.raises(ValueError) as error:
         strands_of("reverse")
     assert str(error.value) == "strand must be one of both, forward, got 'reverse'"
+
+
+def test_masks_given_as_lists_are_stored_as_uint8():
+    """The engines read the masks as uint8, whatever the caller's form."""
+    table = PatternTable.of([[1, 2, 4], [8, 15]])
+    assert table.masks.dtype == np.uint8 and table.masks.tolist() == [1, 2, 4, 8, 15]
+    assert table.starts.tolist() == [0, 3, 5] and table.lengths.tolist() == [3, 2]
+    built = PatternTable.build([[1, 2, 4]], ("+", "-"))
+    assert built.masks.dtype == np.uint8 and built.masks.tolist() == [1, 2, 4, 2, 4, 8]
