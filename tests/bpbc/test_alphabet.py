@@ -186,3 +186,32 @@ def test_a_bad_byte_is_named_as_a_character_below_128_and_as_a_byte_from_128_on(
     with pytest.raises(SequenceError) as error:
         encode_reads([b"AC" + bytes([byte]) + b"GT"])
     assert str(error.value) == f"read #1: {said}"
+
+
+def test_as_bytes_of_every_form_and_its_refusal():
+    from bpbc.alphabet import as_bytes, record_name
+
+    assert as_bytes("ACGT") == b"ACGT" and as_bytes(b"AC") == b"AC"
+    assert as_bytes(bytearray(b"GG")) == b"GG" and type(as_bytes(memoryview(b"TT"))) is bytes
+    assert as_bytes(dnaio.SequenceRecord("r", "ACG")) == b"ACG"
+    # text that is no valid Unicode keeps its bytes (an unpaired surrogate, as os.fsdecode gives them)
+    assert as_bytes("AC\udcff") == b"AC\xff"
+    for bad in (object(), 5, None):
+        with pytest.raises(TypeError) as error:
+            as_bytes(bad)
+        assert str(error.value) == ("expected a sequence (str, bytes or a record with .sequence), got "
+                                    f"{type(bad).__name__}")
+    assert record_name(dnaio.SequenceRecord("r1 two words", "A"), 0, "read") == "r1"
+    assert record_name("ACGT", 4, "read") == "read5"
+
+
+def test_a_pattern_without_a_name_is_called_pattern():
+    with pytest.raises(SequenceError) as error:
+        encode_pattern("")
+    assert str(error.value) == "pattern pattern: sequence is empty"
+    with pytest.raises(SequenceError) as error:
+        encode_pattern("AXG")
+    assert str(error.value) == "pattern pattern: character 'X' at position 2 is not an IUPAC nucleotide code"
+    with pytest.raises(SequenceError) as error:
+        encode_pattern("AXG", name="p7")
+    assert str(error.value).startswith("pattern p7: character 'X'")
