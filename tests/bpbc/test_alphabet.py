@@ -102,3 +102,116 @@ def test_a_bad_byte_after_empty_reads_names_its_read():
         encode_reads(["AC", "", "", "XG", ""])
     with pytest.raises(SequenceError, match="read #1: character 'X' at position 2"):
         encode_reads(["AX", "", "GG"])
+
+
+class _PlainRecord:
+    """A record of a type the parallel copy cannot read (its ``sequence`` in an instance dict)."""
+
+    def __init__(self, name: str, sequence: str):
+        self.name, self.sequence = name, sequence
+
+
+def _forms(texts: list[str]) -> dict:
+    return {"str": list(texts), "bytes": [t.encode() for t in texts],
+            "dnaio records": [dnaio.SequenceRecord(f"r{i}", t) for i, t in enumerate(texts)],
+            "plain records": [_PlainRecord(f"r{i}", t) for i, t in enumerate(texts)],
+            "tuple": tuple(texts), "generator": (t for t in texts)}
+
+
+def _check_joined(got, texts: list[str]) -> None:
+    data, offsets, lengths = got
+    assert data.dtype == np.uint8 and data.tobytes() == "".join(texts).encode()
+    assert offsets.dtype == lengths.dtype == np.int64
+    assert lengths.tolist() == [len(t) for t in texts]
+    assert offsets.tolist() == np.concatenate([[0], np.cumsum([len(t) for t in texts])]).tolist()
+
+
+def test_joined_bytes_takes_the_documented_path_for_each_form(monkeypatch):
+    """From GATHER_FROM sequences on, every form is copied on numba's
+    threads (bpbc.pyobjects.gather), never joined in Python: str, bytes and
+    dnaio records in one pass over the list, records of another type by
+    their sequences in a second; a tuple or a generator as the list of its
+    items. Fewer sequences are joined in Python: ASCII text (str, or records
+    whose sequence is a str) in one ``"".join(...).encode()``, never
+    sequence by sequence (``as_bytes``); anything else sequence by sequence."""
+    import bpbc.alphabet as alphabet
+    import bpbc.pyobjects as pyobjects
+
+    if pyobjects.layout() is None:
+        pytest.skip("this interpreter's objects are not laid out as bpbc.pyobjects reads them")
+    rng = np.random.default_rng(7)
+    texts = ["".join(rng.choice(list("ACGTN"), int(rng.integers(0, 30)))) for _ in range(alphabet.GATHER_FROM)]
+    real_gather, gathered = pyobjects.gather, []
+
+    def counted_gather(items):
+        gathered.append(type(items[0]).__name__ if items else None)
+        return real_gather(items)
+
+    def no_python_join(seqs):
+        raise AssertionError("joined in Python")
+
+    monkeypatch.setattr(pyobjects, "gather", counted_gather)
+    with monkeypatch.context() as patched:
+        patched.setattr(alphabet, "_joined_in_python", no_python_join)
+        for form, made in _forms(texts).items():
+            gathered.clear()
+            _check_joined(alphabet.joined_bytes(made), texts)
+            first = {"bytes": "bytes", "dnaio records": "SequenceRecord", "plain records": "_PlainRecord"}
+            assert gathered == [first.get(form, "str")] + (["str"] if form == "plain records" else []), form
+
+    def no_sequence_by_sequence(seq):
+        raise AssertionError("sequence by sequence")
+
+    few = texts[:alphabet.GATHER_FROM - 1]
+    gathered.clear()
+    for form, made in _forms(few).items():
+        if form in ("bytes",):
+            continue
+        with monkeypatch.context() as patched:
+            patched.setattr(alphabet, "as_bytes", no_sequence_by_sequence)
+            _check_joined(alphabet.joined_bytes(made), few)
+    _check_joined(alphabet.joined_bytes([t.encode() for t in few]), few)
+    assert gathered == []
+    # not ASCII, or a mixed list: sequence by sequence, the text kept as its UTF-8 bytes
+    for mixed in (["AC", "G\xe9T"], ["AC", b"GT", _PlainRecord("x", "TT")], [_PlainRecord("x", "TT"), b"GT"]):
+        data, offsets, lengths = alphabet.joined_bytes(mixed)
+        assert data.tobytes() == b"".join(alphabet.as_bytes(s) for s in mixed)
+        assert lengths.dtype == np.int64 and lengths.tolist() == [len(alphabet.as_bytes(s)) for s in mixed]
+
+
+@pytest.mark.parametrize("byte, said", [(0x7F, "character '\\x7f' at position 3 is not an IUPAC nucleotide code"),
+                                        (0x80, "non-ASCII byte 0x80 at position 3"),
+                                        (0xFF, "non-ASCII byte 0xff at position 3")])
+def test_a_bad_byte_is_named_as_a_character_below_128_and_as_a_byte_from_128_on(byte, said):
+    with pytest.raises(SequenceError) as error:
+        encode_reads([b"AC" + bytes([byte]) + b"GT"])
+    assert str(error.value) == f"read #1: {said}"
+
+
+def test_as_bytes_of_every_form_and_its_refusal():
+    from bpbc.alphabet import as_bytes, record_name
+
+    assert as_bytes("ACGT") == b"ACGT" and as_bytes(b"AC") == b"AC"
+    assert as_bytes(bytearray(b"GG")) == b"GG" and type(as_bytes(memoryview(b"TT"))) is bytes
+    assert as_bytes(dnaio.SequenceRecord("r", "ACG")) == b"ACG"
+    # text that is no valid Unicode keeps its bytes (an unpaired surrogate, as os.fsdecode gives them)
+    assert as_bytes("AC\udcff") == b"AC\xff"
+    for bad in (object(), 5, None):
+        with pytest.raises(TypeError) as error:
+            as_bytes(bad)
+        assert str(error.value) == ("expected a sequence (str, bytes or a record with .sequence), got "
+                                    f"{type(bad).__name__}")
+    assert record_name(dnaio.SequenceRecord("r1 two words", "A"), 0, "read") == "r1"
+    assert record_name("ACGT", 4, "read") == "read5"
+
+
+def test_a_pattern_without_a_name_is_called_pattern():
+    with pytest.raises(SequenceError) as error:
+        encode_pattern("")
+    assert str(error.value) == "pattern pattern: sequence is empty"
+    with pytest.raises(SequenceError) as error:
+        encode_pattern("AXG")
+    assert str(error.value) == "pattern pattern: character 'X' at position 2 is not an IUPAC nucleotide code"
+    with pytest.raises(SequenceError) as error:
+        encode_pattern("AXG", name="p7")
+    assert str(error.value).startswith("pattern p7: character 'X'")

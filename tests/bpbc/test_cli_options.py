@@ -11,6 +11,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
+import sys
 
 import pytest
 
@@ -283,3 +285,81 @@ def test_no_signal_is_raised_inside_the_threading_modules_locks():
     with threading.Condition(Lock()):
         seen.append(bpbc.cli._unsafe_to_interrupt(sys._getframe(0)))  # this test's own frame
     assert seen == [True, False]
+
+
+def _words(text: str) -> str:
+    """Text of a message rich drew in a box, wrapped: its words, one space apart."""
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
+
+
+def test_version_and_usage_errors_name_the_program(capsys):
+    from bpbc import __version__
+
+    assert run_cli(capsys, "--version") == (0, f"bpbc-screen {__version__}\n", "")
+    status, out, err = run_cli(capsys, "--no-such-option", READS, PATTERNS)
+    assert (status, out) == (2, "") and err.startswith("Usage: bpbc-screen [OPTIONS] [READS]... {PATTERNS}\n")
+    assert "No such option: --no-such-option" in _words(err)
+    status, out, err = run_cli(capsys, PATTERNS)  # no reads
+    assert (status, out) == (2, "") and err.startswith("Usage: bpbc-screen ")
+    assert ("Invalid value for 'READS': missing: give one or more reads files before PATTERNS (or --reads-from "
+            "LIST)") in _words(err)
+
+
+@pytest.mark.parametrize("stderr_tty,stdout_tty,quiet,output,expected", [
+    (False, False, False, "x.paf", False), (True, False, True, "x.paf", False), (True, True, False, "x.paf", True),
+    (True, True, False, None, False), (True, True, False, "-", False), (True, False, False, None, True),
+    (True, False, False, "-", True)])
+def test_progress_only_on_a_terminal_without_the_paf(monkeypatch, stderr_tty, stdout_tty, quiet, output, expected):
+    monkeypatch.setattr(bpbc.cli.sys.stderr, "isatty", lambda: stderr_tty, raising=False)
+    monkeypatch.setattr(bpbc.cli.sys.stdout, "isatty", lambda: stdout_tty, raising=False)
+    assert bpbc.cli._show_progress(quiet, output) is expected
+
+
+@pytest.mark.parametrize("tty,quiet", [(True, False), (True, True), (False, False)])
+def test_the_progress_and_the_compile_notice_reach_a_terminal_only(capsys, tmp_path, monkeypatch, tty, quiet):
+    """On a terminal (and not -q), the run drives the progress line (to the
+    number of reads screened) and says once that kernels compile where
+    that happens (here: made to happen at once); elsewhere neither."""
+    from contextlib import contextmanager
+
+    from bpbc.compile_watch import COMPILE_NOTICE
+
+    shown, updates = [], []
+
+    @contextmanager
+    def progress_bar(enabled):
+        shown.append(enabled)
+        yield updates.append if enabled else None
+
+    @contextmanager
+    def compiles_at_once(notice):
+        if notice is not None:
+            notice()
+        yield
+
+    monkeypatch.setattr(bpbc.cli, "_progress_bar", progress_bar)
+    monkeypatch.setattr(bpbc.cli, "watching_compiles", compiles_at_once)
+    capsys.readouterr()
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: tty, raising=False)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "-o", tmp_path / "o.paf", *(["-q"] if quiet else []),
+                             "--chunk-size", "5")
+    assert status == 0
+    on = tty and not quiet
+    assert shown == [on] and (updates[-1] == 20 if on else updates == [])
+    assert err.count(f"bpbc-screen: {COMPILE_NOTICE}\n") == (1 if on else 0)
+
+
+def test_stem_names_every_output_after_the_first_reads_file(capsys, tmp_path):
+    """{stem} in any output path of a paired run (mate 2's and the trimmed
+    reads' too) is the name of the first reads file without its suffixes."""
+    data = READS.parent
+    out = tmp_path / "out"
+    out.mkdir()
+    names = {"-o": "{stem}.paf", "--matched": "{stem}.m1.fq", "--unmatched": "{stem}.u1.fq",
+             "--matched2": "{stem}.m2.fq", "--unmatched2": "{stem}.u2.fq", "--trimmed": "{stem}.t1.fq",
+             "--trimmed2": "{stem}.t2.fq", "--json": "{stem}.json"}
+    status, _, err = run_cli(capsys, data / "reads_1.fq", PATTERNS, "-2", data / "reads_2.fq", "-t", "20", "-q",
+                             "--action", "trim", *[arg for option, name in names.items()
+                                                   for arg in (option, out / name)])
+    assert status == 0, err
+    assert sorted(p.name for p in out.iterdir()) == sorted(name.replace("{stem}", "reads_1") for name in names.values())

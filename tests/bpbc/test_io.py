@@ -932,3 +932,116 @@ def test_a_line_ending_in_two_carriage_returns_is_an_error(tmp_path, line):
                        + r" line ends in a carriage return that is not part of the line end"):
         with SequenceSource(path, raw_fastq=True) as source:
             list(source.chunks(2))
+
+
+def test_the_decompressor_after_an_xz_stream_behaves_as_lzmas_own():
+    """bpbc.io._NextXzStream, fed directly: it starts in the state of a fresh
+    ``lzma.LZMADecompressor``; null padding counts across calls (2 + 2 is a
+    whole word, 2 + 1 + 1 too); padding not in fours before a stream, or
+    anything but padding or a stream, is an error; ``max_length`` bounds
+    each output as lzma's does; ``memlimit`` reaches the stream's
+    decompressor."""
+    from bpbc.io import _NextXzStream
+
+    fresh, plain = _NextXzStream(), lzma.LZMADecompressor(lzma.FORMAT_XZ)
+    assert (fresh.eof, fresh.unused_data, fresh.needs_input) == (plain.eof, plain.unused_data, plain.needs_input)
+    assert type(fresh.eof) is bool and type(fresh.needs_input) is bool
+    stream = lzma.compress(FASTQ)
+    for pieces in ([b"\0\0", b"\0\0" + stream], [b"\0", b"\0\0", b"\0" + stream[:7], stream[7:]], [stream]):
+        decompressor, out = _NextXzStream(), b""
+        for piece in pieces:
+            out += decompressor.decompress(piece)
+        assert out == FASTQ and decompressor.eof and decompressor.unused_data == b""
+    for pieces, eof in (([b"\0\0", b"\0\0"], True), ([b"\0\0", b"\0"], False), ([b"\0" * 7, b"\0"], True)):
+        decompressor = _NextXzStream()
+        for piece in pieces:
+            assert decompressor.decompress(piece) == b""
+        assert (decompressor.eof, decompressor.needs_input) == (eof, not eof)
+    for pieces, message in (([b"\0\0", b"\0" + stream], "stream padding that is not a multiple of four bytes"),
+                            ([b"\0" * 4 + b"X" * 16], "Input format not supported by decoder"),
+                            ([b"X" * 16], "Input format not supported by decoder")):
+        decompressor = _NextXzStream()
+        with pytest.raises(lzma.LZMAError) as error:
+            for piece in pieces:
+                decompressor.decompress(piece)
+        assert message in str(error.value)
+    assert str(error.value) != "None"
+    with pytest.raises(lzma.LZMAError) as error:
+        decompressor = _NextXzStream()
+        decompressor.decompress(b"\0\0\0")
+        decompressor.decompress(stream)
+    assert str(error.value) == "Corrupt input data: stream padding that is not a multiple of four bytes"
+    decompressor = _NextXzStream()
+    first = decompressor.decompress(b"\0" * 4 + stream, max_length=10)
+    assert first == FASTQ[:10] and not decompressor.eof
+    assert first + decompressor.decompress(b"") == FASTQ
+    big = lzma.compress(b"A" * 100, preset=9)  # a 64 MiB dictionary: more than the limit below
+    with pytest.raises(lzma.LZMAError, match="Memory usage limit"):
+        _NextXzStream(memlimit=1 << 20).decompress(big)
+    assert _NextXzStream(memlimit=1 << 30).decompress(big) == b"A" * 100
+
+
+def test_the_errors_of_every_decompressor_xopen_uses_are_known(monkeypatch):
+    """_decompression_errors: the exception type of each decompression
+    module xopen may use, where that module is loaded (a module not loaded
+    cannot have raised): ISA-L's IsalError and isal_zlib's error, zlib-ng's,
+    and zstd's from backports.zstd, Python 3.14's compression.zstd and
+    zstandard. Where one is not installed here a stand-in module is."""
+    import types
+
+    from bpbc.io import _decompression_errors
+
+    base = _decompression_errors()
+    assert {EOFError, OSError, zlib.error, lzma.LZMAError} <= set(base)
+    planted = {}
+    for module_name, attribute in (("isal.igzip_lib", "IsalError"), ("isal.isal_zlib", "error"),
+                                   ("zlib_ng.zlib_ng", "error"), ("backports.zstd", "ZstdError"),
+                                   ("compression.zstd", "ZstdError"), ("zstandard", "ZstdError")):
+        stand_in = types.ModuleType(module_name)
+        planted[module_name] = type(f"{attribute}_of_{module_name}", (Exception,), {})
+        setattr(stand_in, attribute, planted[module_name])
+        setattr(stand_in, "error" if attribute != "error" else "Error", type("Other", (Exception,), {}))
+        monkeypatch.setitem(sys.modules, module_name, stand_in)
+    got = _decompression_errors()
+    assert set(planted.values()) <= set(got)
+    assert len(got) == 4 + len(planted)  # not another attribute of those modules
+    monkeypatch.setattr(sys.modules["zstandard"], "ZstdError", "not a type")
+    assert planted["zstandard"] not in _decompression_errors()
+
+
+def test_the_end_check_decompresses_again_only_where_the_end_proves_nothing(tmp_path, monkeypatch):
+    """_ParallelGzip._check_end: where the file ends in the footer of the one
+    member holding all the data (its length field is the data's size), or
+    in BGZF's end block (an empty BGZF file too), rapidgzip's reading is
+    whole and the file is not decompressed again; otherwise (several
+    members, no data) it is, once, up to END_CHECK_MAX_BYTES and not above."""
+    pytest.importorskip("rapidgzip")
+    isal_igzip = pytest.importorskip("isal.igzip")
+    real_open, opened = isal_igzip.open, []
+
+    def counted_open(path, *args, **kwargs):
+        opened.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(isal_igzip, "open", counted_open)
+
+    def decompressed_again(data: bytes, expected: bytes) -> int:
+        path = write(tmp_path / "r.fq.gz", data)
+        opened.clear()
+        stream = bpbc.io._ParallelGzip(path, 2)
+        try:
+            assert stream.read() == expected
+        finally:
+            stream.close()
+        return len(opened)
+
+    several = _gzip_members(GZIP_RECORDS, 3)
+    assert decompressed_again(gzip.compress(GZIP_RECORDS), GZIP_RECORDS) == 0
+    assert decompressed_again(several + bpbc.io._BGZF_EOF, GZIP_RECORDS) == 0
+    assert decompressed_again(bpbc.io._BGZF_EOF, b"") == 0
+    assert decompressed_again(several, GZIP_RECORDS) == 1
+    assert decompressed_again(gzip.compress(b""), b"") == 1
+    monkeypatch.setattr(bpbc.io, "END_CHECK_MAX_BYTES", len(several))
+    assert decompressed_again(several, GZIP_RECORDS) == 1
+    monkeypatch.setattr(bpbc.io, "END_CHECK_MAX_BYTES", len(several) - 1)
+    assert decompressed_again(several, GZIP_RECORDS) == 0

@@ -79,8 +79,16 @@ def test_paf_line_has_the_12_columns_and_4_tags():
     assert line.endswith("\n") and line.count("\n") == 1
     fields = line.rstrip("\n").split("\t")
     assert len(fields) == len(PAF_COLUMNS) + 4
-    assert fields[:12] == ["read7", "150", "5", "24", "-", "primer", "20", "1", "19", "17", "19", str(MAPQ_UNAVAILABLE)]
+    assert fields[:12] == ["read7", "150", "5", "24", "-", "primer", "20", "1", "19", "17", "19", "255"]
     assert fields[12:] == ["tp:A:P", "AS:i:33", "NM:i:2", "cg:Z:10M1I8M"]
+
+
+def test_the_columns_are_the_pafs_and_mapq_is_not_available():
+    """minimap2's PAF specification: the 12 columns in order; 255 is a
+    mapping quality not available, as in SAM."""
+    assert PAF_COLUMNS == ("query_name", "query_length", "query_start", "query_end", "strand", "target_name",
+                           "target_length", "target_start", "target_end", "matches", "block_length", "mapq")
+    assert MAPQ_UNAVAILABLE == 255
 
 
 def test_paf_lines_of_a_table_equal_paf_line_of_each_alignment():

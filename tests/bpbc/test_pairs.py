@@ -174,11 +174,17 @@ def test_mate_1_lines_are_the_single_end_lines(capsys):
 
 
 @pytest.mark.parametrize("pair_filter", ["any", "both"])
-@pytest.mark.parametrize("layout", ["two files", "interleaved", "interleaved split"])
+@pytest.mark.parametrize("layout", ["two files", "interleaved", "interleaved split", "interleaved FASTA"])
 def test_matched_and_unmatched_partition_the_pairs(capsys, tmp_path, pair_filter, layout):
+    """Interleaved FASTA: records, not raw FASTQ bytes, written pair by pair."""
     inputs = [*MATES[:1], "-2", MATES[1]] if layout == "two files" else [INTERLEAVED, "--interleaved"]
-    split = layout != "interleaved"
-    outputs = ["--matched", tmp_path / "m1.fq", "--unmatched", tmp_path / "u1.fq"]
+    fq = "fq"
+    if layout == "interleaved FASTA":
+        fq = "fa"
+        inputs[0] = tmp_path / "interleaved.fa"
+        inputs[0].write_text("".join(f">{record.name}\n{record.sequence}\n" for record in records(INTERLEAVED)))
+    split = layout in ("two files", "interleaved split")
+    outputs = ["--matched", tmp_path / f"m1.{fq}", "--unmatched", tmp_path / f"u1.{fq}"]
     if split:
         outputs += ["--matched2", tmp_path / "m2.fq", "--unmatched2", tmp_path / "u2.fq"]
     status, out, err = run_cli(capsys, *inputs, PATTERNS, "-t", "30", "-q", "--pair-filter", pair_filter,
@@ -198,8 +204,12 @@ def test_matched_and_unmatched_partition_the_pairs(capsys, tmp_path, pair_filter
         if split:
             got = list(zip(records(tmp_path / f"{kind}1.fq"), records(tmp_path / f"{kind}2.fq")))
         else:
-            interleaved = iter(records(tmp_path / f"{kind}1.fq"))
+            interleaved = iter(records(tmp_path / f"{kind}1.{fq}"))
             got = list(zip(interleaved, interleaved))
+        if fq == "fa":
+            assert [tuple((r.name, r.sequence) for r in pair) for pair in got] == [
+                tuple((r.name, r.sequence) for r in pair) for pair in expected]
+            continue
         assert [tuple(map(str, pair)) for pair in got] == [tuple(map(str, pair)) for pair in expected]
     # byte for byte: the pairs' records as they are in the input files
     if split:
@@ -261,3 +271,68 @@ def test_bad_pairs_exit_1_and_leave_no_output(capsys, tmp_path, case):
     assert status == 1 and err.count("\n") == 1 and "Traceback" not in err
     assert str(paths[0]) in err and str(paths[1]) in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m1.fq", "m2.fq"]  # the inputs only
+
+
+@pytest.mark.parametrize("at", [0, 6])
+def test_mismatched_interleaved_mates_name_the_file_and_both_records(tmp_path, at):
+    """Pair ``at`` + 1 is records 2at + 1 and 2at + 2 of the interleaved file;
+    the very first pair is checked too."""
+    path = interleave(mate_files(tmp_path, 10, rename=(at, f"x{at}/2")), tmp_path / "i.fq")
+    with SequenceSource(path) as source, pytest.raises(InputError) as error:
+        list(interleaved_pairs(source, 4))
+    assert str(error.value) == (f"{path}: records {2 * at + 1} and {2 * at + 2} ('r{at}/1' and 'x{at}/2') are not "
+                                "mates (mate names must be equal up to a trailing /1 or /2)")
+    paths = mate_files(tmp_path, 10, rename=(at, f"x{at}/2"))
+    with SequenceSource(paths[0]) as one, SequenceSource(paths[1]) as two, pytest.raises(InputError) as error:
+        list(two_file_pairs(one, two, 4))
+    assert str(error.value).startswith(f"{paths[0]} and {paths[1]}: the records {at + 1} ('r{at}/1' and 'x{at}/2')")
+
+
+@pytest.mark.parametrize("mate", [0, 1])
+def test_a_bad_base_names_the_mates_file(tmp_path, mate):
+    paths = mate_files(tmp_path, 6)
+    lines = paths[mate].read_text().splitlines(keepends=True)
+    lines[4 * 3 + 1] = "Z" + lines[4 * 3 + 1][1:]
+    paths[mate].write_text("".join(lines))
+    with SequenceSource(paths[0]) as one, SequenceSource(paths[1]) as two, pytest.raises(InputError) as error:
+        for chunk in two_file_pairs(one, two, 4):
+            chunk.encode()
+    assert str(error.value) == (f"{paths[mate]}: read r3/{mate + 1}: character 'Z' at position 1 is not an IUPAC "
+                                "nucleotide code")
+
+
+def test_pairs_encode_as_the_mates_interleaved(tmp_path):
+    """Codes and lengths of a two-file chunk: those of the records mate 1,
+    mate 2, mate 1, ... encoded as single reads (lengths as int64, as every
+    engine takes them)."""
+    paths = mate_files(tmp_path, 9, seed=4)
+    expected = encode_reads([record.sequence for pair in zip(*map(records, paths)) for record in pair])
+    with SequenceSource(paths[0]) as one, SequenceSource(paths[1]) as two:
+        (chunk,) = list(two_file_pairs(one, two, 20))
+    codes, lengths = chunk.encode()
+    assert lengths.dtype == expected[1].dtype == np.int64 and lengths.tolist() == expected[1].tolist()
+    width = expected[0].shape[1]
+    assert codes.shape[0] == 18 and (codes[:, width:] == 4).all()
+    assert codes[:, :width].tolist() == expected[0].tolist()
+
+
+@pytest.mark.parametrize("layout", ["two files", "interleaved"])
+def test_chunks_of_pairs_ramp_up_as_asked(tmp_path, layout):
+    """ramp k: the first chunk holds size/k pairs and each next one twice as
+    many, up to size, for both mates alike; by default (k = 1) every chunk
+    holds size pairs."""
+    paths = mate_files(tmp_path, 40)
+
+    def sizes(size, **ramp) -> list[int]:
+        if layout == "interleaved":
+            with SequenceSource(interleave(paths, tmp_path / "i.fq")) as source:
+                chunks = list(interleaved_pairs(source, size, **ramp))
+        else:
+            with SequenceSource(paths[0]) as one, SequenceSource(paths[1]) as two:
+                chunks = list(two_file_pairs(one, two, size, **ramp))
+        names = [name for chunk in chunks for name in chunk.read_names(np.arange(2 * len(chunk))).strings()]
+        assert names == [f"r{i}/{mate}" for i in range(40) for mate in (1, 2)]
+        return [len(chunk) for chunk in chunks]
+
+    assert sizes(8, ramp=4) == [2, 4, 8, 8, 8, 8, 2]
+    assert sizes(16) == [16, 16, 8]

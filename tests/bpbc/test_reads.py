@@ -81,6 +81,8 @@ def test_a_bad_byte_names_its_read(monkeypatch, gather_from):
     cases = [
         (Reads.of(reads), "read read3: character 'X' at position 3 is not an IUPAC nucleotide code"),
         (Reads.of(records), "read r2: character 'X' at position 3"),
+        (Reads.of(iter(records)), "read r2: character 'X' at position 3"),  # an iterator's records kept too
+        (Reads.of(tuple(records)), "read r2: character 'X' at position 3"),
         (Reads.from_buffer(data, offsets), "read read3: character 'X' at position 3"),
         (Reads.from_buffer(data, offsets, names=["a", "b", "c", "d"]), "read c: character 'X' at position 3"),
         (Reads.of(["ACGT", "ACG\xe9"]), "read read2: non-ASCII byte 0xc3 at position 4"),

@@ -190,3 +190,182 @@ def test_the_gpu_is_started_early_unless_the_command_line_rules_it_out():
     for argv in (["r.fq", "p.fa", "--device", "cpu"], ["r.fq", "p.fa", "--device=cpu"], ["--help"], ["--version"],
                  ["r.fq", "p.fa", "--dask", "tcp://h:8786"], ["r.fq", "p.fa", "--dask-scheduler-file", "s.json"]):
         assert not may_use_gpu(argv), argv
+
+
+@pytest.mark.parametrize("when", ["as the request goes", "just after the request went"])
+def test_a_signal_as_the_request_goes_stops_the_run(tmp_path, monkeypatch, when):
+    """The server starts the run as soon as the request arrives, so a Ctrl-C
+    may come before the client is waiting for the run's end. Forced here in
+    the client's own process, against a server that records what it gets:
+    SIGINT is raised inside ``send_fds`` (before or after the real send).
+    The server must get the request, then the stop, and the client must
+    exit 130. The client once set its handlers only after the request went:
+    with SIGINT ignored (a background job, as under the load runner) the
+    signal was lost and the client waited for a run that went on (8 of 300
+    runs of test_ctrl_c_stops_the_run_and_the_server_goes_on under load,
+    the server's watcher still waiting in recv); with Python's default
+    handler the client ended by KeyboardInterrupt. Planted once (the
+    handlers set after ``send_fds`` again): both cases fail, every run."""
+    import json
+    import socket
+    import threading
+
+    from bpbc import server
+
+    address = str(tmp_path / "s.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(1)
+    got: dict = {}
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+            for fd in fds:
+                os.close(fd)
+            got["request"] = json.loads(data[server._LENGTH.size:])
+            connection.settimeout(10)  # only the broken client makes it wait this long
+            try:
+                got["then"] = connection.recv(1)
+            except TimeoutError:
+                got["then"] = None
+            connection.sendall(server._STATUS.pack(130 if got["then"] == server._STOP else 0))
+
+    real_send_fds = socket.send_fds
+
+    def send_fds_and_signal(*args, **kwargs):
+        if when == "as the request goes":
+            os.kill(os.getpid(), signal.SIGINT)
+        sent = real_send_fds(*args, **kwargs)
+        if when == "just after the request went":
+            os.kill(os.getpid(), signal.SIGINT)
+        return sent
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    monkeypatch.setattr(socket, "send_fds", send_fds_and_signal)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job starts
+    try:
+        status = server.forward(address, ["reads.fq", "p.fa"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        thread.join(30)
+        listener.close()
+    assert got["request"] == {"argv": ["reads.fq", "p.fa"], "cwd": os.getcwd()}
+    assert got["then"] == server._STOP
+    assert status == 130
+    assert signal.getsignal(signal.SIGINT) is previous
+
+
+def test_a_stop_is_sent_again_until_the_run_takes_it():
+    """A SIGINT that reaches the server's main thread just before it blocks
+    in a system call (the run's first read of an idle stdin pipe) runs its
+    C handler there but not the Python one, and the call does not end: the
+    run went on, its client waiting (2 of 1,000 runs of the Ctrl-C test
+    under load; logged: the stop sent, the handler run only when the input
+    closed 20 s later). Forced here: the first SIGINT's handler does
+    nothing, and the command blocks reading a pipe nobody writes to. The
+    stop must come again and end the command at once. Planted once (one
+    SIGINT only, as before): the read waits for the 10 s fallback write
+    (5 of 5 runs). A stop of an earlier run stops nothing, and one that lands
+    outside the command is sent again until it is in it."""
+    import threading
+
+    from bpbc.server import _Run
+
+    run = _Run()
+    calls: list[str] = []
+
+    def handler(signum, frame):
+        calls.append(frame.f_code.co_name)
+        if len(calls) > 1:  # the first is lost
+            run.on_sigint(signum, frame)
+
+    read_end, write_end = os.pipe()
+    fallback = threading.Timer(10, os.write, (write_end, b"x"))
+
+    def command():
+        return os.read(read_end, 1)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        fallback.start()
+        stale = run.start(command)
+        run.end()
+        number = run.start(command)
+        run.stop(stale)  # nothing: that run has ended
+        assert calls == []
+        started = time.monotonic()
+        threading.Thread(target=run.stop, args=(number,), daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            command()
+        assert time.monotonic() - started < 5 and len(calls) >= 2 and calls[-1] == "command"
+        run.end()
+        # a stop outside the command (the server's bookkeeping) is not raised there, but sent again
+        calls.clear()
+        number = run.start(command)
+        stopper = threading.Thread(target=run.stop, args=(number,), daemon=True)
+        stopper.start()
+        while len(calls) < 3:  # the stop lands here, outside the command, and comes again
+            time.sleep(0.01)
+        with pytest.raises(KeyboardInterrupt):
+            command()
+        stopper.join(5)
+        assert not stopper.is_alive()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        fallback.cancel()
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_the_client_acts_on_a_signal_that_came_just_before_it_waits():
+    """The client waits for its run's status in a recv; a signal whose C
+    handler ran just before that recv began does not end it, so the Python
+    handler (which sends the stop) waited for the status, which waited for
+    the stop. Forced with ``_thread.interrupt_main``, which trips the
+    handler without a system signal, once the client waits in its recv.
+    Planted once (recv without a timeout, as before): fails, the server
+    getting no stop within its 5 s, in 5 of 5 runs."""
+    import _thread
+    import json
+    import socket
+    import threading
+
+    from bpbc import server
+
+    address = f"/tmp/bpbc-test-{os.getpid()}-{threading.get_ident()}.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(1)
+    got: dict = {}
+    main = threading.main_thread().ident
+    receiving = server._receive_exactly.__code__
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+            for fd in fds:
+                os.close(fd)
+            got["request"] = json.loads(data[server._LENGTH.size:])
+            while sys._current_frames()[main].f_code is not receiving:  # the client waits for the status
+                time.sleep(0.001)
+            _thread.interrupt_main(signal.SIGINT)
+            connection.settimeout(5)
+            try:
+                got["then"] = connection.recv(1)
+            except TimeoutError:
+                got["then"] = None
+            connection.sendall(server._STATUS.pack(130 if got["then"] == server._STOP else 0))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        status = server.forward(address, ["r.fq", "p.fa"])
+    finally:
+        thread.join(30)
+        listener.close()
+        os.unlink(address)
+    assert got["then"] == server._STOP and status == 130

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import bpbc
+import bpbc.io
 import bpbc.sinks
 from bpbc.cli import main
 from bpbc.result import AlignmentTable, Texts
@@ -54,6 +55,8 @@ def test_best_pattern_is_the_top_score_ties_to_the_first_listed():
     # pairs: reads 0-1, 2-3 and 4-5; the best over both mates
     assert best_patterns(alignments, 3, mates=2).tolist() == [2, 1, 2]
     assert best_patterns(table([], [], []), 2, mates=1).tolist() == [-1, -1]
+    # pattern indices, as the demultiplexer indexes the pattern names by them
+    assert best_patterns(alignments, 6, mates=1).dtype == best_patterns(table([], [], []), 2, mates=1).dtype == np.int64
 
 
 def read_ids(path) -> list[str]:
@@ -73,11 +76,12 @@ def test_paired_demultiplexing_matches_golden_files(capsys, tmp_path):
         assert (tmp_path / name).read_bytes() == (DATA / "expected_demux" / name).read_bytes(), name
 
 
-@pytest.mark.parametrize("open_files", [2, 3, 512])
-def test_reads_go_to_their_best_patterns_file_with_few_files_open(capsys, tmp_path, monkeypatch, open_files):
+@pytest.mark.parametrize("open_files,fasta", [(2, False), (3, False), (512, False), (2, True)])
+def test_reads_go_to_their_best_patterns_file_with_few_files_open(capsys, tmp_path, monkeypatch, open_files, fasta):
     """Against the PAF: every passing read in the file of its best-scoring
     pattern (ties: listed first), in input order, across chunks and reopened
-    gzip files; no file for a pattern without reads."""
+    gzip files; no file for a pattern without reads. FASTA reads are
+    written as records (not raw FASTQ bytes), into files opened as lazily."""
     monkeypatch.setattr(bpbc.sinks, "MAX_OPEN_FILES", open_files)
     rng = np.random.default_rng(3)
     patterns = {f"q{i}": random_read(rng, 16) for i in range(12)}
@@ -89,13 +93,15 @@ def test_reads_go_to_their_best_patterns_file_with_few_files_open(capsys, tmp_pa
             at = int(rng.integers(0, 44))
             read = read[:at] + pattern + read[at + 16:]
         reads.append(read)
-    reads_path, patterns_path = tmp_path / "r.fq", tmp_path / "p.fa"
-    reads_path.write_text("".join(f"@r{k} c\n{read}\n+\n{'I' * len(read)}\n" for k, read in enumerate(reads)))
+    reads_path, patterns_path = tmp_path / ("r.fa" if fasta else "r.fq"), tmp_path / "p.fa"
+    reads_path.write_text("".join(f">r{k} c\n{read}\n" if fasta else f"@r{k} c\n{read}\n+\n{'I' * len(read)}\n"
+                                  for k, read in enumerate(reads)))
     patterns_path.write_text("".join(f">{name}\n{seq}\n" for name, seq in patterns.items()))
     out = tmp_path / "out"
     out.mkdir()
+    kind = "fa" if fasta else "fq"
     status, paf, err = run_cli(capsys, reads_path, patterns_path, "-t", "24", "-q", "--chunk-size", 16,
-                               "--matched", out / "{name}.fq.gz", "--unmatched", out / "none.fq")
+                               "--matched", out / f"{{name}}.{kind}.gz", "--unmatched", out / f"none.{kind}")
     assert status == 0, err
     best = {}
     order = list(patterns)
@@ -108,15 +114,15 @@ def test_reads_go_to_their_best_patterns_file_with_few_files_open(capsys, tmp_pa
     expected: dict[str, list[str]] = {}
     for k in range(len(reads)):
         name = f"r{k}"
-        target = order[best[name][1]] + ".fq.gz" if name in best else "none.fq"
+        target = f"{order[best[name][1]]}.{kind}.gz" if name in best else f"none.{kind}"
         expected.setdefault(target, []).append(name)
-    assert "q11.fq.gz" not in expected and len(expected) >= 10
+    assert f"q11.{kind}.gz" not in expected and len(expected) >= 10
     assert sorted(p.name for p in out.iterdir()) == sorted(expected)
     for target, names in expected.items():
         assert read_ids(out / target) == names
         if target.endswith(".gz"):
             with gzip.open(out / target) as fh:  # reopened files are further gzip members
-                assert fh.read().count(b"\n") == 4 * len(names)
+                assert fh.read().count(b"\n") == (2 if fasta else 4) * len(names)
 
 
 def test_name_template_in_an_unwritable_directory(capsys, tmp_path):
@@ -197,3 +203,73 @@ def test_five_thousand_patterns_under_ulimit_256(tmp_path):
         if best[str(i)] == names[i]:
             got = (tmp_path / "out" / f"{names[i]}.fq").read_text().splitlines()[::4]
             assert f"@{i}" in got and f"@{9999 - i}" in got
+
+
+def test_open_file_budget_is_half_the_soft_limit(monkeypatch):
+    """Half the soft limit of open files, an integer, at least 2 and at most
+    MAX_OPEN_FILES; MAX_OPEN_FILES where there is no limit."""
+    hard = 1 << 20
+    for soft, budget in ((255, 127), (256, 128), (3, 2), (5, 2), (hard, bpbc.sinks.MAX_OPEN_FILES),
+                         (resource.RLIM_INFINITY, bpbc.sinks.MAX_OPEN_FILES)):
+        monkeypatch.setattr(resource, "getrlimit", lambda which, soft=soft: (soft, hard))
+        got = bpbc.sinks.open_file_budget()
+        assert got == budget and type(got) is int, (soft, got)
+
+
+@pytest.mark.parametrize("paired,open_files", [(False, 2), (False, 3), (True, 2), (True, 3), (True, 5)])
+def test_demultiplexed_files_open_at_once_stay_within_the_budget(capsys, tmp_path, monkeypatch, paired,
+                                                                 open_files):
+    """With a budget of B open files (one file a pattern, two for pairs), the
+    files of the patterns used least recently are closed first, only when
+    one more would go over B: the files are (re)opened exactly as often as
+    an LRU cache of ⌊B / files a pattern⌋ patterns misses (at least one
+    pattern's), never more than B at once (at most one pattern's when that
+    is more than B), and every read lands in its file."""
+    monkeypatch.setattr(bpbc.sinks, "MAX_OPEN_FILES", open_files)
+    out = tmp_path / "out"
+    out.mkdir()
+    open_now: set = set()
+    most_open, opens, used = [0], [0], []
+    real_open, real_suspend, real_outputs = bpbc.io.ReadsOutput._open, bpbc.io.ReadsOutput.suspend, \
+        bpbc.sinks.DemuxSink._outputs
+
+    def counted_open(self):
+        handle = real_open(self)
+        if str(out) in str(self._output.path):
+            opens[0] += 1
+            open_now.add(id(self))
+            most_open[0] = max(most_open[0], len(open_now))
+        return handle
+
+    def counted_suspend(self):
+        open_now.discard(id(self))
+        return real_suspend(self)
+
+    def recorded_outputs(self, pattern):
+        used.append(pattern)
+        return real_outputs(self, pattern)
+
+    monkeypatch.setattr(bpbc.io.ReadsOutput, "_open", counted_open)
+    monkeypatch.setattr(bpbc.io.ReadsOutput, "suspend", counted_suspend)
+    monkeypatch.setattr(bpbc.sinks.DemuxSink, "_outputs", recorded_outputs)
+    mates = ("-2", DATA / "reads_2.fq", "--matched2", out / "{name}_2.fq") if paired else ()
+    status, _, err = run_cli(capsys, DATA / "reads_1.fq", PATTERNS, "-t", "20", "-q", "--chunk-size", 2,
+                             "-o", tmp_path / "o.paf", "--matched", out / "{name}_1.fq", *mates)
+    assert status == 0, err
+    per_pattern = 2 if paired else 1
+    patterns_open: list = []  # the LRU oracle: least recent first
+    misses = 0
+    for pattern in used:
+        if pattern in patterns_open:
+            patterns_open.remove(pattern)
+        else:
+            misses += 1
+        patterns_open.append(pattern)
+        while len(patterns_open) > 1 and len(patterns_open) * per_pattern > open_files:
+            patterns_open.pop(0)
+    assert len(set(used)) == 3 and len(used) > 3
+    assert opens[0] == misses * per_pattern
+    assert most_open[0] == max(per_pattern, min(open_files // per_pattern, 3) * per_pattern)
+    names = [line[1:].split()[0] for line in PATTERNS.read_text().splitlines() if line.startswith(">")]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        f"{names[k]}_{mate}.fq" for k in set(used) for mate in ((1, 2) if paired else (1,)))

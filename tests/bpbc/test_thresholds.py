@@ -129,3 +129,13 @@ def test_per_pattern_thresholds_against_an_oracle(capsys, tmp_path):
     got = {(fields[0], fields[5], fields[4]) for fields in (line.split("\t") for line in out.splitlines())}
     assert got == expected
     assert len({pattern for _, pattern, _ in expected}) >= 4  # the thresholds matter for several patterns
+
+
+def test_plain_sequences_have_no_header_and_a_fraction_of_one_is_the_best_score():
+    """Patterns given as str or bytes (the Python API) have no header to read
+    a threshold from; --min-score-fraction 1 is the whole best score."""
+    patterns = ["ACGTACGTAC", b"ACGT"]
+    assert pattern_thresholds(patterns, "p.fa", Scoring(), 30) == 30
+    assert pattern_thresholds(patterns, "p.fa", Scoring(), 30, 0.5) == [10, 4]
+    assert pattern_thresholds(patterns, "p.fa", Scoring(), 30, 1) == [20, 8]
+    assert pattern_thresholds(patterns, "p.fa", Scoring(match=3), 30, 1.0) == [30, 12]
