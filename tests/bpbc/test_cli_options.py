@@ -315,8 +315,10 @@ def test_progress_only_on_a_terminal_without_the_paf(monkeypatch, stderr_tty, st
     assert bpbc.cli._show_progress(quiet, output) is expected
 
 
-@pytest.mark.parametrize("tty,quiet", [(True, False), (True, True), (False, False)])
-def test_the_progress_and_the_compile_notice_reach_a_terminal_only(capsys, tmp_path, monkeypatch, tty, quiet):
+@pytest.mark.parametrize("tty,quiet,stdout_tty", [(True, False, False), (True, True, False), (False, False, False),
+                                                   (True, False, True)])
+def test_the_progress_and_the_compile_notice_reach_a_terminal_only(capsys, tmp_path, monkeypatch, tty, quiet,
+                                                                   stdout_tty):
     """On a terminal (and not -q), the run drives the progress line (to the
     number of reads screened) and says once that kernels compile where
     that happens (here: made to happen at once); elsewhere neither."""
@@ -341,6 +343,7 @@ def test_the_progress_and_the_compile_notice_reach_a_terminal_only(capsys, tmp_p
     monkeypatch.setattr(bpbc.cli, "watching_compiles", compiles_at_once)
     capsys.readouterr()
     monkeypatch.setattr(sys.stderr, "isatty", lambda: tty, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: stdout_tty, raising=False)  # the PAF goes to a file
     status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "-o", tmp_path / "o.paf", *(["-q"] if quiet else []),
                              "--chunk-size", "5")
     assert status == 0
@@ -363,3 +366,20 @@ def test_stem_names_every_output_after_the_first_reads_file(capsys, tmp_path):
                                                    for arg in (option, out / name)])
     assert status == 0, err
     assert sorted(p.name for p in out.iterdir()) == sorted(name.replace("{stem}", "reads_1") for name in names.values())
+
+
+def test_an_internal_error_of_bpbcs_own_is_its_message_and_bpbc_debug_0_is_off(capsys, tmp_path, monkeypatch):
+    """An InternalError (a check of bpbc's own that failed) is reported by
+    its message alone; any other exception by its type and message.
+    BPBC_DEBUG=0 is off, as unset or empty."""
+    from bpbc.errors import InternalError
+
+    def fail():
+        raise InternalError("the traceback disagrees with the screen")
+
+    monkeypatch.setenv("BPBC_DEBUG", "0")
+    patch_stage(monkeypatch, "device", fail)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", "-o", tmp_path / "o.paf")
+    assert status == 3
+    assert err == ("bpbc-screen: internal error: the traceback disagrees with the screen; please report it at the "
+                   "bpbc issue tracker with the command line\n")
