@@ -383,3 +383,31 @@ def test_an_internal_error_of_bpbcs_own_is_its_message_and_bpbc_debug_0_is_off(c
     assert status == 3
     assert err == ("bpbc-screen: internal error: the traceback disagrees with the screen; please report it at the "
                    "bpbc issue tracker with the command line\n")
+
+
+def test_a_failed_write_without_a_file_name_says_what_failed(capsys, tmp_path, monkeypatch):
+    def full(*args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    patch_stage(monkeypatch, "write", full)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", "-o", tmp_path / "o.paf")
+    assert (status, err) == (1, "bpbc-screen: error: cannot write the outputs: No space left on device\n")
+
+
+def test_a_closed_pipe_exits_141_in_silence(capsys, tmp_path, monkeypatch):
+    """The reader of the PAF went away (``bpbc-screen ... | head``): status
+    141 as a shell reports SIGPIPE, no message."""
+    def closed(*args):
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    patch_stage(monkeypatch, "write", closed)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5")
+    assert (status, err) == (141, "")
+
+
+def test_main_reads_the_command_line_of_the_process(capsys, monkeypatch):
+    from bpbc import __version__
+
+    monkeypatch.setattr(sys, "argv", ["bpbc-screen", "--version"])
+    assert bpbc.cli.main() == 0
+    assert capsys.readouterr().out == f"bpbc-screen {__version__}\n"
