@@ -5,6 +5,10 @@
     python scripts/mutation.py --scope --keep DIR            (the issue's scope only; DIR kept, a later run goes on)
     python scripts/mutation.py --keep DIR --recheck 'bpbc.io.*=tests/bpbc/test_io.py' ...
                                                              (survivors against tests written since the run)
+    python scripts/mutation.py --keep DIR_A --modules bpbc/paf.py ... --tests tests/bpbc/test_paf.py ... \
+        --mutants 'bpbc.paf.*' ...                          (some modules against fewer tests: faster)
+    python scripts/mutation.py --keep DIR --merge DIR_A DIR_B --report-only
+                                                             (one report of several runs: killed in any is killed)
 
 mutmut changes the code one mutant at a time (an operator, a constant, a
 string, a call's argument; bpbc/paf.py, pairs, sinks, thresholds, patterns,
@@ -171,12 +175,10 @@ def results(work: Path, modules: list[str]) -> tuple[dict, list[str]]:
     survivors, others = [], []
     scope: Counter = Counter()
     outside: Counter = Counter()
-    rechecked_path = work / "rechecked.json"
-    rechecked = json.loads(rechecked_path.read_text()) if rechecked_path.exists() else {}
+    rechecked = _rechecked([work] + MERGED)
     for module in modules:
-        meta = json.loads((work / "mutants" / f"{module}.meta").read_text())
         counts: Counter = Counter()
-        for name, code in meta["exit_code_by_key"].items():
+        for name, code in _exit_codes([work] + MERGED, module).items():
             status = STATUS.get(code, "suspicious")
             if status == "survived" and rechecked.get(name) == 1:
                 status = "killed by a test written after the run (--recheck)"
@@ -191,6 +193,38 @@ def results(work: Path, modules: list[str]) -> tuple[dict, list[str]]:
         sorted(survivors) + sorted(others)
 
 
+#: further work directories (``--merge``) whose results count with those of ``--keep``'s: runs of some modules
+#: against a narrower test selection (faster), or earlier runs
+MERGED: list[Path] = []
+#: which exit status wins where several runs checked one mutant: a test that fails in any run kills it
+_RANK = {1: 6, 3: 6, 36: 5, 24: 5, -24: 5, 152: 5, 255: 5, 0: 2, 5: 1, 33: 1, 34: 1, None: 0}
+
+
+def _exit_codes(works: list[Path], module: str) -> dict:
+    """Each mutant's exit status of ``module`` over the runs in ``works``: the
+    one that ranks highest (:data:`_RANK`; a crash ranks above a survivor)."""
+    codes: dict = {}
+    for work in works:
+        path = work / "mutants" / f"{module}.meta"
+        if not path.exists():
+            continue
+        for name, code in json.loads(path.read_text())["exit_code_by_key"].items():
+            if name not in codes or _RANK.get(code, 3) > _RANK.get(codes[name], 3):
+                codes[name] = code
+    return codes
+
+
+def _rechecked(works: list[Path]) -> dict:
+    """--recheck's exit statuses over the runs in ``works`` (a kill in any wins)."""
+    found: dict = {}
+    for work in works:
+        path = work / "rechecked.json"
+        for name, code in (json.loads(path.read_text()) if path.exists() else {}).items():
+            if found.get(name) != 1:
+                found[name] = code
+    return found
+
+
 def mutant_diffs(work: Path, names: list[str]) -> list[str]:
     """Each mutant's diff against the original function, read from mutmut's
     mutated sources (``mutmut show`` starts mutmut once per mutant: seconds each)."""
@@ -199,7 +233,8 @@ def mutant_diffs(work: Path, names: list[str]) -> list[str]:
 
     functions: dict[str, str] = {}
     for module in {".".join(name.split(".")[:2]) for name in names}:
-        path = work / "mutants" / (module.replace(".", "/") + ".py")
+        path = next((candidate for candidate in (each / "mutants" / (module.replace(".", "/") + ".py")
+                                                 for each in [work] + MERGED) if candidate.exists()))
         text = path.read_text()
         lines = text.splitlines()
         for node in ast.walk(ast.parse(text)):
@@ -269,9 +304,7 @@ def recheck(work: Path, names: list[str], tests: list[str], jobs: int) -> dict[s
 
 def unchecked(work: Path, modules: list[str]) -> list[str]:
     """The mutants of ``modules`` that mutmut has not run."""
-    return [name for module in modules
-            for name, code in json.loads((work / "mutants" / f"{module}.meta").read_text())["exit_code_by_key"].items()
-            if code is None]
+    return [name for module in modules for name, code in _exit_codes([work] + MERGED, module).items() if code is None]
 
 
 def score(counts: Counter) -> dict:
@@ -303,9 +336,13 @@ def main(argv: list[str] | None = None) -> int:
     arguments.add_argument("--recheck", nargs="+", default=None, metavar="TEST", help="with --keep, after a run: "
                            "run each survivor against these tests (of the checkout as it is now); those failing "
                            "count as killed (rechecked.json in the work directory)")
+    arguments.add_argument("--merge", nargs="+", type=Path, default=[], metavar="DIR", help="with --keep: count "
+                           "the results of these work directories too (a mutant killed in any is killed; runs of "
+                           "some modules against fewer tests, --modules and --tests, each kept in a DIR of its own)")
     arguments.add_argument("--unchecked", action="store_true", help="with --recheck: the mutants mutmut did not get "
                            "to as well (where a pattern names tests for them; killed or survived by those alone)")
     args = arguments.parse_args(argv)
+    MERGED[:] = args.merge
     work = args.keep or Path(tempfile.mkdtemp(prefix="bpbc-mutation-"))
     started = time.time()
     try:

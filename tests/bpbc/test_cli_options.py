@@ -92,7 +92,7 @@ def test_refused_options_exit_1_with_one_line_and_no_files(capsys, tmp_path, mon
     # the same refusal with and without outputs named, and whatever comes first on the line
     for outputs in ([], ["-o", tmp_path / "out" / "o.paf", "--json", tmp_path / "out" / "s.json"]):
         got = _refused(capsys, tmp_path, reads, *args, PATTERNS, "-t", "20", *outputs)
-        assert message in got, got
+        assert got.startswith(message) or got.endswith(message), got  # the message, not inside another
     if case == "reads-from unreadable":
         assert got == f"{places['+MISSING']}: {message}"
 
@@ -315,8 +315,10 @@ def test_progress_only_on_a_terminal_without_the_paf(monkeypatch, stderr_tty, st
     assert bpbc.cli._show_progress(quiet, output) is expected
 
 
-@pytest.mark.parametrize("tty,quiet", [(True, False), (True, True), (False, False)])
-def test_the_progress_and_the_compile_notice_reach_a_terminal_only(capsys, tmp_path, monkeypatch, tty, quiet):
+@pytest.mark.parametrize("tty,quiet,stdout_tty", [(True, False, False), (True, True, False), (False, False, False),
+                                                   (True, False, True)])
+def test_the_progress_and_the_compile_notice_reach_a_terminal_only(capsys, tmp_path, monkeypatch, tty, quiet,
+                                                                   stdout_tty):
     """On a terminal (and not -q), the run drives the progress line (to the
     number of reads screened) and says once that kernels compile where
     that happens (here: made to happen at once); elsewhere neither."""
@@ -341,6 +343,7 @@ def test_the_progress_and_the_compile_notice_reach_a_terminal_only(capsys, tmp_p
     monkeypatch.setattr(bpbc.cli, "watching_compiles", compiles_at_once)
     capsys.readouterr()
     monkeypatch.setattr(sys.stderr, "isatty", lambda: tty, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: stdout_tty, raising=False)  # the PAF goes to a file
     status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "-o", tmp_path / "o.paf", *(["-q"] if quiet else []),
                              "--chunk-size", "5")
     assert status == 0
@@ -363,3 +366,48 @@ def test_stem_names_every_output_after_the_first_reads_file(capsys, tmp_path):
                                                    for arg in (option, out / name)])
     assert status == 0, err
     assert sorted(p.name for p in out.iterdir()) == sorted(name.replace("{stem}", "reads_1") for name in names.values())
+
+
+def test_an_internal_error_of_bpbcs_own_is_its_message_and_bpbc_debug_0_is_off(capsys, tmp_path, monkeypatch):
+    """An InternalError (a check of bpbc's own that failed) is reported by
+    its message alone; any other exception by its type and message.
+    BPBC_DEBUG=0 is off, as unset or empty."""
+    from bpbc.errors import InternalError
+
+    def fail():
+        raise InternalError("the traceback disagrees with the screen")
+
+    monkeypatch.setenv("BPBC_DEBUG", "0")
+    patch_stage(monkeypatch, "device", fail)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", "-o", tmp_path / "o.paf")
+    assert status == 3
+    assert err == ("bpbc-screen: internal error: the traceback disagrees with the screen; please report it at the "
+                   "bpbc issue tracker with the command line\n")
+
+
+def test_a_failed_write_without_a_file_name_says_what_failed(capsys, tmp_path, monkeypatch):
+    def full(*args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    patch_stage(monkeypatch, "write", full)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5", "-o", tmp_path / "o.paf")
+    assert (status, err) == (1, "bpbc-screen: error: cannot write the outputs: No space left on device\n")
+
+
+def test_a_closed_pipe_exits_141_in_silence(capsys, tmp_path, monkeypatch):
+    """The reader of the PAF went away (``bpbc-screen ... | head``): status
+    141 as a shell reports SIGPIPE, no message."""
+    def closed(*args):
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    patch_stage(monkeypatch, "write", closed)
+    status, _, err = run_cli(capsys, READS, PATTERNS, "-t", "20", "--chunk-size", "5")
+    assert (status, err) == (141, "")
+
+
+def test_main_reads_the_command_line_of_the_process(capsys, monkeypatch):
+    from bpbc import __version__
+
+    monkeypatch.setattr(sys, "argv", ["bpbc-screen", "--version"])
+    assert bpbc.cli.main() == 0
+    assert capsys.readouterr().out == f"bpbc-screen {__version__}\n"
