@@ -52,10 +52,8 @@ class RunFiles:
         None where ``path`` is the null device: the caller formats no PAF
         (for 10M trimmed reads on 16 cores, formatting the lines only to drop
         them kept one thread busy for about as long as the whole run)."""
-        if path not in (None, STDIN) and is_null_device(path):
-            return None
         if path not in (None, STDIN):
-            return self.create(path, "PAF").open_binary().write
+            return None if is_null_device(path) else self.create(path, "PAF").open_binary().write
         self._to_stdout = True
         stdout = sys.stdout
 

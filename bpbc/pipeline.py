@@ -755,10 +755,9 @@ def screen_files(
                         for kind in sinks}
         writer = stack.enter_context(OrderedWorker(inline=not plan.threaded))
         # the traceback of batch k runs beside the screen of batch k + 1, and
-        # beside that of batch k + 1 where the plan traces several at once;
-        # the aligner takes them in order
-        aligner = stack.enter_context(OrderedWorker(depth=plan.tracebacks - 1 or 1, inline=not plan.threaded,
-                                                    name="bpbc-aligner"))
+        # where the plan traces several at once beside that of batch k + 1
+        # (each is handed to the tracer before the aligner, which takes them in order)
+        aligner = stack.enter_context(OrderedWorker(depth=1, inline=not plan.threaded, name="bpbc-aligner"))
         tracer: ThreadPoolExecutor | _InlineExecutor = _InlineExecutor()
         if plan.threaded:
             tracer = ThreadPoolExecutor(plan.tracebacks, "bpbc-traceback")
