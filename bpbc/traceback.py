@@ -962,6 +962,11 @@ def _select1(mask, a, b):
     return a if mask else b
 
 
+@njit(inline="always")
+def _any1(mask):
+    return mask
+
+
 # The forward pass on 16 int32 lanes, and on 32 int16 lanes where the values
 # fit: the same instructions for twice the reads (a 16-bit lane is as fast as
 # a 32-bit one); each lane width's cell type and vector operations. And on
@@ -972,7 +977,7 @@ _INT32_LANES = dict(_K=LANES, _CELL=np.int32, _CELL_NEG=_NEG, _vsplat=vsplat16, 
 _INT16_LANES = dict(_K=LANES16, _CELL=np.int16, _CELL_NEG=_NEG16, _vsplat=vsplat32, _vload=vload32, _vstore=vstore32,
                     _vmax=vmax32, _vselect=vselect32, _vany=vany)
 _ONE_LANE = dict(_K=1, _CELL=np.int32, _CELL_NEG=_NEG, _vsplat=_splat1, _vload=_load1, _vstore=_store1, _vmax=_max1,
-                 _vselect=_select1)
+                 _vselect=_select1, _vany=_any1)
 
 
 def _lane_kernels(body):
@@ -1022,6 +1027,13 @@ _banded_batch_parallel, _banded_batch_serial = _batch_kernels(
 _banded_batch_parallel16, _banded_batch_serial16 = _batch_kernels(
     _banded_batch_body, "16", _K=LANES16, _CELL=np.int16, _CELL_NEG=_NEG16, _start=_start_lanes16,
     _band_forward=_band_forward_lanes16)
+# and on one lane: a few long instances, each a block of its own (on a thread of its own), its
+# band's pointers a 16th of a 16-lane block's
+_start_lane1 = njit(cache=True, nogil=True)(_named(_start_body, "_1", **_ONE_LANE))
+_band_forward_lane1 = njit(cache=True, nogil=True)(_named(_band_forward_body, "_1", **_ONE_LANE))
+_banded_batch_parallel1, _banded_batch_serial1 = _batch_kernels(
+    _banded_batch_body, "1", _K=1, _CELL=np.int32, _CELL_NEG=_NEG, _start=_start_lane1,
+    _band_forward=_band_forward_lane1)
 _cigars_parallel, _cigars_serial = _batch_kernels(_cigars_body, "")
 _PARALLEL_FROM = 32  #: instances from which the parallel kernels are used
 #: the ops of a batch's alignments, a buffer used again from call to call
@@ -1205,16 +1217,22 @@ def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, s
             parallel: bool, cell_bits: int | None = None):
     """Align instances ``chosen`` (end cells and boxes known, score > 0) in
     bands (_banded_batch_body), blocks by box width then rows, on int16
-    cells where the values fit (or ``cell_bits`` says 16), else int32: the
+    cells where the values fit (or ``cell_bits`` says 16), else int32, and
+    where they are no more than the threads (``cell_bits`` None) each on one
+    int32 lane, a thread of its own: the
     (k, 8) table of their rows (zero for the others) and whether each was
     aligned (not where its block's band would take more than
     POINTER_BUDGET)."""
     fits = cell_bits == 16 or cell_bits is None and _fits_int16(int(box[:, 0].max()), int(box[:, 1].max()), scoring) \
         and _fits_int16_start(int(box[:, 1].max()), scoring)
-    lanes = LANES16 if fits else LANES
+    threads = get_num_threads() if parallel else 1
+    alone = len(chosen) <= threads and cell_bits is None  # each on a lane (and a thread) of its own
+    lanes = 1 if alone else LANES16 if fits else LANES
     by_size = lexsort2(box[:, 0], box[:, 1])
     block_first = np.unique(np.append(np.arange(0, len(chosen), lanes), len(chosen))).astype(np.int64)
-    if parallel:
+    if alone:
+        banded = _banded_batch_parallel1 if parallel and len(chosen) > 1 else _banded_batch_serial1
+    elif parallel:
         banded = _banded_batch_parallel16 if fits else _banded_batch_parallel
     else:
         banded = _banded_batch_serial16 if fits else _banded_batch_serial
@@ -1222,7 +1240,7 @@ def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, s
     table_rows, done = banded(codes, rows[picked], picked, table.masks, table.starts, ks[picked], score[by_size],
                               read_end[by_size], pattern_end[by_size], box[by_size, 0], box[by_size, 1], block_first,
                               scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops,
-                              get_num_threads() if parallel else 1, POINTER_BUDGET)
+                              threads, POINTER_BUDGET)
     aligned = np.zeros(len(chosen), dtype=bool)
     aligned[by_size] = np.repeat(done.astype(bool), np.diff(block_first))
     return table_rows, aligned

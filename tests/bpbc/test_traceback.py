@@ -678,9 +678,10 @@ def test_start_boxes_are_those_of_every_alignment_ending_at_the_end_cell(scoring
 def test_alignments_in_bands_are_those_of_the_whole_dp(scoring, monkeypatch):
     """Instances whose end cells a score pass found are aligned in the band
     of cells an alignment of their score ending there can pass: each alone
-    (its band its own, narrow) and all in blocks, on int16 and int32 cells,
-    every one in its band (none left to the pass over the box), the rule's
-    traceback on the reference matrices; and the same with no band (the box)."""
+    (its band its own, narrow: on one int32 lane where the cells are not
+    asked for) and all in blocks, on int16 and int32 cells, every one in its
+    band (none left to the pass over the box), the rule's traceback on the
+    reference matrices; and the same with no band (the box)."""
     from bpbc import traceback as tb
     from bpbc.patterns import PatternTable
 
@@ -699,7 +700,7 @@ def test_alignments_in_bands_are_those_of_the_whole_dp(scoring, monkeypatch):
         return [LocalAlignment(int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4]), cigar, int(row[6]),
                                int(row[7]), int(row[5])) for row, cigar in zip(found, cigars.strings())]
 
-    for bits in (16, 32):
+    for bits in (16, 32, None):
         alone = [aligned(np.array([t]), bits)[0] for t in range(len(pairs))]
         together = aligned(np.arange(len(pairs)), bits)
         assert alone == expected and together == expected
