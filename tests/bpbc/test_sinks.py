@@ -137,11 +137,12 @@ def test_name_template_in_an_unwritable_directory(capsys, tmp_path):
     assert status == 1 and "{name} may only be part of the file name, not of a directory" in err
 
 
-def test_pattern_name_that_is_no_file_name(capsys, tmp_path):
+@pytest.mark.parametrize("name", ["a/b", ".", ".."])
+def test_pattern_name_that_is_no_file_name(capsys, tmp_path, name):
     patterns = tmp_path / "p.fa"
-    patterns.write_text(">a/b\nACGTACGTAC\n")
-    status, _, err = run_cli(capsys, DATA / "reads.fq", patterns, "-t", "10", "--matched", tmp_path / "{name}.fq")
-    assert status == 1 and "pattern name 'a/b' cannot be part of a file name" in err
+    patterns.write_text(f">{name}\nACGTACGTAC\n")
+    status, _, err = run_cli(capsys, DATA / "reads.fq", patterns, "-t", "10", "--matched", tmp_path / "{name}")
+    assert status == 1 and f"pattern name {name!r} cannot be part of a file name" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.fa"]
 
 
