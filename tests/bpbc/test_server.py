@@ -140,6 +140,20 @@ def test_sigterm_stops_the_server_and_removes_its_socket(tmp_path):
     assert not path.exists()
 
 
+def _take_request(connection) -> dict:
+    """What a stand-in server gets from a client: the request (short enough
+    to come in one message), its three descriptors closed."""
+    import json
+    import socket
+
+    from bpbc import server
+
+    data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+    for fd in fds:
+        os.close(fd)
+    return json.loads(data[server._LENGTH.size:])
+
+
 def _start_server_again_fails(path: Path) -> bool:
     done = subprocess.run([sys.executable, "-m", "bpbc.server", str(path), "--device", "cpu"], env=_env(),
                           capture_output=True, timeout=300)
@@ -206,7 +220,6 @@ def test_a_signal_as_the_request_goes_stops_the_run(tmp_path, monkeypatch, when)
     the server's watcher still waiting in recv); with Python's default
     handler the client ended by KeyboardInterrupt. Planted once (the
     handlers set after ``send_fds`` again): both cases fail, every run."""
-    import json
     import socket
     import threading
 
@@ -221,10 +234,7 @@ def test_a_signal_as_the_request_goes_stops_the_run(tmp_path, monkeypatch, when)
     def serve() -> None:
         connection, _ = listener.accept()
         with connection:
-            data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
-            for fd in fds:
-                os.close(fd)
-            got["request"] = json.loads(data[server._LENGTH.size:])
+            got["request"] = _take_request(connection)
             connection.settimeout(10)  # only the broken client makes it wait this long
             try:
                 got["then"] = connection.recv(1)
@@ -329,7 +339,6 @@ def test_the_client_acts_on_a_signal_that_came_just_before_it_waits():
     Planted once (recv without a timeout, as before): fails, the server
     getting no stop within its 5 s, in 5 of 5 runs."""
     import _thread
-    import json
     import socket
     import threading
 
@@ -346,10 +355,7 @@ def test_the_client_acts_on_a_signal_that_came_just_before_it_waits():
     def serve() -> None:
         connection, _ = listener.accept()
         with connection:
-            data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
-            for fd in fds:
-                os.close(fd)
-            got["request"] = json.loads(data[server._LENGTH.size:])
+            got["request"] = _take_request(connection)
             while sys._current_frames()[main].f_code is not receiving:  # the client waits for the status
                 time.sleep(0.001)
             _thread.interrupt_main(signal.SIGINT)
