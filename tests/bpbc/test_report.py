@@ -34,7 +34,7 @@ import pytest
 
 from bpbc.cli import main
 from bpbc.pipeline import ScreenSettings, screen_files
-from bpbc.summary import Histogram, combined_summary
+from bpbc.summary import HitColumns, Histogram, Statistics, combined_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -125,6 +125,56 @@ def test_histogram_is_the_same_however_the_values_are_split_and_merged():
 
 
 # ---------------------------------------------------------------- counts and histograms
+
+
+@pytest.mark.parametrize("mates", [1, 2])
+def test_a_batch_is_counted_as_a_plain_count_of_its_hits_says(mates):
+    """Statistics.add_batch (one compiled pass over the hits) against counts
+    made here hit by hit: per read its patterns, the hits per pattern, strand
+    and mate, the scores, where the hits start and end (bins widened past
+    255), for two batches in turn."""
+    rng = np.random.default_rng(mates)
+    names, strands = ["a", "b", "c"], ["+", "-"]
+    statistics = Statistics(names, [20, 30, 40], [10, 10, 10], strands, mates, match=2)
+    expected_passing = np.zeros((3, 2, mates), np.int64)
+    sole, several, readers = np.zeros(3, np.int64), 0, 0
+    scores = np.zeros((3, 81), np.int64)
+    starts, ends = [], []
+    for top in (200, 700):  # the second batch widens the position bins
+        count = 500
+        rows = sorted({(int(r), int(p), int(k)) for r, p, k in zip(rng.integers(0, 300, count),
+                                                                  rng.integers(0, 3, count),
+                                                                  rng.integers(0, 2, count))})
+        read, pattern, strand = (np.array(column, np.int64) for column in zip(*rows))
+        score = rng.integers(10, 81, len(read)).astype(np.int32)
+        start = rng.integers(0, top, len(read))
+        end = start + rng.integers(1, 50, len(read))
+        statistics.add_batch(np.full(300, 150, np.int64), HitColumns(read, pattern, strand, score, start, end),
+                             np.ones(300 // mates, bool))
+        for r in np.unique(read):
+            patterns = set(pattern[read == r].tolist())
+            readers += 1
+            if len(patterns) == 1:
+                sole[patterns.pop()] += 1
+            else:
+                several += 1
+        for t in range(len(read)):
+            expected_passing[pattern[t], strand[t], read[t] % mates] += 1
+            scores[pattern[t], score[t]] += 1
+            starts.append((pattern[t] * mates + read[t] % mates, start[t]))
+            ends.append((pattern[t] * mates + read[t] % mates, end[t]))
+    assert statistics.reads_passing == readers and statistics.several_patterns == several
+    assert np.array_equal(statistics.passing, expected_passing) and np.array_equal(statistics.sole_pattern, sole)
+    assert np.array_equal(statistics.scores, scores)
+    assert statistics.alignments == len(starts)
+    for histogram, values in ((statistics.hit_starts, starts), (statistics.hit_ends, ends)):
+        assert histogram.width == 4  # 700 + 49 needs bins 4 wide
+        dense = np.zeros((3 * mates, 256), np.int64)
+        for row, value in values:
+            dense[row, value // 4] += 1
+        assert np.array_equal(histogram.counts, dense)
+
+
 
 
 def test_report_counts_equal_the_json_summary(tmp_path, capsys, monkeypatch):
