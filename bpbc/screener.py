@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TypeVar, cast
 
 import numpy as np
+from numba import njit
 
 from .alphabet import as_bytes, encode_pattern, record_name
 from .engines import TwoPassEngine, select_engine, set_up_process
@@ -59,10 +60,40 @@ def _rows_and_local(reads: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(present), rank[reads]
 
 
-def _sorted_pairs(read: np.ndarray, k: np.ndarray, count: int) -> bool:
-    """Whether (read, k) pairs, k below ``count``, are in strictly increasing order."""
-    key = read.astype(np.int64) * count + k
-    return bool((key[1:] > key[:-1]).all())
+@njit(cache=True, nogil=True)
+def _sorted_pairs(read, k) -> bool:
+    """Whether (read, k) pairs are in strictly increasing order."""
+    for i in range(1, len(read)):
+        if read[i] < read[i - 1] or (read[i] == read[i - 1] and k[i] <= k[i - 1]):
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _passing(reads, local, values, overflow, thresholds, ks, planes):
+    """The instances of one plane group that pass, in the engine's order:
+    (read, oriented pattern ks[local], score, capped) where the score reaches
+    thresholds[local] or overflowed (its true score is >= 2**planes: the cap
+    is reported). One call with the GIL released, in the thread that drives
+    the engine, where a dozen numpy calls each waited to take it back."""
+    count = 0
+    for i in range(len(reads)):
+        if overflow[i] or values[i] >= thresholds[local[i]]:
+            count += 1
+    read = np.empty(count, np.int64)
+    k = np.empty(count, np.int64)
+    score = np.empty(count, np.int32)
+    capped = np.empty(count, np.bool_)
+    cap = (1 << planes) - 1
+    h = 0
+    for i in range(len(reads)):
+        if overflow[i] or values[i] >= thresholds[local[i]]:
+            read[h] = reads[i]
+            k[h] = ks[local[i]]
+            score[h] = cap if overflow[i] else values[i]
+            capped[h] = overflow[i]
+            h += 1
+    return read, k, score, capped
 
 
 class ReadBatch:
@@ -373,19 +404,17 @@ class Screener:
                     values, overflow = self._pair_scores(batch, reads_, local, table, planes)
                 else:
                     reads_, local, values, overflow = engine.hits(batch.prepared, table, scoring, planes, thresholds)
-                keep = overflow | (values >= thresholds[local])
-                # an overflowed lane's true score is >= 2**planes: report the cap
-                values = np.where(overflow, (1 << planes) - 1, values).astype(np.int32)
-                parts.append((reads_[keep], ks[local[keep]], values[keep], overflow[keep]))
-        if parts:
+                parts.append(_passing(reads_, local, values, overflow, thresholds, ks, planes))
+        if len(parts) == 1:
+            read, k, score, capped = parts[0]
+        elif parts:
             read, k, score, capped = (np.concatenate(column) for column in zip(*parts))
         else:
             read, k = np.zeros(0, np.int64), np.zeros(0, np.int64)
             score, capped = np.zeros(0, np.int32), np.zeros(0, bool)
-        if not _sorted_pairs(read, k, len(self.table)):  # one plane group's hits come sorted
+        if not _sorted_pairs(read, k):  # one plane group's hits come sorted
             order = np.lexsort((k, read))  # k runs over (pattern, strand) in order
             read, k, score, capped = read[order], k[order], score[order], capped[order]
-        read = read.astype(np.int64, copy=False)
         return Hits(read, self.table.pattern[k], self.table.strand[k], score, capped)
 
     def _pair_scores(self, batch: ReadBatch, reads: np.ndarray, ks: np.ndarray, table: PatternTable,

@@ -429,7 +429,7 @@ def test_hits_of_several_plane_groups_come_sorted_and_helpers_match_numpy():
     in groups, whose hits the Screener merges into (read, pattern, strand)
     order; one group's come sorted already (no sort then). The hits are the
     dense scores that pass, in that order."""
-    from bpbc.screener import _rows_and_local, _sorted_pairs
+    from bpbc.screener import _passing, _rows_and_local, _sorted_pairs
 
     rng = np.random.default_rng(12)
     patterns = ["ACGTTGCAACGGTAACGT", "GATTACAGATTACAGGGTTA", "TTGACCAGTACGGATCCATG", "CCATGGAACTTGACG"]
@@ -449,9 +449,19 @@ def test_hits_of_several_plane_groups_come_sorted_and_helpers_match_numpy():
         rows, local = _rows_and_local(reads_, 60)  # in any order, and sorted (the hits)
         expected_rows, expected_local = np.unique(reads_, return_inverse=True)
         assert np.array_equal(rows, expected_rows) and np.array_equal(local, expected_local)
-    assert _sorted_pairs(np.array([0, 0, 1, 3]), np.array([1, 2, 0, 0]), 3)
-    assert not _sorted_pairs(np.array([0, 0, 1]), np.array([2, 1, 0]), 3)
-    assert not _sorted_pairs(np.array([0, 0]), np.array([1, 1]), 3)
+    assert _sorted_pairs(np.array([0, 0, 1, 3]), np.array([1, 2, 0, 0]))
+    assert not _sorted_pairs(np.array([0, 0, 1]), np.array([2, 1, 0]))
+    assert not _sorted_pairs(np.array([0, 0]), np.array([1, 1]))
+    assert not _sorted_pairs(np.array([1, 0]), np.array([0, 5]))
+    # a plane group's passing instances: reaching their threshold, or overflowed (the cap reported)
+    values, overflow = rng.integers(0, 32, 500).astype(np.int32), rng.random(500) < 0.1
+    local, ks = rng.integers(0, 3, 500), np.array([4, 1, 6])
+    thresholds, planes = np.array([10, 20, 30]), 5
+    read, k, score, capped = _passing(np.arange(500) * 2, local, values, overflow, thresholds, ks, planes)
+    keep = overflow | (values >= thresholds[local])
+    assert np.array_equal(read, 2 * np.flatnonzero(keep)) and np.array_equal(k, ks[local[keep]])
+    assert np.array_equal(score, np.where(overflow, 31, values)[keep]) and np.array_equal(capped, overflow[keep])
+    assert score.dtype == np.int32 and 0 < keep.sum() < 400 and overflow[keep].any()
 
 
 def test_codes_of_rows_encoded_before_are_a_fresh_encoding():
