@@ -312,6 +312,20 @@ def _on_stream(array: np.ndarray):
     return copy
 
 
+def _thresholds_on_device(table, thresholds: np.ndarray):
+    """``thresholds`` (int32) on the current device, copied once per table
+    and device: the same for every batch, and each copy made the thread that
+    drives the device wait for the GIL again."""
+    import cupy
+
+    key = ("thresholds", _device(), thresholds.tobytes())
+    cached = table.engine_cache.get(key)
+    if cached is None:
+        cached = table.engine_cache[key] = _on_stream(thresholds.astype(np.int32))
+        cupy.cuda.get_current_stream().synchronize()  # copied before a batch on another stream reads it
+    return cached
+
+
 def _flagged_lanes(flag):
     """From the first pass's flags (K, G): each word's flagged lanes of
     its pattern in the words before it (rank, int64 (K, G)), and each
@@ -763,7 +777,7 @@ class GpuEngine:
         import cupy
 
         count, groups = len(table), prepared.groups
-        thresholds_on_device = _on_stream(thresholds.astype(np.int32))
+        thresholds_on_device = _thresholds_on_device(table, thresholds)
         with self._in_device_order():
             best, flag = self.launch(prepared, table, scoring, planes)
             counter = cupy.zeros(1, cupy.uint64)
@@ -777,7 +791,7 @@ class GpuEngine:
         """:meth:`hits` in two passes (see there)."""
         count, groups = len(table), prepared.groups
         self._load_passes(table, scoring, planes)
-        thresholds_on_device = _on_stream(thresholds.astype(np.int32))
+        thresholds_on_device = _thresholds_on_device(table, thresholds)
         # the second pass goes into buffers of the room the last batch needed (no copy to the host
         # between the passes, so the host runs ahead of the device), and once more where they fell short
         new_groups = max(1, min(count * groups, self._second_pass_words // (3 * prepared.width)))
