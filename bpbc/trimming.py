@@ -579,6 +579,32 @@ def _run_pass(track: bool, parallel: bool, buf, seq_start, lengths, rows, bit_ta
 # ----------------------------------------------------------------- edited records
 
 
+@njit(cache=True, nogil=True)
+def _adapter_spans(read, pattern, strand, read_start, read_end, pattern_start, pattern_end, lengths, pattern_lengths,
+                   kind):
+    """Each hit's adapter span on its read (start, end) and whether it is cut
+    as a 5' adapter: the alignment extended by the pattern bases it left out
+    at either end (on strand '-', strand index 1, the pattern runs the other
+    way), within the read; a 5' adapter, or an anywhere adapter that reaches
+    the read's start. One call with the GIL released, in the trimmer's
+    thread (as numpy, a dozen calls each waiting to take the GIL back)."""
+    count = len(read)
+    start = np.empty(count, np.int64)
+    end = np.empty(count, np.int64)
+    five = np.empty(count, np.bool_)
+    for t in range(count):
+        m = pattern_lengths[pattern[t]]
+        if strand[t] == 1:
+            left, right = m - pattern_end[t], pattern_start[t]
+        else:
+            left, right = pattern_start[t], m - pattern_end[t]
+        start[t] = max(0, read_start[t] - left)
+        end[t] = min(lengths[read[t]], read_end[t] + right)
+        k = kind[pattern[t]]
+        five[t] = k == _FIVE or (k == _ANYWHERE and start[t] == 0)
+    return start, end, five
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _gather_edited(buf, rec_start, seq_start, lengths, keep_start, keep_end, span_first, span_start, span_end, rows,
                    out):
@@ -1095,14 +1121,9 @@ class Trimmer:
         use = slice(None) if self._every_strand else np.isin(alignments.strand, self.trim_strands)
         read = alignments.read_index[use]
         pattern = alignments.pattern_index[use]
-        m = self.lengths[pattern]
-        minus = np.asarray(alignments.strand[use]) == 1
-        left = np.where(minus, m - alignments.pattern_end[use], alignments.pattern_start[use])
-        right = np.where(minus, alignments.pattern_start[use], m - alignments.pattern_end[use])
-        start = np.maximum(0, alignments.read_start[use] - left)
-        end = np.minimum(lengths[read], alignments.read_end[use] + right)
-        kind = self.kind[pattern]
-        five = (kind == _FIVE) | ((kind == _ANYWHERE) & (start == 0))
+        start, end, five = _adapter_spans(read, pattern, alignments.strand[use], alignments.read_start[use],
+                                          alignments.read_end[use], alignments.pattern_start[use],
+                                          alignments.pattern_end[use], lengths, self.lengths, self.kind)
         # the end overlaps found
         if inputs.overlaps is not None:  # every read's: those the hits leave out change nothing (below)
             found_read, task, found_cut = inputs.overlaps.result()
