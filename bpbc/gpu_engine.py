@@ -894,7 +894,7 @@ class _HitRecords:
         return records
 
     def fetch(self, found: int) -> np.ndarray:
-        """The records (uint32, (found, width)) by word, given their number
+        """The records (uint32, (found, width)), given their number
         (``counter`` as copied to the host after the kernel ran)."""
         if found > self.capacity:
             self.engine._record_capacity = 2 * found  # for the batches after this one too
@@ -902,8 +902,7 @@ class _HitRecords:
             with self.engine._in_device_order():
                 self.counter.fill(0)
                 self.records = self._run()
-        packed = self.records[:found].get()
-        return packed[np.argsort(packed[:, 0])]  # the kernel appends in no set order
+        return self.records[:found].get()  # in no set order: expand_hits sorts the hits
 
 
 def flag_first_pays(prepared: PreparedReads, table) -> bool:
@@ -927,21 +926,15 @@ def _no_hits() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 def expand_hits(records: np.ndarray, planes: int, groups: int, order: np.ndarray,
                 group_pattern: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:meth:`GpuEngine.hits` from hit records (uint32 (N, width), sorted by
-    word: flat word index, hit mask, flag, best planes[, 32 batch
+    """:meth:`GpuEngine.hits` from hit records (uint32 (N, width), in any
+    order: flat word index, hit mask, flag, best planes[, 32 batch
     positions]): (read, oriented pattern, score, overflow) of every lane set
     in a hit mask, sorted by read, then pattern. Word w is group w % groups
     of pattern w // groups (lane i: batch position 32 group + i); or, where
     ``group_pattern`` is not empty (the second pass), of pattern
     group_pattern[w], lane i from the position in the record. ``order``
     maps batch positions to reads."""
-    reads, ks, values, overflow = _expand_hits(records, planes, groups, order, group_pattern)
-    if len(reads) > 1:
-        key = reads * (int(ks.max()) + 1) + ks  # one per (read, pattern): there is each pair once
-        if (key[1:] < key[:-1]).any():  # (often sorted already: reads in batch order)
-            by_key = np.argsort(key)
-            return reads[by_key], ks[by_key], values[by_key], overflow[by_key]
-    return reads, ks, values, overflow
+    return _expand_hits(records, planes, groups, order, group_pattern)
 
 
 @njit(cache=True, nogil=True)
@@ -974,4 +967,34 @@ def _expand_hits(records, planes, groups, order, group_pattern):
                 overflow[h] = (records[i, 2] >> np.uint32(lane)) & np.uint32(1) == 1
                 reads[h] = order[position]
                 h += 1
-    return reads, ks, values, overflow
+    # sorted by read, then pattern (each pair once): by pattern, then stably by read, both by
+    # counting (the records come in no set order; an argsort each, and taking the columns
+    # through it, were a dozen numpy calls in the thread that drives the device)
+    by_pattern = _counting_order(ks, np.arange(hits), _most(ks) + 1)
+    by_read = by_pattern[_counting_order(reads, by_pattern, len(order))]
+    return reads[by_read], ks[by_read], values[by_read], overflow[by_read]
+
+
+@njit(cache=True, nogil=True)
+def _most(values):
+    top = -1
+    for v in values:
+        top = max(top, v)
+    return top
+
+
+@njit(cache=True, nogil=True)
+def _counting_order(keys, items, size):
+    """The stable order of ``items`` (indices into ``keys``) by their keys,
+    which lie in [0, size): as indices into ``items``."""
+    starts = np.zeros(size + 1, np.int64)
+    for t in items:
+        starts[keys[t] + 1] += 1
+    for v in range(size):
+        starts[v + 1] += starts[v]
+    result = np.empty(len(items), np.int64)
+    for i in range(len(items)):
+        key = keys[items[i]]
+        result[starts[key]] = i
+        starts[key] += 1
+    return result
