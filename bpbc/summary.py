@@ -21,16 +21,6 @@ from numba import njit
 HISTOGRAM_BINS = 256
 
 
-def _count(counts: np.ndarray, index: tuple) -> None:
-    """``np.add.at(counts, index, 1)``, by np.bincount where ``counts`` is
-    small beside the items (several times faster)."""
-    items = len(index[0])
-    if counts.size <= 8 * items:
-        counts += np.bincount(np.ravel_multi_index(index, counts.shape), minlength=counts.size).reshape(counts.shape)
-    elif items:
-        np.add.at(counts, index, 1)
-
-
 @njit(cache=True, nogil=True)
 def _largest(first, second):
     """The largest values of two non-empty arrays, in one call (the GIL released)."""
@@ -116,7 +106,7 @@ class Histogram:
         """Count ``values[i]`` in row ``rows[i]``."""
         if len(values):
             self._fit(int(values.max()))
-            _count(self.counts, (rows, values >> (self.width.bit_length() - 1)))
+            np.add.at(self.counts, (rows, values >> (self.width.bit_length() - 1)), 1)
 
     def add_all(self, row: int, values: np.ndarray) -> None:
         """Count every value of ``values`` in ``row`` (reads of one length: one addition)."""
