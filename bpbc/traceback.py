@@ -269,7 +269,9 @@ def _score_body(block, pattern, match, mismatch, gap_open, gap_extend, result):
     in L1 whatever the pattern's. Each column's best cell (the first in
     (i)) is kept as the column is filled, and then compared with the best so
     far (a second scan of the columns that could replace it cost as much as
-    the pass itself: along a hit's diagonal nearly every column does)."""
+    the pass itself: along a hit's diagonal nearly every column does). The
+    best cell's column is kept in int64 outside the lanes (once a column, in
+    the lanes where it changes): int16 lanes serve patterns of any length."""
     n = block.shape[0]
     m = pattern.shape[0]
     K = _K
@@ -286,7 +288,6 @@ def _score_body(block, pattern, match, mismatch, gap_open, gap_extend, result):
     one = _vsplat(1)
     best = zero
     best_i = zero
-    best_j = zero
     for j in range(1, m + 1):
         pattern_bits = _vload(flat_pattern, (j - 1) * K)
         h_diag = zero  # H[0][j-1]
@@ -311,8 +312,12 @@ def _score_body(block, pattern, match, mismatch, gap_open, gap_extend, result):
         better = top > _vselect(best_i > top_i, best - one, best)
         best = _vselect(better, top, best)
         best_i = _vselect(better, top_i, best_i)
-        best_j = _vselect(better, _vsplat(j), best_j)
-    for column, lanes in enumerate((best, best_i, best_j)):
+        if _vany(better):
+            _vstore(scratch, 0, _vselect(better, one, zero))
+            for q in range(K):
+                if scratch[q]:
+                    result[q, 2] = j
+    for column, lanes in enumerate((best, best_i)):
         _vstore(scratch, 0, lanes)
         for q in range(K):
             result[q, column] = scratch[q]
@@ -449,31 +454,48 @@ def _fill_patterns(pattern_codes, pattern_start, lane_pattern, lane_offset, firs
             bits[j, q] = pattern_codes[start + offset + j]
 
 
-def _score_batch_body(codes, lengths, rows, pattern_codes, pattern_start, lane_pattern, block_first, block_width,
-                      match, mismatch, gap_open, gap_extend):
+def _score_blocks_body(codes, lengths, rows, pattern_codes, pattern_start, lane_pattern, block_first, block_width,
+                       block_wide, block_order, match, mismatch, gap_open, gap_extend, threads):
     """The end cell of every instance (rows[t], oriented pattern
-    lane_pattern[t]), blocks as in _align_batch_body (block b: instances
-    block_first[b] to block_first[b + 1], patterns up to block_width[b]
-    long), in parallel over blocks: the int64 (k, 3) table of score, read end
-    and pattern end (_score_body)."""
+    lane_pattern[t]) by _score_body: block b (instances block_first[b] to
+    block_first[b + 1], patterns up to block_width[b] long) on 16 int32
+    lanes where block_wide[b], else on 32 int16 lanes (the values of a long
+    read need int32, those of reads under 16 kb do not: a batch of both
+    keeps each read's own), each of ``threads`` taking the next block of
+    block_order as it is done with one: the int64 (k, 3) table of score,
+    read end and pattern end."""
     k = rows.shape[0]
     out = np.zeros((k, 3), dtype=np.int64)
     zero_offset = np.zeros(k, dtype=np.int64)
-    for b in prange(block_first.shape[0] - 1):
-        first = block_first[b]
-        count = block_first[b + 1] - first
-        n = 0
-        for q in range(count):
-            n = max(n, lengths[rows[first + q]])
-        block = np.zeros((n, _K), dtype=np.uint8)
-        _fill_block(codes, lengths, rows, zero_offset, first, count, n, block)
-        bits = np.zeros((block_width[b], _K), dtype=np.uint8)
-        _fill_patterns(pattern_codes, pattern_start, lane_pattern, zero_offset, first, count, bits)
-        best = np.zeros((_K, 3), dtype=np.int64)
-        _score(block, bits, match, mismatch, gap_open, gap_extend, best)
-        for q in range(count):
-            for c in range(3):
-                out[first + q, c] = best[q, c]
+    blocks = block_first.shape[0] - 1
+    taken = np.zeros(1, dtype=np.int64)
+    for _ in prange(min(blocks, threads)):
+        while True:
+            b = take_next(taken)
+            if b >= blocks:
+                break
+            b = block_order[b]
+            first = block_first[b]
+            count = block_first[b + 1] - first
+            n = 0
+            for q in range(count):
+                n = max(n, lengths[rows[first + q]])
+            best = np.zeros((LANES16, 3), dtype=np.int64)
+            if block_wide[b]:
+                block = np.zeros((n, LANES), dtype=np.uint8)
+                _fill_block(codes, lengths, rows, zero_offset, first, count, n, block)
+                bits = np.zeros((block_width[b], LANES), dtype=np.uint8)
+                _fill_patterns(pattern_codes, pattern_start, lane_pattern, zero_offset, first, count, bits)
+                _score_lanes(block, bits, match, mismatch, gap_open, gap_extend, best)
+            else:
+                block16 = np.zeros((n, LANES16), dtype=np.uint8)
+                _fill_block(codes, lengths, rows, zero_offset, first, count, n, block16)
+                bits16 = np.zeros((block_width[b], LANES16), dtype=np.uint8)
+                _fill_patterns(pattern_codes, pattern_start, lane_pattern, zero_offset, first, count, bits16)
+                _score_lanes16(block16, bits16, match, mismatch, gap_open, gap_extend, best)
+            for q in range(count):
+                for c in range(3):
+                    out[first + q, c] = best[q, c]
     return out
 
 
@@ -482,7 +504,7 @@ def _start_batch_body(codes, rows, pattern_codes, pattern_start, lane_pattern, s
     """_start_body for every instance (rows[t], oriented pattern
     lane_pattern[t]) whose alignment of score score[t] ends at read base
     read_end[t] (exclusive) and pattern base pattern_end[t], blocks as in
-    _score_batch_body, in parallel over blocks: the int64 (k, 2) table of
+    _score_blocks_body, in parallel over blocks: the int64 (k, 2) table of
     the rows and columns up to the end that hold every optimal alignment
     ending there."""
     k = rows.shape[0]
@@ -1008,10 +1030,7 @@ _align_batch_parallel1, _align_batch_serial1 = _batch_kernels(
     _align_batch_body, "1", _K=1, _CELL=np.int32, _forward=_forward_lane1, _new_rows=_new_rows_lane1)
 # The score pass (long patterns), likewise
 _score_lanes, _score_lanes16 = _lane_kernels(_score_body)
-_score = _score_lanes  # _score_batch_body's own binding is _named's; this one names it for readers and linters
-_score_batch_parallel, _score_batch_serial = _batch_kernels(_score_batch_body, "", _K=LANES, _score=_score_lanes)
-_score_batch_parallel16, _score_batch_serial16 = _batch_kernels(_score_batch_body, "16", _K=LANES16,
-                                                                _score=_score_lanes16)
+_score_blocks_parallel, _score_blocks_serial = _batch_kernels(_score_blocks_body, "")
 # The start pass (known end cells), likewise
 _start_lanes, _start_lanes16 = _lane_kernels(_start_body)
 _start = _start_lanes  # as _score: named for readers and linters
@@ -1112,28 +1131,56 @@ def end_cells(codes, lengths, rows, table, ks, scoring: Scoring, fits: bool | No
     ``table``) by the traceback's tie rule (the first maximum in (read row,
     pattern column) order), without pointers: the int64 (k, 3) table of
     score, read end and pattern end. Blocks of any patterns, by pattern
-    length then read length; int16 cells where the values fit."""
+    length then read length; int16 cells where the values fit, each
+    instance's own (:func:`_fits_int16_score`; ``fits`` True or False: all
+    int16, or all int32), in parallel where they are many or long."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     ks = np.ascontiguousarray(ks, dtype=np.int64)
+    lengths = np.ascontiguousarray(lengths, np.int64)
+    read_lengths = lengths[rows]
+    pattern_lengths = table.lengths[ks].astype(np.int64)
     if fits is None:
-        fits = _fits_int16(codes.shape[1], int(table.lengths[ks].max(initial=0)), scoring)
+        narrow = _fits_int16_score(read_lengths, pattern_lengths, scoring)
+    else:
+        narrow = np.full(len(rows), bool(fits))
     if parallel is None:
         parallel = len(rows) >= _PARALLEL_FROM
-    score_batch = ((_score_batch_parallel16 if parallel else _score_batch_serial16) if fits else
-                   (_score_batch_parallel if parallel else _score_batch_serial))
-    lanes = LANES16 if fits else LANES
-    pattern_lengths = table.lengths[ks].astype(np.int64)
-    by_length = lexsort2(lengths[rows], pattern_lengths)
-    block_first = np.arange(0, len(rows) + lanes, lanes)
-    block_first[-1] = len(rows)
-    block_first = np.unique(block_first).astype(np.int64)
-    block_width = np.maximum.reduceat(pattern_lengths[by_length], block_first[:-1]).astype(np.int64) \
-        if len(rows) else np.zeros(0, np.int64)
+    parallel = parallel or len(rows) > 1 and float((read_lengths * pattern_lengths).sum()) >= _PARALLEL_CELLS
+    threads = get_num_threads() if parallel else 1
+    score_blocks = _score_blocks_parallel if parallel else _score_blocks_serial
+    # int32 instances first, then int16 ones, each by pattern length then read length, in blocks
+    by_length = np.lexsort((read_lengths, pattern_lengths, narrow))
+    firsts, wide = [], []
+    wide_count = int((~narrow).sum())
+    for first, count, lanes, is_wide in ((0, wide_count, LANES, True), (wide_count, len(rows) - wide_count, LANES16,
+                                                                         False)):
+        if count:
+            firsts.append(first + np.arange(0, count, lanes, dtype=np.int64))
+            wide.append(np.full(len(firsts[-1]), is_wide, dtype=np.bool_))
+    block_first = np.append(np.concatenate(firsts) if firsts else np.zeros(0, np.int64), len(rows)).astype(np.int64)
+    block_wide = np.concatenate(wide) if wide else np.zeros(0, np.bool_)
     found = np.empty((len(rows), 3), np.int64)
-    found[by_length] = score_batch(np.ascontiguousarray(codes, dtype=np.uint8), np.ascontiguousarray(lengths, np.int64),
-                                   rows[by_length], table.masks, table.starts, ks[by_length], block_first,
-                                   block_width, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend)
+    if not len(rows):
+        return found
+    block_width = np.maximum.reduceat(pattern_lengths[by_length], block_first[:-1]).astype(np.int64)
+    # the costliest blocks first (their longest read x their widest pattern): the last to end is a small one
+    block_order = np.argsort(-np.maximum.reduceat(read_lengths[by_length], block_first[:-1]) * block_width,
+                             kind="stable").astype(np.int64)
+    found[by_length] = score_blocks(np.ascontiguousarray(codes, dtype=np.uint8), lengths, rows[by_length], table.masks,
+                                    table.starts, ks[by_length], block_first, block_width, block_wide, block_order,
+                                    scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, threads)
     return found
+
+
+def _fits_int16_score(read_lengths, pattern_lengths, scoring: Scoring) -> np.ndarray:
+    """Whether the score pass (_score_body) holds each instance's values in
+    int16 cells: its best score (match x the shorter of read and pattern),
+    its row numbers, and every E and F above _NEG16 (the columns are kept
+    in int64): the elementwise mask."""
+    read_lengths = np.asarray(read_lengths, np.int64)
+    return ((scoring.match * np.minimum(read_lengths, np.asarray(pattern_lengths, np.int64)) <= _INT16_SCORE)
+            & (read_lengths < _INT16_SCORE) & (scoring.mismatch <= _INT16_COST)
+            & (scoring.gap_open + scoring.gap_extend <= _INT16_COST))
 
 
 def _fits_int16_start(widest: int, scoring: Scoring) -> bool:
@@ -1146,6 +1193,15 @@ def _fits_int16_start(widest: int, scoring: Scoring) -> bool:
 
 #: cells (rows x columns of the instances) from which a pass over a few long instances runs in parallel
 _PARALLEL_CELLS = 1 << 24
+
+
+def _spread(count: int, lanes: int, threads: int) -> int:
+    """Lanes a block of a pass over ``count`` long instances: ``lanes``,
+    or fewer where that leaves threads idle (a block costs its lanes'
+    longest rows and widest columns whatever its lanes hold, so fewer lanes
+    a block, on more threads, take less time: 6 hits of 5-18 kb against a
+    48.5 kb pattern, one block of 16 lanes, ran on one of 2 threads)."""
+    return max(1, min(lanes, -(-count // max(threads, 1))))
 #: instances with known end cells are aligned in bands where they fit (_banded_batch_body); tests turn it off
 BANDED = True
 
@@ -1168,12 +1224,12 @@ def start_boxes(codes, lengths, rows, table, ks, score, read_end, pattern_end, s
     if not len(rows):
         return np.zeros((0, 2), np.int64)
     fits = _fits_int16_start(int(pattern_end.max()), scoring)
-    lanes = LANES16 if fits else LANES
+    if parallel is None:
+        parallel = len(rows) > 1 and float((read_end * pattern_end).sum()) >= _PARALLEL_CELLS
+    lanes = _spread(len(rows), LANES16 if fits else LANES, get_num_threads() if parallel else 1)
     by_size = lexsort2(read_end, pattern_end)
     block_first = np.unique(np.append(np.arange(0, len(rows), lanes), len(rows))).astype(np.int64)
     block_width = np.maximum.reduceat(pattern_end[by_size], block_first[:-1]).astype(np.int64)
-    if parallel is None:
-        parallel = len(block_first) > 2 and float((read_end * pattern_end).sum()) >= _PARALLEL_CELLS
     start_batch = ((_start_batch_parallel16 if parallel else _start_batch_serial16) if fits else
                    (_start_batch_parallel if parallel else _start_batch_serial))
     found = np.empty((len(rows), 2), np.int64)
@@ -1214,20 +1270,21 @@ def _boxed_blocks(chosen, score, read_end, pattern_end, box, lanes: int):
 
 
 def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, scoring: Scoring, ops,
-            parallel: bool, cell_bits: int | None = None):
+            parallel: bool, cell_bits: int | None = None, one_lane: bool = False):
     """Align instances ``chosen`` (end cells and boxes known, score > 0) in
     bands (_banded_batch_body), blocks by box width then rows, on int16
     cells where the values fit (or ``cell_bits`` says 16), else int32, and
     where they are no more than the threads (``cell_bits`` None) each on one
-    int32 lane, a thread of its own: the
+    int32 lane, a thread of its own (and with ``one_lane`` however many
+    they are), blocks no larger than fill the threads (:func:`_spread`): the
     (k, 8) table of their rows (zero for the others) and whether each was
     aligned (not where its block's band would take more than
     POINTER_BUDGET)."""
     fits = cell_bits == 16 or cell_bits is None and _fits_int16(int(box[:, 0].max()), int(box[:, 1].max()), scoring) \
         and _fits_int16_start(int(box[:, 1].max()), scoring)
     threads = get_num_threads() if parallel else 1
-    alone = len(chosen) <= threads and cell_bits is None  # each on a lane (and a thread) of its own
-    lanes = 1 if alone else LANES16 if fits else LANES
+    alone = one_lane or len(chosen) <= threads and cell_bits is None  # each on a lane (and a thread) of its own
+    lanes = 1 if alone else _spread(len(chosen), LANES16 if fits else LANES, threads)
     by_size = lexsort2(box[:, 0], box[:, 1])
     block_first = np.unique(np.append(np.arange(0, len(chosen), lanes), len(chosen))).astype(np.int64)
     if alone:
@@ -1243,6 +1300,15 @@ def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, s
                               threads, POINTER_BUDGET)
     aligned = np.zeros(len(chosen), dtype=bool)
     aligned[by_size] = np.repeat(done.astype(bool), np.diff(block_first))
+    again = np.flatnonzero(~aligned)
+    if len(again) and not alone:
+        # a block whose lanes' bands together passed the budget (their paths apart: 6 hits of
+        # 5-18 kb against a 48.5 kb pattern in one block of 16 lanes): each of its instances in
+        # a band of its own, on one lane, a thread each, not the pass over the boxes (2.9 s -> 0.4 s)
+        more_rows, aligned[again] = _banded(codes, rows, ks, table, chosen[again], score[again], read_end[again],
+                                            pattern_end[again], box[again], scoring, ops, parallel, cell_bits,
+                                            one_lane=True)
+        table_rows += more_rows
     return table_rows, aligned
 
 
@@ -1288,8 +1354,8 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     ended[:, 0] = -1
     if windowed.any():
         chosen = np.flatnonzero(windowed)
-        ended[chosen] = end_cells(codes, lengths, rows[chosen], table, ks[chosen], scoring, fits and cell_bits != 32,
-                                  parallel)
+        ended[chosen] = end_cells(codes, lengths, rows[chosen], table, ks[chosen], scoring,
+                                  False if cell_bits == 32 else None, parallel)
     if known_ends is not None:
         ended = np.where(known_ends[:, :1] >= 0, known_ends, ended)
     table_rows = np.zeros((count, 8), dtype=np.int64)
