@@ -49,8 +49,8 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from bpbc.cpu_engine import lexsort2
-from bpbc.cpu_vector import (take_next, vany, vload16, vload32, vmax16, vmax32, vselect16, vselect32, vsplat16, vsplat32,
-                              vstore16, vstore32)
+from bpbc.cpu_vector import (load_acquire, store_release, take_next, vany, vload16, vload32, vmax16, vmax32, vselect16,
+                              vselect32, vsplat16, vsplat32, vstore16, vstore32, yield_thread)
 from bpbc.buffers import BufferPool
 from bpbc.result import AlignmentTable, Texts
 from bpbc.scoring import Scoring
@@ -321,6 +321,111 @@ def _score_body(block, pattern, match, mismatch, gap_open, gap_extend, result):
         _vstore(scratch, 0, lanes)
         for q in range(K):
             result[q, column] = scratch[q]
+
+
+def _score_stripe_body(block, pattern, match, mismatch, gap_open, gap_extend, first, last, above_h, above_e,
+                       below_h, below_e, progress, k, result):
+    """_score_body over rows ``first`` to ``last`` (1-based, inclusive) of
+    the block only, one stripe of a pass that threads run together
+    (_score_wave_body): H and E of the row above the stripe, column by
+    column, come from above_h and above_e ((m + 1) x _K: row 0's, H = 0 and
+    E = _CELL_NEG, for the first stripe), written by the stripe above
+    (``k`` - 1), which stores j in progress[k - 1] once its column j is
+    there; this stripe writes H and E of its last row to below_h and
+    below_e and its own progress to progress[k] likewise. result (_K, 3):
+    the stripe's first maximum (rows in the block's numbers), as
+    _score_body's. The values are those of the pass over all rows."""
+    m = pattern.shape[0]
+    K = _K
+    rows = last - first + 1
+    flat_block = block.reshape(-1)
+    flat_pattern = pattern.reshape(-1)
+    h_column = np.zeros((rows + 1) * K, _CELL)  # H[i][j-1], then H[i][j], of the stripe's rows
+    f_column = np.full((rows + 1) * K, _CELL_NEG, _CELL)
+    scratch = np.empty(K, _CELL)
+    open_cost = _vsplat(gap_open + gap_extend)
+    extend_cost = _vsplat(gap_extend)
+    match_score = _vsplat(match)
+    mismatch_score = _vsplat(-mismatch)
+    zero = _vsplat(0)
+    one = _vsplat(1)
+    best = zero
+    best_i = zero
+    ready = 0 if k > 0 else m  # the columns the stripe above has finished
+    for j in range(1, m + 1):
+        if ready < j:
+            ready = load_acquire(progress, k - 1)
+            waited = 0
+            while ready < j:
+                waited += 1
+                if waited > 64:
+                    yield_thread()
+                ready = load_acquire(progress, k - 1)
+        pattern_bits = _vload(flat_pattern, (j - 1) * K)
+        h_diag = _vload(above_h, (j - 1) * K)  # H[first - 1][j - 1]
+        h_up = _vload(above_h, j * K)  # H[first - 1][j]
+        e = _vload(above_e, j * K)  # E[first - 1][j]
+        top = zero
+        top_i = zero
+        for r in range(1, rows + 1):
+            i = first + r - 1
+            s = _vselect((_vload(flat_block, (i - 1) * K) & pattern_bits) != zero, match_score, mismatch_score)
+            h_left = _vload(h_column, r * K)
+            f = _vmax(h_left - open_cost, _vload(f_column, r * K) - extend_cost)
+            e = _vmax(h_up - open_cost, e - extend_cost)
+            h = _vmax(_vmax(h_diag + s, zero), _vmax(e, f))
+            _vstore(h_column, r * K, h)
+            _vstore(f_column, r * K, f)
+            higher = h > top
+            top = _vselect(higher, h, top)
+            top_i = _vselect(higher, _vsplat(i), top_i)
+            h_diag = h_left
+            h_up = h
+        _vstore(below_h, j * K, h_up)
+        _vstore(below_e, j * K, e)
+        store_release(progress, k, j)
+        better = top > _vselect(best_i > top_i, best - one, best)
+        best = _vselect(better, top, best)
+        best_i = _vselect(better, top_i, best_i)
+        if _vany(better):
+            _vstore(scratch, 0, _vselect(better, one, zero))
+            for q in range(K):
+                if scratch[q]:
+                    result[q, 2] = j
+    for column, lanes in enumerate((best, best_i)):
+        _vstore(scratch, 0, lanes)
+        for q in range(K):
+            result[q, column] = scratch[q]
+
+
+def _score_wave_body(block, pattern, match, mismatch, gap_open, gap_extend, stripes, result):
+    """_score_body for one block on ``stripes`` threads at once: its rows
+    cut into that many stripes, each on a thread of its own
+    (_score_stripe_body), a stripe starting column j once the stripe above
+    has finished it (a wavefront: the values are the whole pass's); the
+    first maximum is the best stripe's, the first (the least rows) where
+    they tie. A stripe takes its number as it starts (take_next), so it
+    waits only on stripes already running."""
+    n = block.shape[0]
+    m = pattern.shape[0]
+    K = _K
+    size = (m + 1) * K
+    edge_h = np.zeros((stripes + 1) * size, _CELL)
+    edge_e = np.full((stripes + 1) * size, _CELL_NEG, _CELL)
+    progress = np.zeros(stripes, np.int64)
+    found = np.zeros((stripes, K, 3), np.int64)
+    taken = np.zeros(1, np.int64)
+    for _ in prange(stripes):
+        k = take_next(taken)
+        _score_stripe(block, pattern, match, mismatch, gap_open, gap_extend, 1 + k * n // stripes,
+                      (k + 1) * n // stripes, edge_h[k * size:(k + 1) * size], edge_e[k * size:(k + 1) * size],
+                      edge_h[(k + 1) * size:(k + 2) * size], edge_e[(k + 1) * size:(k + 2) * size], progress, k,
+                      found[k])
+    for q in range(K):
+        for k in range(stripes):
+            if k == 0 or found[k, q, 0] > result[q, 0]:
+                for c in range(3):
+                    result[q, c] = found[k, q, c]
 
 
 def _start_body(block, pattern, target, base, row_base, match, mismatch, gap_open, gap_extend, result, band):
@@ -1031,6 +1136,13 @@ _align_batch_parallel1, _align_batch_serial1 = _batch_kernels(
 # The score pass (long patterns), likewise
 _score_lanes, _score_lanes16 = _lane_kernels(_score_body)
 _score_blocks_parallel, _score_blocks_serial = _batch_kernels(_score_blocks_body, "")
+# and one block on all threads, a stripe of rows each (a wavefront)
+_score_stripe_lanes, _score_stripe_lanes16 = _lane_kernels(_score_stripe_body)
+_score_stripe = _score_stripe_lanes  # as _score: named for readers and linters
+_score_wave = njit(parallel=True, cache=True, nogil=True)(_named(_score_wave_body, "_i32", **_INT32_LANES,
+                                                                 _score_stripe=_score_stripe_lanes))
+_score_wave16 = njit(parallel=True, cache=True, nogil=True)(_named(_score_wave_body, "_i16", **_INT16_LANES,
+                                                                   _score_stripe=_score_stripe_lanes16))
 # The start pass (known end cells), likewise
 _start_lanes, _start_lanes16 = _lane_kernels(_start_body)
 _start = _start_lanes  # as _score: named for readers and linters
@@ -1163,6 +1275,13 @@ def end_cells(codes, lengths, rows, table, ks, scoring: Scoring, fits: bool | No
     if not len(rows):
         return found
     block_width = np.maximum.reduceat(pattern_lengths[by_length], block_first[:-1]).astype(np.int64)
+    if threads > 1 and len(block_first) - 1 < threads:
+        # fewer blocks than threads (a few long instances): each block on all threads, in
+        # stripes of rows (a wavefront), one after the other: their cells over the threads,
+        # not the largest block's on one
+        found[by_length] = _score_waves(codes, lengths, rows[by_length], table, ks[by_length], block_first,
+                                        block_width, block_wide, scoring, threads)
+        return found
     # the costliest blocks first (their longest read x their widest pattern): the last to end is a small one
     block_order = np.argsort(-np.maximum.reduceat(read_lengths[by_length], block_first[:-1]) * block_width,
                              kind="stable").astype(np.int64)
@@ -1170,6 +1289,34 @@ def end_cells(codes, lengths, rows, table, ks, scoring: Scoring, fits: bool | No
                                     table.starts, ks[by_length], block_first, block_width, block_wide, block_order,
                                     scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, threads)
     return found
+
+
+#: the fewest rows of a stripe of the score pass run as a wavefront (_score_wave_body)
+_STRIPE_ROWS = 256
+
+
+def _score_waves(codes, lengths, rows, table, ks, block_first, block_width, block_wide, scoring: Scoring,
+                 threads: int) -> np.ndarray:
+    """end_cells' blocks (instances rows[t], oriented patterns ks[t]) one
+    after the other, each on up to ``threads`` threads in stripes of at
+    least _STRIPE_ROWS rows (_score_wave_body): the (k, 3) table."""
+    codes = np.ascontiguousarray(codes, dtype=np.uint8)
+    out = np.zeros((len(rows), 3), np.int64)
+    offsets = np.zeros(len(rows), np.int64)
+    for b in range(len(block_first) - 1):
+        first, count = int(block_first[b]), int(block_first[b + 1] - block_first[b])
+        lanes = LANES if block_wide[b] else LANES16
+        n = int(lengths[rows[first:first + count]].max())
+        block = np.zeros((n, lanes), np.uint8)
+        _fill_block(codes, lengths, rows, offsets, first, count, n, block)
+        bits = np.zeros((int(block_width[b]), lanes), np.uint8)
+        _fill_patterns(table.masks, table.starts, ks, offsets, first, count, bits)
+        best = np.zeros((lanes, 3), np.int64)
+        stripes = max(1, min(threads, n // _STRIPE_ROWS))
+        (_score_wave if block_wide[b] else _score_wave16)(block, bits, scoring.match, scoring.mismatch,
+                                                          scoring.gap_open, scoring.gap_extend, stripes, best)
+        out[first:first + count] = best[:count]
+    return out
 
 
 def _fits_int16_score(read_lengths, pattern_lengths, scoring: Scoring) -> np.ndarray:

@@ -806,3 +806,40 @@ def test_blocks_whose_bands_pass_the_budget_are_banded_lane_by_lane(monkeypatch)
                           int(row[7]), int(row[5])) for row, cigar in zip(found, cigars.strings())]
     assert got == expected
     assert not boxed and lone and sum(lone) > 40
+
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_score_pass_in_stripes_on_threads_is_the_whole_pass(scoring, monkeypatch):
+    """A block of the score pass cut into stripes of rows, each on a thread
+    of its own and waiting on the stripe above column by column (a
+    wavefront), gives the end cells of the rule's traceback on the
+    reference matrices: stripes of 3 rows and more, 2 to 7 of them (more
+    than the threads too), int16 and int32 lanes, ties in two-letter and
+    repeated text among them; and end_cells takes that road where its
+    blocks are fewer than the threads."""
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    pairs = list(gapped_pairs(83, 80))
+    codes, lengths = encode_reads([read for read, _ in pairs])
+    table = PatternTable.build([encode_pattern(p) for _, p in pairs], ("+",))
+    rows = np.arange(len(pairs))
+    expected = []
+    for t in rows:
+        al = rule_traceback(codes[t, :lengths[t]], table.oriented(t), scoring)
+        expected.append([al.score, al.read_end, al.pattern_end])
+    monkeypatch.setattr(tb, "_STRIPE_ROWS", 3)
+    block_first = np.append(np.arange(0, len(rows), 8), len(rows)).astype(np.int64)
+    block_width = np.maximum.reduceat(table.lengths[rows], block_first[:-1]).astype(np.int64)
+    for threads in (2, 3, 7):
+        for wide in (True, False):
+            found = tb._score_waves(codes, lengths, rows, table, rows, block_first, block_width,
+                                    np.full(len(block_first) - 1, wide), scoring, threads)
+            assert found.tolist() == expected
+    waves = []
+    monkeypatch.setattr(tb, "_score_waves", lambda *args, waves_of=tb._score_waves: waves.append(args[-1]) or
+                        waves_of(*args))
+    monkeypatch.setattr(tb, "get_num_threads", lambda: 40)  # more threads than blocks
+    assert tb.end_cells(codes, lengths, rows, table, rows, scoring, parallel=True).tolist() == expected
+    assert waves == [40]
+    assert sum(score > 0 and end < lengths[t] for t, (score, end, _) in enumerate(expected)) > 30
