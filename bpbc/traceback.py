@@ -605,44 +605,52 @@ def _score_blocks_body(codes, lengths, rows, pattern_codes, pattern_start, lane_
 
 
 def _start_batch_body(codes, rows, pattern_codes, pattern_start, lane_pattern, score, read_end, pattern_end,
-                      block_first, block_width, match, mismatch, gap_open, gap_extend):
+                      block_first, block_width, block_order, match, mismatch, gap_open, gap_extend, threads):
     """_start_body for every instance (rows[t], oriented pattern
     lane_pattern[t]) whose alignment of score score[t] ends at read base
     read_end[t] (exclusive) and pattern base pattern_end[t], blocks as in
-    _score_blocks_body, in parallel over blocks: the int64 (k, 2) table of
-    the rows and columns up to the end that hold every optimal alignment
-    ending there."""
+    _score_blocks_body, each of ``threads`` taking the next block of
+    block_order as it is done with one: the int64 (k, 2) table of the rows
+    and columns up to the end that hold every optimal alignment ending
+    there."""
     k = rows.shape[0]
     out = np.zeros((k, 2), dtype=np.int64)
-    for b in prange(block_first.shape[0] - 1):
-        first = block_first[b]
-        count = block_first[b + 1] - first
-        n = 0
-        for q in range(count):
-            n = max(n, read_end[first + q])
-        block = np.zeros((n, _K), dtype=np.uint8)
-        bits = np.zeros((block_width[b], _K), dtype=np.uint8)
-        target = np.ones(_K, dtype=_CELL)  # empty lanes: a target above every score
-        base = np.ones(_K, dtype=_CELL)
-        row_base = np.ones(_K, dtype=np.int64)
-        for q in range(count):
-            t = first + q
-            row, end, column = rows[t], read_end[t], pattern_end[t]
-            for r in range(end):
-                code = codes[row, end - 1 - r]
-                block[r, q] = (1 << code) if code < 4 else 0
-            start = pattern_start[lane_pattern[t]]
-            for c in range(column):
-                bits[c, q] = pattern_codes[start + column - 1 - c]
-            target[q] = score[t]
-            base[q] = score[t] - match * column
-            row_base[q] = score[t] - match * end
-        found = np.zeros((_K, 2), dtype=np.int64)
-        _start(block, bits, target, base, row_base, match, mismatch, gap_open, gap_extend, found,
-               np.empty((n, 2), dtype=np.int64))
-        for q in range(count):
-            out[first + q, 0] = found[q, 0]
-            out[first + q, 1] = found[q, 1]
+    blocks = block_first.shape[0] - 1
+    taken = np.zeros(1, dtype=np.int64)
+    for _ in prange(min(blocks, threads)):
+        while True:
+            b = take_next(taken)
+            if b >= blocks:
+                break
+            b = block_order[b]
+            first = block_first[b]
+            count = block_first[b + 1] - first
+            n = 0
+            for q in range(count):
+                n = max(n, read_end[first + q])
+            block = np.zeros((n, _K), dtype=np.uint8)
+            bits = np.zeros((block_width[b], _K), dtype=np.uint8)
+            target = np.ones(_K, dtype=_CELL)  # empty lanes: a target above every score
+            base = np.ones(_K, dtype=_CELL)
+            row_base = np.ones(_K, dtype=np.int64)
+            for q in range(count):
+                t = first + q
+                row, end, column = rows[t], read_end[t], pattern_end[t]
+                for r in range(end):
+                    code = codes[row, end - 1 - r]
+                    block[r, q] = (1 << code) if code < 4 else 0
+                start = pattern_start[lane_pattern[t]]
+                for c in range(column):
+                    bits[c, q] = pattern_codes[start + column - 1 - c]
+                target[q] = score[t]
+                base[q] = score[t] - match * column
+                row_base[q] = score[t] - match * end
+            found = np.zeros((_K, 2), dtype=np.int64)
+            _start(block, bits, target, base, row_base, match, mismatch, gap_open, gap_extend, found,
+                   np.empty((n, 2), dtype=np.int64))
+            for q in range(count):
+                out[first + q, 0] = found[q, 0]
+                out[first + q, 1] = found[q, 1]
     return out
 
 
@@ -1380,9 +1388,13 @@ def start_boxes(codes, lengths, rows, table, ks, score, read_end, pattern_end, s
     start_batch = ((_start_batch_parallel16 if parallel else _start_batch_serial16) if fits else
                    (_start_batch_parallel if parallel else _start_batch_serial))
     found = np.empty((len(rows), 2), np.int64)
+    # the costliest blocks first (their most rows x their widest columns): the last to end is a small one
+    block_order = np.argsort(-np.maximum.reduceat(read_end[by_size], block_first[:-1]) * block_width,
+                             kind="stable").astype(np.int64)
     found[by_size] = start_batch(np.ascontiguousarray(codes, dtype=np.uint8), rows[by_size], table.masks, table.starts,
                                  ks[by_size], score[by_size], read_end[by_size], pattern_end[by_size], block_first,
-                                 block_width, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend)
+                                 block_width, block_order, scoring.match, scoring.mismatch, scoring.gap_open,
+                                 scoring.gap_extend, get_num_threads() if parallel else 1)
     if ((found[:, 0] == 0) | (found[:, 1] == 0)).any():
         from bpbc.errors import InternalError
 
