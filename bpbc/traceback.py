@@ -1261,6 +1261,9 @@ def end_cells(codes, lengths, rows, table, ks, scoring: Scoring, fits: bool | No
     pattern_lengths = table.lengths[ks].astype(np.int64)
     if fits is None:
         narrow = _fits_int16_score(read_lengths, pattern_lengths, scoring)
+        if not narrow.all() and _block_cells(read_lengths, pattern_lengths, narrow) > \
+                _block_cells(read_lengths, pattern_lengths, np.zeros(len(rows), bool)):
+            narrow[:] = False  # a block more than all on int32 costs (6 reads of 6-19 kb: 2 blocks, not 1)
     else:
         narrow = np.full(len(rows), bool(fits))
     if parallel is None:
@@ -1297,6 +1300,19 @@ def end_cells(codes, lengths, rows, table, ks, scoring: Scoring, fits: bool | No
                                     table.starts, ks[by_length], block_first, block_width, block_wide, block_order,
                                     scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, threads)
     return found
+
+
+def _block_cells(read_lengths, pattern_lengths, narrow) -> float:
+    """The cells (a block's longest read x its widest pattern, summed)
+    of end_cells' blocks where ``narrow`` instances take int16 lanes."""
+    total = 0.0
+    for group, lanes in ((~narrow, LANES), (narrow, LANES16)):
+        order = np.lexsort((read_lengths[group], pattern_lengths[group]))
+        if len(order):
+            starts = np.arange(0, len(order), lanes)
+            total += float((np.maximum.reduceat(read_lengths[group][order], starts)
+                            * np.maximum.reduceat(pattern_lengths[group][order], starts)).sum())
+    return total
 
 
 #: the fewest rows of a stripe of the score pass run as a wavefront (_score_wave_body)

@@ -713,12 +713,12 @@ def test_alignments_in_bands_are_those_of_the_whole_dp(scoring, monkeypatch):
     assert sum("I" in al.cigar or "D" in al.cigar for al in expected) > 40
 
 
-def test_end_cells_keep_each_instances_own_cells():
+def test_end_cells_keep_each_instances_own_cells(monkeypatch):
     """end_cells runs each instance on int16 cells where its own values fit
     and on int32 where they do not, in one batch: match 1000 and 32 or 33
     matching bases (32000 fits int16, 33000 does not), mixed with reads
     that score little; every end cell the rule's on the reference
-    matrices, on one thread and on all."""
+    matrices, on one thread and on all, blocks of both cells in the call."""
     from bpbc import traceback as tb
     from bpbc.patterns import PatternTable
 
@@ -741,8 +741,14 @@ def test_end_cells_keep_each_instances_own_cells():
         al = rule_traceback(codes[t, :lengths[t]], table.oriented(ks[t]), scoring)
         expected.append([al.score, al.read_end, al.pattern_end])
     assert max(score for score, _, _ in expected) == 33000
+    kinds = []
+    monkeypatch.setattr(tb, "get_num_threads", lambda: 2)  # as many threads as blocks: not the wavefront
+    for name in ("_score_blocks_parallel", "_score_blocks_serial"):
+        monkeypatch.setattr(tb, name, lambda *args, kernel=getattr(tb, name): kinds.append(set(args[8].tolist())) or
+                            kernel(*args))
     for parallel in (False, True):
         assert tb.end_cells(codes, lengths, rows, table, ks, scoring, parallel=parallel).tolist() == expected
+    assert kinds == [{False, True}, {False, True}]
 
 
 def test_end_cells_on_int16_lanes_past_column_32767():
