@@ -1317,6 +1317,9 @@ def _block_cells(read_lengths, pattern_lengths, narrow) -> float:
 
 #: the fewest rows of a stripe of the score pass run as a wavefront (_score_wave_body)
 _STRIPE_ROWS = 256
+#: the most bytes the stripes' edges (H and E of each stripe's last row) take: 16 stripes of a
+#: block of 16 int32 lanes against a 100 kb pattern take 218 MB, so fewer stripes there
+_EDGE_BUDGET = 64 << 20
 
 
 def _score_waves(codes, lengths, rows, table, ks, block_first, block_width, block_wide, scoring: Scoring,
@@ -1336,7 +1339,9 @@ def _score_waves(codes, lengths, rows, table, ks, block_first, block_width, bloc
         bits = np.zeros((int(block_width[b]), lanes), np.uint8)
         _fill_patterns(table.masks, table.starts, ks, offsets, first, count, bits)
         best = np.zeros((lanes, 3), np.int64)
-        stripes = max(1, min(threads, n // _STRIPE_ROWS))
+        # H and E of each stripe's last row, every column: at most _EDGE_BUDGET bytes
+        edge_bytes = 2 * (int(block_width[b]) + 1) * lanes * (4 if block_wide[b] else 2)
+        stripes = max(1, min(threads, n // _STRIPE_ROWS, _EDGE_BUDGET // edge_bytes - 1))
         (_score_wave if block_wide[b] else _score_wave16)(block, bits, scoring.match, scoring.mismatch,
                                                           scoring.gap_open, scoring.gap_extend, stripes, best)
         out[first:first + count] = best[:count]
