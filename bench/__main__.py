@@ -32,6 +32,7 @@ SCRIPTS = {
     "panel-rate": "panel_rate",
     "several-gpus": "several_gpus",
     "long-reads": "long_reads",
+    "long-traceback": "long_traceback",
 }
 
 

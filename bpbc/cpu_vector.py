@@ -24,7 +24,9 @@ with these instead, one vector per signal:
   'avx512'``): elsewhere the intrinsic does not exist.
 
 :func:`take_next` hands a kernel's tasks out to the threads that run it,
-one at a time (an atomic count).
+one at a time (an atomic count); :func:`store_release` and
+:func:`load_acquire` let one thread wait on another's progress, and
+:func:`yield_thread` gives the core away while it waits.
 
 :data:`i32x16` (16 int32 lanes, one zmm or two ymm registers) is the
 traceback's: ``+``, ``-``, ``&``, ``|`` lane by lane, ``>``, ``>=``, ``!=``
@@ -394,3 +396,56 @@ def take_next(typingctx, counter):
         return builder.atomic_rmw("add", start, ir.Constant(ir.IntType(64), 1), "monotonic")
 
     return types.int64(counter), codegen
+
+
+def _int64_slot(context, builder, array_type, array, index, index_type):
+    data = context.make_array(array_type)(context, builder, array).data
+    return builder.gep(data, [context.cast(builder, index, index_type, types.intp)])
+
+
+def _int64_array(array) -> bool:
+    return isinstance(array, types.Array) and array.ndim == 1 and array.layout == "C" and array.dtype == types.int64
+
+
+@intrinsic
+def load_acquire(typingctx, array, index):
+    """array[index] read as one atomic load with acquire order (array: 1-d
+    contiguous int64): what the thread that stored it with
+    :func:`store_release` wrote before is seen after it, and the load is
+    made again on every call (a loop waiting on it sees it change)."""
+    if not _int64_array(array) or not isinstance(index, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        slot = _int64_slot(context, builder, signature.args[0], args[0], args[1], signature.args[1])
+        return builder.load_atomic(slot, "acquire", 8)
+
+    return types.int64(array, index), codegen
+
+
+@intrinsic
+def store_release(typingctx, array, index, value):
+    """array[index] = value as one atomic store with release order (see
+    :func:`load_acquire`)."""
+    if not _int64_array(array) or not isinstance(index, types.Integer) or not isinstance(value, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        slot = _int64_slot(context, builder, signature.args[0], args[0], args[1], signature.args[1])
+        builder.store_atomic(context.cast(builder, args[2], signature.args[2], types.int64), slot, "release", 8)
+        return context.get_dummy_value()
+
+    return types.void(array, index, value), codegen
+
+
+@intrinsic
+def yield_thread(typingctx):
+    """sched_yield(): a thread waiting on another lets it run where the
+    cores are shared (more threads than cores: the screen's and the
+    traceback's at once)."""
+    def codegen(context, builder, signature, args):
+        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
+        builder.call(function, [])
+        return context.get_dummy_value()
+
+    return types.void(), codegen

@@ -49,8 +49,8 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from bpbc.cpu_engine import lexsort2
-from bpbc.cpu_vector import (take_next, vany, vload16, vload32, vmax16, vmax32, vselect16, vselect32, vsplat16, vsplat32,
-                              vstore16, vstore32)
+from bpbc.cpu_vector import (load_acquire, store_release, take_next, vany, vload16, vload32, vmax16, vmax32, vselect16,
+                              vselect32, vsplat16, vsplat32, vstore16, vstore32, yield_thread)
 from bpbc.buffers import BufferPool
 from bpbc.result import AlignmentTable, Texts
 from bpbc.scoring import Scoring
@@ -269,7 +269,9 @@ def _score_body(block, pattern, match, mismatch, gap_open, gap_extend, result):
     in L1 whatever the pattern's. Each column's best cell (the first in
     (i)) is kept as the column is filled, and then compared with the best so
     far (a second scan of the columns that could replace it cost as much as
-    the pass itself: along a hit's diagonal nearly every column does)."""
+    the pass itself: along a hit's diagonal nearly every column does). The
+    best cell's column is kept in int64 outside the lanes (once a column, in
+    the lanes where it changes): int16 lanes serve patterns of any length."""
     n = block.shape[0]
     m = pattern.shape[0]
     K = _K
@@ -286,7 +288,6 @@ def _score_body(block, pattern, match, mismatch, gap_open, gap_extend, result):
     one = _vsplat(1)
     best = zero
     best_i = zero
-    best_j = zero
     for j in range(1, m + 1):
         pattern_bits = _vload(flat_pattern, (j - 1) * K)
         h_diag = zero  # H[0][j-1]
@@ -311,11 +312,120 @@ def _score_body(block, pattern, match, mismatch, gap_open, gap_extend, result):
         better = top > _vselect(best_i > top_i, best - one, best)
         best = _vselect(better, top, best)
         best_i = _vselect(better, top_i, best_i)
-        best_j = _vselect(better, _vsplat(j), best_j)
-    for column, lanes in enumerate((best, best_i, best_j)):
+        if _vany(better):
+            _vstore(scratch, 0, _vselect(better, one, zero))
+            for q in range(K):
+                if scratch[q]:
+                    result[q, 2] = j
+    for column, lanes in enumerate((best, best_i)):
         _vstore(scratch, 0, lanes)
         for q in range(K):
             result[q, column] = scratch[q]
+
+
+def _score_stripe_body(block, pattern, match, mismatch, gap_open, gap_extend, first, last, above_h, above_e,
+                       below_h, below_e, progress, k, result):
+    """_score_body over rows ``first`` to ``last`` (1-based, inclusive) of
+    the block only, one stripe of a pass that threads run together
+    (_score_wave_body): H and E of the row above the stripe, column by
+    column, come from above_h and above_e ((m + 1) x _K: row 0's, H = 0 and
+    E = _CELL_NEG, for the first stripe), written by the stripe above
+    (``k`` - 1), which stores j in progress[k - 1] once its column j is
+    there; this stripe writes H and E of its last row to below_h and
+    below_e and its own progress to progress[k] likewise. result (_K, 3):
+    the stripe's first maximum (rows in the block's numbers), as
+    _score_body's. The values are those of the pass over all rows."""
+    m = pattern.shape[0]
+    K = _K
+    rows = last - first + 1
+    flat_block = block.reshape(-1)
+    flat_pattern = pattern.reshape(-1)
+    h_column = np.zeros((rows + 1) * K, _CELL)  # H[i][j-1], then H[i][j], of the stripe's rows
+    f_column = np.full((rows + 1) * K, _CELL_NEG, _CELL)
+    scratch = np.empty(K, _CELL)
+    open_cost = _vsplat(gap_open + gap_extend)
+    extend_cost = _vsplat(gap_extend)
+    match_score = _vsplat(match)
+    mismatch_score = _vsplat(-mismatch)
+    zero = _vsplat(0)
+    one = _vsplat(1)
+    best = zero
+    best_i = zero
+    ready = 0 if k > 0 else m  # the columns the stripe above has finished
+    for j in range(1, m + 1):
+        if ready < j:
+            ready = load_acquire(progress, k - 1)
+            waited = 0
+            while ready < j:
+                waited += 1
+                if waited > 64:
+                    yield_thread()
+                ready = load_acquire(progress, k - 1)
+        pattern_bits = _vload(flat_pattern, (j - 1) * K)
+        h_diag = _vload(above_h, (j - 1) * K)  # H[first - 1][j - 1]
+        h_up = _vload(above_h, j * K)  # H[first - 1][j]
+        e = _vload(above_e, j * K)  # E[first - 1][j]
+        top = zero
+        top_i = zero
+        for r in range(1, rows + 1):
+            i = first + r - 1
+            s = _vselect((_vload(flat_block, (i - 1) * K) & pattern_bits) != zero, match_score, mismatch_score)
+            h_left = _vload(h_column, r * K)
+            f = _vmax(h_left - open_cost, _vload(f_column, r * K) - extend_cost)
+            e = _vmax(h_up - open_cost, e - extend_cost)
+            h = _vmax(_vmax(h_diag + s, zero), _vmax(e, f))
+            _vstore(h_column, r * K, h)
+            _vstore(f_column, r * K, f)
+            higher = h > top
+            top = _vselect(higher, h, top)
+            top_i = _vselect(higher, _vsplat(i), top_i)
+            h_diag = h_left
+            h_up = h
+        _vstore(below_h, j * K, h_up)
+        _vstore(below_e, j * K, e)
+        store_release(progress, k, j)
+        better = top > _vselect(best_i > top_i, best - one, best)
+        best = _vselect(better, top, best)
+        best_i = _vselect(better, top_i, best_i)
+        if _vany(better):
+            _vstore(scratch, 0, _vselect(better, one, zero))
+            for q in range(K):
+                if scratch[q]:
+                    result[q, 2] = j
+    for column, lanes in enumerate((best, best_i)):
+        _vstore(scratch, 0, lanes)
+        for q in range(K):
+            result[q, column] = scratch[q]
+
+
+def _score_wave_body(block, pattern, match, mismatch, gap_open, gap_extend, stripes, result):
+    """_score_body for one block on ``stripes`` threads at once: its rows
+    cut into that many stripes, each on a thread of its own
+    (_score_stripe_body), a stripe starting column j once the stripe above
+    has finished it (a wavefront: the values are the whole pass's); the
+    first maximum is the best stripe's, the first (the least rows) where
+    they tie. A stripe takes its number as it starts (take_next), so it
+    waits only on stripes already running."""
+    n = block.shape[0]
+    m = pattern.shape[0]
+    K = _K
+    size = (m + 1) * K
+    edge_h = np.zeros((stripes + 1) * size, _CELL)
+    edge_e = np.full((stripes + 1) * size, _CELL_NEG, _CELL)
+    progress = np.zeros(stripes, np.int64)
+    found = np.zeros((stripes, K, 3), np.int64)
+    taken = np.zeros(1, np.int64)
+    for _ in prange(stripes):
+        k = take_next(taken)
+        _score_stripe(block, pattern, match, mismatch, gap_open, gap_extend, 1 + k * n // stripes,
+                      (k + 1) * n // stripes, edge_h[k * size:(k + 1) * size], edge_e[k * size:(k + 1) * size],
+                      edge_h[(k + 1) * size:(k + 2) * size], edge_e[(k + 1) * size:(k + 2) * size], progress, k,
+                      found[k])
+    for q in range(K):
+        for k in range(stripes):
+            if k == 0 or found[k, q, 0] > result[q, 0]:
+                for c in range(3):
+                    result[q, c] = found[k, q, c]
 
 
 def _start_body(block, pattern, target, base, row_base, match, mismatch, gap_open, gap_extend, result, band):
@@ -449,73 +559,98 @@ def _fill_patterns(pattern_codes, pattern_start, lane_pattern, lane_offset, firs
             bits[j, q] = pattern_codes[start + offset + j]
 
 
-def _score_batch_body(codes, lengths, rows, pattern_codes, pattern_start, lane_pattern, block_first, block_width,
-                      match, mismatch, gap_open, gap_extend):
+def _score_blocks_body(codes, lengths, rows, pattern_codes, pattern_start, lane_pattern, block_first, block_width,
+                       block_wide, block_order, match, mismatch, gap_open, gap_extend, threads):
     """The end cell of every instance (rows[t], oriented pattern
-    lane_pattern[t]), blocks as in _align_batch_body (block b: instances
-    block_first[b] to block_first[b + 1], patterns up to block_width[b]
-    long), in parallel over blocks: the int64 (k, 3) table of score, read end
-    and pattern end (_score_body)."""
+    lane_pattern[t]) by _score_body: block b (instances block_first[b] to
+    block_first[b + 1], patterns up to block_width[b] long) on 16 int32
+    lanes where block_wide[b], else on 32 int16 lanes (the values of a long
+    read need int32, those of reads under 16 kb do not: a batch of both
+    keeps each read's own), each of ``threads`` taking the next block of
+    block_order as it is done with one: the int64 (k, 3) table of score,
+    read end and pattern end."""
     k = rows.shape[0]
     out = np.zeros((k, 3), dtype=np.int64)
     zero_offset = np.zeros(k, dtype=np.int64)
-    for b in prange(block_first.shape[0] - 1):
-        first = block_first[b]
-        count = block_first[b + 1] - first
-        n = 0
-        for q in range(count):
-            n = max(n, lengths[rows[first + q]])
-        block = np.zeros((n, _K), dtype=np.uint8)
-        _fill_block(codes, lengths, rows, zero_offset, first, count, n, block)
-        bits = np.zeros((block_width[b], _K), dtype=np.uint8)
-        _fill_patterns(pattern_codes, pattern_start, lane_pattern, zero_offset, first, count, bits)
-        best = np.zeros((_K, 3), dtype=np.int64)
-        _score(block, bits, match, mismatch, gap_open, gap_extend, best)
-        for q in range(count):
-            for c in range(3):
-                out[first + q, c] = best[q, c]
+    blocks = block_first.shape[0] - 1
+    taken = np.zeros(1, dtype=np.int64)
+    for _ in prange(min(blocks, threads)):
+        while True:
+            b = take_next(taken)
+            if b >= blocks:
+                break
+            b = block_order[b]
+            first = block_first[b]
+            count = block_first[b + 1] - first
+            n = 0
+            for q in range(count):
+                n = max(n, lengths[rows[first + q]])
+            best = np.zeros((LANES16, 3), dtype=np.int64)
+            if block_wide[b]:
+                block = np.zeros((n, LANES), dtype=np.uint8)
+                _fill_block(codes, lengths, rows, zero_offset, first, count, n, block)
+                bits = np.zeros((block_width[b], LANES), dtype=np.uint8)
+                _fill_patterns(pattern_codes, pattern_start, lane_pattern, zero_offset, first, count, bits)
+                _score_lanes(block, bits, match, mismatch, gap_open, gap_extend, best)
+            else:
+                block16 = np.zeros((n, LANES16), dtype=np.uint8)
+                _fill_block(codes, lengths, rows, zero_offset, first, count, n, block16)
+                bits16 = np.zeros((block_width[b], LANES16), dtype=np.uint8)
+                _fill_patterns(pattern_codes, pattern_start, lane_pattern, zero_offset, first, count, bits16)
+                _score_lanes16(block16, bits16, match, mismatch, gap_open, gap_extend, best)
+            for q in range(count):
+                for c in range(3):
+                    out[first + q, c] = best[q, c]
     return out
 
 
 def _start_batch_body(codes, rows, pattern_codes, pattern_start, lane_pattern, score, read_end, pattern_end,
-                      block_first, block_width, match, mismatch, gap_open, gap_extend):
+                      block_first, block_width, block_order, match, mismatch, gap_open, gap_extend, threads):
     """_start_body for every instance (rows[t], oriented pattern
     lane_pattern[t]) whose alignment of score score[t] ends at read base
     read_end[t] (exclusive) and pattern base pattern_end[t], blocks as in
-    _score_batch_body, in parallel over blocks: the int64 (k, 2) table of
-    the rows and columns up to the end that hold every optimal alignment
-    ending there."""
+    _score_blocks_body, each of ``threads`` taking the next block of
+    block_order as it is done with one: the int64 (k, 2) table of the rows
+    and columns up to the end that hold every optimal alignment ending
+    there."""
     k = rows.shape[0]
     out = np.zeros((k, 2), dtype=np.int64)
-    for b in prange(block_first.shape[0] - 1):
-        first = block_first[b]
-        count = block_first[b + 1] - first
-        n = 0
-        for q in range(count):
-            n = max(n, read_end[first + q])
-        block = np.zeros((n, _K), dtype=np.uint8)
-        bits = np.zeros((block_width[b], _K), dtype=np.uint8)
-        target = np.ones(_K, dtype=_CELL)  # empty lanes: a target above every score
-        base = np.ones(_K, dtype=_CELL)
-        row_base = np.ones(_K, dtype=np.int64)
-        for q in range(count):
-            t = first + q
-            row, end, column = rows[t], read_end[t], pattern_end[t]
-            for r in range(end):
-                code = codes[row, end - 1 - r]
-                block[r, q] = (1 << code) if code < 4 else 0
-            start = pattern_start[lane_pattern[t]]
-            for c in range(column):
-                bits[c, q] = pattern_codes[start + column - 1 - c]
-            target[q] = score[t]
-            base[q] = score[t] - match * column
-            row_base[q] = score[t] - match * end
-        found = np.zeros((_K, 2), dtype=np.int64)
-        _start(block, bits, target, base, row_base, match, mismatch, gap_open, gap_extend, found,
-               np.empty((n, 2), dtype=np.int64))
-        for q in range(count):
-            out[first + q, 0] = found[q, 0]
-            out[first + q, 1] = found[q, 1]
+    blocks = block_first.shape[0] - 1
+    taken = np.zeros(1, dtype=np.int64)
+    for _ in prange(min(blocks, threads)):
+        while True:
+            b = take_next(taken)
+            if b >= blocks:
+                break
+            b = block_order[b]
+            first = block_first[b]
+            count = block_first[b + 1] - first
+            n = 0
+            for q in range(count):
+                n = max(n, read_end[first + q])
+            block = np.zeros((n, _K), dtype=np.uint8)
+            bits = np.zeros((block_width[b], _K), dtype=np.uint8)
+            target = np.ones(_K, dtype=_CELL)  # empty lanes: a target above every score
+            base = np.ones(_K, dtype=_CELL)
+            row_base = np.ones(_K, dtype=np.int64)
+            for q in range(count):
+                t = first + q
+                row, end, column = rows[t], read_end[t], pattern_end[t]
+                for r in range(end):
+                    code = codes[row, end - 1 - r]
+                    block[r, q] = (1 << code) if code < 4 else 0
+                start = pattern_start[lane_pattern[t]]
+                for c in range(column):
+                    bits[c, q] = pattern_codes[start + column - 1 - c]
+                target[q] = score[t]
+                base[q] = score[t] - match * column
+                row_base[q] = score[t] - match * end
+            found = np.zeros((_K, 2), dtype=np.int64)
+            _start(block, bits, target, base, row_base, match, mismatch, gap_open, gap_extend, found,
+                   np.empty((n, 2), dtype=np.int64))
+            for q in range(count):
+                out[first + q, 0] = found[q, 0]
+                out[first + q, 1] = found[q, 1]
     return out
 
 
@@ -1008,10 +1143,14 @@ _align_batch_parallel1, _align_batch_serial1 = _batch_kernels(
     _align_batch_body, "1", _K=1, _CELL=np.int32, _forward=_forward_lane1, _new_rows=_new_rows_lane1)
 # The score pass (long patterns), likewise
 _score_lanes, _score_lanes16 = _lane_kernels(_score_body)
-_score = _score_lanes  # _score_batch_body's own binding is _named's; this one names it for readers and linters
-_score_batch_parallel, _score_batch_serial = _batch_kernels(_score_batch_body, "", _K=LANES, _score=_score_lanes)
-_score_batch_parallel16, _score_batch_serial16 = _batch_kernels(_score_batch_body, "16", _K=LANES16,
-                                                                _score=_score_lanes16)
+_score_blocks_parallel, _score_blocks_serial = _batch_kernels(_score_blocks_body, "")
+# and one block on all threads, a stripe of rows each (a wavefront)
+_score_stripe_lanes, _score_stripe_lanes16 = _lane_kernels(_score_stripe_body)
+_score_stripe = _score_stripe_lanes  # as _score: named for readers and linters
+_score_wave = njit(parallel=True, cache=True, nogil=True)(_named(_score_wave_body, "_i32", **_INT32_LANES,
+                                                                 _score_stripe=_score_stripe_lanes))
+_score_wave16 = njit(parallel=True, cache=True, nogil=True)(_named(_score_wave_body, "_i16", **_INT16_LANES,
+                                                                   _score_stripe=_score_stripe_lanes16))
 # The start pass (known end cells), likewise
 _start_lanes, _start_lanes16 = _lane_kernels(_start_body)
 _start = _start_lanes  # as _score: named for readers and linters
@@ -1112,28 +1251,112 @@ def end_cells(codes, lengths, rows, table, ks, scoring: Scoring, fits: bool | No
     ``table``) by the traceback's tie rule (the first maximum in (read row,
     pattern column) order), without pointers: the int64 (k, 3) table of
     score, read end and pattern end. Blocks of any patterns, by pattern
-    length then read length; int16 cells where the values fit."""
+    length then read length; int16 cells where the values fit, each
+    instance's own (:func:`_fits_int16_score`; ``fits`` True or False: all
+    int16, or all int32), in parallel where they are many or long."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     ks = np.ascontiguousarray(ks, dtype=np.int64)
+    lengths = np.ascontiguousarray(lengths, np.int64)
+    read_lengths = lengths[rows]
+    pattern_lengths = table.lengths[ks].astype(np.int64)
     if fits is None:
-        fits = _fits_int16(codes.shape[1], int(table.lengths[ks].max(initial=0)), scoring)
+        narrow = _fits_int16_score(read_lengths, pattern_lengths, scoring)
+        if not narrow.all() and _block_cells(read_lengths, pattern_lengths, narrow) > \
+                _block_cells(read_lengths, pattern_lengths, np.zeros(len(rows), bool)):
+            narrow[:] = False  # a block more than all on int32 costs (6 reads of 6-19 kb: 2 blocks, not 1)
+    else:
+        narrow = np.full(len(rows), bool(fits))
     if parallel is None:
         parallel = len(rows) >= _PARALLEL_FROM
-    score_batch = ((_score_batch_parallel16 if parallel else _score_batch_serial16) if fits else
-                   (_score_batch_parallel if parallel else _score_batch_serial))
-    lanes = LANES16 if fits else LANES
-    pattern_lengths = table.lengths[ks].astype(np.int64)
-    by_length = lexsort2(lengths[rows], pattern_lengths)
-    block_first = np.arange(0, len(rows) + lanes, lanes)
-    block_first[-1] = len(rows)
-    block_first = np.unique(block_first).astype(np.int64)
-    block_width = np.maximum.reduceat(pattern_lengths[by_length], block_first[:-1]).astype(np.int64) \
-        if len(rows) else np.zeros(0, np.int64)
+    parallel = parallel or len(rows) > 1 and float((read_lengths * pattern_lengths).sum()) >= _PARALLEL_CELLS
+    threads = get_num_threads() if parallel else 1
+    score_blocks = _score_blocks_parallel if parallel else _score_blocks_serial
+    # int32 instances first, then int16 ones, each by pattern length then read length, in blocks
+    by_length = np.lexsort((read_lengths, pattern_lengths, narrow))
+    firsts, wide = [], []
+    wide_count = int((~narrow).sum())
+    for first, count, lanes, is_wide in ((0, wide_count, LANES, True), (wide_count, len(rows) - wide_count, LANES16,
+                                                                         False)):
+        if count:
+            firsts.append(first + np.arange(0, count, lanes, dtype=np.int64))
+            wide.append(np.full(len(firsts[-1]), is_wide, dtype=np.bool_))
+    block_first = np.append(np.concatenate(firsts) if firsts else np.zeros(0, np.int64), len(rows)).astype(np.int64)
+    block_wide = np.concatenate(wide) if wide else np.zeros(0, np.bool_)
     found = np.empty((len(rows), 3), np.int64)
-    found[by_length] = score_batch(np.ascontiguousarray(codes, dtype=np.uint8), np.ascontiguousarray(lengths, np.int64),
-                                   rows[by_length], table.masks, table.starts, ks[by_length], block_first,
-                                   block_width, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend)
+    if not len(rows):
+        return found
+    block_width = np.maximum.reduceat(pattern_lengths[by_length], block_first[:-1]).astype(np.int64)
+    if threads > 1 and len(block_first) - 1 < threads:
+        # fewer blocks than threads (a few long instances): each block on all threads, in
+        # stripes of rows (a wavefront), one after the other: their cells over the threads,
+        # not the largest block's on one
+        found[by_length] = _score_waves(codes, lengths, rows[by_length], table, ks[by_length], block_first,
+                                        block_width, block_wide, scoring, threads)
+        return found
+    # the costliest blocks first (their longest read x their widest pattern): the last to end is a small one
+    block_order = np.argsort(-np.maximum.reduceat(read_lengths[by_length], block_first[:-1]) * block_width,
+                             kind="stable").astype(np.int64)
+    found[by_length] = score_blocks(np.ascontiguousarray(codes, dtype=np.uint8), lengths, rows[by_length], table.masks,
+                                    table.starts, ks[by_length], block_first, block_width, block_wide, block_order,
+                                    scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, threads)
     return found
+
+
+def _block_cells(read_lengths, pattern_lengths, narrow) -> float:
+    """The cells (a block's longest read x its widest pattern, summed)
+    of end_cells' blocks where ``narrow`` instances take int16 lanes."""
+    total = 0.0
+    for group, lanes in ((~narrow, LANES), (narrow, LANES16)):
+        order = np.lexsort((read_lengths[group], pattern_lengths[group]))
+        if len(order):
+            starts = np.arange(0, len(order), lanes)
+            total += float((np.maximum.reduceat(read_lengths[group][order], starts)
+                            * np.maximum.reduceat(pattern_lengths[group][order], starts)).sum())
+    return total
+
+
+#: the fewest rows of a stripe of the score pass run as a wavefront (_score_wave_body)
+_STRIPE_ROWS = 256
+#: the most bytes the stripes' edges (H and E of each stripe's last row) take: 16 stripes of a
+#: block of 16 int32 lanes against a 100 kb pattern take 218 MB, so fewer stripes there
+_EDGE_BUDGET = 64 << 20
+
+
+def _score_waves(codes, lengths, rows, table, ks, block_first, block_width, block_wide, scoring: Scoring,
+                 threads: int) -> np.ndarray:
+    """end_cells' blocks (instances rows[t], oriented patterns ks[t]) one
+    after the other, each on up to ``threads`` threads in stripes of at
+    least _STRIPE_ROWS rows (_score_wave_body): the (k, 3) table."""
+    codes = np.ascontiguousarray(codes, dtype=np.uint8)
+    out = np.zeros((len(rows), 3), np.int64)
+    offsets = np.zeros(len(rows), np.int64)
+    for b in range(len(block_first) - 1):
+        first, count = int(block_first[b]), int(block_first[b + 1] - block_first[b])
+        lanes = LANES if block_wide[b] else LANES16
+        n = int(lengths[rows[first:first + count]].max())
+        block = np.zeros((n, lanes), np.uint8)
+        _fill_block(codes, lengths, rows, offsets, first, count, n, block)
+        bits = np.zeros((int(block_width[b]), lanes), np.uint8)
+        _fill_patterns(table.masks, table.starts, ks, offsets, first, count, bits)
+        best = np.zeros((lanes, 3), np.int64)
+        # H and E of each stripe's last row, every column: at most _EDGE_BUDGET bytes
+        edge_bytes = 2 * (int(block_width[b]) + 1) * lanes * (4 if block_wide[b] else 2)
+        stripes = max(1, min(threads, n // _STRIPE_ROWS, _EDGE_BUDGET // edge_bytes - 1))
+        (_score_wave if block_wide[b] else _score_wave16)(block, bits, scoring.match, scoring.mismatch,
+                                                          scoring.gap_open, scoring.gap_extend, stripes, best)
+        out[first:first + count] = best[:count]
+    return out
+
+
+def _fits_int16_score(read_lengths, pattern_lengths, scoring: Scoring) -> np.ndarray:
+    """Whether the score pass (_score_body) holds each instance's values in
+    int16 cells: its best score (match x the shorter of read and pattern),
+    its row numbers, and every E and F above _NEG16 (the columns are kept
+    in int64): the elementwise mask."""
+    read_lengths = np.asarray(read_lengths, np.int64)
+    return ((scoring.match * np.minimum(read_lengths, np.asarray(pattern_lengths, np.int64)) <= _INT16_SCORE)
+            & (read_lengths < _INT16_SCORE) & (scoring.mismatch <= _INT16_COST)
+            & (scoring.gap_open + scoring.gap_extend <= _INT16_COST))
 
 
 def _fits_int16_start(widest: int, scoring: Scoring) -> bool:
@@ -1146,6 +1369,15 @@ def _fits_int16_start(widest: int, scoring: Scoring) -> bool:
 
 #: cells (rows x columns of the instances) from which a pass over a few long instances runs in parallel
 _PARALLEL_CELLS = 1 << 24
+
+
+def _spread(count: int, lanes: int, threads: int) -> int:
+    """Lanes a block of a pass over ``count`` long instances: ``lanes``,
+    or fewer where that leaves threads idle (a block costs its lanes'
+    longest rows and widest columns whatever its lanes hold, so fewer lanes
+    a block, on more threads, take less time: 6 hits of 5-18 kb against a
+    48.5 kb pattern, one block of 16 lanes, ran on one of 2 threads)."""
+    return max(1, min(lanes, -(-count // max(threads, 1))))
 #: instances with known end cells are aligned in bands where they fit (_banded_batch_body); tests turn it off
 BANDED = True
 
@@ -1168,18 +1400,22 @@ def start_boxes(codes, lengths, rows, table, ks, score, read_end, pattern_end, s
     if not len(rows):
         return np.zeros((0, 2), np.int64)
     fits = _fits_int16_start(int(pattern_end.max()), scoring)
-    lanes = LANES16 if fits else LANES
+    if parallel is None:
+        parallel = len(rows) > 1 and float((read_end * pattern_end).sum()) >= _PARALLEL_CELLS
+    lanes = _spread(len(rows), LANES16 if fits else LANES, get_num_threads() if parallel else 1)
     by_size = lexsort2(read_end, pattern_end)
     block_first = np.unique(np.append(np.arange(0, len(rows), lanes), len(rows))).astype(np.int64)
     block_width = np.maximum.reduceat(pattern_end[by_size], block_first[:-1]).astype(np.int64)
-    if parallel is None:
-        parallel = len(block_first) > 2 and float((read_end * pattern_end).sum()) >= _PARALLEL_CELLS
     start_batch = ((_start_batch_parallel16 if parallel else _start_batch_serial16) if fits else
                    (_start_batch_parallel if parallel else _start_batch_serial))
     found = np.empty((len(rows), 2), np.int64)
+    # the costliest blocks first (their most rows x their widest columns): the last to end is a small one
+    block_order = np.argsort(-np.maximum.reduceat(read_end[by_size], block_first[:-1]) * block_width,
+                             kind="stable").astype(np.int64)
     found[by_size] = start_batch(np.ascontiguousarray(codes, dtype=np.uint8), rows[by_size], table.masks, table.starts,
                                  ks[by_size], score[by_size], read_end[by_size], pattern_end[by_size], block_first,
-                                 block_width, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend)
+                                 block_width, block_order, scoring.match, scoring.mismatch, scoring.gap_open,
+                                 scoring.gap_extend, get_num_threads() if parallel else 1)
     if ((found[:, 0] == 0) | (found[:, 1] == 0)).any():
         from bpbc.errors import InternalError
 
@@ -1214,20 +1450,21 @@ def _boxed_blocks(chosen, score, read_end, pattern_end, box, lanes: int):
 
 
 def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, scoring: Scoring, ops,
-            parallel: bool, cell_bits: int | None = None):
+            parallel: bool, cell_bits: int | None = None, one_lane: bool = False):
     """Align instances ``chosen`` (end cells and boxes known, score > 0) in
     bands (_banded_batch_body), blocks by box width then rows, on int16
     cells where the values fit (or ``cell_bits`` says 16), else int32, and
     where they are no more than the threads (``cell_bits`` None) each on one
-    int32 lane, a thread of its own: the
+    int32 lane, a thread of its own (and with ``one_lane`` however many
+    they are), blocks no larger than fill the threads (:func:`_spread`): the
     (k, 8) table of their rows (zero for the others) and whether each was
     aligned (not where its block's band would take more than
     POINTER_BUDGET)."""
     fits = cell_bits == 16 or cell_bits is None and _fits_int16(int(box[:, 0].max()), int(box[:, 1].max()), scoring) \
         and _fits_int16_start(int(box[:, 1].max()), scoring)
     threads = get_num_threads() if parallel else 1
-    alone = len(chosen) <= threads and cell_bits is None  # each on a lane (and a thread) of its own
-    lanes = 1 if alone else LANES16 if fits else LANES
+    alone = one_lane or len(chosen) <= threads and cell_bits is None  # each on a lane (and a thread) of its own
+    lanes = 1 if alone else _spread(len(chosen), LANES16 if fits else LANES, threads)
     by_size = lexsort2(box[:, 0], box[:, 1])
     block_first = np.unique(np.append(np.arange(0, len(chosen), lanes), len(chosen))).astype(np.int64)
     if alone:
@@ -1243,6 +1480,15 @@ def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, s
                               threads, POINTER_BUDGET)
     aligned = np.zeros(len(chosen), dtype=bool)
     aligned[by_size] = np.repeat(done.astype(bool), np.diff(block_first))
+    again = np.flatnonzero(~aligned)
+    if len(again) and not alone:
+        # a block whose lanes' bands together passed the budget (their paths apart: 6 hits of
+        # 5-18 kb against a 48.5 kb pattern in one block of 16 lanes): each of its instances in
+        # a band of its own, on one lane, a thread each, not the pass over the boxes (2.9 s -> 0.4 s)
+        more_rows, aligned[again] = _banded(codes, rows, ks, table, chosen[again], score[again], read_end[again],
+                                            pattern_end[again], box[again], scoring, ops, parallel, cell_bits,
+                                            one_lane=True)
+        table_rows += more_rows
     return table_rows, aligned
 
 
@@ -1288,8 +1534,8 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     ended[:, 0] = -1
     if windowed.any():
         chosen = np.flatnonzero(windowed)
-        ended[chosen] = end_cells(codes, lengths, rows[chosen], table, ks[chosen], scoring, fits and cell_bits != 32,
-                                  parallel)
+        ended[chosen] = end_cells(codes, lengths, rows[chosen], table, ks[chosen], scoring,
+                                  False if cell_bits == 32 else None, parallel)
     if known_ends is not None:
         ended = np.where(known_ends[:, :1] >= 0, known_ends, ended)
     table_rows = np.zeros((count, 8), dtype=np.int64)

@@ -711,3 +711,141 @@ def test_alignments_in_bands_are_those_of_the_whole_dp(scoring, monkeypatch):
         monkeypatch.setattr(tb, "BANDED", True)
         boxed.clear()
     assert sum("I" in al.cigar or "D" in al.cigar for al in expected) > 40
+
+
+def test_end_cells_keep_each_instances_own_cells(monkeypatch):
+    """end_cells runs each instance on int16 cells where its own values fit
+    and on int32 where they do not, in one batch: match 1000 and 32 or 33
+    matching bases (32000 fits int16, 33000 does not), mixed with reads
+    that score little; every end cell the rule's on the reference
+    matrices, on one thread and on all, blocks of both cells in the call."""
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    scoring = Scoring(1000, 1000, 1000, 1000)
+    rng = np.random.default_rng(71)
+    patterns = [random_read(rng, 33) for _ in range(3)] + [random_read(rng, 32) for _ in range(3)]
+    reads, ks = [], []
+    for k, pattern in enumerate(patterns):
+        for read in (pattern, random_read(rng, 5) + pattern + random_read(rng, 4), mutate(rng, pattern, 0.1),
+                     random_read(rng, 40), random_read(rng, 30) + pattern[:20]):
+            reads.append(read)
+            ks.append(k)
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.build([encode_pattern(p) for p in patterns], ("+",))
+    rows, ks = np.arange(len(reads)), np.array(ks)
+    narrow = tb._fits_int16_score(lengths[rows], table.lengths[ks], scoring)
+    assert narrow.any() and not narrow.all()
+    expected = []
+    for t in rows:
+        al = rule_traceback(codes[t, :lengths[t]], table.oriented(ks[t]), scoring)
+        expected.append([al.score, al.read_end, al.pattern_end])
+    assert max(score for score, _, _ in expected) == 33000
+    kinds = []
+    monkeypatch.setattr(tb, "get_num_threads", lambda: 2)  # as many threads as blocks: not the wavefront
+    for name in ("_score_blocks_parallel", "_score_blocks_serial"):
+        monkeypatch.setattr(tb, name, lambda *args, kernel=getattr(tb, name): kinds.append(set(args[8].tolist())) or
+                            kernel(*args))
+    for parallel in (False, True):
+        assert tb.end_cells(codes, lengths, rows, table, ks, scoring, parallel=parallel).tolist() == expected
+    assert kinds == [{False, True}, {False, True}]
+
+
+def test_end_cells_on_int16_lanes_past_column_32767():
+    """The score pass keeps the best cell's column outside its lanes, so
+    int16 lanes serve a pattern of 40,000 bases: a 300-base read copied
+    (with a few substitutions) at column 39,000 ends there on int16 lanes
+    as on int32 ones, at parasail's score and end (unique: the copy)."""
+    import parasail
+
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    scoring = Scoring()
+    rng = np.random.default_rng(73)
+    read = random_read(rng, 300)
+    pattern_text = random_read(rng, 39_000) + mutate(rng, read, 0.02) + random_read(rng, 700)
+    reads = [read, random_read(rng, 250) + read[:200], random_read(rng, 300)]
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.build([encode_pattern(pattern_text)], ("+", "-"))
+    rows, ks = np.array([0, 1, 2, 0]), np.array([0, 0, 0, 1])
+    assert tb._fits_int16_score(lengths[rows], table.lengths[ks], scoring).all()
+    narrow = tb.end_cells(codes, lengths, rows, table, ks, scoring, fits=True)
+    wide = tb.end_cells(codes, lengths, rows, table, ks, scoring, fits=False)
+    assert np.array_equal(narrow, wide) and np.array_equal(tb.end_cells(codes, lengths, rows, table, ks, scoring), wide)
+    matrix = parasail.matrix_create("ACGT", scoring.match, -scoring.mismatch)
+    result = parasail.sw_trace_striped_32(reads[0], pattern_text, scoring.gap_open + scoring.gap_extend,
+                                          scoring.gap_extend, matrix)
+    assert narrow[0].tolist() == [result.score, result.end_query + 1, result.end_ref + 1]
+    assert narrow[0, 2] > 39_000 and narrow[0, 0] > 500
+
+
+def test_blocks_whose_bands_pass_the_budget_are_banded_lane_by_lane(monkeypatch):
+    """A block whose lanes' bands together pass POINTER_BUDGET is aligned
+    again instance by instance, each in a band of its own on one lane (not
+    the pass over the boxes): every instance aligned in a band, the rule's
+    traceback on the reference matrices."""
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    scoring = Scoring()
+    pairs = list(gapped_pairs(79, 120))
+    codes, lengths = encode_reads([read for read, _ in pairs])
+    table = PatternTable.build([encode_pattern(p) for _, p in pairs], ("+",))
+    expected = [rule_traceback(codes[t, :lengths[t]], table.oriented(t), scoring) for t in range(len(pairs))]
+    boxed, lone = [], []
+    monkeypatch.setattr(tb, "_boxed_blocks", lambda chosen, score, *rest, boxed_blocks=tb._boxed_blocks: (
+        boxed.extend(chosen[score > 0].tolist()), boxed_blocks(chosen, score, *rest))[1])
+
+    def banded(*args, one_lane=False, inner=tb._banded):
+        rows, aligned = inner(*args, one_lane=one_lane)
+        if one_lane:
+            lone.append(int(aligned.sum()))
+        return rows, aligned
+
+    monkeypatch.setattr(tb, "_banded", banded)
+    monkeypatch.setattr(tb, "_WINDOW_FROM", -1)  # every instance through the score pass
+    monkeypatch.setattr(tb, "POINTER_BUDGET", 6000)  # a lane's band fits, 16 or 32 lanes' do not
+    rows = np.arange(len(pairs))
+    found, cigars = tb._run_batch(codes, lengths, rows, table, rows, scoring, True, np.zeros(len(rows), bool))
+    got = [LocalAlignment(int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4]), cigar, int(row[6]),
+                          int(row[7]), int(row[5])) for row, cigar in zip(found, cigars.strings())]
+    assert got == expected
+    assert not boxed and lone and sum(lone) > 40
+
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_score_pass_in_stripes_on_threads_is_the_whole_pass(scoring, monkeypatch):
+    """A block of the score pass cut into stripes of rows, each on a thread
+    of its own and waiting on the stripe above column by column (a
+    wavefront), gives the end cells of the rule's traceback on the
+    reference matrices: stripes of 3 rows and more, 2 to 7 of them (more
+    than the threads too), int16 and int32 lanes, ties in two-letter and
+    repeated text among them; and end_cells takes that road where its
+    blocks are fewer than the threads."""
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    pairs = list(gapped_pairs(83, 80))
+    codes, lengths = encode_reads([read for read, _ in pairs])
+    table = PatternTable.build([encode_pattern(p) for _, p in pairs], ("+",))
+    rows = np.arange(len(pairs))
+    expected = []
+    for t in rows:
+        al = rule_traceback(codes[t, :lengths[t]], table.oriented(t), scoring)
+        expected.append([al.score, al.read_end, al.pattern_end])
+    monkeypatch.setattr(tb, "_STRIPE_ROWS", 3)
+    block_first = np.append(np.arange(0, len(rows), 8), len(rows)).astype(np.int64)
+    block_width = np.maximum.reduceat(table.lengths[rows], block_first[:-1]).astype(np.int64)
+    for threads in (2, 3, 7):
+        for wide in (True, False):
+            found = tb._score_waves(codes, lengths, rows, table, rows, block_first, block_width,
+                                    np.full(len(block_first) - 1, wide), scoring, threads)
+            assert found.tolist() == expected
+    waves = []
+    monkeypatch.setattr(tb, "_score_waves", lambda *args, waves_of=tb._score_waves: waves.append(args[-1]) or
+                        waves_of(*args))
+    monkeypatch.setattr(tb, "get_num_threads", lambda: 40)  # more threads than blocks
+    assert tb.end_cells(codes, lengths, rows, table, rows, scoring, parallel=True).tolist() == expected
+    assert waves == [40]
+    assert sum(score > 0 and end < lengths[t] for t, (score, end, _) in enumerate(expected)) > 30
