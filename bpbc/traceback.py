@@ -273,54 +273,11 @@ def _score_body(block, pattern, match, mismatch, gap_open, gap_extend, result):
     best cell's column is kept in int64 outside the lanes (once a column, in
     the lanes where it changes): int16 lanes serve patterns of any length."""
     n = block.shape[0]
-    m = pattern.shape[0]
-    K = _K
-    flat_block = block.reshape(-1)
-    flat_pattern = pattern.reshape(-1)
-    h_column = np.zeros((n + 1) * K, _CELL)  # H[i][j-1], then H[i][j]
-    f_column = np.full((n + 1) * K, _CELL_NEG, _CELL)  # F likewise
-    scratch = np.empty(K, _CELL)
-    open_cost = _vsplat(gap_open + gap_extend)
-    extend_cost = _vsplat(gap_extend)
-    match_score = _vsplat(match)
-    mismatch_score = _vsplat(-mismatch)
-    zero = _vsplat(0)
-    one = _vsplat(1)
-    best = zero
-    best_i = zero
-    for j in range(1, m + 1):
-        pattern_bits = _vload(flat_pattern, (j - 1) * K)
-        h_diag = zero  # H[0][j-1]
-        h_up = zero  # H[0][j]
-        e = _vsplat(_CELL_NEG)
-        top = zero  # the column's best H, at row top_i (the first)
-        top_i = zero
-        for i in range(1, n + 1):
-            s = _vselect((_vload(flat_block, (i - 1) * K) & pattern_bits) != zero, match_score, mismatch_score)
-            h_left = _vload(h_column, i * K)
-            f = _vmax(h_left - open_cost, _vload(f_column, i * K) - extend_cost)
-            e = _vmax(h_up - open_cost, e - extend_cost)
-            h = _vmax(_vmax(h_diag + s, zero), _vmax(e, f))
-            _vstore(h_column, i * K, h)
-            _vstore(f_column, i * K, f)
-            higher = h > top
-            top = _vselect(higher, h, top)
-            top_i = _vselect(higher, _vsplat(i), top_i)
-            h_diag = h_left
-            h_up = h
-        # the column's best replaces the best so far if higher, or equal in an earlier row
-        better = top > _vselect(best_i > top_i, best - one, best)
-        best = _vselect(better, top, best)
-        best_i = _vselect(better, top_i, best_i)
-        if _vany(better):
-            _vstore(scratch, 0, _vselect(better, one, zero))
-            for q in range(K):
-                if scratch[q]:
-                    result[q, 2] = j
-    for column, lanes in enumerate((best, best_i)):
-        _vstore(scratch, 0, lanes)
-        for q in range(K):
-            result[q, column] = scratch[q]
+    size = (pattern.shape[0] + 1) * _K
+    # the whole block as one stripe: the row above is row 0 (H = 0, E = _CELL_NEG), nothing to wait for
+    above_e = np.full(size, _CELL_NEG, _CELL)
+    _score_stripe(block, pattern, match, mismatch, gap_open, gap_extend, 1, n, np.zeros(size, _CELL), above_e,
+                  np.empty(size, _CELL), np.empty(size, _CELL), np.zeros(1, np.int64), 0, result)
 
 
 def _score_stripe_body(block, pattern, match, mismatch, gap_open, gap_extend, first, last, above_h, above_e,
@@ -1142,11 +1099,14 @@ _align_batch_parallel16, _align_batch_serial16 = _batch_kernels(
 _align_batch_parallel1, _align_batch_serial1 = _batch_kernels(
     _align_batch_body, "1", _K=1, _CELL=np.int32, _forward=_forward_lane1, _new_rows=_new_rows_lane1)
 # The score pass (long patterns), likewise
-_score_lanes, _score_lanes16 = _lane_kernels(_score_body)
-_score_blocks_parallel, _score_blocks_serial = _batch_kernels(_score_blocks_body, "")
-# and one block on all threads, a stripe of rows each (a wavefront)
+# (a block is one stripe of rows; one block on all threads is a stripe each: a wavefront)
 _score_stripe_lanes, _score_stripe_lanes16 = _lane_kernels(_score_stripe_body)
 _score_stripe = _score_stripe_lanes  # as _score: named for readers and linters
+_score_lanes = njit(cache=True, nogil=True)(_named(_score_body, "_i32", **_INT32_LANES,
+                                                   _score_stripe=_score_stripe_lanes))
+_score_lanes16 = njit(cache=True, nogil=True)(_named(_score_body, "_i16", **_INT16_LANES,
+                                                     _score_stripe=_score_stripe_lanes16))
+_score_blocks_parallel, _score_blocks_serial = _batch_kernels(_score_blocks_body, "")
 _score_wave = njit(parallel=True, cache=True, nogil=True)(_named(_score_wave_body, "_i32", **_INT32_LANES,
                                                                  _score_stripe=_score_stripe_lanes))
 _score_wave16 = njit(parallel=True, cache=True, nogil=True)(_named(_score_wave_body, "_i16", **_INT16_LANES,
