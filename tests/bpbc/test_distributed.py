@@ -258,19 +258,34 @@ def _run_cli(capsys, *args) -> tuple[int, str, str]:
     return status, captured.out, captured.err
 
 
-def test_command_line_on_a_running_scheduler(client, inputs, references, tmp_path, capsys):
+def test_command_line_on_a_running_scheduler(client, inputs, references, tmp_path, capsys, monkeypatch):
+    """Every output of the command over Dask is the local run's: one file (the
+    PAF on stdout, --matched, --unmatched, --json), then two from --reads-from
+    (their summary added up, its wall time that of the whole command). With -q
+    nothing goes to stderr, not even a progress bar on a terminal."""
     address = client.scheduler.address
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a progress bar would show, but for -q
+    reference = references["one.fq.gz"]
     status, out, err = _run_cli(capsys, inputs / "one.fq.gz", inputs / "p.fa", "-t", "40", "--device", "cpu",
-                                "--threads", "1", "--chunk-size", "300", "--dask", address, "-q")
-    assert status == 0, err
-    assert out.encode() == references["one.fq.gz"]["output"].read_bytes()
+                                "--threads", "1", "--chunk-size", "300", "--dask", address, "-q",
+                                "--matched", tmp_path / "m.fq.gz", "--unmatched", tmp_path / "u.fq.gz",
+                                "--json", tmp_path / "s.json")
+    assert (status, err) == (0, ""), err
+    assert out.encode() == reference["output"].read_bytes()
+    assert_same_outputs(reference, {"output": reference["output"], "matched": tmp_path / "m.fq.gz",
+                                    "unmatched": tmp_path / "u.fq.gz", "json_path": tmp_path / "s.json"})
+    monkeypatch.undo()
     listing = tmp_path / "list.txt"
     listing.write_text(f"# a comment\n{inputs / 'two.fastq'}\n\n{inputs / 'three.fa'}\n")
+    started = time.perf_counter()
     status, _, err = _run_cli(capsys, "--reads-from", listing, inputs / "p.fa", "-t", "40", "--device", "cpu",
                               "--threads", "1", "--chunk-size", "300", "--dask", address,
                               "-o", tmp_path / "{stem}.paf", "--unmatched", tmp_path / "{stem}.u.fq.gz")
+    elapsed = time.perf_counter() - started
     assert status == 0, err
     assert "bpbc-screen: 1200 reads screened" in err
+    seconds = float(re.search(r"reads screened in ([0-9.]+) s", err).group(1))  # type: ignore[union-attr]
+    assert 0 < seconds <= elapsed + 0.01, (seconds, elapsed)  # the run's own time, within the call's
     for name in ("two.fastq", "three.fa"):
         assert (tmp_path / f"{stem(name)}.paf").read_bytes() == references[name]["output"].read_bytes()
         assert _content(tmp_path / f"{stem(name)}.u.fq.gz") == _content(references[name]["unmatched"])
