@@ -115,17 +115,15 @@ _LZMA_HEADER = 13
 
 def _lzma_header_recognised(header: bytes) -> bool:
     """Whether ``xz -d`` (5.4, ``is_format_lzma`` in src/xz/coder.c) takes
-    the 13 bytes ``header`` for the header of a legacy .lzma file: a
-    properties byte that liblzma decodes (at most 224, lc + lp at most 4), a
+    the first 13 bytes of ``header`` for the header of a legacy .lzma file: a
+    properties byte that liblzma decodes (pb at most 4, lc + lp at most 4), a
     dictionary size of 2^n or 2^n + 2^(n-1) but not 0, or 2^32 - 1, and an
     uncompressed size unknown (all ones) or at most 256 GiB. Python's own
     decoder takes more: a dictionary size of 0, so 13 null bytes and more
     are an empty .lzma stream to it and a file ``xz -d`` does not recognise."""
-    properties = header[0]
-    if properties > (4 * 5 + 4) * 9 + 8:
-        return False
-    lc_lp = properties % (9 * 5)
-    if lc_lp % 9 + lc_lp // 9 > 4:
+    pb, lc_lp = divmod(header[0], 9 * 5)
+    lp, lc = divmod(lc_lp, 9)
+    if pb > 4 or lc + lp > 4:
         return False
     dictionary = int.from_bytes(header[1:5], "little")
     if dictionary != 0xFFFF_FFFF:
@@ -161,13 +159,10 @@ class _FirstXzStream:
     def decompress(self, data: bytes, max_length: int = -1) -> bytes:
         if self._stream is None:
             head = self._head + bytes(data)
-            if head[:len(_XZ_MAGIC)] == _XZ_MAGIC[:len(head)] and len(head) < len(_XZ_MAGIC):
-                self._head = head  # maybe .xz: wait for the whole magic
-                return b""
             if head.startswith(_XZ_MAGIC):
                 self._stream = lzma.LZMADecompressor(lzma.FORMAT_XZ, self._memlimit)
             elif len(head) < _LZMA_HEADER:
-                self._head = head  # maybe .lzma: wait for the whole header
+                self._head = head  # maybe .xz or .lzma: wait for the whole magic or header
                 return b""
             elif _lzma_header_recognised(head):
                 self._stream = lzma.LZMADecompressor(lzma.FORMAT_ALONE, self._memlimit)
@@ -185,18 +180,13 @@ class _FirstXzStream:
 class _AfterLzmaStream:
     """What an xz file's reader decompresses after a legacy .lzma stream:
     nothing, as ``xz -d`` (a .lzma file holds one stream, no padding). The
-    reader asks for it only where bytes follow."""
+    reader asks for it only where bytes follow, and hands it those."""
 
     eof = False
     unused_data = b""
     needs_input = True
 
-    def __init__(self, **args) -> None:
-        pass
-
     def decompress(self, data: bytes, max_length: int = -1) -> bytes:
-        if not data:
-            return b""
         raise lzma.LZMAError("Corrupt input data: bytes after a legacy .lzma stream (an .lzma file holds one stream)")
 
 
@@ -253,7 +243,7 @@ def _strict(stream):
     if isinstance(stream, (lzma.LZMAFile, bz2.BZ2File)) and hasattr(reader, "_trailing_error"):
         reader._trailing_error = ()
         if isinstance(stream, lzma.LZMAFile) and hasattr(reader, "_decomp_factory") and reader._pos == 0:
-            first = _FirstXzStream(reader._decomp_args.get("memlimit"))
+            first = _FirstXzStream()  # LZMAFile sets no memory limit
 
             def next_stream(**args):
                 return _AfterLzmaStream() if first.legacy else _NextXzStream(**args)

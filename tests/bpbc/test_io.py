@@ -781,12 +781,16 @@ LZMA_HEADERS = [
     (0x00, (1 << 16) + 1, 0, False),
     (0x00, 0xFFFF_FFFF, 0, True),
     (0x00, 0xFFFF_FFFE, 0, False),
+    (0x5D, 11, 0, False),  # 8 + 3: xz's rounding with shifts 2, 3, 4 (one of 4 instead of 3 took it)
+    (0x5D, 3 << 15, 0, True),  # little-endian (read big-endian: 0x00800100, not recognised)
     (0x5D, 1 << 16, 1 << 38, True),
     (0x5D, 1 << 16, (1 << 38) + 1, False),
     (0x5D, 1 << 16, (1 << 64) - 2, False),
     (224, 1 << 16, 0, False),  # lc 8, lp 4, pb 4: lc + lp above 4
     (4 * 9 + 0 + 45 * 4, 1 << 16, 0, True),  # lc 0, lp 4, pb 4
     (3 * 9 + 2, 1 << 16, 0, False),  # lc 2, lp 3
+    (4, 1 << 16, 0, True),  # lc 4, lp 0, pb 0
+    (1 * 9 + 3, 1 << 16, 0, True),  # lc 3, lp 1
     (225, 1 << 16, 0, False),
     (255, 1 << 16, 0, False),
 ]
@@ -803,10 +807,60 @@ def test_legacy_lzma_headers_are_recognised_as_xz_does(tmp_path, properties, dic
     is 'File format not recognized'; one it does fails later, on the data)."""
     header = _lzma_header(properties, dictionary, size)
     assert bpbc.io._lzma_header_recognised(header) is recognised
+    assert bpbc.io._lzma_header_recognised(header + b"\x01\xff") is recognised  # 13 bytes are the header; data follows
     if shutil.which("xz") is not None:
         done = subprocess.run(["xz", "-dc", "--format=auto", write(tmp_path / "h.xz", header + b"\0" * 32)],
                               capture_output=True)
         assert (b"not recognized" not in done.stderr) is recognised, done
+
+
+def test_the_decompressor_of_an_xz_files_first_stream_behaves_as_lzmas_own():
+    """bpbc.io._FirstXzStream, fed directly: it starts in the state of a
+    fresh ``lzma.LZMADecompressor``; the first bytes may come in pieces
+    (the magic or the .lzma header split); ``max_length`` bounds each
+    output as lzma's does; ``memlimit`` reaches the stream's decompressor,
+    .xz or legacy; 13 bytes that are neither are an error at once, fewer
+    wait for more."""
+    from bpbc.io import _FirstXzStream
+
+    fresh, plain = _FirstXzStream(), lzma.LZMADecompressor()
+    assert (fresh.eof, fresh.unused_data, fresh.needs_input) == (plain.eof, plain.unused_data, plain.needs_input)
+    assert type(fresh.eof) is bool and type(fresh.needs_input) is bool and fresh.legacy is False
+    for fmt, legacy in ((lzma.FORMAT_XZ, False), (lzma.FORMAT_ALONE, True)):
+        stream = lzma.compress(FASTQ, format=fmt)
+        for cut in (1, 3, 5, 6, 12, 13, 20):
+            decompressor = _FirstXzStream()
+            out = decompressor.decompress(stream[:cut])
+            out += decompressor.decompress(stream[cut:] + b"tail")
+            assert out == FASTQ and decompressor.eof and decompressor.unused_data == b"tail"
+            assert decompressor.legacy is legacy
+        decompressor = _FirstXzStream()
+        first = decompressor.decompress(stream, max_length=10)
+        assert first == FASTQ[:10] and not decompressor.eof
+        assert first + decompressor.decompress(b"") == FASTQ
+        big = lzma.compress(b"A" * 100, format=fmt, preset=9)  # a 64 MiB dictionary: more than the limit
+        with pytest.raises(lzma.LZMAError, match="Memory usage limit"):
+            _FirstXzStream(memlimit=1 << 20).decompress(big)
+        assert _FirstXzStream(memlimit=128 << 20).decompress(big) == b"A" * 100
+    decompressor = _FirstXzStream()
+    assert decompressor.decompress(b"\0" * 12) == b"" and decompressor.needs_input and not decompressor.eof
+    with pytest.raises(lzma.LZMAError, match="^Input format not supported by decoder: neither an .xz stream nor a "
+                                             "legacy .lzma one that xz -d recognises$"):
+        decompressor.decompress(b"\0")
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"\0" * 13, "corrupt compressed data: Input format not supported by decoder: neither an .xz stream nor a legacy "
+                 ".lzma one that xz -d recognises"),
+    (_LZMA + b"garbage", "corrupt compressed data: Corrupt input data: bytes after a legacy .lzma stream (an .lzma "
+                         "file holds one stream)"),
+])
+def test_what_xz_does_not_read_is_named(tmp_path, data, message):
+    path = write(tmp_path / "r.fq.xz", data)
+    with pytest.raises(InputError) as error:
+        with SequenceSource(path, raw_fastq=True) as source:
+            list(source.chunks(50))
+    assert str(error.value) == f"{path}: {message} (in the first records)"
 
 
 def test_an_xz_file_of_null_bytes_and_a_stream_is_one_line_exit_1_and_no_output(tmp_path, capsys):
