@@ -236,13 +236,16 @@ def mutant_diffs(work: Path, names: list[str]) -> list[str]:
 
     functions: dict[str, str] = {}
     for module in {".".join(name.split(".")[:2]) for name in names}:
-        path = next((candidate for candidate in (each / "mutants" / (module.replace(".", "/") + ".py")
-                                                 for each in [work] + MERGED) if candidate.exists()))
-        text = path.read_text()
-        lines = text.splitlines()
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in node.name:
-                functions[f"{module}.{node.name}"] = "\n".join(lines[node.lineno - 1:node.end_lineno])
+        # every run's copy of the module, the last listed winning: a function changed since an earlier run
+        # (whose results for it were dropped) is shown as a later run mutated it
+        for path in (each / "mutants" / (module.replace(".", "/") + ".py") for each in [work] + MERGED):
+            if not path.exists():
+                continue
+            text = path.read_text()
+            lines = text.splitlines()
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in node.name:
+                    functions[f"{module}.{node.name}"] = "\n".join(lines[node.lineno - 1:node.end_lineno])
     diffs = []
     for name in names:
         original = functions.get(re.sub(r"__mutmut_\d+$", "__mutmut_orig", name), "")
