@@ -107,6 +107,89 @@ def _find_non_ascii(path, block_size: int = 1 << 20) -> tuple[int, int] | None:
     return None
 
 
+#: the magic bytes that start an .xz stream
+_XZ_MAGIC = b"\xfd7zXZ\x00"
+#: bytes of a legacy .lzma header: the properties byte, the dictionary size, the uncompressed size
+_LZMA_HEADER = 13
+
+
+def _lzma_header_recognised(header: bytes) -> bool:
+    """Whether ``xz -d`` (5.4, ``is_format_lzma`` in src/xz/coder.c) takes
+    the first 13 bytes of ``header`` for the header of a legacy .lzma file: a
+    properties byte that liblzma decodes (pb at most 4, lc + lp at most 4), a
+    dictionary size of 2^n or 2^n + 2^(n-1) but not 0, or 2^32 - 1, and an
+    uncompressed size unknown (all ones) or at most 256 GiB. Python's own
+    decoder takes more: a dictionary size of 0, so 13 null bytes and more
+    are an empty .lzma stream to it and a file ``xz -d`` does not recognise."""
+    pb, lc_lp = divmod(header[0], 9 * 5)
+    lp, lc = divmod(lc_lp, 9)
+    if pb > 4 or lc + lp > 4:
+        return False
+    dictionary = int.from_bytes(header[1:5], "little")
+    if dictionary != 0xFFFF_FFFF:
+        rounded = (dictionary - 1) & 0xFFFF_FFFF
+        for shift in (2, 3, 4, 8, 16):  # xz's own rounding: 2^n and 2^n + 2^(n-1) are left as they are
+            rounded |= rounded >> shift
+        if (rounded + 1) & 0xFFFF_FFFF != dictionary or dictionary == 0:
+            return False
+    size = int.from_bytes(header[5:13], "little")
+    return size == (1 << 64) - 1 or size <= 1 << 38
+
+
+class _FirstXzStream:
+    """The decompressor of an xz file's first stream, held to what ``xz -d``
+    recognises there: an .xz stream (its magic bytes), or a legacy .lzma
+    stream whose header :func:`_lzma_header_recognised` (after which the file
+    must end, :class:`_AfterLzmaStream`). Python's reader detects the format
+    (``FORMAT_AUTO``) and took null bytes for an empty .lzma stream, then
+    read the .xz streams after them: a file of 938 null bytes and an .xz
+    stream ran as the reads of that stream, where ``xz -d`` does not
+    recognise the file and dnaio reads no record (found by the fuzz's
+    oracle, seed 71 case 2301). Same interface as ``lzma.LZMADecompressor``."""
+
+    def __init__(self, memlimit: int | None = None) -> None:
+        self._memlimit = memlimit
+        self._head = b""  # the first bytes, until the format is known
+        self._stream: lzma.LZMADecompressor | None = None
+        self.legacy = False  # a legacy .lzma stream: nothing may follow it
+        self.eof = False
+        self.unused_data = b""
+        self.needs_input = True
+
+    def decompress(self, data: bytes, max_length: int = -1) -> bytes:
+        if self._stream is None:
+            head = self._head + bytes(data)
+            if head.startswith(_XZ_MAGIC):
+                self._stream = lzma.LZMADecompressor(lzma.FORMAT_XZ, self._memlimit)
+            elif len(head) < _LZMA_HEADER:
+                self._head = head  # maybe .xz or .lzma: wait for the whole magic or header
+                return b""
+            elif _lzma_header_recognised(head):
+                self._stream = lzma.LZMADecompressor(lzma.FORMAT_ALONE, self._memlimit)
+                self.legacy = True
+            else:
+                raise lzma.LZMAError("Input format not supported by decoder: neither an .xz stream nor a legacy "
+                                     ".lzma one that xz -d recognises")
+            self._head, data = b"", head
+        out = self._stream.decompress(data, max_length)
+        self.eof, self.unused_data, self.needs_input = (self._stream.eof, self._stream.unused_data,
+                                                        self._stream.needs_input)
+        return out
+
+
+class _AfterLzmaStream:
+    """What an xz file's reader decompresses after a legacy .lzma stream:
+    nothing, as ``xz -d`` (a .lzma file holds one stream, no padding). The
+    reader asks for it only where bytes follow, and hands it those."""
+
+    eof = False
+    unused_data = b""
+    needs_input = True
+
+    def decompress(self, data: bytes, max_length: int = -1) -> bytes:
+        raise lzma.LZMAError("Corrupt input data: bytes after a legacy .lzma stream (an .lzma file holds one stream)")
+
+
 class _NextXzStream:
     """What an xz file's reader (``lzma.LZMAFile``) decompresses after a
     finished stream, held to what ``xz -d`` accepts there: stream padding
@@ -150,13 +233,22 @@ def _strict(stream):
     reads of a damaged second stream (``cat a.xz b.xz``) were lost unnoticed
     (found by the fuzz's oracle). gzip and ``xz -d`` report it too. Their
     reader (``_compression.DecompressReader``) ignores the errors named in
-    its ``_trailing_error``; other streams are left as they are. After an xz
-    stream, what may follow is :class:`_NextXzStream`'s."""
+    its ``_trailing_error``; other streams are left as they are. An xz file
+    is held to what ``xz -d`` reads, stream by stream: its first stream to
+    :class:`_FirstXzStream`'s rules (the decompressor the reader made
+    already, nothing read yet, is replaced), what follows an .xz stream to
+    :class:`_NextXzStream`'s, and nothing may follow a legacy .lzma one.
+    The reader is read forward only (no seek back: dnaio peeks)."""
     reader = getattr(getattr(stream, "_buffer", None), "raw", None)
     if isinstance(stream, (lzma.LZMAFile, bz2.BZ2File)) and hasattr(reader, "_trailing_error"):
         reader._trailing_error = ()
-        if isinstance(stream, lzma.LZMAFile) and hasattr(reader, "_decomp_factory"):
-            reader._decomp_factory = _NextXzStream  # the first stream's decompressor is made already
+        if isinstance(stream, lzma.LZMAFile) and hasattr(reader, "_decomp_factory") and reader._pos == 0:
+            first = _FirstXzStream()  # LZMAFile sets no memory limit
+
+            def next_stream(**args):
+                return _AfterLzmaStream() if first.legacy else _NextXzStream(**args)
+
+            reader._decompressor, reader._decomp_factory = first, next_stream
     return stream
 
 

@@ -3,6 +3,7 @@
     pip install pytest-repeat
     python scripts/flaky_under_load.py --count 300 --busy 2 --out bench/results/flaky_signal_cpu.txt \\
         tests/bpbc/test_cli.py::test_sigterm_in_any_stage_exits_143_and_leaves_no_files ...
+    python scripts/flaky_under_load.py --count 300 --busy 0 -n 2 --out ... TESTS   (two pytest processes at once)
 
 ``--busy`` processes spin (``while 1: pass``) beside the run, as ``stress
 --cpu N`` would; pytest-repeat runs each test ``--count`` times in a row in
@@ -42,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     arguments.add_argument("--count", type=int, default=300, help="runs of each test (default 300)")
     arguments.add_argument("--busy", type=int, default=2, help="spinning processes beside the run (default 2)")
     arguments.add_argument("-k", dest="keyword", default=None, help="pytest's -k")
+    arguments.add_argument("-n", dest="workers", type=int, default=None,
+                           help="pytest-xdist's -n: the runs spread over that many pytest processes at once (the "
+                           "tests load each other; default: one process)")
     arguments.add_argument("--out", type=Path, required=True, help="the text file to write")
     arguments.add_argument("--log", type=Path, default=None, help="pytest's output, as it comes (default: OUT.log)")
     arguments.add_argument("--summarize", nargs=5, default=None, metavar=("LOG", "SECONDS", "LOAD_BEFORE", "LOAD_AFTER",
@@ -49,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
                            help="write OUT from the LOG of a run already made (its seconds, loads and date)")
     args = arguments.parse_args(argv)
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--count", str(args.count),
-               "-o", "faulthandler_timeout=600", "-rfE", *args.tests] + (["-k", args.keyword] if args.keyword else [])
+               "-o", "faulthandler_timeout=600", "-rfE", *args.tests] + (["-k", args.keyword] if args.keyword else []) \
+        + (["-n", str(args.workers)] if args.workers else [])
     if args.summarize:
         log, seconds, before, after, date = args.summarize
         return write_record(args, argv, command, Path(log).read_text(), float(seconds),
@@ -83,7 +88,8 @@ def write_record(args, argv, command, output: str, seconds: float, load_before, 
         "command: " + " ".join(["python", "scripts/flaky_under_load.py", *(argv if argv is not None else sys.argv[1:])]),
         "pytest: " + " ".join(["python", *command[1:]]),
         f"date: {date}",
-        f"cpu: {cpu_model()}, {os.cpu_count()} cores; {args.busy} spinning processes beside the run",
+        f"cpu: {cpu_model()}, {os.cpu_count()} cores; {args.busy} spinning processes beside the run"
+        + (f"; pytest -n {args.workers} (that many test processes at once)" if args.workers else ""),
         f"load average (1, 5, 15 min) before: {' '.join(f'{x:.2f}' for x in load_before)}; after: "
         f"{' '.join(f'{x:.2f}' for x in load_after)}",
         f"seconds: {seconds:.0f}",

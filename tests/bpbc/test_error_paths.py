@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import io
 import lzma
+import os
 import re
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -222,3 +224,88 @@ def test_a_bad_byte_in_a_mate_names_that_mates_file(capsys, tmp_path, layout, ma
     assert main([*args[:1], str(patterns), *args[1:], "-t", "10", "-q", "--device", "cpu"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"bpbc-screen: error: {named}: ") and "'!'" in err and err.count("\n") == 1, err
+
+
+# --- survivors of the mutation run killed since (issue 43) ------------------------
+
+def test_non_ascii_on_a_stdin_pipe_names_no_line_of_what_follows(monkeypatch):
+    """Standard input cannot be read again to find the first non-ASCII
+    byte's line: the message says where in the records, and nothing reads
+    on (what follows the parser's position would give a later byte, on a
+    line counted from the wrong place: here the 0xff at the end). The bad
+    byte comes after the first megabyte, past what dnaio reads on opening."""
+    def fastq(start: int, count: int) -> bytes:
+        return b"".join(b"@f%d\n%s\n+\n%s\n" % (k, b"ACGT" * 25, b"I" * 100) for k in range(start, start + count))
+
+    data = fastq(0, 5000) + b"@bad\nAC\xc3\xa9T\n+\nIIII\n" + fastq(5000, 20_000) + b"@r2\nAC\xffT\n+\nIIII\n"
+    read_fd, write_fd = os.pipe()
+
+    def feed() -> None:
+        with open(write_fd, "wb") as pipe:
+            try:
+                pipe.write(data)
+            except BrokenPipeError:  # the reader stopped at the error and closed its end
+                pass
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    stdin = open(read_fd, "rb")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stdin))
+    try:
+        with pytest.raises(InputError) as caught:
+            _read_all("-", raw_fastq=False)
+    finally:
+        stdin.close()
+        writer.join(10)
+    assert re.fullmatch(r"<stdin>: non-ASCII characters \(after record \d+, 'f\d+'\); sequence files must be ASCII",
+                        str(caught.value)), caught.value
+
+
+def test_stdin_has_no_stem_so_output_paths_stay_as_written(capsys, tmp_path, monkeypatch):
+    """{stem} is a reads file's name; standard input has none, so a path
+    holding it is written as given (a reads file fills it in: test_cli)."""
+    from tests.bpbc.test_cli import PATTERNS, READS, golden
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(READS.read_bytes())))
+    status = main(["-", str(PATTERNS), "-t", "20", "-q", "-o", "{stem}.paf", "--json", "{stem}.json"])
+    assert (status, capsys.readouterr().err) == (0, "")
+    assert sorted(os.listdir(tmp_path)) == ["{stem}.json", "{stem}.paf"]
+    assert (tmp_path / "{stem}.paf").read_text() == golden("expected.paf")
+
+
+def test_an_exit_with_a_message_prints_it_and_exits_1(capsys, monkeypatch):
+    """main() as Python ends ``SystemExit("text")``: the text on stderr, status 1."""
+    import bpbc.cli
+
+    class Command:
+        def main(self, **kwargs):
+            raise SystemExit("bpbc-screen: a message")
+
+    monkeypatch.setattr(bpbc.cli, "_command", lambda: Command())
+    assert main(["reads.fq", "patterns.fa"]) == 1
+    assert capsys.readouterr() == ("", "bpbc-screen: a message\n")
+
+
+def test_a_demultiplexed_file_that_cannot_be_written_is_named_with_its_pattern(capsys, tmp_path):
+    """A pattern's file whose name is a directory's: one line naming it and
+    its pattern, exit 1, no other output left."""
+    from tests.bpbc.test_cli import PATTERNS, READS
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "adapter_A.fq").mkdir()
+    status = main([str(READS), str(PATTERNS), "-t", "20", "-q", "-o", str(out / "o.paf"), "--matched",
+                   str(out / "{name}.fq"), "--unmatched", str(out / "none.fq")])
+    assert status == 1
+    assert capsys.readouterr().err == (f"bpbc-screen: error: {out / 'adapter_A.fq'}: is a directory; cannot write the "
+                                       "reads of pattern adapter_A file there\n")
+    assert os.listdir(out) == ["adapter_A.fq"]
+
+
+def test_demultiplexed_reads_keep_their_order_in_a_large_chunk(tmp_path):
+    """The whole input one chunk: each pattern's file holds its reads in
+    input order, as the oracle's, where a chunk holds many of them (numpy's
+    default sort is not stable, and on this CPU it reordered 16 of them)."""
+    check_run(tmp_path, generated_reads(12, 200, prefix="o"), patterns_file(tmp_path / "p.fa"), Options(threshold=24),
+              demux=True, chunk_size=100_000)

@@ -9,6 +9,8 @@ import io
 import lzma
 import os
 import re
+import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -697,6 +699,183 @@ def test_an_xz_file_with_a_bad_tail_is_one_line_exit_1_and_no_output(tmp_path, c
     status, stdout, err = run_cli(capsys, reads, PATTERNS, "-t", "10", "--device", "cpu", *every_output(out))
     assert (status, stdout) == (1, "")
     assert re.fullmatch(r"bpbc-screen: error: \S*r\.fq\.xz: the compressed file is truncated: .*\n", err), err
+    assert list(out.iterdir()) == []
+
+
+_EXTRA = b"@extra\nACGT\n+\nIIII\n"
+_LZMA = lzma.compress(FASTQ, format=lzma.FORMAT_ALONE)
+#: whole files named .xz: (name, bytes, reads or None where the file is rejected). The verdicts are those of
+#: ``xz -dc`` 5.4.1 on each file (checked by hand; test_xz_file_verdicts_are_xzs_own checks them where xz is installed).
+XZ_FILES = [
+    ("an .xz stream", lzma.compress(FASTQ), 10),
+    ("a legacy .lzma stream (of unknown size: an end marker)", _LZMA, 10),
+    ("18 null bytes (an empty .lzma stream to Python, dictionary size 0)", b"\0" * 18, None),
+    ("938 null bytes, then an .xz stream (the fuzz's case 2301 of seed 71)", b"\0" * 938 + lzma.compress(_EXTRA), None),
+    ("null padding of 4, then an .xz stream", b"\0" * 4 + lzma.compress(_EXTRA), None),
+    ("a legacy .lzma stream of dictionary size 0", _LZMA[:1] + b"\0" * 4 + _LZMA[5:], None),
+    ("a legacy .lzma stream, then an .xz stream", _LZMA + lzma.compress(_EXTRA), None),
+    ("a legacy .lzma stream, then null padding of 4", _LZMA + b"\0" * 4, None),
+    ("a legacy .lzma stream twice", _LZMA + _LZMA, None),
+    ("an .xz stream, then a legacy .lzma stream", lzma.compress(FASTQ) + _LZMA, None),
+    ("the first 5 bytes of the xz magic", b"\xfd7zXZ", None),
+    ("nothing", b"", None),
+]
+
+
+@pytest.mark.parametrize("raw_fastq", [True, False])
+@pytest.mark.parametrize("name, data, reads", XZ_FILES, ids=[case[0] for case in XZ_FILES])
+def test_an_xz_file_is_held_to_what_xz_accepts_from_its_first_byte(tmp_path, monkeypatch, name, data, reads,
+                                                                   raw_fastq):
+    """Found by the fuzz's oracle (seed 71, case 2301): Python's xz reader
+    detects the format of a file's first stream, and takes null bytes for
+    a legacy .lzma header (an empty stream of dictionary size 0, which
+    ``xz -d`` does not recognise); what came after it was read as the
+    streams after an .xz stream, so 938 null bytes and an .xz stream ran as
+    the reads of that stream. Now the first stream is an .xz one or a
+    legacy .lzma one that xz recognises, and nothing follows a legacy
+    .lzma stream (fails before the fix for the null bytes, the dictionary
+    size 0 and what follows a legacy stream)."""
+    # xopen takes standard input for xz by the magic bytes only (else for plain text: no format, not ASCII)
+    for stdin in (False, True) if data.startswith(b"\xfd7zXZ\0") else (False,):
+        if stdin:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+        path = "-" if stdin else write(tmp_path / "r.fq.xz", data)
+
+        def count() -> int:
+            with SequenceSource(path, raw_fastq=raw_fastq) as source:
+                return sum(len(chunk) for chunk in source.chunks(50))
+
+        if reads is not None:
+            assert count() == reads
+            continue
+        with pytest.raises(InputError, match=r"^(.*r\.fq\.xz|<stdin>): (corrupt compressed data|the compressed file "
+                                             r"is truncated): "):
+            count()
+
+
+@pytest.mark.skipif(shutil.which("xz") is None, reason="the xz command is not installed")
+@pytest.mark.parametrize("name, data, reads", XZ_FILES, ids=[case[0] for case in XZ_FILES])
+def test_xz_file_verdicts_are_xzs_own(tmp_path, name, data, reads):
+    """The oracle of XZ_FILES: ``xz -dc`` itself reads the file whole (the
+    records expected) or exits with an error."""
+    done = subprocess.run(["xz", "-dc", write(tmp_path / "r.fq.xz", data)], capture_output=True)
+    if reads is None:
+        assert done.returncode != 0, done
+    else:
+        assert (done.returncode, done.stdout) == (0, FASTQ), done
+
+
+#: 13-byte legacy .lzma headers and whether ``xz -d`` (5.4.1) recognises them: properties byte, dictionary size,
+#: uncompressed size (all ones: unknown); checked by hand, and against xz itself where it is installed
+LZMA_HEADERS = [
+    (0x5D, 1 << 23, 100, True),  # xz --format=lzma -6
+    (0x5D, 1 << 23, (1 << 64) - 1, True),
+    (0x00, 0, 0, False),  # null bytes
+    (0x00, 1, 0, True),
+    (0x00, 2, 0, True),
+    (0x00, 3, 0, True),  # 2 + 1
+    (0x00, 5, 0, False),
+    (0x00, 6, 0, True),  # 4 + 2
+    (0x00, 7, 0, False),
+    (0x00, 3 << 30, 0, True),
+    (0x00, (1 << 16) + 1, 0, False),
+    (0x00, 0xFFFF_FFFF, 0, True),
+    (0x00, 0xFFFF_FFFE, 0, False),
+    (0x5D, 11, 0, False),  # 8 + 3: xz's rounding with shifts 2, 3, 4 (one of 4 instead of 3 took it)
+    (0x5D, 3 << 15, 0, True),  # little-endian (read big-endian: 0x00800100, not recognised)
+    (0x5D, 1 << 16, 1 << 38, True),
+    (0x5D, 1 << 16, (1 << 38) + 1, False),
+    (0x5D, 1 << 16, (1 << 64) - 2, False),
+    (224, 1 << 16, 0, False),  # lc 8, lp 4, pb 4: lc + lp above 4
+    (4 * 9 + 0 + 45 * 4, 1 << 16, 0, True),  # lc 0, lp 4, pb 4
+    (3 * 9 + 2, 1 << 16, 0, False),  # lc 2, lp 3
+    (4, 1 << 16, 0, True),  # lc 4, lp 0, pb 0
+    (1 * 9 + 3, 1 << 16, 0, True),  # lc 3, lp 1
+    (225, 1 << 16, 0, False),
+    (255, 1 << 16, 0, False),
+]
+
+
+def _lzma_header(properties: int, dictionary: int, size: int) -> bytes:
+    return bytes([properties]) + dictionary.to_bytes(4, "little") + size.to_bytes(8, "little")
+
+
+@pytest.mark.parametrize("properties, dictionary, size, recognised", LZMA_HEADERS)
+def test_legacy_lzma_headers_are_recognised_as_xz_does(tmp_path, properties, dictionary, size, recognised):
+    """bpbc.io._lzma_header_recognised against the table, and the table
+    against ``xz -dc`` where it is installed (a header it does not recognise
+    is 'File format not recognized'; one it does fails later, on the data)."""
+    header = _lzma_header(properties, dictionary, size)
+    assert bpbc.io._lzma_header_recognised(header) is recognised
+    assert bpbc.io._lzma_header_recognised(header + b"\x01\xff") is recognised  # 13 bytes are the header; data follows
+    if shutil.which("xz") is not None:
+        done = subprocess.run(["xz", "-dc", "--format=auto", write(tmp_path / "h.xz", header + b"\0" * 32)],
+                              capture_output=True)
+        assert (b"not recognized" not in done.stderr) is recognised, done
+
+
+def test_the_decompressor_of_an_xz_files_first_stream_behaves_as_lzmas_own():
+    """bpbc.io._FirstXzStream, fed directly: it starts in the state of a
+    fresh ``lzma.LZMADecompressor``; the first bytes may come in pieces
+    (the magic or the .lzma header split); ``max_length`` bounds each
+    output as lzma's does; ``memlimit`` reaches the stream's decompressor,
+    .xz or legacy; 13 bytes that are neither are an error at once, fewer
+    wait for more."""
+    from bpbc.io import _FirstXzStream
+
+    fresh, plain = _FirstXzStream(), lzma.LZMADecompressor()
+    assert (fresh.eof, fresh.unused_data, fresh.needs_input) == (plain.eof, plain.unused_data, plain.needs_input)
+    assert type(fresh.eof) is bool and type(fresh.needs_input) is bool and fresh.legacy is False
+    for fmt, legacy in ((lzma.FORMAT_XZ, False), (lzma.FORMAT_ALONE, True)):
+        stream = lzma.compress(FASTQ, format=fmt)
+        for cut in (1, 3, 5, 6, 12, 13, 20):
+            decompressor = _FirstXzStream()
+            out = decompressor.decompress(stream[:cut])
+            out += decompressor.decompress(stream[cut:] + b"tail")
+            assert out == FASTQ and decompressor.eof and decompressor.unused_data == b"tail"
+            assert decompressor.legacy is legacy
+        decompressor = _FirstXzStream()
+        first = decompressor.decompress(stream, max_length=10)
+        assert first == FASTQ[:10] and not decompressor.eof
+        assert first + decompressor.decompress(b"") == FASTQ
+        big = lzma.compress(b"A" * 100, format=fmt, preset=9)  # a 64 MiB dictionary: more than the limit
+        with pytest.raises(lzma.LZMAError, match="Memory usage limit"):
+            _FirstXzStream(memlimit=1 << 20).decompress(big)
+        assert _FirstXzStream(memlimit=128 << 20).decompress(big) == b"A" * 100
+    decompressor = _FirstXzStream()
+    assert decompressor.decompress(b"\0" * 12) == b"" and decompressor.needs_input and not decompressor.eof
+    with pytest.raises(lzma.LZMAError, match="^Input format not supported by decoder: neither an .xz stream nor a "
+                                             "legacy .lzma one that xz -d recognises$"):
+        decompressor.decompress(b"\0")
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"\0" * 13, "corrupt compressed data: Input format not supported by decoder: neither an .xz stream nor a legacy "
+                 ".lzma one that xz -d recognises"),
+    (_LZMA + b"garbage", "corrupt compressed data: Corrupt input data: bytes after a legacy .lzma stream (an .lzma "
+                         "file holds one stream)"),
+])
+def test_what_xz_does_not_read_is_named(tmp_path, data, message):
+    path = write(tmp_path / "r.fq.xz", data)
+    with pytest.raises(InputError) as error:
+        with SequenceSource(path, raw_fastq=True) as source:
+            list(source.chunks(50))
+    assert str(error.value) == f"{path}: {message} (in the first records)"
+
+
+def test_an_xz_file_of_null_bytes_and_a_stream_is_one_line_exit_1_and_no_output(tmp_path, capsys):
+    """The fuzz's case 2301 of seed 71 (938 null bytes and an .xz stream),
+    through the command: one line naming the file, exit 1, no file left."""
+    from tests.bpbc.test_cli import PATTERNS, every_output, run_cli
+
+    reads = write(tmp_path / "r.fq.xz", b"\0" * 938 + lzma.compress(FASTQ))
+    out = tmp_path / "out"
+    out.mkdir()
+    status, stdout, err = run_cli(capsys, reads, PATTERNS, "-t", "10", "--device", "cpu", *every_output(out))
+    assert (status, stdout) == (1, "")
+    assert re.fullmatch(r"bpbc-screen: error: \S*r\.fq\.xz: corrupt compressed data: Input format not supported by "
+                        r"decoder: neither an \.xz stream nor a legacy \.lzma one that xz -d recognises \(in the "
+                        r"first records\)\n", err), err
     assert list(out.iterdir()) == []
 
 

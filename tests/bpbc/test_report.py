@@ -22,6 +22,7 @@ import copy
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from collections import defaultdict
@@ -332,11 +333,22 @@ def test_several_files_a_section_each_and_the_total(tmp_path, capsys):
     shutil.copyfile(DATA / "reads_1.fq", second)
     listing = tmp_path / "runs.txt"
     listing.write_text(f"{first}\n{second}\n")
+    from bpbc.resources import usable_cores
+
+    threads = 1 if usable_cores() > 1 else 2  # not the default (every usable core): the report must say which
     status, err = run_cli(capsys, "--reads-from", listing, DATA / "patterns.fa", "-t", "20", "-q", "--dask", "local:1",
-                          "--threads", "1", "-o", tmp_path / "{stem}.paf", "--json", tmp_path / "{stem}.json",
+                          "--threads", threads, "-o", tmp_path / "{stem}.paf", "--json", tmp_path / "{stem}.json",
                           "--report", tmp_path / "run.html", "--multiqc", tmp_path / "run_mqc.json")
     assert status == 0, err
-    total, *files = embedded(tmp_path / "run.html")["sections"]
+    data = embedded(tmp_path / "run.html")
+    assert data["run"]["threads"] == threads
+    assert data["run"]["command_line"] == shlex.join(["bpbc-screen", "--reads-from", str(listing),
+                                                      str(DATA / "patterns.fa"), "-t", "20", "-q", "--dask", "local:1",
+                                                      "--threads", str(threads), "-o", str(tmp_path / "{stem}.paf"),
+                                                      "--json", str(tmp_path / "{stem}.json"), "--report",
+                                                      str(tmp_path / "run.html"), "--multiqc",
+                                                      str(tmp_path / "run_mqc.json")])
+    total, *files = data["sections"]
     assert total["title"] == "All reads files" and [section["sample"] for section in files] == ["first", "second"]
     for section in files:
         assert without_timing(section["summary"]) == without_timing(json.loads(
