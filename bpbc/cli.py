@@ -417,27 +417,34 @@ def _screen(reads, patterns, threshold, min_score_fraction, reads2, interleaved,
     started = time.perf_counter()
     reads_files = _reads_files(reads or [], patterns, reads_from)
     distributed = dask is not None or dask_scheduler_file is not None
-    if device is not Device.cpu and not distributed:
+    many = reads_from is not None or len(reads_files) > 1
+    if device is not Device.cpu and not distributed and not many:
         from bpbc.gpu_engine import warm_up_in_background
 
         warm_up_in_background()  # the GPU's set-up beside the reading, where there is one
     try:
-        if not distributed and (len(reads_files) != 1 or reads_from is not None):
-            raise InputError("several reads files (or --reads-from) need --dask or --dask-scheduler-file")
-        if distributed and (action is not Action.none or trimmed is not None or trimmed2 is not None):
+        trimming = action is not Action.none or trimmed is not None or trimmed2 is not None
+        paired = reads2 is not None or interleaved or matched2 is not None or unmatched2 is not None
+        if distributed and trimming:
             raise InputError("--action trim or mask runs on one host, not with --dask")
         if dask is not None and dask_scheduler_file is not None:
             raise InputError("give --dask or --dask-scheduler-file, not both")
-        if distributed and (reads2 is not None or interleaved or matched2 is not None or unmatched2 is not None):
+        if distributed and paired:
             raise InputError("paired reads (--reads2, --interleaved) are not supported with --dask")
+        if many and trimming:
+            raise InputError("--action trim or mask takes one reads file, not several (or --reads-from)")
+        if many and paired:
+            raise InputError("paired reads (--reads2, --interleaved) take one reads file, not several (or --reads-from)")
         from bpbc.report import RunInfo, report_files  # no plotting library until a report is written
 
-        many = reads_from is not None or len(reads_files) > 1
         with report_files(*_report_paths(report, multiqc, reads_files, many)) as report_outputs:
             if distributed:
                 summaries = _screen_on_dask(dask, dask_scheduler_file, reads_files, patterns, settings, quiet,
                                             output=output, matched=matched, unmatched=unmatched, json_path=json_path,
                                             many=many)
+            elif many:
+                summaries = _screen_many_here(reads_files, patterns, settings, quiet, output=output, matched=matched,
+                                              unmatched=unmatched, json_path=json_path)
             else:
                 summaries = [_screen_here(reads_files[0], patterns, settings, quiet, reads2=reads2,
                                           interleaved=interleaved, output=output, matched=matched,
@@ -528,6 +535,16 @@ def _screen_here(reads, patterns, settings, quiet, output, matched, unmatched, j
     with _progress_bar(_show_progress(quiet, output)) as progress, watching_compiles(notice):
         return screen_files(reads, patterns, settings, output=output, matched=matched, unmatched=unmatched,
                             json_path=json_path, progress=progress, **paired)
+
+
+def _screen_many_here(reads_files, patterns, settings, quiet, output, matched, unmatched, json_path):
+    """Several reads files on this host, each screened whole, several at once
+    where the host has the GPUs or cores for it (bpbc.many_files)."""
+    from bpbc.many_files import screen_many_files
+
+    with _progress_bar(_show_progress(quiet, output)) as progress:
+        return screen_many_files(reads_files, patterns, settings, output=output, matched=matched,
+                                 unmatched=unmatched, json_path=json_path, progress=progress)
 
 
 def _screen_on_dask(address, scheduler_file, reads_files, patterns, settings, quiet, output, matched, unmatched,

@@ -239,17 +239,19 @@ def staging_path(path: str, token: str) -> str:
 
 
 def screen_file(job: Job, reads_path: str, patterns_path: str, outputs: dict,
-                abort_event: str | None = None) -> Summary:
+                abort_event: str | None = None, plan: CorePlan | None = None) -> Summary:
     """A Dask task: screen one whole file on this worker with the local
     pipeline; ``outputs`` maps 'output', 'matched', 'unmatched', 'json' to
     the staging paths (or None). The summary names the files as the user gave
     them (``job``). When the run was given up meanwhile (Dask event
-    ``abort_event`` set), the files just written are removed."""
+    ``abort_event`` set), the files just written are removed. ``plan``: the
+    run's threads (None: this Dask worker's, :func:`worker_plan`; a process
+    of :mod:`bpbc.many_files` gives its own)."""
     set_up_process()
     try:
         summary = screen_files(reads_path, patterns_path, job.settings, output=outputs["output"],
                                matched=outputs["matched"], unmatched=outputs["unmatched"],
-                               plan=worker_plan(job.settings.threads))
+                               plan=plan or worker_plan(job.settings.threads))
     except InputError as error:  # the files named as the user gave them, not as the worker opened them
         raise InputError(str(error).replace(reads_path, job.reads_file)
                          .replace(patterns_path, job.patterns_file)) from None
@@ -455,7 +457,7 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
     return summary
 
 
-def _many_files_paths(reads: list, paths: dict) -> list[dict]:
+def many_files_paths(reads: list, paths: dict) -> list[dict]:
     """Per reads file: its output paths (absolute), templates filled."""
     if not reads:
         raise InputError("no reads files given")
@@ -487,7 +489,7 @@ def _screen_many_files(client, reads: list, patterns_path, settings, paths, prog
 
     if patterns_path == STDIN:
         raise InputError("with several reads files, the patterns cannot come from stdin")
-    per_file = _many_files_paths([os.fspath(path) for path in reads], paths)
+    per_file = many_files_paths([os.fspath(path) for path in reads], paths)
     patterns = read_patterns(patterns_path)
     make_screener(replace(settings, device="cpu"), patterns, display_name(patterns_path))  # checks the settings
     token = secrets.token_hex(4)

@@ -39,9 +39,14 @@ REFUSED = {
     "scoring at the top": (["--gap-extend", "100000"], "gap_extend must be at most"),
     "threshold and fraction": (["-t", "20", "--min-score-fraction", "0.5"],
                                "give --threshold or --min-score-fraction, not both"),
-    "several files, no dask": (["+READS"], "several reads files (or --reads-from) need --dask or "
-                                            "--dask-scheduler-file"),
-    "reads-from, no dask": (["--reads-from", "+LIST"], "several reads files (or --reads-from) need --dask"),
+    "several files, trim": (["+READS", "--action", "trim"], "--action trim or mask takes one reads file, not "
+                                                              "several (or --reads-from)"),
+    "reads-from, trimmed": (["--reads-from", "+LIST", "--trimmed", "+OUT/t.fq"], "--action trim or mask takes one "
+                                                                                 "reads file"),
+    "several files, reads2": (["+READS", "-2", "+READS"], "paired reads (--reads2, --interleaved) take one reads "
+                                                          "file, not several (or --reads-from)"),
+    "reads-from, interleaved": (["--reads-from", "+LIST", "--interleaved"], "paired reads (--reads2, --interleaved) "
+                                                                            "take one reads file"),
     "trim with dask": (["--action", "trim", "--dask", NO_SCHEDULER], "--action trim or mask runs on one host, "
                                                                        "not with --dask"),
     "mask with a scheduler file": (["--action", "mask", "--dask-scheduler-file", "+SCHEDULER"],

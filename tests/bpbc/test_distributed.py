@@ -318,11 +318,6 @@ def test_command_line_refuses_what_dask_runs_do_not_support(client, inputs, tmp_
     assert os.listdir(tmp_path) == []
 
 
-def test_several_reads_files_need_dask(inputs, capsys):
-    status, _, err = _run_cli(capsys, inputs / "two.fastq", inputs / "three.fa", inputs / "p.fa")
-    assert status == 1 and "several reads files (or --reads-from) need --dask" in err
-
-
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -1,0 +1,256 @@
+"""Several reads files on this host (bpbc.many_files, bpbc-screen READS... PATTERNS without --dask).
+
+Each file's outputs are those of its own one-file run, whether the files are
+screened in turn in this process or shared out among worker processes; a
+failed or interrupted run leaves no output and no worker behind.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bpbc
+from bpbc import many_files
+from bpbc.engines import gpu_unavailable_reason
+from bpbc.io import InputError
+from bpbc.many_files import screen_many_files
+from bpbc.pipeline import ScreenSettings, screen_files
+from bpbc.resources import CORES_PER_PROCESS, file_processes
+from tests.bpbc.conftest import random_read
+from tests.bpbc.test_cli import run_cli
+
+PACKAGE_ROOT = str(Path(bpbc.__file__).resolve().parents[1])
+SETTINGS = ScreenSettings(threshold=40, device="cpu", threads=1, chunk_size=300)
+#: how the run went on its machine, not what it found
+TIMING = ("wall_time_s", "reads_per_s", "stage_seconds", "stage_shares", "plan")
+NAMES = ("one.fq.gz", "two.fastq", "three.fa")
+STEMS = ("one", "two", "three")
+
+
+def _fastq(rng, count: int, patterns: list[str], prefix: str) -> str:
+    lines = []
+    for k in range(count):
+        read = random_read(rng, int(rng.integers(100, 151)))
+        if k % 5 == 0:
+            planted = patterns[k // 5 % len(patterns)]
+            at = int(rng.integers(0, len(read) - len(planted)))
+            read = read[:at] + planted + read[at + len(planted):]
+        lines.append(f"@{prefix}{k} some comment\n{read}\n+\n{'I' * len(read)}\n")
+    return "".join(lines)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """Patterns (one with its own threshold) and three reads files: FASTQ.gz, plain FASTQ and FASTA."""
+    work = tmp_path_factory.mktemp("inputs")
+    rng = np.random.default_rng(21)
+    patterns = [random_read(rng, 30), random_read(rng, 24), random_read(rng, 28)]
+    (work / "p.fa").write_text(f">a\n{patterns[0]}\n>b threshold=30\n{patterns[1]}\n>c\n{patterns[2]}\n")
+    with gzip.open(work / "one.fq.gz", "wt", compresslevel=1) as fh:
+        fh.write(_fastq(rng, 1500, patterns, "x"))
+    (work / "two.fastq").write_text(_fastq(rng, 700, patterns, "y"))
+    fasta = _fastq(rng, 500, patterns, "z").splitlines()
+    (work / "three.fa").write_text("".join(f">{fasta[i][1:]}\n{fasta[i + 1]}\n" for i in range(0, len(fasta), 4)))
+    return work
+
+
+@pytest.fixture(scope="module")
+def references(inputs, tmp_path_factory):
+    """Each file's own one-file run."""
+    work = tmp_path_factory.mktemp("one_file_runs")
+    outputs = {}
+    for name, stem in zip(NAMES, STEMS):
+        files = {"output": work / f"{stem}.paf", "matched": work / f"{stem}.m.fq.gz",
+                 "unmatched": work / f"{stem}.u.fq", "json_path": work / f"{stem}.json"}
+        screen_files(inputs / name, inputs / "p.fa", SETTINGS, **files)
+        outputs[stem] = files
+    return outputs
+
+
+def _templates(out: Path) -> dict:
+    return {"output": out / "{stem}.paf", "matched": out / "{stem}.m.fq.gz", "unmatched": out / "{stem}.u.fq",
+            "json_path": out / "{stem}.json"}
+
+
+def _content(path: Path) -> bytes:
+    data = path.read_bytes()
+    return gzip.decompress(data) if path.suffix == ".gz" else data
+
+
+def _counts(path: Path) -> dict:
+    return {key: value for key, value in json.loads(path.read_text()).items() if key not in TIMING}
+
+
+def _assert_each_files_own_outputs(out: Path, references: dict) -> None:
+    assert sorted(os.listdir(out)) == sorted(f"{stem}{suffix}" for stem in STEMS
+                                             for suffix in (".paf", ".m.fq.gz", ".u.fq", ".json"))
+    for stem, reference in references.items():
+        for kind, suffix in (("output", ".paf"), ("matched", ".m.fq.gz"), ("unmatched", ".u.fq")):
+            assert _content(out / f"{stem}{suffix}") == _content(reference[kind]), (stem, kind)
+        assert _counts(out / f"{stem}.json") == _counts(reference["json_path"]), stem
+
+
+def test_the_processes_a_host_calls_for():
+    assert file_processes(4, 2, 32) == 2  # one per GPU
+    assert file_processes(1, 4, 64) == 1  # never more than files
+    assert file_processes(3, 4, 64) == 3
+    assert file_processes(8, 0, 64) == 64 // CORES_PER_PROCESS  # the CPU: one per share of cores
+    assert file_processes(8, 0, CORES_PER_PROCESS - 1) == 1
+    assert file_processes(8, 0, 2 * CORES_PER_PROCESS) == 2
+    assert file_processes(8, 1, 64) == 1  # one GPU: one process, whatever the cores
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_each_file_gets_its_own_runs_outputs(inputs, references, tmp_path, processes):
+    out = tmp_path / "out"
+    out.mkdir()
+    done = []
+    summaries = screen_many_files([inputs / name for name in NAMES], inputs / "p.fa", SETTINGS,
+                                  progress=done.append, processes=processes, **_templates(out))
+    _assert_each_files_own_outputs(out, references)
+    assert [summary.reads for summary in summaries] == [1500, 700, 500]  # in the order given
+    assert [summary.reads_file for summary in summaries] == [str(inputs / name) for name in NAMES]
+    assert done[-1] == 2700 and done == sorted(done) and len(done) == 3
+    # a worker plans for its share of the cores, the run in turn for the run's
+    assert {summary.plan["source"] for summary in summaries} == {
+        "one of 2 processes" if processes == 2 else "--threads"}
+
+
+def test_the_command_line_screens_several_files_without_dask(inputs, references, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    status, stdout, err = run_cli(capsys, *(inputs / name for name in NAMES), inputs / "p.fa", "-t", "40",
+                                  "--device", "cpu", "--threads", "1", "--chunk-size", "300",
+                                  "-o", out / "{stem}.paf", "--matched", out / "{stem}.m.fq.gz",
+                                  "--unmatched", out / "{stem}.u.fq", "--json", out / "{stem}.json")
+    assert (status, stdout) == (0, ""), err
+    assert "bpbc-screen: 2700 reads screened" in err
+    _assert_each_files_own_outputs(out, references)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_bad_file_leaves_no_output(inputs, tmp_path, monkeypatch, processes):
+    (tmp_path / "in").mkdir()
+    lines = (inputs / "two.fastq").read_text().splitlines(keepends=True)
+    lines[4 * 600 + 1] = "ACGT*ACGT\n"  # read 600 of 700
+    lines[4 * 600 + 3] = "IIIIIIIII\n"
+    (tmp_path / "in" / "bad.fq").write_text("".join(lines))
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match=r"^in/bad\.fq: read y600"):  # the file as given
+        screen_many_files([inputs / "one.fq.gz", Path("in/bad.fq"), inputs / "three.fa"], inputs / "p.fa", SETTINGS,
+                          processes=processes, **_templates(out))
+    assert os.listdir(out) == []  # nor the good files' outputs, nor any staged or temporary file
+
+
+def test_demultiplexing_and_stdin_patterns_are_refused(inputs, tmp_path):
+    reads = [inputs / "two.fastq", inputs / "three.fa"]
+    with pytest.raises(InputError, match=r"demultiplexing \(\{name\} in --matched\) takes one reads file"):
+        screen_many_files(reads, inputs / "p.fa", SETTINGS, output=tmp_path / "{stem}.paf",
+                          matched=tmp_path / "{name}.fq")
+    with pytest.raises(InputError, match="the patterns cannot come from stdin"):
+        screen_many_files(reads, "-", SETTINGS, output=tmp_path / "{stem}.paf")
+    with pytest.raises(InputError, match="--matched must hold {stem}"):
+        screen_many_files(reads, inputs / "p.fa", SETTINGS, output=tmp_path / "{stem}.paf",
+                          matched=tmp_path / "m.fq")
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_worker_takes_its_gpu_and_its_share(monkeypatch):
+    """What a worker process does first (here, in this process): it sees only
+    the GPU it was given, plans for its share of the cores, and leaves
+    Ctrl-C to the parent."""
+    import queue
+
+    given: queue.SimpleQueue = queue.SimpleQueue()
+    given.put("3")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3")
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        many_files._start_worker(given, 5, 2)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "3"
+    plan = many_files._worker_plan
+    assert plan is not None and (plan.cores, plan.source) == (5, "one of 2 processes")
+
+
+def _workers(pid: int) -> set[int]:
+    """The worker processes among ``pid``'s children (not multiprocessing's resource tracker)."""
+    with open(f"/proc/{pid}/task/{pid}/children") as listing:
+        children = [int(child) for child in listing.read().split()]
+    return {child for child in children if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux's /proc")
+def test_ctrl_c_stops_the_workers_and_leaves_no_output(inputs, tmp_path):
+    """A worker blocked reading a FIFO whose writer (this test) is idle; a
+    SIGINT to the parent alone must end the run, kill that worker (it
+    ignores SIGINT) and remove every output, also the finished file's.
+    Without the kill the worker stays blocked for good (planted once: the
+    check on the children below failed)."""
+    fifo = tmp_path / "slow.fq"
+    os.mkfifo(fifo)
+    out = tmp_path / "out"
+    out.mkdir()
+    script = textwrap.dedent(f"""
+        from bpbc.many_files import screen_many_files
+        from bpbc.pipeline import ScreenSettings
+        screen_many_files([{str(inputs / 'two.fastq')!r}, {str(fifo)!r}], {str(inputs / 'p.fa')!r},
+                          ScreenSettings(threshold=40, device="cpu", threads=1), output={str(out / '{stem}.paf')!r},
+                          matched={str(out / '{stem}.m.fq')!r}, processes=2)
+    """)
+    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT)
+    parent = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        with open(fifo, "w") as writer:  # returns once a worker opened the FIFO to read it
+            writer.write((inputs / "two.fastq").read_text()[:5000])
+            writer.flush()
+            workers = _workers(parent.pid)
+            deadline = time.monotonic() + 60
+            while not any(name.startswith(".bpbc-part-") and not name.endswith(".bpbc-tmp")  # the other file's
+                          for name in os.listdir(out)):  # outputs, staged
+                assert time.monotonic() < deadline, "the good file was never screened"
+                time.sleep(0.05)
+            parent.send_signal(signal.SIGINT)
+            _, err = parent.communicate(timeout=60)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    assert parent.returncode != 0 and "KeyboardInterrupt" in err
+    assert len(workers) == 2 and not any(_alive(pid) for pid in workers), workers
+    assert os.listdir(out) == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_unavailable_reason() is not None, reason="needs a usable GPU")
+def test_on_the_gpus_each_file_gets_its_own_runs_outputs(inputs, references, tmp_path):
+    """The GPU engine in two worker processes (each on one of the host's
+    GPUs where it has two, else both on one): the CPU engine's outputs."""
+    out = tmp_path / "out"
+    out.mkdir()
+    summaries = screen_many_files([inputs / name for name in NAMES], inputs / "p.fa",
+                                  ScreenSettings(threshold=40, device="gpu", chunk_size=300), processes=2,
+                                  **_templates(out))
+    assert {summary.device for summary in summaries} == {"gpu"}
+    _assert_each_files_own_outputs(out, references)
