@@ -17,6 +17,7 @@ for (one GPU, a small CPU), this one screens the files in turn.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import secrets
@@ -68,9 +69,10 @@ def screen_many_files(
               for files in per_file]
     tasks = [(Job.of(settings, patterns, display_name(patterns_path), display_name(path)), os.path.abspath(path),
               os.path.abspath(patterns_path), files) for path, files in zip(reads, staged)]
-    devices = [] if settings.device == "cpu" else visible_gpus()
     cores = settings.threads or usable_cores()
-    processes = processes or file_processes(len(tasks), len(devices), cores)
+    processes = processes or file_processes(len(tasks), sum(_size(path) for path in reads), cores,
+                                            lambda: 0 if settings.device == "cpu" else len(visible_gpus()))
+    devices = [] if processes == 1 or settings.device == "cpu" else visible_gpus()
     try:
         if processes == 1:
             summaries = _in_turn(tasks, plan_run(settings.threads), progress)
@@ -84,6 +86,14 @@ def screen_many_files(
     return summaries
 
 
+def _size(path) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0  # the file's screen says what is wrong with it
+
+
+@functools.cache
 def visible_gpus() -> list[str]:
     """The GPUs this process may use, as ``CUDA_VISIBLE_DEVICES`` names each
     for a process of its own; none where no GPU is usable."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 #: at most this many threads compress one output (half the cores at most).
@@ -30,11 +31,17 @@ TRACEBACKS = 2
 TRACEBACKS_FROM = 8
 
 #: cores that one process of a run over several reads files gets at most
-#: (:func:`file_processes`): a process's Python threads share one GIL, and
-#: one process kept 10-11 of 32 cores busy (10M reads on two H200s of a
-#: 32-core host, every output: 5.7 s), where two processes, each on its own
-#: GPU, 16 cores and half the reads, took 4.4-4.6 s together
+#: (:func:`file_processes`): a process keeps only part of a large host busy
+#: (10M reads on two H200s of a 32-core host, every output: 5.6-5.8 s, 10-11
+#: cores busy, reading the bound), where two processes, each on its own GPU,
+#: 16 cores and half the reads (5M), took 4.4-4.6 s together
 CORES_PER_PROCESS = 16
+#: input (bytes on disk) that a process of such a run must have to pay for
+#: its start (a worker's imports, CUDA context and kernel loads: 1.2-1.9 s
+#: more for its first file on that host). Eight files of 1.25M reads (104 MB
+#: each) took 6.5-7.5 s in two processes against 5.9-6.6 s in turn in one;
+#: two of 5M reads (520 MB each) gained as above
+MIN_BYTES_PER_PROCESS = 500_000_000
 _CGROUP_V2_MAX = "/sys/fs/cgroup/cpu.max"
 _CGROUP_V1_QUOTA = "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"
 _CGROUP_V1_PERIOD = "/sys/fs/cgroup/cpu/cpu.cfs_period_us"
@@ -141,10 +148,15 @@ def plan_run(threads: int | None = None, source: str | None = None) -> CorePlan:
     )
 
 
-def file_processes(files: int, gpus: int, cores: int) -> int:
-    """Processes that screen ``files`` reads files at once on this host: one
-    per GPU (``gpus``), else one per :data:`CORES_PER_PROCESS` of ``cores``,
-    and never more than there are files. One means this process screens
-    them in turn."""
-    per_host = gpus if gpus > 0 else cores // CORES_PER_PROCESS
-    return max(1, min(files, per_host))
+def file_processes(files: int, input_bytes: int, cores: int, gpus: Callable[[], int]) -> int:
+    """Processes that screen ``files`` reads files (``input_bytes`` in all)
+    at once on this host: one per GPU (``gpus()``, asked only where the
+    input is large enough for several), else one per
+    :data:`CORES_PER_PROCESS` of ``cores``; never more than there are files
+    or :data:`MIN_BYTES_PER_PROCESS` of input. One means this process
+    screens them in turn."""
+    most = min(files, input_bytes // MIN_BYTES_PER_PROCESS)
+    if most < 2:
+        return 1
+    per_host = gpus() or cores // CORES_PER_PROCESS
+    return max(1, min(most, per_host))

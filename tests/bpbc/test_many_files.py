@@ -26,7 +26,7 @@ from bpbc.engines import gpu_unavailable_reason
 from bpbc.io import InputError
 from bpbc.many_files import screen_many_files
 from bpbc.pipeline import ScreenSettings, screen_files
-from bpbc.resources import CORES_PER_PROCESS, file_processes
+from bpbc.resources import CORES_PER_PROCESS, MIN_BYTES_PER_PROCESS, file_processes
 from tests.bpbc.conftest import random_read
 from tests.bpbc.test_cli import run_cli
 
@@ -102,13 +102,21 @@ def _assert_each_files_own_outputs(out: Path, references: dict) -> None:
 
 
 def test_the_processes_a_host_calls_for():
-    assert file_processes(4, 2, 32) == 2  # one per GPU
-    assert file_processes(1, 4, 64) == 1  # never more than files
-    assert file_processes(3, 4, 64) == 3
-    assert file_processes(8, 0, 64) == 64 // CORES_PER_PROCESS  # the CPU: one per share of cores
-    assert file_processes(8, 0, CORES_PER_PROCESS - 1) == 1
-    assert file_processes(8, 0, 2 * CORES_PER_PROCESS) == 2
-    assert file_processes(8, 1, 64) == 1  # one GPU: one process, whatever the cores
+    big = 4 * MIN_BYTES_PER_PROCESS
+    assert file_processes(4, big, 32, lambda: 2) == 2  # one per GPU
+    assert file_processes(1, big, 64, lambda: 4) == 1  # never more than files
+    assert file_processes(3, big, 64, lambda: 4) == 3
+    assert file_processes(8, big, 64, lambda: 0) == 4 == 64 // CORES_PER_PROCESS  # the CPU: one per share of cores
+    assert file_processes(8, big, CORES_PER_PROCESS - 1, lambda: 0) == 1
+    assert file_processes(8, big, 2 * CORES_PER_PROCESS, lambda: 0) == 2
+    assert file_processes(8, big, 64, lambda: 1) == 1  # one GPU: one process, whatever the cores
+    assert file_processes(8, 3 * MIN_BYTES_PER_PROCESS - 1, 64, lambda: 4) == 2  # each process its share of input
+
+    def no_gpus_asked() -> int:
+        raise AssertionError("the GPUs were counted for a run that one process screens anyway")
+
+    assert file_processes(8, 2 * MIN_BYTES_PER_PROCESS - 1, 64, no_gpus_asked) == 1
+    assert file_processes(1, big, 64, no_gpus_asked) == 1
 
 
 @pytest.mark.parametrize("processes", [1, 2])
