@@ -37,6 +37,7 @@ from xopen import xopen
 from bpbc.alphabet import SequenceError, encode_pattern
 from bpbc.buffers import BufferPool
 from bpbc.errors import InputError
+from bpbc.gzip_reader import GzipProcess, ParallelGzip
 
 STDIN = "-"
 _NON_ASCII = re.compile(rb"[\x80-\xff]")
@@ -420,124 +421,11 @@ PARALLEL_GZIP_MIN_THREADS = 4
 #: file starting the threads costs more than they save, and rapidgzip reports
 #: some damage in a small file on stderr besides raising
 PARALLEL_GZIP_MIN_BYTES = 16 << 20
-#: compressed bytes a rapidgzip thread decompresses at a time: its default 4 MiB
-#: held 540-660 MB for a 100 MB file where 1 MiB held 180-400 MB (2 to 16
-#: threads), and the whole file took 1.08 s instead of 1.41 s on 2 cores
-PARALLEL_GZIP_CHUNK = 1 << 20
+#: ... in a process of its own from this size on (bpbc.gzip_reader.GzipProcess:
+#: beside the run's threads rapidgzip's reader in this process ran at a
+#: tenth of its speed); below, the process's start is not repaid
+GZIP_PROCESS_MIN_BYTES = 64 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
-#: a gzip file of several members (not BGZF) up to this size is decompressed a
-#: second time at its end, on one thread, for what rapidgzip leaves unchecked
-#: (_ParallelGzip._check_end). A larger one is not: ISA-L gave 0.26 GB/s a thread
-#: on the 64-core benchmark host (bench/results/host_scaling_x4_h200.txt), about
-#: 50 s for its 4.15 GB file of 32 members, where the whole run takes 14 s
-END_CHECK_MAX_BYTES = 64 << 20
-#: the empty member that ends a BGZF file (the SAM/BAM specification, section 4.1.2)
-_BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
-
-
-class GzipError(OSError):
-    """Corrupt gzip data found by rapidgzip (errno None: not a file system error)."""
-
-
-class _ParallelGzip(io.RawIOBase):
-    """A gzip (or BGZF) file decompressed by rapidgzip on ``threads`` threads.
-
-    rapidgzip returns the data before a truncation without complaint: at the
-    end of the stream this checks that the decompressor consumed the whole
-    file, and what it leaves unchecked (:meth:`_check_end`). Its own errors
-    (RuntimeError, ValueError) become the decompression errors that
-    :meth:`SequenceSource._translate` names."""
-
-    def __init__(self, path, threads: int):
-        self._path, self._threads = os.fspath(path), threads
-        self._size = os.path.getsize(path)
-        self._end: int | None = None  # the decompressed size, once the end was read and the file released
-        self._open()
-
-    def _open(self) -> None:
-        import rapidgzip
-
-        try:
-            self._file = rapidgzip.RapidgzipFile(self._path, parallelization=self._threads,
-                                                 chunk_size=PARALLEL_GZIP_CHUNK)
-        except (RuntimeError, ValueError) as error:  # no gzip header after all
-            raise GzipError(str(error)) from None
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True  # dnaio looks at the first bytes and seeks back
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        if self._end is not None:  # released at the end (see readinto)
-            target = offset if whence == io.SEEK_SET else self._end + offset
-            if target == self._end:
-                return target
-            # back from the end (dnaio seeks back to the start after looking at
-            # the first bytes, which may have been all of a small file): open again
-            self._open()
-            self._end = None
-            return self._file.seek(target)
-        return self._file.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._file.tell() if self._end is None else self._end
-
-    def readinto(self, buffer) -> int:
-        if self._end is not None:
-            return 0  # the end, reached before
-        try:
-            got = self._file.readinto(buffer)
-            if not got and len(buffer):
-                if self._file.tell_compressed() < 8 * self._size:
-                    raise EOFError("compressed data ended before the end-of-stream marker was reached")
-                self._check_end(self._file.tell())
-                # the whole file read: its threads and buffers go now, in the
-                # reading thread, not at the end of the run (0.3 s on a 10M-read file)
-                self._end = self._file.tell()
-                self._file.close()
-        except RuntimeError as error:  # rapidgzip's 'End of file reached!' and the like
-            if "end of file" in str(error).lower():
-                raise EOFError(str(error)) from None
-            raise GzipError(str(error)) from None
-        except ValueError as error:  # a bad header, CRC or size
-            raise GzipError(str(error)) from None
-        return got
-
-    def _check_end(self, size: int) -> None:
-        """What rapidgzip (0.16) does not check, checked once the whole file
-        (``size`` bytes of data) is read: the CRC and length of members that
-        hold no data, and 1 to 4 bytes after the last member, which it takes
-        for part of the file (found by the fuzz, with rapidgzip forced onto
-        small files: a corrupt or trailing-garbage gzip ran as an empty or
-        whole input). Where the file ends in the footer of one member that
-        holds all the data (its length field is ``size``), or in BGZF's end
-        block, that is so; otherwise (no data, several members, or bytes
-        after the last) a file of at most END_CHECK_MAX_BYTES is decompressed
-        once more, here on one thread, and its errors raised (gzip's)."""
-        if self._size > END_CHECK_MAX_BYTES:
-            return  # not checked: decompressing it again on one thread would cost more than the run
-        with open(self._path, "rb") as handle:
-            handle.seek(max(0, self._size - len(_BGZF_EOF)))
-            tail = handle.read()
-        if tail == _BGZF_EOF or (size and len(tail) >= 8 and int.from_bytes(tail[-4:], "little") == size % (1 << 32)):
-            return
-        try:
-            from isal import igzip as gzip  # gzip's checks, at ISA-L's speed
-        except ImportError:
-            import gzip  # type: ignore[no-redef]
-        with gzip.open(self._path, "rb") as whole:
-            while whole.read(READ_BLOCK):
-                pass
-
-    def close(self) -> None:
-        file = getattr(self, "_file", None)  # None: rapidgzip refused the file
-        if file is not None and not file.closed:
-            file.close()  # joins its threads: the process must not end with them running
-        super().close()
-
-
 def _plain_fastq(path):
     """``path`` opened unbuffered when it is a regular file whose first byte
     is '@' (plain FASTQ: compressed formats start otherwise), else None. The
@@ -553,22 +441,28 @@ def _plain_fastq(path):
 
 
 def parallel_gzip(path, threads: int | None):
-    """``path`` opened for parallel decompression (:class:`_ParallelGzip`) when
-    that pays: a regular gzip file of at least PARALLEL_GZIP_MIN_BYTES and at
-    least PARALLEL_GZIP_MIN_THREADS threads to spend (``threads``, None: the
-    usable cores); else None (stdin, pipes, other formats, small files)."""
+    """``path`` opened for parallel decompression when that pays: a regular
+    gzip file of at least PARALLEL_GZIP_MIN_BYTES and at least
+    PARALLEL_GZIP_MIN_THREADS threads to spend (``threads``, None: the
+    usable cores), decompressed in a process of its own
+    (:class:`~bpbc.gzip_reader.GzipProcess`) from GZIP_PROCESS_MIN_BYTES on,
+    else in this one (:class:`~bpbc.gzip_reader.ParallelGzip`); None for
+    stdin, pipes, other formats and small files."""
     from .resources import usable_cores
 
     threads = usable_cores() if threads is None else threads
     if threads < PARALLEL_GZIP_MIN_THREADS:
         return None
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode) or os.path.getsize(path) < PARALLEL_GZIP_MIN_BYTES:
+        size = os.path.getsize(path)
+        if not stat.S_ISREG(os.stat(path).st_mode) or size < PARALLEL_GZIP_MIN_BYTES:
             return None
         with open(path, "rb") as probe:
             if probe.read(2) != _GZIP_MAGIC:
                 return None
-        return _ParallelGzip(path, threads)
+        if size >= GZIP_PROCESS_MIN_BYTES and hasattr(os, "memfd_create"):
+            return GzipProcess(path, threads)
+        return ParallelGzip(path, threads)
     except ImportError:
         return None  # rapidgzip missing: ISA-L on one thread
 
@@ -620,7 +514,7 @@ class SequenceSource:
         self._last_id: str | None = None
         self._last_chunk: Any = None  # raw route: the last chunk handed out (its last name is found for errors only)
         self._line_offset = 0  # lines read on the raw route before dnaio took over
-        self._stream: Any = None  # a plain file, a _ParallelGzip, an xopen stream or a _ReadAhead over one
+        self._stream: Any = None  # a plain file, a (process's) ParallelGzip, an xopen stream or a _ReadAhead over one
         self._reader = None
         self._pending: bytes | np.ndarray = b""  # raw route: bytes read but not yet handed out
         self._buffers = BufferPool()  # raw route: of the chunks

@@ -59,13 +59,13 @@ TESTS = ["tests/bpbc/test_paf.py", "tests/bpbc/test_pairs.py", "tests/bpbc/test_
 #: and error paths: cli's command body (_screen: every option check and the exit status of each error) and its
 #: helpers, but not the Dask run (_screen_on_dask), the signal machinery (_unsafe_to_interrupt) or the console
 #: entry point (run); io's error paths (the others are the readers, the read-ahead and rapidgzip's stream), with
-#: the check of what rapidgzip leaves unchecked at a gzip file's end (_ParallelGzip._check_end) and the xz
+#: the check of what rapidgzip leaves unchecked at a gzip file's end (gzip_reader's ParallelGzip._check_end) and the xz
 #: checks (what xz -d accepts: _strict's decompressors)
 WHOLE_MODULES = ("paf", "pairs", "sinks", "thresholds", "patterns", "alphabet", "result", "reads")
 CHECKS = re.compile(r"^bpbc\.(cli\.x_(?!_screen_on_dask_|_unsafe_to_interrupt_|run_)|io\.x.*(_translate|"
                     r"_describe_os_error|_find_non_ascii|_strict|_NextXzStream|_FirstXzStream|_AfterLzmaStream|"
-                    r"_lzma_header_recognised|_where|write_records|_decompression_errors|_format_errors|_check_end)"
-                    r"[_ǁ])")
+                    r"_lzma_header_recognised|_where|write_records|_decompression_errors|_format_errors)"
+                    r"[_ǁ]|gzip_reader\.x.*_check_end[_ǁ])")
 #: what ``--scope`` runs (mutmut takes fnmatch patterns of mutant names)
 SCOPE_PATTERNS = [f"bpbc.{module}.*" for module in WHOLE_MODULES] + [
     f"bpbc.cli.x_{function}__mutmut_*" for function in ("_error", "_internal_error", "_silence_stdout",
@@ -75,7 +75,7 @@ SCOPE_PATTERNS = [f"bpbc.{module}.*" for module in WHOLE_MODULES] + [
     "bpbc.io.x*_find_non_ascii__mutmut_*", "bpbc.io.x*_strict__mutmut_*", "bpbc.io.x*_NextXzStream*",
     "bpbc.io.x*_FirstXzStream*", "bpbc.io.x*_AfterLzmaStream*", "bpbc.io.x*_lzma_header_recognised__mutmut_*",
     "bpbc.io.x*_where__mutmut_*", "bpbc.io.x*write_records__mutmut_*", "bpbc.io.x*_decompression_errors__mutmut_*",
-    "bpbc.io.x*_format_errors__mutmut_*", "bpbc.io.x*_check_end__mutmut_*"]
+    "bpbc.io.x*_format_errors__mutmut_*", "bpbc.gzip_reader.x*_check_end__mutmut_*"]
 
 
 def in_scope(name: str) -> bool:

@@ -19,6 +19,7 @@ import zlib
 import dnaio
 import pytest
 
+import bpbc.gzip_reader
 import bpbc.io
 import bpbc.pipeline
 from bpbc.io import AtomicOutput, InputError, SequenceSource, compression_for, read_patterns
@@ -902,16 +903,22 @@ def test_a_batch_after_enormous_records_is_not_sized_by_them(tmp_path):
     assert len(chunk) == 10
 
 
-@pytest.fixture(params=["isal", "rapidgzip"])
+@pytest.fixture(params=["isal", "rapidgzip", "process"])
 def gzip_reader(request, monkeypatch) -> str:
-    """Each gzip test twice: decompressed by ISA-L on one thread, and by
-    rapidgzip (in use for large files where there are cores to spare), here
-    for every gzip file."""
-    if request.param == "rapidgzip":
+    """Each gzip test three times: decompressed by ISA-L on one thread, and
+    by rapidgzip (in use for large files where there are cores to spare) in
+    this process and in one of its own (for the largest files), here for
+    every gzip file."""
+    if request.param != "isal":
         pytest.importorskip("rapidgzip")
         monkeypatch.setattr(bpbc.io, "PARALLEL_GZIP_MIN_THREADS", 1)
         monkeypatch.setattr(bpbc.io, "PARALLEL_GZIP_MIN_BYTES", 0)
+        monkeypatch.setattr(bpbc.io, "GZIP_PROCESS_MIN_BYTES", 0 if request.param == "process" else 1 << 62)
     return request.param
+
+
+#: the class that reads a gzip file for each reader of the fixture above
+GZIP_CLASSES = {"rapidgzip": "ParallelGzip", "process": "GzipProcess"}
 
 
 GZIP_RECORDS = b"".join(b"@r%d x\n%s\n+\n%s\n" % (i, b"ACGTN"[i % 5:] * 30, b"F:,#"[i % 4:i % 4 + 1] * (150 - 30 * (i % 5)))
@@ -933,7 +940,9 @@ def test_gzip_readers_give_every_record(tmp_path, gzip_reader, members, raw_fast
         if raw_fastq:  # read by a thread ahead of the parsing
             assert type(stream).__name__ == "_ReadAhead"
             stream = stream._stream
-        assert (type(stream).__name__ == "_ParallelGzip") == (gzip_reader == "rapidgzip")
+        assert (type(stream).__name__ in ("ParallelGzip", "GzipProcess")) == (gzip_reader != "isal")
+        if gzip_reader != "isal":
+            assert type(stream).__name__ == GZIP_CLASSES[gzip_reader]
         ids = [chunk.read_id(i) for chunk in source.chunks(500) for i in range(len(chunk))]
     with dnaio.open(io.BytesIO(GZIP_RECORDS)) as expected:
         assert ids == [record.id for record in expected]
@@ -955,7 +964,7 @@ def test_gzip_readers_read_small_and_empty_files(tmp_path, gzip_reader, content)
 def test_parallel_gzip_seeks_back_after_its_end(tmp_path):
     pytest.importorskip("rapidgzip")
     path = write(tmp_path / "r.fq.gz", gzip.compress(GZIP_RECORDS))
-    stream = bpbc.io._ParallelGzip(path, 2)
+    stream = bpbc.gzip_reader.ParallelGzip(path, 2)
     try:
         whole = stream.read()
         assert whole == GZIP_RECORDS and stream.read() == b"" and stream.tell() == len(GZIP_RECORDS)
@@ -1017,7 +1026,7 @@ def test_damaged_gzip_is_one_line_error(tmp_path, capfd, gzip_reader, members, d
     # footer) and that bpbc cannot silence (a documented limitation)
     native = capfd.readouterr().err.splitlines()
     assert all(re.fullmatch(r"Unexpected end of file when getting block at .* on demand", line) for line in native)
-    assert not native or (gzip_reader == "rapidgzip" and damage.startswith("truncated by"))
+    assert not native or (gzip_reader in ("rapidgzip", "process") and damage.startswith("truncated by"))
 
 
 EMPTY_GZIP = gzip.compress(b"")
@@ -1041,7 +1050,7 @@ def test_a_damaged_gzip_of_no_data_is_one_line_error(tmp_path, gzip_reader, pack
 
 @pytest.mark.parametrize("raw_fastq", [False, True])
 def test_gzip_readers_read_a_file_that_ends_in_bgzfs_end_block(tmp_path, gzip_reader, raw_fastq):
-    path = write(tmp_path / "r.fq.gz", _gzip_members(GZIP_RECORDS, 5) + bpbc.io._BGZF_EOF)
+    path = write(tmp_path / "r.fq.gz", _gzip_members(GZIP_RECORDS, 5) + bpbc.gzip_reader._BGZF_EOF)
     with SequenceSource(path, raw_fastq=raw_fastq) as source:
         assert sum(len(chunk) for chunk in source.chunks(500)) == 3000
 
@@ -1181,7 +1190,7 @@ def test_the_errors_of_every_decompressor_xopen_uses_are_known(monkeypatch):
 
 
 def test_the_end_check_decompresses_again_only_where_the_end_proves_nothing(tmp_path, monkeypatch):
-    """_ParallelGzip._check_end: where the file ends in the footer of the one
+    """ParallelGzip._check_end: where the file ends in the footer of the one
     member holding all the data (its length field is the data's size), or
     in BGZF's end block (an empty BGZF file too), rapidgzip's reading is
     whole and the file is not decompressed again; otherwise (several
@@ -1199,7 +1208,7 @@ def test_the_end_check_decompresses_again_only_where_the_end_proves_nothing(tmp_
     def decompressed_again(data: bytes, expected: bytes) -> int:
         path = write(tmp_path / "r.fq.gz", data)
         opened.clear()
-        stream = bpbc.io._ParallelGzip(path, 2)
+        stream = bpbc.gzip_reader.ParallelGzip(path, 2)
         try:
             assert stream.read() == expected
         finally:
@@ -1208,11 +1217,11 @@ def test_the_end_check_decompresses_again_only_where_the_end_proves_nothing(tmp_
 
     several = _gzip_members(GZIP_RECORDS, 3)
     assert decompressed_again(gzip.compress(GZIP_RECORDS), GZIP_RECORDS) == 0
-    assert decompressed_again(several + bpbc.io._BGZF_EOF, GZIP_RECORDS) == 0
-    assert decompressed_again(bpbc.io._BGZF_EOF, b"") == 0
+    assert decompressed_again(several + bpbc.gzip_reader._BGZF_EOF, GZIP_RECORDS) == 0
+    assert decompressed_again(bpbc.gzip_reader._BGZF_EOF, b"") == 0
     assert decompressed_again(several, GZIP_RECORDS) == 1
     assert decompressed_again(gzip.compress(b""), b"") == 1
-    monkeypatch.setattr(bpbc.io, "END_CHECK_MAX_BYTES", len(several))
+    monkeypatch.setattr(bpbc.gzip_reader, "END_CHECK_MAX_BYTES", len(several))
     assert decompressed_again(several, GZIP_RECORDS) == 1
-    monkeypatch.setattr(bpbc.io, "END_CHECK_MAX_BYTES", len(several) - 1)
+    monkeypatch.setattr(bpbc.gzip_reader, "END_CHECK_MAX_BYTES", len(several) - 1)
     assert decompressed_again(several, GZIP_RECORDS) == 0

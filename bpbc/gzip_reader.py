@@ -1,0 +1,355 @@
+"""rapidgzip's parallel decompression of one gzip file, in this process or in one of its own.
+
+:class:`ParallelGzip` reads a gzip (or BGZF) file through rapidgzip's
+threads and checks what rapidgzip leaves unchecked. :class:`GzipProcess`
+runs a :class:`ParallelGzip` in a child process that decompresses into
+shared memory ahead of the reading: rapidgzip's reader gives up the GIL
+while it waits for its threads and takes it back many times a chunk, so
+beside threads that run Python code (every stage of a run does) it
+delivered 0.10-0.15 GB/s where alone it delivered 1.7-2.1 GB/s (32-core
+Xeon, two threads running Python bytecode; a thread that holds the GIL in C
+calls cost it 20-35 %: bench/results/read_path_x2_h200.txt).
+
+Only the standard library is imported here (rapidgzip and ISA-L when used):
+the child process imports this module alone.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+import pickle
+import signal
+import struct
+import subprocess
+import sys
+from collections import deque
+
+#: compressed bytes a rapidgzip thread decompresses at a time: its default 4 MiB
+#: held 540-660 MB for a 100 MB file where 1 MiB held 180-400 MB (2 to 16
+#: threads), and the whole file took 1.08 s instead of 1.41 s on 2 cores
+PARALLEL_GZIP_CHUNK = 1 << 20
+#: a gzip file of several members (not BGZF) up to this size is decompressed a
+#: second time at its end, on one thread, for what rapidgzip leaves unchecked
+#: (ParallelGzip._check_end). A larger one is not: ISA-L gave 0.26 GB/s a thread
+#: on the 64-core benchmark host (bench/results/host_scaling_x4_h200.txt), about
+#: 50 s for its 4.15 GB file of 32 members, where the whole run takes 14 s
+END_CHECK_MAX_BYTES = 64 << 20
+#: the empty member that ends a BGZF file (the SAM/BAM specification, section 4.1.2)
+_BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
+
+
+class GzipError(OSError):
+    """Corrupt gzip data found by rapidgzip (errno None: not a file system error)."""
+
+
+class _ChildGone(GzipError):
+    """The decompressing process ended before it answered."""
+
+
+class ParallelGzip(io.RawIOBase):
+    """A gzip (or BGZF) file decompressed by rapidgzip on ``threads`` threads.
+
+    rapidgzip returns the data before a truncation without complaint: at the
+    end of the stream this checks that the decompressor consumed the whole
+    file, and what it leaves unchecked (:meth:`_check_end`). Its own errors
+    (RuntimeError, ValueError) become the decompression errors that
+    :meth:`SequenceSource._translate` names."""
+
+    def __init__(self, path, threads: int):
+        self._path, self._threads = os.fspath(path), threads
+        self._size = os.path.getsize(path)
+        self._end: int | None = None  # the decompressed size, once the end was read and the file released
+        self._open()
+
+    def _open(self) -> None:
+        import rapidgzip
+
+        try:
+            self._file = rapidgzip.RapidgzipFile(self._path, parallelization=self._threads,
+                                                 chunk_size=PARALLEL_GZIP_CHUNK)
+        except (RuntimeError, ValueError) as error:  # no gzip header after all
+            raise GzipError(str(error)) from None
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True  # dnaio looks at the first bytes and seeks back
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if self._end is not None:  # released at the end (see readinto)
+            target = offset if whence == io.SEEK_SET else self._end + offset
+            if target == self._end:
+                return target
+            # back from the end (dnaio seeks back to the start after looking at
+            # the first bytes, which may have been all of a small file): open again
+            self._open()
+            self._end = None
+            return self._file.seek(target)
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell() if self._end is None else self._end
+
+    def readinto(self, buffer) -> int:
+        if self._end is not None:
+            return 0  # the end, reached before
+        try:
+            got = self._file.readinto(buffer)
+            if not got and len(buffer):
+                if self._file.tell_compressed() < 8 * self._size:
+                    raise EOFError("compressed data ended before the end-of-stream marker was reached")
+                self._check_end(self._file.tell())
+                # the whole file read: its threads and buffers go now, in the
+                # reading thread, not at the end of the run (0.3 s on a 10M-read file)
+                self._end = self._file.tell()
+                self._file.close()
+        except RuntimeError as error:  # rapidgzip's 'End of file reached!' and the like
+            if "end of file" in str(error).lower():
+                raise EOFError(str(error)) from None
+            raise GzipError(str(error)) from None
+        except ValueError as error:  # a bad header, CRC or size
+            raise GzipError(str(error)) from None
+        return got
+
+    def _check_end(self, size: int) -> None:
+        """What rapidgzip (0.16) does not check, checked once the whole file
+        (``size`` bytes of data) is read: the CRC and length of members that
+        hold no data, and 1 to 4 bytes after the last member, which it takes
+        for part of the file (found by the fuzz, with rapidgzip forced onto
+        small files: a corrupt or trailing-garbage gzip ran as an empty or
+        whole input). Where the file ends in the footer of one member that
+        holds all the data (its length field is ``size``), or in BGZF's end
+        block, that is so; otherwise (no data, several members, or bytes
+        after the last) a file of at most END_CHECK_MAX_BYTES is decompressed
+        once more, here on one thread, and its errors raised (gzip's)."""
+        if self._size > END_CHECK_MAX_BYTES:
+            return  # not checked: decompressing it again on one thread would cost more than the run
+        with open(self._path, "rb") as handle:
+            handle.seek(max(0, self._size - len(_BGZF_EOF)))
+            tail = handle.read()
+        if tail == _BGZF_EOF or (size and len(tail) >= 8 and int.from_bytes(tail[-4:], "little") == size % (1 << 32)):
+            return
+        try:
+            from isal import igzip as gzip  # gzip's checks, at ISA-L's speed
+        except ImportError:
+            import gzip  # type: ignore[no-redef]
+        with gzip.open(self._path, "rb") as whole:
+            while whole.read(_CHECK_BLOCK):
+                pass
+
+    def close(self) -> None:
+        file = getattr(self, "_file", None)  # None: rapidgzip refused the file
+        if file is not None and not file.closed:
+            file.close()  # joins its threads: the process must not end with them running
+        super().close()
+
+
+#: the child's shared memory: slots of this many decompressed bytes, one
+#: handed out to the reading while the child fills the others (read ahead)
+GZIP_PROCESS_SLOT = 16 << 20
+GZIP_PROCESS_SLOTS = 4
+#: bytes read from a file at a time to check its end (ParallelGzip._check_end)
+_CHECK_BLOCK = 4 << 20
+#: a message between the processes: (what, value, extra)
+_MESSAGE = struct.Struct("<bqq")
+_READ, _SEEK = 1, 2
+_DONE, _FAILED = 0, 1
+_CHILD = ("import sys; sys.path.insert(0, sys.argv[1]); "
+          "from bpbc.gzip_reader import serve_in_child; serve_in_child(sys.argv[2:])")
+
+
+class GzipProcess(io.RawIOBase):
+    """A gzip file decompressed by a :class:`ParallelGzip` on ``threads``
+    threads in a child process, into shared memory (Linux: ``memfd_create``),
+    :data:`GZIP_PROCESS_SLOTS` slots read ahead; the same bytes, errors
+    (raised here) and seeks as :class:`ParallelGzip` in this process. Its
+    reads copy out of the shared memory without the GIL (numpy) and wait for
+    the child in a system call, so this process's threads do not slow the
+    decompression. The child ends with this object's close (or this
+    process: its command pipe closes)."""
+
+    def __init__(self, path, threads: int):
+        self._child = None
+        self._slot_size, self._slots = GZIP_PROCESS_SLOT, GZIP_PROCESS_SLOTS
+        self._shm_fd = os.memfd_create("bpbc-gzip")
+        size = self._slot_size * self._slots
+        os.ftruncate(self._shm_fd, size)
+        self._shm: mmap.mmap | None = mmap.mmap(self._shm_fd, size)
+        command_r, self._commands = os.pipe()
+        self._answers, answer_w = os.pipe()
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        try:
+            self._child = subprocess.Popen(
+                [sys.executable, "-c", _CHILD, root, os.fspath(path), str(threads), str(self._slot_size),
+                 str(self._slots), str(self._shm_fd), str(command_r), str(answer_w)],
+                pass_fds=(self._shm_fd, command_r, answer_w), stdin=subprocess.DEVNULL)
+        finally:
+            os.close(command_r)
+            os.close(answer_w)
+        self._pending: deque[int] = deque()  # slots with a read asked for, in order
+        self._slot = -1  # the slot being handed out
+        self._start = self._left = 0  # its bytes not yet handed out
+        self._ended = False  # the child said 0 bytes: the end
+        self._position = 0
+        try:
+            self._answer()  # the file opened there, or its error raised here
+            self._ask_all()
+        except BaseException:
+            self.close()
+            raise
+
+    def _send(self, what: int, value: int = 0, extra: int = 0) -> None:
+        try:
+            os.write(self._commands, _MESSAGE.pack(what, value, extra))
+        except BrokenPipeError:
+            self._gone()
+
+    def _receive(self, size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            got = os.read(self._answers, size - len(data))
+            if not got:
+                self._gone()
+            data += got
+        return data
+
+    def _gone(self):
+        status = self._child.wait() if self._child is not None else None
+        raise _ChildGone(f"the decompressing process ended unexpectedly (exit status {status})")
+
+    def _answer(self) -> int:
+        """The child's answer to the oldest command: a value, or its error raised."""
+        what, value, _ = _MESSAGE.unpack(self._receive(_MESSAGE.size))
+        if what == _FAILED:
+            raise pickle.loads(self._receive(value))
+        return value
+
+    def _ask_all(self) -> None:
+        for slot in range(self._slots):
+            self._ask(slot)
+
+    def _ask(self, slot: int) -> None:
+        self._send(_READ, slot)
+        self._pending.append(slot)
+
+    def _next_slot(self) -> bool:
+        """The next slot filled, its read asked for again once handed out; False at the end."""
+        if self._slot >= 0 and not self._ended:
+            self._ask(self._slot)
+        self._slot = -1
+        if self._ended:
+            return False
+        slot = self._pending.popleft()
+        got = self._answer()
+        if got == 0:
+            self._ended = True
+            return False
+        self._slot, self._start, self._left = slot, slot * self._slot_size, got
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True  # dnaio looks at the first bytes and seeks back
+
+    def readinto(self, buffer) -> int:
+        import numpy as np
+
+        assert self._shm is not None, "read after close"
+        target = np.frombuffer(buffer, np.uint8)
+        shared = np.frombuffer(self._shm, np.uint8)
+        done = 0
+        while done < len(target):
+            if not self._left and not self._next_slot():
+                break
+            size = min(self._left, len(target) - done)
+            np.copyto(target[done:done + size], shared[self._start:self._start + size])  # without the GIL
+            done += size
+            self._start += size
+            self._left -= size
+        self._position += done
+        return done
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_CUR:
+            offset, whence = self._position + offset, io.SEEK_SET
+        while self._pending:  # the reads ahead are dropped (an error among them comes again if it is read)
+            self._pending.popleft()
+            try:
+                self._answer()
+            except _ChildGone:
+                raise
+            except Exception:  # noqa: BLE001, S110 - a read ahead's error: not the seek's
+                pass
+        self._send(_SEEK, offset, whence)
+        self._position = self._answer()
+        self._slot, self._left, self._ended = -1, 0, False
+        self._ask_all()
+        return self._position
+
+    def tell(self) -> int:
+        return self._position
+
+    def close(self) -> None:
+        if self._child is not None:
+            self._child.kill()  # nothing of it is kept: no output, and rapidgzip's threads go with it
+            self._child.wait()
+            self._child = None
+        for fd in ("_commands", "_answers", "_shm_fd"):
+            if getattr(self, fd, None) is not None:
+                os.close(getattr(self, fd))
+                setattr(self, fd, None)
+        if getattr(self, "_shm", None) is not None:
+            try:
+                self._shm.close()  # type: ignore[union-attr]
+            except BufferError:  # a view of it lives on (in a traceback's frame): unmapped when that goes
+                pass
+            self._shm = None
+        super().close()
+
+
+def serve_in_child(argv: list[str]) -> None:
+    """The child of a :class:`GzipProcess`: a :class:`ParallelGzip` of the
+    file, read into the shared memory's slots as the parent asks, each
+    answer a value or the pickled error; ends when the parent closes its
+    end of the command pipe. Ctrl-C is the parent's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    path = argv[0]
+    threads, slot_size, slots, shm_fd, commands, answers = (int(arg) for arg in argv[1:7])
+    shm = mmap.mmap(shm_fd, slot_size * slots)
+    stream = None
+
+    def answer(call) -> None:
+        try:
+            value = call()
+        except BaseException as error:  # noqa: BLE001 - every error is the parent's to raise
+            try:
+                data = pickle.dumps(error)
+            except Exception:  # noqa: BLE001 - an error that does not pickle: its text
+                data = pickle.dumps(GzipError(f"{type(error).__name__}: {error}"))
+            os.write(answers, _MESSAGE.pack(_FAILED, len(data), 0) + data)
+            return
+        os.write(answers, _MESSAGE.pack(_DONE, value, 0))
+
+    def opened() -> int:
+        nonlocal stream
+        stream = ParallelGzip(path, threads)
+        return 0
+
+    answer(opened)
+    with open(commands, "rb", buffering=0) as pipe:
+        while (message := pipe.read(_MESSAGE.size)) and len(message) == _MESSAGE.size:
+            what, value, extra = _MESSAGE.unpack(message)
+            if stream is None:
+                answer(lambda: 0)
+            elif what == _READ:
+                view = memoryview(shm)[value * slot_size:(value + 1) * slot_size]
+                answer(lambda: stream.readinto(view))
+            else:
+                answer(lambda: stream.seek(value, extra))
+    if stream is not None:
+        stream.close()

@@ -1,0 +1,115 @@
+"""rapidgzip in a process of its own (bpbc.gzip_reader.GzipProcess): the bytes, seeks and errors
+of the same reader in this process (tests/bpbc/test_io.py runs every gzip test through both)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import signal
+
+import pytest
+
+pytest.importorskip("rapidgzip")
+
+import bpbc.gzip_reader  # noqa: E402
+from bpbc.gzip_reader import GzipError, GzipProcess  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="needs memfd_create (Linux)")
+
+DATA = b"".join(b"@r%d\n%s\n+\n%s\n" % (i, b"ACGT"[i % 4:] * 37, b"F" * (148 - 37 * (i % 4))) for i in range(4000))
+
+
+@pytest.fixture
+def small_slots(monkeypatch):
+    """Slots of a few kB: a file crosses many of them, and every slot is
+    filled again several times."""
+    monkeypatch.setattr(bpbc.gzip_reader, "GZIP_PROCESS_SLOT", 4093)
+    monkeypatch.setattr(bpbc.gzip_reader, "GZIP_PROCESS_SLOTS", 3)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("buffer_size", [1, 1000, 4093, 50_000, len(DATA) + 10])
+def test_the_bytes_whatever_the_reads(tmp_path, small_slots, buffer_size):
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(gzip.compress(DATA[:200_000] if buffer_size == 1 else DATA, compresslevel=1))
+    expected = DATA[:200_000] if buffer_size == 1 else DATA
+    stream = GzipProcess(path, 2)
+    try:
+        got, buffer = bytearray(), bytearray(buffer_size)
+        while size := stream.readinto(buffer):
+            assert size == len(buffer) or len(got) + size == len(expected)  # whole buffers until the end
+            got += buffer[:size]
+        assert bytes(got) == expected and stream.tell() == len(expected) and stream.readinto(buffer) == 0
+    finally:
+        stream.close()
+
+
+def test_seeks_as_in_this_process(tmp_path, small_slots):
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(gzip.compress(DATA))
+    stream = GzipProcess(path, 2)
+    try:
+        assert stream.read(10_000) == DATA[:10_000]
+        assert stream.seek(0) == 0 and stream.read(5) == DATA[:5]  # dnaio's look at the start and back
+        whole = stream.read()
+        assert whole == DATA[5:] and stream.read() == b"" and stream.tell() == len(DATA)
+        assert stream.seek(0, io.SEEK_END) == len(DATA) and stream.read() == b""
+        stream.seek(10)
+        assert stream.read() == DATA[10:]
+        assert stream.seek(-90, io.SEEK_CUR) == len(DATA) - 90  # relative to the end it reached
+        assert stream.read() == DATA[-90:]
+    finally:
+        stream.close()
+
+
+def _error(reader, path) -> tuple[str, str]:
+    try:
+        stream = reader(path, 2)
+    except Exception as error:  # noqa: BLE001 - what the constructor raises is compared too
+        return type(error).__name__, str(error)
+    try:
+        stream.read()
+    except Exception as error:  # noqa: BLE001
+        return type(error).__name__, str(error)
+    finally:
+        stream.close()
+    return "", ""
+
+
+@pytest.mark.parametrize("damage", ["footer cut off", "cut in half", "CRC flipped", "not gzip"])
+def test_an_error_comes_from_the_child_as_in_this_process(tmp_path, small_slots, damage):
+    packed = gzip.compress(DATA)
+    packed = {"footer cut off": packed[:-8], "cut in half": packed[:len(packed) // 2],
+              "CRC flipped": packed[:-8] + bytes([packed[-8] ^ 0xFF]) + packed[-7:],
+              "not gzip": b"\x1f\x8b not gzip at all" * 100}[damage]
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(packed)
+    here = _error(bpbc.gzip_reader.ParallelGzip, path)
+    assert here[0] and here == _error(GzipProcess, path)
+
+
+def test_a_child_that_dies_is_an_error_and_close_ends_it(tmp_path, small_slots):
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(gzip.compress(DATA))
+    stream = GzipProcess(path, 2)
+    child = stream._child
+    assert child is not None and _alive(child.pid)
+    stream.read(100)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    with pytest.raises(GzipError, match=r"the decompressing process ended unexpectedly \(exit status -9\)"):
+        stream.read()
+    stream.close()
+    second = GzipProcess(path, 2)
+    pid = second._child.pid  # type: ignore[union-attr]
+    second.read(10)
+    second.close()
+    assert not _alive(pid) and second.closed
