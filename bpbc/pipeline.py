@@ -618,11 +618,12 @@ def new_summary(screener, settings: ScreenSettings, plan: CorePlan, reads_file: 
 
 class _Run:
     """What follows each chunk's screen, stage by stage, in input order:
-    :meth:`screen` hands it on, :meth:`trace`, :meth:`edit` (the trimmer's),
-    :meth:`write` (PAF, counts) and :meth:`write_reads` (per reads file).
-    Serial or threaded is chosen once, here: with ``plan.threaded`` each stage
-    has threads of its own (the traceback of chunk k beside the screen of
-    chunk k + 1; the reads files side by side: 4M mostly passing reads on an
+    :meth:`screen` hands it on, :meth:`trace`, :meth:`edit` (tracebacks taken
+    in order, the trimmer's edits begun), :meth:`write` (PAF, counts) and
+    :meth:`write_reads` (per reads file). Serial or threaded is chosen once,
+    here: with ``plan.threaded`` each stage has threads of its own (the
+    traceback of chunk k beside the screen of chunk k + 1, ``plan.tracebacks``
+    at once; the reads files side by side: 4M mostly passing reads on an
     H200, 1.2-1.4 s instead of 1.8-2.2), else each call runs as submitted."""
 
     def __init__(self, stack: ExitStack, screener, trimmer, plan: CorePlan, stages: StageTimes,
@@ -782,8 +783,9 @@ def screen_files(
         summary.devices = 1 + len(makers)
         if makers and settings.chunk_size is None:
             size = several_devices_chunk_size(size, screener, mates)
-        run.screen(stack.enter_context(closing(_screened(prefetched_chunks, source.name, screener, makers, stages,
-                                                         None if trimmer is None else trimmer.begin, plan))), progress)
+        screened = stack.enter_context(closing(_screened(prefetched_chunks, source.name, screener, makers, stages,
+                                                         None if trimmer is None else trimmer.begin, plan)))
+        run.screen(screened, progress)
         summary.statistics.fill(summary)
         summary.wall_time_s = time.perf_counter() - started
         summary.stage_seconds = dict(stages.seconds, compile=compiles.seconds)
