@@ -462,8 +462,7 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
 
 
 class _InlineExecutor:
-    """An executor that makes each call when it is submitted (a run on one
-    core: no threads): its error raised there, its future done at once."""
+    """An executor for a run on one core: each call made as it is submitted (its error raised there)."""
 
     def submit(self, call, *args) -> Future:
         future: Future = Future()
@@ -592,8 +591,7 @@ def _trimming_module(settings: ScreenSettings, trimmed_output: bool):
 
 
 def read_chunks(source, source2, interleaved: bool, size: Callable[[], int]) -> Iterator:
-    """The chunks of reads (pairs: mate 2 from ``source2``, or ``interleaved``
-    in ``source``), ``size()`` reads (pairs) each after the first, smaller ones."""
+    """Chunks of ``size()`` reads, or pairs (mate 2 in ``source2`` or ``interleaved``); the first ones smaller."""
     if source2 is not None:
         return two_file_pairs(source, source2, size, CHUNK_RAMP)
     if interleaved:
