@@ -347,21 +347,17 @@ def chunk_paf(chunk, lengths: np.ndarray, alignments, pattern_texts, pattern_len
     return paf_lines(alignments, chunk.read_names(rows), lengths[rows], pattern_texts, pattern_lengths)
 
 
-def _prepared_chunks(read_chunks: prefetched, source_name: str, screener, stages: StageTimes,
-                     plan: CorePlan) -> prefetched:
-    """(chunk, ReadBatch) per chunk of ``read_chunks`` (read in a background
-    thread by :func:`prefetched`), encoded in a second one: one thread reads
-    and parses chunk k+2 while the other encodes and transposes chunk k+1
-    and the caller screens chunk k."""
-    def encoded(chunks: prefetched) -> Generator:
-        limit_numba_threads(plan.encode)
-        with closing(chunks):
-            for chunk in chunks:
-                with stages.timing("encode"):
-                    batch = encode_chunk(chunk, screener, source_name)
-                yield chunk, batch
-
-    return prefetched(encoded(read_chunks), name="bpbc-encoder")
+def _encoded(read_chunks: prefetched, source_name: str, screener, stages: StageTimes, plan: CorePlan) -> Generator:
+    """(chunk, ReadBatch) per chunk of ``read_chunks`` (read and parsed in a
+    thread of :func:`prefetched`), for a second one (:func:`_screened`): one
+    thread reads and parses chunk k+2 while the other encodes and transposes
+    chunk k+1 and the caller screens chunk k."""
+    limit_numba_threads(plan.encode)
+    with closing(read_chunks):
+        for chunk in read_chunks:
+            with stages.timing("encode"):
+                batch = encode_chunk(chunk, screener, source_name)
+            yield chunk, batch
 
 
 def twin_makers(screener) -> list[Callable]:
@@ -389,7 +385,7 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
     """(chunk, batch, hits) per chunk of ``read_chunks``, in input order.
 
     One device: chunks encoded in a thread of their own
-    (:func:`_prepared_chunks`), screened by ``screener`` in this one.
+    (:func:`_encoded`), screened by ``screener`` in this one.
     Several (``makers`` of the other GPUs' twins, see :func:`twin_makers`):
     each chunk is encoded and screened by whichever device is free first, in
     one of CHUNKS_PER_DEVICE x n threads, with up to as many chunks and one
@@ -406,7 +402,7 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
     over the devices."""
     plan = plan or plan_run(screener.threads)
     if not makers:
-        with closing(_prepared_chunks(read_chunks, source_name, screener, stages, plan)) as prepared:
+        with closing(prefetched(_encoded(read_chunks, source_name, screener, stages, plan), name="bpbc-encoder")) as prepared:
             for chunk, batch in prepared:
                 if begin is not None:  # what needs no screen begins now (Trimmer.begin: the end overlaps)
                     begin(chunk, batch)
@@ -466,15 +462,11 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
 
 
 class _InlineExecutor:
-    """An executor that runs each call when it is submitted (a run on one
-    core: no threads), its future done at once."""
+    """An executor for a run on one core: each call made as it is submitted (its error raised there)."""
 
     def submit(self, call, *args) -> Future:
         future: Future = Future()
-        try:
-            future.set_result(call(*args))
-        except BaseException as error:  # noqa: BLE001 - raised where the result is asked for
-            future.set_exception(error)
+        future.set_result(call(*args))
         return future
 
 
@@ -562,8 +554,10 @@ def make_screener(settings: ScreenSettings, patterns, patterns_file: str = "patt
         raise InputError(str(error)) from None
 
 
-def _check_read_options(reads2, interleaved: bool, paths: dict) -> None:
+def _check_inputs(reads_path, reads2, patterns_path, interleaved: bool, paths: dict) -> None:
     """Reject combinations of inputs and outputs that do not make sense (InputError)."""
+    if STDIN in (reads_path, reads2) and patterns_path == STDIN or reads_path == reads2 == STDIN:
+        raise InputError("only one input can be read from stdin ('-')")
     paired = reads2 is not None or interleaved
     if reads2 is not None and interleaved:
         raise InputError("give --reads2 or --interleaved, not both")
@@ -594,6 +588,119 @@ def _trimming_module(settings: ScreenSettings, trimmed_output: bool):
 
     trimming.check_settings(settings, trimmed_output)
     return trimming
+
+
+def read_chunks(source, source2, interleaved: bool, size: Callable[[], int]) -> Iterator:
+    """Chunks of ``size()`` reads, or pairs (mate 2 in ``source2`` or ``interleaved``); the first ones smaller."""
+    if source2 is not None:
+        return two_file_pairs(source, source2, size, CHUNK_RAMP)
+    if interleaved:
+        return interleaved_pairs(source, size, CHUNK_RAMP)
+    return source.chunks(size, ramp=CHUNK_RAMP, max_bases=CHUNK_BASES)
+
+
+def new_summary(screener, settings: ScreenSettings, plan: CorePlan, reads_file: str, patterns_file: str,
+                reads2_file: str | None = None) -> Summary:
+    """The summary of a run of ``screener``, its counts (``summary.statistics``)
+    still to come; ``reads2_file``: paired reads, mate 2's file."""
+    thresholds = screener.thresholds.tolist()
+    paired = reads2_file is not None
+    statistics = Statistics(screener.pattern_names, screener.pattern_lengths.tolist(), thresholds,
+                            list(screener.strands), 2 if paired else 1, settings.scoring.match, settings.action)
+    return Summary.of_run(statistics, reads_file=reads_file, patterns_file=patterns_file,
+                          threshold=thresholds[0] if len(set(thresholds)) == 1 else None,
+                          scoring=asdict(settings.scoring), device=screener.engine.name,
+                          min_score_fraction=settings.min_score_fraction, reads2_file=reads2_file,
+                          pair_filter=settings.pair_filter if paired else None, plan=plan.as_dict())
+
+
+class _Run:
+    """What follows each chunk's screen, stage by stage, in input order:
+    :meth:`screen` hands it on, :meth:`trace`, :meth:`edit` (tracebacks taken
+    in order, the trimmer's edits begun), :meth:`write` (PAF, counts) and
+    :meth:`write_reads` (per reads file). Serial or threaded is chosen once,
+    here: with ``plan.threaded`` each stage has threads of its own (the
+    traceback of chunk k beside the screen of chunk k + 1, ``plan.tracebacks``
+    at once; the reads files side by side: 4M mostly passing reads on an
+    H200, 1.2-1.4 s instead of 1.8-2.2), else each call runs as submitted."""
+
+    def __init__(self, stack: ExitStack, screener, trimmer, plan: CorePlan, stages: StageTimes,
+                 statistics: Statistics, write_paf: Callable | None, sinks: dict, pair_filter: str):
+        self.screener, self.trimmer, self.plan, self.stages, self.statistics = screener, trimmer, plan, stages, statistics
+        self.write_paf, self.sinks, self.pair_filter, self.mates = write_paf, sinks, pair_filter, statistics.mates
+        self.pattern_texts, self.pattern_lengths = Texts.of(screener.pattern_names), screener.pattern_lengths.tolist()
+        self.demultiplexing = isinstance(sinks.get("matched"), DemuxSink)
+        self.traceback_failed = threading.Event()
+        # entered after the outputs, so stopped before they are closed; the tracebacks first
+        inline = not plan.threaded
+        self.sink_writers = {kind: stack.enter_context(OrderedWorker(inline=inline, name=f"bpbc-writer-{kind}"))
+                             for kind in sinks}
+        self.writer = stack.enter_context(OrderedWorker(inline=inline))
+        self.aligner = stack.enter_context(OrderedWorker(depth=1, inline=inline, name="bpbc-aligner"))
+        self.tracer: ThreadPoolExecutor | _InlineExecutor = _InlineExecutor()
+        if plan.threaded:
+            self.tracer = ThreadPoolExecutor(plan.tracebacks, "bpbc-traceback")
+            stack.callback(self.tracer.shutdown, cancel_futures=True)  # after a failure, the batches not begun are dropped
+
+    def screen(self, screened: Iterator, progress: Callable[[int], None] | None) -> None:
+        """Hand on each (chunk, batch, hits) of ``screened`` (in the calling
+        thread, between screens); return once all are written."""
+        reads_done = 0
+        for chunk, batch, hits in screened:
+            passing_reads, passing = passing_units(hits, len(batch), self.mates, self.pair_filter)
+            # a GPU batch's end-overlap decision starts here, on the device, beside the traceback (whose
+            # thread limits a GPU run where most reads pass)
+            trim_inputs = None if self.trimmer is None else self.trimmer.inputs(chunk, batch)
+            # to the tracer before the aligner, which takes the tracebacks in order
+            traced = self.tracer.submit(self.trace, batch, hits)
+            self.aligner.submit(self.edit, chunk, batch, traced, passing, passing_reads, trim_inputs)
+            reads_done += len(batch)
+            if progress is not None:
+                progress(reads_done)
+        for worker in (self.aligner, self.writer, *self.sink_writers.values()):
+            worker.finish()  # re-raises the first error
+
+    def trace(self, batch, hits):
+        # no traceback starts once one has failed (Ctrl-C, an error): the
+        # batches queued behind it are dropped, as OrderedWorker drops its calls
+        if self.traceback_failed.is_set():
+            raise CancelledError
+        limit_numba_threads(self.plan.traceback)  # the traceback's kernels, in this thread
+        try:
+            with self.stages.timing("traceback"):
+                return self.screener.align(batch, hits)
+        except BaseException:
+            self.traceback_failed.set()
+            raise
+
+    def edit(self, chunk, batch, traced: Future, passing, passing_reads, trim_inputs) -> None:
+        alignments = traced.result()
+        best = best_patterns(alignments, len(chunk), self.mates) if self.demultiplexing else None
+        # the edits in the trimmer's thread, beside the writing of the batch before and the next traceback
+        edited = None if self.trimmer is None else self.trimmer.submit_edit(
+            chunk, batch.lengths, trim_inputs, alignments, self.mates, passing_reads, self.pair_filter, best)
+        self.writer.submit(self.write, chunk, batch.lengths, alignments, passing, best, edited)
+
+    def write(self, chunk, lengths, alignments, passing, best, edited: Future | None) -> None:
+        with self.stages.timing("write"):
+            if len(alignments) and self.write_paf is not None:
+                self.write_paf(chunk_paf(chunk, lengths, alignments, self.pattern_texts, self.pattern_lengths))
+            written, kept, edit, screened = chunk, np.ones(len(passing), bool), None, passing
+            if edited is not None:
+                # a read with only a partial adapter passes too; passing units are written edited, the
+                # others unchanged; --min-length drops units
+                edit, written, passing, best = edited.result()
+                kept = edit.kept
+            for kind, units in (("matched", passing & kept), ("unmatched", ~passing & kept), ("trimmed", kept)):
+                if kind in self.sinks:
+                    reads = chunk if kind == "unmatched" else written
+                    self.sink_writers[kind].submit(self.write_reads, self.sinks[kind], reads, np.flatnonzero(units), best)
+            self.statistics.add_batch(lengths, alignments, screened, edit)  # the run's one place of counting
+
+    def write_reads(self, sink, chunk, units, best) -> None:
+        limit_numba_threads(self.plan.encode)  # the gathering of edited records: short kernels, as encoding's
+        with self.stages.timing("write"):
+            sink.write(chunk, units, best)
 
 
 def screen_files(
@@ -631,11 +738,9 @@ def screen_files(
     :class:`bpbc.errors.InternalError`.
     """
     started = time.perf_counter()
-    if STDIN in (reads_path, reads2) and patterns_path == STDIN or reads_path == reads2 == STDIN:
-        raise InputError("only one input can be read from stdin ('-')")
     paths = {"matched": matched, "unmatched": unmatched, "matched2": matched2, "unmatched2": unmatched2,
              "trimmed": trimmed, "trimmed2": trimmed2}
-    _check_read_options(reads2, interleaved, paths)
+    _check_inputs(reads_path, reads2, patterns_path, interleaved, paths)
     trimming = _trimming_module(settings, trimmed is not None or trimmed2 is not None)
     mates = 2 if reads2 is not None or interleaved else 1
     with ExitStack() as stack:
@@ -651,140 +756,35 @@ def screen_files(
             SequenceSource(reads2, kind="reads", raw_fastq=True, threads=plan.read))
         patterns = read_patterns(patterns_path)
         stages = StageTimes()
-        size = chunk_size_for(settings, len(patterns), mates)
-
-        def chunk_size() -> int:
-            return size  # lowered below once the run knows it has several devices
-
-        if mates == 1:
-            chunks = source.chunks(chunk_size, ramp=CHUNK_RAMP, max_bases=CHUNK_BASES)
-        elif interleaved:
-            chunks = interleaved_pairs(source, chunk_size, CHUNK_RAMP)
-        else:
-            chunks = two_file_pairs(source, source2, chunk_size, CHUNK_RAMP)
+        size = chunk_size_for(settings, len(patterns), mates)  # lowered below once the run knows its devices
         # reading starts now, beside the engine's set-up (device, kernels)
-        read_chunks = stack.enter_context(closing(prefetched(stages.timed(chunks, "read"))))
+        chunks = read_chunks(source, source2, interleaved, lambda: size)
+        prefetched_chunks = stack.enter_context(closing(prefetched(stages.timed(chunks, "read"))))
         screener = make_screener(settings, patterns, display_name(patterns_path))
         trimmer = None if trimming is None else trimming.trimmer_for(settings, screener, patterns,
                                                                      display_name(patterns_path))
         stages.seconds["setup"] = time.perf_counter() - started
         limit_numba_threads(plan.kernel)  # numba kernels of this thread (the CPU kernel, encoding the second pass's reads)
-        pattern_ids = screener.pattern_names
-        pattern_lengths = screener.pattern_lengths.tolist()
-        thresholds = screener.thresholds.tolist()
-        strands = screener.strands
-        statistics = Statistics(pattern_ids, pattern_lengths, thresholds, list(strands), mates, settings.scoring.match,
-                                settings.action)
-        summary = Summary.of_run(
-            statistics,
-            reads_file=display_name(reads_path),
-            patterns_file=display_name(patterns_path),
-            threshold=thresholds[0] if len(set(thresholds)) == 1 else None,
-            scoring=asdict(settings.scoring),
-            device=screener.engine.name,
-            min_score_fraction=settings.min_score_fraction,
-            reads2_file=None if mates == 1 else display_name(reads_path if interleaved else reads2),
-            pair_filter=None if mates == 1 else settings.pair_filter,
-            plan=plan.as_dict(),
-        )
-
-        # committed or discarded after the threads that write them have stopped (entered below)
+        summary = new_summary(screener, settings, plan, display_name(reads_path), display_name(patterns_path),
+                              None if mates == 1 else display_name(reads_path if interleaved else reads2))
+        # committed or discarded after the threads that write them have stopped (entered after it)
         files = RunFiles(stack.enter_context(ExitStack()), plan.compress)
         write_paf = files.paf_writer(output)
         sources = (source, source if source2 is None else source2)
-        sinks = {kind: files.reads_sink(kind, (paths[kind], paths[kind + "2"]), sources, pattern_ids, interleaved)
-                 for kind in ("matched", "unmatched", "trimmed")}
-        sinks = {kind: given for kind, given in sinks.items() if given is not None}
+        sinks = {kind: sink for kind in ("matched", "unmatched", "trimmed")
+                 if (sink := files.reads_sink(kind, (paths[kind], paths[kind + "2"]), sources, screener.pattern_names,
+                                              interleaved)) is not None}
         files.json_summary(json_path)
-
-        pattern_texts = Texts.of(pattern_ids)
-
-        def write(chunk, batch_lengths, alignments, passing, best, edited) -> None:
-            with stages.timing("write"):
-                if len(alignments) and write_paf is not None:
-                    write_paf(chunk_paf(chunk, batch_lengths, alignments, pattern_texts, pattern_lengths))
-                written, kept, edit, screened = chunk, np.ones(len(passing), bool), None, passing
-                if edited is not None:
-                    # a read with only a partial adapter passes too; passing units are written edited, the
-                    # others unchanged; --min-length drops units
-                    edit, written, passing, best = edited.result()
-                    kept = edit.kept
-                for kind, units in (("matched", passing & kept), ("unmatched", ~passing & kept), ("trimmed", kept)):
-                    if kind in sink_writers:
-                        sink_writers[kind].submit(write_sink, sinks[kind], chunk if kind == "unmatched" else written,
-                                                  np.flatnonzero(units), best)
-                statistics.add_batch(batch_lengths, alignments, screened, edit)  # the run's one place of counting
-
-        def write_sink(sink, chunk, units, best) -> None:
-            limit_numba_threads(plan.encode)  # the gathering of edited records: short kernels, as encoding's
-            with stages.timing("write"):
-                sink.write(chunk, units, best)
-
-        demultiplexing = isinstance(sinks.get("matched"), DemuxSink)
-
-        traceback_failed = threading.Event()
-
-        def align(batch, hits):
-            # no traceback starts once one has failed (Ctrl-C, an error): the
-            # batches queued behind it are dropped, as OrderedWorker drops its calls
-            if traceback_failed.is_set():
-                raise CancelledError
-            limit_numba_threads(plan.traceback)  # the traceback's kernels, in this thread
-            try:
-                with stages.timing("traceback"):
-                    return screener.align(batch, hits)
-            except BaseException:
-                traceback_failed.set()
-                raise
-
-        def align_and_write(chunk, batch, traced, passing, passing_reads, trim_inputs) -> None:
-            alignments = traced.result()
-            best = best_patterns(alignments, len(chunk), mates) if demultiplexing else None
-            # the edits in the trimmer's thread, beside the writing of the batch before and the next traceback
-            edited = None if trimmer is None else trimmer.submit_edit(
-                chunk, batch.lengths, trim_inputs, alignments, mates, passing_reads, settings.pair_filter, best)
-            writer.submit(write, chunk, batch.lengths, alignments, passing, best, edited)
-
-        # closed (their threads stopped) before the outputs and the sources
-        # are closed, the aligner first; with one thread this one does it all.
-        # Each reads file is written by a thread of its own, in order (where
-        # most reads pass, --matched and --unmatched side by side: the GPU
-        # screen of 4M such reads on an H200 went from 1.8-2.2 to 1.2-1.4 s);
-        # the writer formats the PAF and hands them the units and the edits
-        sink_writers = {kind: stack.enter_context(OrderedWorker(inline=not plan.threaded, name=f"bpbc-writer-{kind}"))
-                        for kind in sinks}
-        writer = stack.enter_context(OrderedWorker(inline=not plan.threaded))
-        # the traceback of batch k runs beside the screen of batch k + 1, and
-        # where the plan traces several at once beside that of batch k + 1
-        # (each is handed to the tracer before the aligner, which takes them in order)
-        aligner = stack.enter_context(OrderedWorker(depth=1, inline=not plan.threaded, name="bpbc-aligner"))
-        tracer: ThreadPoolExecutor | _InlineExecutor = _InlineExecutor()
-        if plan.threaded:
-            tracer = ThreadPoolExecutor(plan.tracebacks, "bpbc-traceback")
-            stack.callback(tracer.shutdown, cancel_futures=True)  # after a failure, the batches not begun are dropped
-        reads_done = 0
+        assert summary.statistics is not None
+        run = _Run(stack, screener, trimmer, plan, stages, summary.statistics, write_paf, sinks, settings.pair_filter)
         makers = twin_makers(screener)
         summary.devices = 1 + len(makers)
         if makers and settings.chunk_size is None:
             size = several_devices_chunk_size(size, screener, mates)
-        for chunk, batch, hits in stack.enter_context(closing(_screened(read_chunks, source.name, screener, makers,
-                                                                        stages, None if trimmer is None else trimmer.begin,
-                                                                        plan))):
-            passing_reads, passing = passing_units(hits, len(batch), mates, settings.pair_filter)
-            # a GPU batch's end-overlap decision starts here, on the device, beside the traceback (whose
-            # thread limits a GPU run where most reads pass)
-            trim_inputs = None if trimmer is None else trimmer.inputs(chunk, batch)
-            aligner.submit(align_and_write, chunk, batch, tracer.submit(align, batch, hits), passing, passing_reads,
-                           trim_inputs)
-            reads_done += len(batch)
-            if progress is not None:
-                progress(reads_done)
-        aligner.finish()
-        writer.finish()
-        for sink_writer in sink_writers.values():
-            sink_writer.finish()
-
-        statistics.fill(summary)
+        screened = stack.enter_context(closing(_screened(prefetched_chunks, source.name, screener, makers, stages,
+                                                         None if trimmer is None else trimmer.begin, plan)))
+        run.screen(screened, progress)
+        summary.statistics.fill(summary)
         summary.wall_time_s = time.perf_counter() - started
         summary.stage_seconds = dict(stages.seconds, compile=compiles.seconds)
         files.commit(lambda: summary_json(summary))
