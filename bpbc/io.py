@@ -38,6 +38,7 @@ from bpbc.alphabet import SequenceError, encode_pattern
 from bpbc.buffers import BufferPool
 from bpbc.errors import InputError
 from bpbc.gzip_reader import GzipProcess, ParallelGzip
+from bpbc.gzip_writer import GzipWriterProcess
 
 STDIN = "-"
 _NON_ASCII = re.compile(rb"[\x80-\xff]")
@@ -45,6 +46,9 @@ _NON_ASCII = re.compile(rb"[\x80-\xff]")
 #: bytes per block handed to a compression thread: ISA-L's default 1 MiB meant
 #: a few thousand thread handovers (each waiting for the GIL) per GB written
 COMPRESSION_BLOCK = 4 << 20
+#: a gzip output compressed on this many threads or more is compressed in a
+#: process of its own (bpbc.gzip_writer), not by threads of the run's process
+GZIP_WRITER_PROCESS_MIN_THREADS = 4
 #: a zstd frame holding no data (zstd.compress(b""))
 EMPTY_ZSTD_FRAME = bytes.fromhex("28b52ffd2000010000")
 #: output compression by file name suffix, as xopen names the formats
@@ -941,7 +945,11 @@ class AtomicOutput:
             else:
                 threads = self.compression_threads
         mode = "ab" if append else "wb"
-        if compression == "gz" and threads > 1 and _igzip_threaded() is not None:
+        if compression == "gz" and threads >= GZIP_WRITER_PROCESS_MIN_THREADS and _igzip_threaded() is not None:
+            # buffered: dnaio's writers write record by record
+            handle = io.BufferedWriter(GzipWriterProcess(self.temp_path, mode, threads, COMPRESSION_BLOCK),
+                                       COMPRESSION_BLOCK)
+        elif compression == "gz" and threads > 1 and _igzip_threaded() is not None:
             # xopen runs ISA-L's threaded gzip writer with one thread at level
             # 1; the same writer with several compresses several times faster
             handle = _igzip_threaded().open(self.temp_path, mode, compresslevel=1, threads=threads,
