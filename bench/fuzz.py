@@ -1022,6 +1022,8 @@ def drive(args) -> int:
     next_index = {w: args.start + w for w in range(args.workers)}
     done = set()
     stop = args.start + args.inputs
+    failed_starts: Counter = Counter()  # a worker's deaths in a row before its first case
+    given_up: set = set()  # workers that never started: a broken installation, not a finding of the fuzz
 
     def launch(worker: int) -> None:
         if stopping.is_set():  # no fresh worker after the time limit
@@ -1041,6 +1043,15 @@ def drive(args) -> int:
             case = case_for(args.seed, index)
             save_finding(findings, index, case, Outcome(kind, None, "", detail))
             next_index[worker] = index + args.workers
+            failed_starts[worker] = 0
+        else:  # it ended before its first case (an import, the warm-up): relaunched, 3 times in a row at most
+            failed_starts[worker] += 1
+            if failed_starts[worker] >= 3:
+                print(f"fuzz: worker {worker} ended {failed_starts[worker]} times before its first case "
+                      f"({kind}: {detail}); given up", file=sys.stderr, flush=True)
+                given_up.add(worker)
+                done.add(worker)
+                return
         current[2 * worker] = -1
         if next_index[worker] >= stop:
             done.add(worker)
@@ -1132,9 +1143,10 @@ def drive(args) -> int:
                           stopped_by_time_limit=stopping.is_set(), next_index=next_index)
     bad = sum(count for kind, count in tally.kinds.items() if kind not in GOOD)
     ended = " (interrupted)" if interrupted else " (time limit)" if stopping.is_set() else ""
+    ended += f" (workers {sorted(given_up)} never started)" if given_up else ""
     print(f"fuzz: {tally.inputs} inputs in {time.time() - tally.started:.0f} s, {dict(tally.kinds)}, "
           f"{bad} findings{ended} -> {path}", file=sys.stderr)
-    return 130 if interrupted else 1 if bad else 0
+    return 130 if interrupted else 2 if given_up else 1 if bad else 0
 
 
 def merge(directories: list[Path], out: Path) -> int:
