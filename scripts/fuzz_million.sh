@@ -23,6 +23,16 @@
 # So: call it; if OUTDIR/fuzz_cpu.json says fewer than TOTAL inputs, put
 # that OUTDIR back (with its part directories) and call it again.
 #
+# On a device host (one call at most 600 s: leave some 100 s for the set-up,
+# the caches and the stop), e.g. 32 cores:
+#
+#   bash scripts/fuzz_million.sh 32 480 $OUT/fuzz > $OUT/fuzz_million.log 2>&1; tail -n 8 $OUT/fuzz_million.log
+#
+# and for a second call, the first call's $OUT/fuzz copied into the checkout
+# as fuzz_parts/ (untracked, not ignored: it travels with the tree):
+#
+#   cp -r fuzz_parts $OUT/fuzz && bash scripts/fuzz_million.sh 32 480 $OUT/fuzz > $OUT/fuzz_million.log 2>&1; tail -n 8 $OUT/fuzz_million.log
+#
 # Environment: PYTHON (default python3), BPBC_FUZZ_HARNESS=main|direct (default main: the whole
 # command line through bpbc.cli.main), BPBC_FUZZ_EXTRA (more options for
 # bench.fuzz, e.g. --parallel-gzip), WHEELS (wheels to install first into
