@@ -19,9 +19,11 @@ between that and a run's output directory.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -91,18 +93,14 @@ class Hit:
         return "".join(f"{len(run.group())}{run.group()[0]}" for run in re.finditer(r"(.)\1*", ops))
 
 
-def local_alignment(read: list[int], pattern: list[frozenset[int]], scoring: Scoring):
-    """(score, read start, read end, pattern start, pattern end, ops) of the
-    alignment the tie rule picks, or None for score 0. Full matrices; H =
-    max(0, diagonal, E, F); the end cell is the first maximum in (i, j)
-    order; back from it, H prefers the diagonal, then E (I), then F (D); a
-    gap state prefers the H cell it was opened from; the walk stops at H = 0."""
-    n, m = len(read), len(pattern)
-    first, extend = scoring.gap_open + scoring.gap_extend, scoring.gap_extend
-    profile = [[scoring.substitution(code, bases) for bases in pattern] for code in range(5)]
-    H = [[0] * (m + 1) for _ in range(n + 1)]
-    E = [[NEG] * (m + 1) for _ in range(n + 1)]
-    F = [[NEG] * (m + 1) for _ in range(n + 1)]
+def _fill(read, profile, H, E, F, first: int, extend: int):
+    """Fill the full matrices H, E, F (row and column 0 as given: H 0, E and F
+    NEG) of the local alignment of ``read`` (codes) against the pattern
+    whose substitution scores for read code c are ``profile[c]``; returns
+    (best, best_i, best_j), the first maximum in (i, j) order. The one loop
+    of the oracle's DP: run as it stands on lists (:data:`PLAIN`), or
+    compiled by numba on arrays, the same source."""
+    n, m = len(read), len(profile[0])
     best, best_i, best_j = 0, 0, 0
     for i in range(1, n + 1):
         scores, H_up, E_up, H_row, E_row, F_row = profile[read[i - 1]], H[i - 1], E[i - 1], H[i], E[i], F[i]
@@ -124,6 +122,57 @@ def local_alignment(read: list[int], pattern: list[frozenset[int]], scoring: Sco
             E_row[j], F_row[j], H_row[j] = e, f, h
             if h > best:
                 best, best_i, best_j = h, i, j
+    return best, best_i, best_j
+
+
+#: run :func:`_fill` as plain Python on lists (the reference), not compiled:
+#: ``BPBC_ORACLE_PLAIN=1``, or where numba is missing
+PLAIN = bool(os.environ.get("BPBC_ORACLE_PLAIN"))
+
+
+@functools.cache
+def _compiled_fill():
+    """:func:`_fill` compiled by numba (None where numba is missing). The
+    oracle's time is this loop: in plain Python some 2 ms an alignment, 40%
+    of the fuzz (bench/fuzz.py) per input."""
+    try:
+        import numba
+    except ImportError:
+        return None
+    return numba.njit(cache=True, nogil=True)(_fill)
+
+
+def _matrices(read: list[int], pattern: list[frozenset[int]], scoring: Scoring):
+    """(H, E, F, best, best_i, best_j): the filled matrices, as lists of
+    lists (plain) or 2-D arrays (compiled), indexed [i][j] either way."""
+    n, m = len(read), len(pattern)
+    first, extend = scoring.gap_open + scoring.gap_extend, scoring.gap_extend
+    profile = [[scoring.substitution(code, bases) for bases in pattern] for code in range(5)]
+    compiled = None if PLAIN or m == 0 else _compiled_fill()
+    if compiled is None:
+        H = [[0] * (m + 1) for _ in range(n + 1)]
+        E = [[NEG] * (m + 1) for _ in range(n + 1)]
+        F = [[NEG] * (m + 1) for _ in range(n + 1)]
+        best, best_i, best_j = _fill(read, profile, H, E, F, first, extend)
+    else:
+        import numpy as np
+
+        H = np.zeros((n + 1, m + 1), dtype=np.int64)
+        E = np.full((n + 1, m + 1), NEG, dtype=np.int64)
+        F = np.full((n + 1, m + 1), NEG, dtype=np.int64)
+        best, best_i, best_j = compiled(np.asarray(read, dtype=np.int64).reshape(n), np.asarray(profile, dtype=np.int64),
+                                        H, E, F, first, extend)
+    return H, E, F, int(best), int(best_i), int(best_j)
+
+
+def local_alignment(read: list[int], pattern: list[frozenset[int]], scoring: Scoring):
+    """(score, read start, read end, pattern start, pattern end, ops) of the
+    alignment the tie rule picks, or None for score 0. Full matrices; H =
+    max(0, diagonal, E, F); the end cell is the first maximum in (i, j)
+    order; back from it, H prefers the diagonal, then E (I), then F (D); a
+    gap state prefers the H cell it was opened from; the walk stops at H = 0."""
+    first = scoring.gap_open + scoring.gap_extend
+    H, E, F, best, best_i, best_j = _matrices(read, pattern, scoring)
     if best == 0:
         return None
     i, j, state, ops = best_i, best_j, "H", []
@@ -151,7 +200,7 @@ def local_alignment(read: list[int], pattern: list[frozenset[int]], scoring: Sco
             ops.append("D")
             j -= 1
             state = "H" if opened else "F"
-    return int(best), i, best_i, j, best_j, "".join(reversed(ops))
+    return best, i, best_i, j, best_j, "".join(reversed(ops))
 
 
 def instance(read: list[int], pattern: list[frozenset[int]], index: int, strand: str, scoring: Scoring) -> Hit | None:
@@ -172,10 +221,25 @@ def instance(read: list[int], pattern: list[frozenset[int]], index: int, strand:
 def parasail_score(read: list[int], pattern: list[frozenset[int]], scoring: Scoring) -> int:
     """parasail's SW score: read codes as digits, pattern sets as letters, a
     symmetric matrix over the two disjoint alphabets."""
-    import parasail
-
     if not read or not pattern:
         return 0
+    return _parasail_sw(_read_text(read), _pattern_text(pattern), scoring)
+
+
+def _read_text(read: list[int]) -> str:
+    """A read's codes as parasail's query: one digit each."""
+    return "".join(str(c) for c in read)
+
+
+def _pattern_text(pattern: list[frozenset[int]]) -> str:
+    """A pattern's sets as parasail's target: one letter each, 'A' + the set's bit mask."""
+    return "".join(chr(ord("A") + sum(1 << b for b in s)) for s in pattern)
+
+
+def _parasail_sw(text: str, target: str, scoring: Scoring) -> int:
+    """parasail's SW score of the texts of :func:`_read_text` and :func:`_pattern_text` (both not empty)."""
+    import parasail
+
     alphabet = "".join(chr(ord("A") + mask) for mask in range(1, 16)) + "01234"
     key = (scoring, "matrix")
     matrix = _PARASAIL_MATRICES.get(key)
@@ -187,8 +251,6 @@ def parasail_score(read: list[int], pattern: list[frozenset[int]], scoring: Scor
                 row, col = alphabet.index(chr(ord("A") + mask)), alphabet.index(str(code))
                 matrix[row, col] = matrix[col, row] = value
         _PARASAIL_MATRICES[key] = matrix
-    text = "".join(str(c) for c in read)
-    target = "".join(chr(ord("A") + sum(1 << b for b in s)) for s in pattern)
     result = parasail.sw_striped_32(target, text, scoring.gap_open + scoring.gap_extend, scoring.gap_extend, matrix)
     return int(result.score)
 
@@ -495,6 +557,9 @@ def expected(reads: list[Record], patterns: list[Record], options: Options, read
     needed = [[math.ceil(f * scoring.match * length) for length in range(len(p.sequence))]
               for f, p in zip(fractions(patterns, limits, options), patterns)]
     judge = all if options.pair_filter == "both" else any
+    # parasail's target of each pattern on each strand, once a run (parasail_score's, as it would make it)
+    targets = {(p, strand): _pattern_text(pattern if strand == "+" else reverse_complement_sets(pattern))
+               for p, pattern in enumerate(sets) for strand in options.strands}
 
     paf = []
     counts = {(p, s, mate): 0 for p in range(len(patterns)) for s in options.strands for mate in range(mates)}
@@ -512,12 +577,13 @@ def expected(reads: list[Record], patterns: list[Record], options: Options, read
             # read of its own; its hit is the better of theirs (the first where they tie), in the read's coordinates
             parts = [(codes, 0)] if options.ends is None or len(codes) <= 2 * options.ends else [
                 (codes[:options.ends], 0), (codes[-options.ends:], len(codes) - options.ends)]
+            texts = [_read_text(part) for part, _ in parts]  # parasail's query, once a read
             for p, pattern in enumerate(sets):
                 for strand in options.strands:
-                    oriented = pattern if strand == "+" else reverse_complement_sets(pattern)
+                    target = targets[p, strand]
                     best_hit = None
-                    for part, shift in parts:
-                        score = parasail_score(part, oriented, scoring)
+                    for (part, shift), text in zip(parts, texts):
+                        score = _parasail_sw(text, target, scoring) if text and target else 0
                         if score < limits[p] or (best_hit is not None and score <= best_hit.score):
                             continue
                         hit = instance(part, pattern, p, strand, scoring)

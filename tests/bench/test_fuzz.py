@@ -224,6 +224,19 @@ def test_a_time_limit_stops_the_run_and_runs_merge(tmp_path, capsys):
         raise AssertionError("overlapping ranges merged")
 
 
+def test_a_worker_that_cannot_start_is_given_up(tmp_path, monkeypatch, capsys):
+    """A worker that dies before its first case (here numba refuses 0
+    threads at its import) is started again 3 times at most, then the run
+    ends with status 2 and says so (it was started again for ever)."""
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "0")
+    began = time.monotonic()
+    assert main(["--inputs", "4", "--workers", "1", "--seed", "3", "--out", str(tmp_path)]) == 2
+    assert time.monotonic() - began < 120
+    assert "worker 0 ended 3 times before its first case" in capsys.readouterr().err
+    figures = json.loads((tmp_path / "fuzz_cpu.json").read_text())
+    assert figures["inputs"] == 0 and not figures["finished"]
+
+
 def test_replay_runs_one_case(capsys):
     assert main(["--replay", "2", "--seed", "3"]) == 0
     out = capsys.readouterr().out

@@ -94,6 +94,35 @@ def test_the_oracles_tie_rule_on_examples_worked_by_hand(read, pattern, cigar, w
     assert hit is not None and hit.cigar(eqx=True) == cigar
 
 
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(read=st.text("ACGTN", max_size=120), pattern=st.text("ACGTRYSWKMBDHVN", max_size=40),
+       scoring=st.sampled_from(SCORINGS))
+def test_the_oracles_compiled_dp_is_its_plain_one(read, pattern, scoring):
+    """The oracle's DP compiled by numba (what the fuzz and the tests run) and
+    the same source run as plain Python on lists: the same matrices, the
+    same end cell, the same alignment. Tandem repeats make ties."""
+    import numpy as np
+
+    from tests import oracle
+
+    read = read + read[:len(read) // 2]
+    codes, sets = read_codes(read), pattern_sets(pattern)
+    compiled = oracle._matrices(codes, sets, scoring)
+    found = local_alignment(codes, sets, scoring)
+    forced, oracle.PLAIN = oracle.PLAIN, True
+    try:
+        plain = oracle._matrices(codes, sets, scoring)
+        plain_found = local_alignment(codes, sets, scoring)
+    finally:
+        oracle.PLAIN = forced
+    assert isinstance(plain[0], list) and (forced or not sets or isinstance(compiled[0], np.ndarray))
+    for a, b in zip(compiled[:3], plain[:3]):
+        assert np.array_equal(np.asarray(a, dtype=np.int64).reshape(len(codes) + 1, len(sets) + 1),
+                              np.asarray(b, dtype=np.int64).reshape(len(codes) + 1, len(sets) + 1))
+    assert compiled[3:] == plain[3:]
+    assert found == plain_found
+
+
 def brute_force_end_overlap(read: str, pattern: str, length: int, scoring: Scoring) -> int:
     """The best score of aligning ``pattern[:length]`` whole with a whole
     suffix of ``read``, by trying every suffix with parasail's global
