@@ -63,21 +63,30 @@ def test_the_childs_error_is_raised_here(tmp_path):
 
 def test_an_output_compressed_on_several_threads_goes_to_a_process(tmp_path, monkeypatch):
     monkeypatch.setattr(bpbc.io, "GZIP_WRITER_PROCESS_MIN_THREADS", 3)
-    for threads, kind in ((3, "GzipWriterProcess"), (2, "_ThreadedGzipWriter")):
-        output = AtomicOutput(tmp_path / f"{threads}.fq.gz", compression_threads=threads)
+    for threads, apart, kind in ((3, True, "GzipWriterProcess"), (2, True, "_ThreadedGzipWriter"),
+                                 (3, False, "_ThreadedGzipWriter")):
+        output = AtomicOutput(tmp_path / f"{threads}{apart}.fq.gz", compression_threads=threads,
+                              compress_apart=apart)
         handle = output.open_binary()
         assert type(getattr(handle, "raw", handle)).__name__ == kind
         handle.write(DATA)
         output.close_handles()
         output.commit()
-        assert gzip.decompress((tmp_path / f"{threads}.fq.gz").read_bytes()) == DATA
+        assert gzip.decompress((tmp_path / f"{threads}{apart}.fq.gz").read_bytes()) == DATA
 
 
-def test_a_runs_gzip_outputs_are_the_same_through_the_process(tmp_path):
+def test_a_runs_gzip_outputs_are_the_same_through_the_process(tmp_path, monkeypatch):
+    """A run of an input of GZIP_PROCESS_MIN_BYTES or more (here: any)
+    compresses its gzip outputs in processes where it has the threads."""
+    import bpbc.gzip_writer
     from bpbc.pipeline import ScreenSettings, screen_files
     from bpbc.resources import plan_run
     from tests.bpbc.test_cli import PATTERNS, READS
 
+    monkeypatch.setattr(bpbc.io, "GZIP_PROCESS_MIN_BYTES", 0)
+    started = []
+    monkeypatch.setattr(bpbc.gzip_writer.GzipWriterProcess, "__init__", _counted(
+        bpbc.gzip_writer.GzipWriterProcess.__init__, started))
     plans = {"apart": plan_run(8), "here": plan_run(1)}
     assert plans["apart"].compress >= bpbc.io.GZIP_WRITER_PROCESS_MIN_THREADS > plans["here"].compress
     outputs = {}
@@ -87,3 +96,11 @@ def test_a_runs_gzip_outputs_are_the_same_through_the_process(tmp_path):
                      plan=plan, **files)
         outputs[name] = [gzip.decompress(path.read_bytes()) for path in files.values()]
     assert outputs["apart"] == outputs["here"] and all(outputs["here"])
+    assert len(started) == 2  # the matched and unmatched reads of the first run
+
+
+def _counted(function, calls: list):
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return function(*args, **kwargs)
+    return counted
