@@ -20,6 +20,7 @@ import io
 import mmap
 import os
 import pickle
+import re
 import signal
 import struct
 import subprocess
@@ -42,6 +43,13 @@ _BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000
 
 class GzipError(OSError):
     """Corrupt gzip data found by rapidgzip (errno None: not a file system error)."""
+
+
+def _without_thread(message: str) -> str:
+    """rapidgzip's message without the thread it names ('[Thread 139796615674752] '):
+    another number in every process, and of no use to the user (the fuzz: the same
+    input gave two messages)."""
+    return re.sub(r"\[Thread \d+\]", "", message)
 
 
 class _ChildGone(GzipError):
@@ -70,7 +78,7 @@ class ParallelGzip(io.RawIOBase):
             self._file = rapidgzip.RapidgzipFile(self._path, parallelization=self._threads,
                                                  chunk_size=PARALLEL_GZIP_CHUNK)
         except (RuntimeError, ValueError) as error:  # no gzip header after all
-            raise GzipError(str(error)) from None
+            raise GzipError(_without_thread(str(error))) from None
 
     def readable(self) -> bool:
         return True
@@ -109,9 +117,9 @@ class ParallelGzip(io.RawIOBase):
         except RuntimeError as error:  # rapidgzip's 'End of file reached!' and the like
             if "end of file" in str(error).lower():
                 raise EOFError(str(error)) from None
-            raise GzipError(str(error)) from None
+            raise GzipError(_without_thread(str(error))) from None
         except ValueError as error:  # a bad header, CRC or size
-            raise GzipError(str(error)) from None
+            raise GzipError(_without_thread(str(error))) from None
         return got
 
     def _check_end(self, size: int) -> None:

@@ -113,3 +113,12 @@ def test_a_child_that_dies_is_an_error_and_close_ends_it(tmp_path, small_slots):
     second.read(10)
     second.close()
     assert not _alive(pid) and second.closed
+
+
+def test_rapidgzips_messages_name_no_thread():
+    """The fuzz's case 976 of seed 81 (--parallel-gzip): the same input gave
+    two messages, each naming another of rapidgzip's threads."""
+    message = ("[IsalInflateWrapper][Thread 139796615674752] Decoding failed with error code -3: Invalid lookback "
+               "distance found! Already decoded 2941 B.")
+    assert bpbc.gzip_reader._without_thread(message) == ("[IsalInflateWrapper] Decoding failed with error code -3: "
+                                                         "Invalid lookback distance found! Already decoded 2941 B.")
