@@ -93,7 +93,7 @@ _M_LETTERS = np.array([ord("M"), ord("M"), ord("I"), ord("D")], dtype=np.uint8)
 
 # The names the two kernel bodies below take from this module: each kernel
 # made from them binds its own (_named, at the end); these are the int32 one's.
-_K, _CELL, _CELL_NEG, _STATE = LANES, np.int32, _NEG, np.int32
+_K, _CELL, _CELL_NEG, _STATE, _SEGMENTS = LANES, np.int32, _NEG, np.int32, True
 _vsplat, _vload, _vstore, _vmax, _vselect, _vany = vsplat16, vload16, vstore16, vmax16, vselect16, vany
 
 
@@ -168,19 +168,25 @@ def _forward_body(block, pattern, match, mismatch, gap_open, gap_extend, first, 
 
 
 def _forward8_body(block, pattern, match, mismatch, gap_open, gap_extend, first, last, h_column, e_column, state,
-                   pointers):
+                   scores):
     """:func:`_forward_body` on 64 int8 lanes (i8x64, AVX-512BW: twice the
     reads of 32 int16 lanes for the same instructions), where every value
     fits (:func:`_fits_int8`): scores up to 127, and columns, so patterns of
-    at most 127 bases. Rows need not fit: the row of each lane's best cell is
-    kept apart, in ``state`` (int32 here: best, best_i, best_j of each lane,
-    3 x 64), set once a row for the lanes whose best rose in it (the row's
-    first maximum is the lane's best cell only if the best rose there, and
-    best_j, kept per cell, is its column). The same values, pointers and
-    first maximum as the int16 and int32 passes."""
+    at most 127 bases, over all rows of a block at once (first = 1; a block
+    that would need segments takes int16 cells). It keeps no pointers: H of
+    every cell fits a byte, so the pass stores H itself, scores[i, j, q]
+    (row 0 and column 0 zero), and :func:`_walk_scores` finds each step's
+    source again from those values by the tie rule; H of the row above comes
+    from there too (h_column is not used). About 12 of 30 instructions a
+    cell fewer than choosing and storing pointer bytes. Rows need not fit:
+    the row of each lane's best cell is kept apart, in ``state`` (int32 here:
+    best, best_i, best_j of each lane, 3 x 64), set once a row for the lanes
+    whose best rose in it (best_j, kept per cell, is then its column). The
+    same values and first maximum as the int16 and int32 passes."""
     m = pattern.shape[0]
     K = LANES8
-    flat_pointers = pointers.reshape(-1)
+    row_bytes = (m + 1) * K
+    flat_scores = scores.reshape(-1)
     flat_block = block.reshape(-1)
     flat_pattern = pattern.reshape(-1)
     carried = np.empty(2 * K, dtype=np.int8)
@@ -192,37 +198,26 @@ def _forward8_body(block, pattern, match, mismatch, gap_open, gap_extend, first,
     match_score = vsplat64(match)
     mismatch_score = vsplat64(-mismatch)
     zero = vsplat64(0)
-    from_zero, from_diag = vsplat64(_H_FROM_ZERO), vsplat64(_H_FROM_DIAG)
-    from_e, from_f = vsplat64(_H_FROM_E), vsplat64(_H_FROM_F)
-    e_flag, f_flag = vsplat64(_E_OPENED), vsplat64(_F_OPENED)
     best = vload64(carried, 0)
     best_j = vload64(carried, K)
+    if first == 1:
+        flat_scores[:row_bytes] = 0  # row 0
     for i in range(first, last + 1):
         read_bits = vload64(flat_block, (i - 1) * K)
         row_best = best
         h_diag = zero  # H[i-1][0]
         h_left = zero  # H[i][0]
         f = vsplat64(_NEG8)
-        row_pointers = (i - first + 1) * (m + 1) * K
+        above = (i - first) * row_bytes
+        here = above + row_bytes
+        vstore64(flat_scores, here, zero)  # column 0
         for j in range(1, m + 1):
             s = vselect64((read_bits & vload64(flat_pattern, (j - 1) * K)) != zero, match_score, mismatch_score)
-            h_up = vload64(h_column, j * K)
-            e_open = h_up - open_cost
-            e_extend = vload64(e_column, j * K) - extend_cost
-            e = vmax64(e_open, e_extend)
-            f_open = h_left - open_cost
-            f_extend = f - extend_cost
-            f = vmax64(f_open, f_extend)
-            diag = h_diag + s
-            source = vselect64(diag > zero, from_diag, from_zero)
-            h = vmax64(diag, zero)
-            source = vselect64(e > h, from_e, source)
-            h = vmax64(h, e)
-            source = vselect64(f > h, from_f, source)
-            h = vmax64(h, f)
-            source = source | vselect64(e_open >= e_extend, e_flag, zero) | vselect64(f_open >= f_extend, f_flag, zero)
-            vstore64(flat_pointers, row_pointers + j * K, source)
-            vstore64(h_column, j * K, h)
+            h_up = vload64(flat_scores, above + j * K)
+            e = vmax64(h_up - open_cost, vload64(e_column, j * K) - extend_cost)
+            f = vmax64(h_left - open_cost, f - extend_cost)
+            h = vmax64(vmax64(vmax64(h_diag + s, zero), e), f)
+            vstore64(flat_scores, here + j * K, h)
             vstore64(e_column, j * K, e)
             better = h > best
             best = vselect64(better, h, best)
@@ -270,7 +265,7 @@ def _walk_start(best, count):
 
 
 @njit(cache=True, nogil=True)
-def _walk_rows(block, pattern, pointers, first, at, state, targets, ops):
+def _walk_rows(block, pattern, pointers, first, at, state, targets, ops, best, match, mismatch, gap_open, gap_extend):
     """Follow the pointers back (the lanes' places and states in ``at`` and
     ``state``, see :func:`_walk_start`), lane q's ops in walking order into
     ``ops[targets[q]]``, as far as the pointers of rows ``first`` on reach
@@ -336,6 +331,82 @@ def _walk_rows(block, pattern, pointers, first, at, state, targets, ops):
         at[q, 1] = j
         at[q, 2] = n_ops
         state[q] = lane_state
+
+
+@njit(cache=True, nogil=True)
+def _walk_scores(block, pattern, scores, first, at, state, targets, ops, best, match, mismatch, gap_open,
+                 gap_extend):
+    """:func:`_walk_rows` over the H values of a whole block
+    (:func:`_forward8_body`: scores[i, j, q], first = 1) instead of pointer
+    bytes: each step's source is found again from the values, by the tie
+    rule the pointers record. In state H at a cell of value v (v = 0: the
+    alignment starts here), the source is the diagonal where H[i-1][j-1] +
+    s(i, j) = v; else E where some gap up reaches v: E[i][j] = max over k of
+    H[i-k][j] - open - k x extend, so the gap is the least such k (closing a
+    gap is preferred to extending it, so the walk closes at the first k that
+    gives v), never more rows than can still reach v (every H of the lane is
+    at most its best, ``best[q, 0]``); else F, likewise along the row. The
+    same ops as the pointers give."""
+    K = scores.shape[2]
+    row_stride = scores.shape[1] * K
+    flat = scores.reshape(-1)
+    flat_block = block.reshape(-1)
+    flat_pattern = pattern.reshape(-1)
+    open_cost = gap_open + gap_extend
+    for q in range(targets.shape[0]):
+        if state[q] == 3:
+            continue
+        i = at[q, 0]
+        j = at[q, 1]
+        n_ops = at[q, 2]
+        lane_ops = ops[targets[q]]
+        top = best[q, 0]
+        v = np.int64(flat[i * row_stride + j * K + q])
+        while v > 0 and i > 0 and j > 0:
+            at_cell = i * row_stride + j * K + q
+            matched = (flat_block[(i - 1) * K + q] & flat_pattern[(j - 1) * K + q]) != 0
+            diag = np.int64(flat[at_cell - row_stride - K]) + (match if matched else -mismatch)
+            if diag == v:
+                lane_ops[n_ops] = OP_MATCH if matched else OP_MISMATCH
+                n_ops += 1
+                i -= 1
+                j -= 1
+                v = np.int64(flat[at_cell - row_stride - K])
+                continue
+            gap = 0
+            k = 1
+            while k <= i and top - open_cost - (k - 1) * gap_extend >= v:  # a gap of k read bases (E)
+                if np.int64(flat[at_cell - k * row_stride]) - open_cost - (k - 1) * gap_extend == v:
+                    gap = k
+                    break
+                k += 1
+            if gap:
+                for _ in range(gap):
+                    lane_ops[n_ops] = OP_INS
+                    n_ops += 1
+                i -= gap
+                v = np.int64(flat[at_cell - gap * row_stride])
+                continue
+            k = 1
+            while k <= j and top - open_cost - (k - 1) * gap_extend >= v:  # a gap of k pattern bases (F)
+                if np.int64(flat[at_cell - k * K]) - open_cost - (k - 1) * gap_extend == v:
+                    gap = k
+                    break
+                k += 1
+            for _ in range(gap):
+                lane_ops[n_ops] = OP_DEL
+                n_ops += 1
+            j -= gap
+            v = np.int64(flat[at_cell - gap * K])
+            if gap == 0:  # no source: cannot happen with the values of a forward pass
+                break
+        at[q, 0] = i
+        at[q, 1] = j
+        at[q, 2] = n_ops
+        state[q] = 3
+
+
+_walk = _walk_rows  #: the walk of _align_batch_body: each kernel binds its own (_named)
 
 
 @njit(cache=True, nogil=True)
@@ -1000,7 +1071,7 @@ def _align_batch_body(codes, lengths, rows, skips, order, pattern_codes, pattern
             _fill_patterns(pattern_codes, pattern_start, lane_pattern, lane_offset, first, count, bits)
             row_bytes = (m + 1) * _K
             segment = max(n, 1)
-            if (n + 1) * row_bytes > budget:
+            if (n + 1) * row_bytes > budget and _SEGMENTS:  # int8 blocks: never (_run_batch keeps them small)
                 # rows a segment: its pointers (segment x row_bytes bytes) take what the checkpoints
                 # (2 x n / segment rows of cells) take, the least the two can take together
                 segment = max(1, min(n, int(np.sqrt(2.0 * h_column.itemsize * n))))
@@ -1038,9 +1109,11 @@ def _align_batch_body(codes, lengths, rows, skips, order, pattern_codes, pattern
                     _copy(checkpoints, (2 * s + 1) * row_bytes, e_column, 0, row_bytes)
                     _forward(block, bits, match, mismatch, gap_open, gap_extend, s * segment + 1,
                              min(n, (s + 1) * segment), h_column, e_column, again, pointers)
-                _walk_rows(block, bits, pointers, s * segment + 1, starts, walking, targets, ops)
+                _walk(block, bits, pointers, s * segment + 1, starts, walking, targets, ops, best, match, mismatch,
+                      gap_open, gap_extend)
             if segments == 0:
-                _walk_rows(block, bits, pointers, 1, starts, walking, targets, ops)
+                _walk(block, bits, pointers, 1, starts, walking, targets, ops, best, match, mismatch, gap_open,
+                      gap_extend)
             _walk_end(starts, targets, ops)
             for q in range(count):
                 t = targets[q]
@@ -1187,16 +1260,16 @@ _forward_lanes8 = njit(cache=True, nogil=True)(_forward8_body)
 _new_rows_lanes8 = njit(cache=True, nogil=True)(_named(_new_rows_body, "_i8", _K=LANES8, _CELL_NEG=_NEG8))
 _align_batch_parallel, _align_batch_serial = _batch_kernels(
     _align_batch_body, "", _K=LANES, _CELL=np.int32, _STATE=np.int32, _forward=_forward_lanes,
-    _new_rows=_new_rows_lanes)
+    _new_rows=_new_rows_lanes, _walk=_walk_rows)
 _align_batch_parallel16, _align_batch_serial16 = _batch_kernels(
     _align_batch_body, "16", _K=LANES16, _CELL=np.int16, _STATE=np.int16, _forward=_forward_lanes16,
-    _new_rows=_new_rows_lanes16)
+    _new_rows=_new_rows_lanes16, _walk=_walk_rows)
 _align_batch_parallel8, _align_batch_serial8 = _batch_kernels(
     _align_batch_body, "8", _K=LANES8, _CELL=np.int8, _STATE=np.int32, _forward=_forward_lanes8,
-    _new_rows=_new_rows_lanes8)
+    _new_rows=_new_rows_lanes8, _walk=_walk_scores, _SEGMENTS=False)
 _align_batch_parallel1, _align_batch_serial1 = _batch_kernels(
     _align_batch_body, "1", _K=1, _CELL=np.int32, _STATE=np.int32, _forward=_forward_lane1,
-    _new_rows=_new_rows_lane1)
+    _new_rows=_new_rows_lane1, _walk=_walk_rows)
 # The score pass (long patterns), likewise
 # (a block is one stripe of rows; one block on all threads is a stripe each: a wavefront)
 _score_stripe_lanes, _score_stripe_lanes16 = _lane_kernels(_score_stripe_body)
@@ -1641,15 +1714,18 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     total = len(order)
     if not parallel:  # a few long instances: as many cells as a batch
         parallel = float((rows_needed * (table.lengths[ks[order]] + 1)).sum()) >= _PARALLEL_CELLS
+    pointer_bytes = (int(rows_needed.max()) + 1) * (widest + 1) * LANES16 if total else 0
+    if cell_bits == 8 and pointer_bytes * 2 > POINTER_BUDGET:
+        cell_bits = None  # int8 blocks are not aligned in segments of rows (_forward8_body)
     if not total:
         cell_bits = 32
     elif cell_bits is None:
         # int16 where the values fit, and where a block's pointers (twice the
         # reads, so twice the bytes) stay small: long reads against long
-        # patterns keep the int32 blocks and the memory they took before
-        pointer_bytes = (int(rows_needed.max()) + 1) * (widest + 1) * LANES16
+        # patterns keep the int32 blocks and the memory they took before;
+        # int8 where the scores fit too, within the same bytes and in one segment
         cell_bits = 16 if fits and pointer_bytes <= _INT16_POINTERS else 32
-        if fits8 and pointer_bytes * 2 <= _INT16_POINTERS:
+        if fits8 and pointer_bytes * 2 <= min(_INT16_POINTERS, POINTER_BUDGET):
             cell_bits = 8
     if cell_bits == 8:
         align_batch = _align_batch_parallel8 if parallel else _align_batch_serial8
