@@ -1638,8 +1638,12 @@ def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, s
 def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cell_bits=None, known_ends=None):
     """Align (rows[t], oriented pattern ks[t] of ``table``) for every t:
     the (t, 8) result table and the CIGARs (read backwards where
-    ``reverse_cigar[t]``). ``cell_bits``: the forward pass on int16 (16) or
-    int32 (32) cells; None: int16 where the values fit (:func:`_fits_int16`).
+    ``reverse_cigar[t]``). ``cell_bits``: the forward pass on int8 (8), int16
+    (16) or int32 (32) cells; None: int8 where the scores fit (:func:`_fits_int8`)
+    and a block's bytes stay within _INT16_POINTERS and POINTER_BUDGET, else
+    int16 where the values fit (:func:`_fits_int16`). 8 where int8 cannot
+    serve (the values, or a block past POINTER_BUDGET, which int8 blocks
+    cannot be aligned in segments of) is taken as None.
     ``known_ends``: None, or (t, 3) score, read end and pattern end of the
     instances whose end cell is known (score -1 where it is not), as
     :func:`end_cells` gives them."""
