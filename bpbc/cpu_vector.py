@@ -324,12 +324,51 @@ mask32 = LaneVector("mask32", 1, 32)  #: what comparing two i16x32 gives
 vsplat32, vmax32, vselect32, vload32, vstore32 = _lane_integers(i16x32, mask32, types.int16)
 
 
+# ---------------------------------------------------------------------------
+# 8-bit lanes for the traceback's forward pass where its scores fit in int8
+# (short patterns: bpbc.traceback._fits_int8): 64 reads at once, twice the
+# lanes of i16x32 for the same instructions (AVX-512BW). The same operators
+# and functions, suffixed 64 for their 64 lanes (int8 or uint8 arrays).
+
+i8x64 = LaneVector("i8x64", 8, 64)
+mask64 = LaneVector("mask64", 1, 64)  #: what comparing two i8x64 gives
+vsplat64, vmax64, vselect64, vload64, vstore64 = _lane_integers(i8x64, mask64, types.int8)
+
+
+@intrinsic
+def vbits64(typingctx, mask):
+    """The 64 lanes of ``mask`` (what comparing two i8x64 gives) as the bits
+    of one uint64, lane q in bit q (one kmovq on AVX-512)."""
+    if mask != mask64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.uint64(mask), codegen
+
+
+@intrinsic
+def lowest_bit(typingctx, word):
+    """The index of the lowest set bit of the uint64 ``word`` (not 0): one tzcnt."""
+    if word != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        cttz = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64, ir.IntType(1)]),
+                                              "llvm.cttz.i64")
+        return builder.call(cttz, [args[0], ir.Constant(ir.IntType(1), 0)])
+
+    return types.int64(word), codegen
+
+
 @intrinsic
 def vany(typingctx, mask):
-    """Whether any lane of ``mask`` (what comparing two i32x16 or two i16x32
-    gives) is set: the mask's bits as one integer, compared with 0 (one
-    kortest on AVX-512)."""
-    if mask not in (mask16, mask32):
+    """Whether any lane of ``mask`` (what comparing two i32x16, two i16x32
+    or two i8x64 gives) is set: the mask's bits as one integer, compared
+    with 0 (one kortest on AVX-512)."""
+    if mask not in (mask16, mask32, mask64):
         return None
 
     def codegen(context, builder, signature, args):

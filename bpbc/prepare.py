@@ -78,8 +78,9 @@ def _engine_task(planes: int, track_best: bool, scoring: tuple[int, int, int, in
 
 def _traceback_task(parallel: bool, scoring: tuple[int, int, int, int], cell_bits: int = 16) -> tuple[float, float]:
     """The traceback's kernels: the parallel ones from traceback._PARALLEL_FROM
-    instances on; on int16 cells (those of most runs) or int32 cells (scores
-    or reads too long for int16); against a short pattern and a long one (the
+    instances on; on int8 cells (short patterns: adapters, primers), int16
+    cells (those of most other runs) or int32 cells (scores or reads too long
+    for int16); against a short pattern and a long one (the
     score pass and windows of patterns many times a read's length)."""
     import numpy as np
 
@@ -211,7 +212,7 @@ def prepare(thresholds=DEFAULT_THRESHOLDS, scoring: tuple[int, int, int, int] = 
 
         # first the kernels that need no files, in groups that share none
         kernels: list[Task] = [(f"traceback ({'parallel' if parallel else 'serial'}, int{bits} cells)", _traceback_task,
-                                (parallel, scoring, bits)) for bits in (16, 32) for parallel in (True, False)]
+                                (parallel, scoring, bits)) for bits in (8, 16, 32) for parallel in (True, False)]
         if device != "gpu":
             kernels += [(f"engine kernel: {planes} planes{'' if best else ', flags only'}", _engine_task,
                          (planes, best, scoring)) for planes, best in engine_kernels(thresholds)]

@@ -49,8 +49,9 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from bpbc.cpu_engine import lexsort2
-from bpbc.cpu_vector import (load_acquire, store_release, take_next, vany, vload16, vload32, vmax16, vmax32, vselect16,
-                              vselect32, vsplat16, vsplat32, vstore16, vstore32, yield_thread)
+from bpbc.cpu_vector import (load_acquire, lowest_bit, store_release, take_next, vany, vbits64, vload16, vload32, vload64,
+                              vmax16, vmax32, vmax64, vselect16, vselect32, vselect64, vsplat16, vsplat32, vsplat64,
+                              vstore16, vstore32, vstore64, yield_thread)
 from bpbc.buffers import BufferPool
 from bpbc.result import AlignmentTable, Texts
 from bpbc.scoring import Scoring
@@ -66,6 +67,12 @@ _NEG = -(1 << 29)  # E and F on row/column 0: no gap can end there (int32 cells)
 _NEG16 = -(1 << 14)  # the same for int16 cells: below -(open + extend), and minus extend still an int16
 LANES = 16  #: reads aligned together with int32 cells: one 16 x int32 vector per DP value (one zmm, or two ymm)
 LANES16 = 32  #: reads aligned together with int16 cells, where the values fit (see _fits_int16)
+LANES8 = 64  #: and with int8 cells, where the scores and columns fit (see _fits_int8)
+_NEG8 = -(1 << 6)  #: _NEG16 for int8 cells: below -(open + extend), and minus extend still an int8
+#: int8 cells are used while these hold (_fits_int8): the largest score and the columns
+#: (patterns up to 127 bases), and costs that keep _NEG8 below every value and its
+#: differences inside int8
+_INT8_SCORE, _INT8_COST = (1 << 7) - 1, 1 << 5
 #: int16 cells are used while these hold: the largest score (match x the
 #: shorter of the longest read and pattern) and the row and column numbers
 #: an int16 lane carries, and gap and mismatch costs that keep _NEG16 below
@@ -86,7 +93,7 @@ _M_LETTERS = np.array([ord("M"), ord("M"), ord("I"), ord("D")], dtype=np.uint8)
 
 # The names the two kernel bodies below take from this module: each kernel
 # made from them binds its own (_named, at the end); these are the int32 one's.
-_K, _CELL, _CELL_NEG = LANES, np.int32, _NEG
+_K, _CELL, _CELL_NEG, _STATE, _SEGMENTS = LANES, np.int32, _NEG, np.int32, True
 _vsplat, _vload, _vstore, _vmax, _vselect, _vany = vsplat16, vload16, vstore16, vmax16, vselect16, vany
 
 
@@ -160,6 +167,74 @@ def _forward_body(block, pattern, match, mismatch, gap_open, gap_extend, first, 
     _vstore(state, 2 * K, best_j)
 
 
+def _forward8_body(block, pattern, match, mismatch, gap_open, gap_extend, first, last, h_column, e_column, state,
+                   scores):
+    """:func:`_forward_body` on 64 int8 lanes (i8x64, AVX-512BW: twice the
+    reads of 32 int16 lanes for the same instructions), where every value
+    fits (:func:`_fits_int8`): scores up to 127, and columns, so patterns of
+    at most 127 bases, over all rows of a block at once (first = 1; a block
+    that would need segments takes int16 cells). It keeps no pointers: H of
+    every cell fits a byte, so the pass stores H itself, scores[i, j, q]
+    (row 0 and column 0 zero), and :func:`_walk_scores` finds each step's
+    source again from those values by the tie rule; H of the row above comes
+    from there too (h_column is not used). About 12 of 30 instructions a
+    cell fewer than choosing and storing pointer bytes. Rows need not fit:
+    the row of each lane's best cell is kept apart, in ``state`` (int32 here:
+    best, best_i, best_j of each lane, 3 x 64), set once a row for the lanes
+    whose best rose in it (best_j, kept per cell, is then its column). The
+    same values and first maximum as the int16 and int32 passes."""
+    m = pattern.shape[0]
+    K = LANES8
+    row_bytes = (m + 1) * K
+    flat_scores = scores.reshape(-1)
+    flat_block = block.reshape(-1)
+    flat_pattern = pattern.reshape(-1)
+    carried = np.empty(2 * K, dtype=np.int8)
+    for q in range(K):
+        carried[q] = state[q]
+        carried[K + q] = state[2 * K + q]
+    open_cost = vsplat64(gap_open + gap_extend)
+    extend_cost = vsplat64(gap_extend)
+    match_score = vsplat64(match)
+    mismatch_score = vsplat64(-mismatch)
+    zero = vsplat64(0)
+    best = vload64(carried, 0)
+    best_j = vload64(carried, K)
+    if first == 1:
+        flat_scores[:row_bytes] = 0  # row 0
+    for i in range(first, last + 1):
+        read_bits = vload64(flat_block, (i - 1) * K)
+        row_best = best
+        h_diag = zero  # H[i-1][0]
+        h_left = zero  # H[i][0]
+        f = vsplat64(_NEG8)
+        above = (i - first) * row_bytes
+        here = above + row_bytes
+        vstore64(flat_scores, here, zero)  # column 0
+        for j in range(1, m + 1):
+            s = vselect64((read_bits & vload64(flat_pattern, (j - 1) * K)) != zero, match_score, mismatch_score)
+            h_up = vload64(flat_scores, above + j * K)
+            e = vmax64(h_up - open_cost, vload64(e_column, j * K) - extend_cost)
+            f = vmax64(h_left - open_cost, f - extend_cost)
+            h = vmax64(vmax64(vmax64(h_diag + s, zero), e), f)
+            vstore64(flat_scores, here + j * K, h)
+            vstore64(e_column, j * K, e)
+            better = h > best
+            best = vselect64(better, h, best)
+            best_j = vselect64(better, vsplat64(j), best_j)
+            h_diag = h_up
+            h_left = h
+        rose = vbits64(best > row_best)
+        while rose:
+            state[K + lowest_bit(rose)] = i
+            rose &= rose - np.uint64(1)
+    vstore64(carried, 0, best)
+    vstore64(carried, K, best_j)
+    for q in range(K):
+        state[q] = carried[q]
+        state[2 * K + q] = carried[K + q]
+
+
 def _new_rows_body(m, h_column, e_column, state):
     """Row 0 of a block against m pattern columns into h_column and e_column
     (H = 0, E = _CELL_NEG: no gap ends there), and no best yet in state."""
@@ -190,62 +265,148 @@ def _walk_start(best, count):
 
 
 @njit(cache=True, nogil=True)
-def _walk_rows(block, pattern, pointers, first, at, state, targets, ops):
+def _walk_rows(block, pattern, pointers, first, at, state, targets, ops, best, match, mismatch, gap_open, gap_extend):
     """Follow the pointers back (the lanes' places and states in ``at`` and
     ``state``, see :func:`_walk_start`), lane q's ops in walking order into
     ``ops[targets[q]]``, as far as the pointers of rows ``first`` on reach
     (row i's in pointers[i - first + 1]): a lane that comes to a row above
-    them waits there for the next segment's (_align_batch_body). One step of
-    every lane in turn: a lane's steps wait on each other (each loads the
-    pointer the last one chose, from a block of pointers in L2), the lanes'
-    do not, so their loads overlap (one lane after the other, as before:
-    about 1.4x the time for the walk)."""
-    count = targets.shape[0]
-    moved = True
-    while moved:
-        moved = False
-        for q in range(count):
-            lane_state = state[q]
-            if lane_state == 3:
-                continue
-            i = at[q, 0]
-            j = at[q, 1]
-            if lane_state == 0 and (i == 0 or j == 0):
-                state[q] = 3
-                continue
-            if i < first:
-                continue  # its pointers are in a segment above
-            moved = True
-            t = targets[q]
-            row = i - first + 1
+    them waits there for the next segment's (_align_batch_body). One lane
+    after the other, its place, state and op count in registers, a run of
+    diagonal steps (most of an alignment) in a loop of its own on flat
+    offsets: the next cell's address is known ahead, the branch predicted,
+    and the loads of the pointers (in L2) overlap. Stepping every lane in
+    turn, each lane's place kept in ``at``, took 2.5-3x the time (64 lanes of
+    trimming's hits, 150 x 33 cells: 164 against 64 ns a lane on Zen 4): a
+    lane's step waited on its stores of the step before, and the lanes done
+    or waiting were tested at every turn."""
+    K = pointers.shape[2]
+    row_stride = pointers.shape[1] * K
+    flat = pointers.reshape(-1)
+    flat_block = block.reshape(-1)
+    flat_pattern = pattern.reshape(-1)
+    for q in range(targets.shape[0]):
+        lane_state = state[q]
+        if lane_state == 3:
+            continue
+        i = at[q, 0]
+        j = at[q, 1]
+        n_ops = at[q, 2]
+        lane_ops = ops[targets[q]]
+        while True:
             if lane_state == 0:
-                source = pointers[row, j, q] & _H_SOURCE
+                while i >= first and i > 0 and j > 0:  # a run of diagonal steps
+                    if flat[(i - first + 1) * row_stride + j * K + q] & _H_SOURCE != _H_FROM_DIAG:
+                        break
+                    lane_ops[n_ops] = OP_MISMATCH - ((flat_block[(i - 1) * K + q] & flat_pattern[(j - 1) * K + q])
+                                                     != 0)
+                    n_ops += 1
+                    i -= 1
+                    j -= 1
+                if i == 0 or j == 0:
+                    lane_state = 3
+                    break
+                if i < first:
+                    break  # its pointers are in a segment above
+                source = flat[(i - first + 1) * row_stride + j * K + q] & _H_SOURCE
                 if source == _H_FROM_ZERO:
-                    state[q] = 3
-                elif source == _H_FROM_DIAG:
-                    if block[i - 1, q] & pattern[j - 1, q]:
-                        ops[t, at[q, 2]] = OP_MATCH
-                    else:
-                        ops[t, at[q, 2]] = OP_MISMATCH
-                    at[q, 2] += 1
-                    at[q, 0] = i - 1
-                    at[q, 1] = j - 1
-                elif source == _H_FROM_E:
-                    state[q] = 1
-                else:
-                    state[q] = 2
-            elif lane_state == 1:
-                ops[t, at[q, 2]] = OP_INS
-                at[q, 2] += 1
-                if pointers[row, j, q] & _E_OPENED:
-                    state[q] = 0
-                at[q, 0] = i - 1
+                    lane_state = 3
+                    break
+                lane_state = 1 if source == _H_FROM_E else 2
+            if i < first:
+                break
+            pointer = flat[(i - first + 1) * row_stride + j * K + q]
+            if lane_state == 1:
+                lane_ops[n_ops] = OP_INS
+                n_ops += 1
+                if pointer & _E_OPENED:
+                    lane_state = 0
+                i -= 1
             else:
-                ops[t, at[q, 2]] = OP_DEL
-                at[q, 2] += 1
-                if pointers[row, j, q] & _F_OPENED:
-                    state[q] = 0
-                at[q, 1] = j - 1
+                lane_ops[n_ops] = OP_DEL
+                n_ops += 1
+                if pointer & _F_OPENED:
+                    lane_state = 0
+                j -= 1
+        at[q, 0] = i
+        at[q, 1] = j
+        at[q, 2] = n_ops
+        state[q] = lane_state
+
+
+@njit(cache=True, nogil=True)
+def _walk_scores(block, pattern, scores, first, at, state, targets, ops, best, match, mismatch, gap_open,
+                 gap_extend):
+    """:func:`_walk_rows` over the H values of a whole block
+    (:func:`_forward8_body`: scores[i, j, q], first = 1) instead of pointer
+    bytes: each step's source is found again from the values, by the tie
+    rule the pointers record. In state H at a cell of value v (v = 0: the
+    alignment starts here), the source is the diagonal where H[i-1][j-1] +
+    s(i, j) = v; else E where some gap up reaches v: E[i][j] = max over k of
+    H[i-k][j] - open - k x extend, so the gap is the least such k (closing a
+    gap is preferred to extending it, so the walk closes at the first k that
+    gives v), never more rows than can still reach v (every H of the lane is
+    at most its best, ``best[q, 0]``); else F, likewise along the row. The
+    same ops as the pointers give."""
+    K = scores.shape[2]
+    row_stride = scores.shape[1] * K
+    flat = scores.reshape(-1)
+    flat_block = block.reshape(-1)
+    flat_pattern = pattern.reshape(-1)
+    open_cost = gap_open + gap_extend
+    for q in range(targets.shape[0]):
+        if state[q] == 3:
+            continue
+        i = at[q, 0]
+        j = at[q, 1]
+        n_ops = at[q, 2]
+        lane_ops = ops[targets[q]]
+        top = best[q, 0]
+        v = np.int64(flat[i * row_stride + j * K + q])
+        while v > 0 and i > 0 and j > 0:
+            at_cell = i * row_stride + j * K + q
+            matched = (flat_block[(i - 1) * K + q] & flat_pattern[(j - 1) * K + q]) != 0
+            diag = np.int64(flat[at_cell - row_stride - K]) + (match if matched else -mismatch)
+            if diag == v:
+                lane_ops[n_ops] = OP_MATCH if matched else OP_MISMATCH
+                n_ops += 1
+                i -= 1
+                j -= 1
+                v = np.int64(flat[at_cell - row_stride - K])
+                continue
+            gap = 0
+            k = 1
+            while k <= i and top - open_cost - (k - 1) * gap_extend >= v:  # a gap of k read bases (E)
+                if np.int64(flat[at_cell - k * row_stride]) - open_cost - (k - 1) * gap_extend == v:
+                    gap = k
+                    break
+                k += 1
+            if gap:
+                for _ in range(gap):
+                    lane_ops[n_ops] = OP_INS
+                    n_ops += 1
+                i -= gap
+                v = np.int64(flat[at_cell - gap * row_stride])
+                continue
+            k = 1
+            while k <= j and top - open_cost - (k - 1) * gap_extend >= v:  # a gap of k pattern bases (F)
+                if np.int64(flat[at_cell - k * K]) - open_cost - (k - 1) * gap_extend == v:
+                    gap = k
+                    break
+                k += 1
+            for _ in range(gap):
+                lane_ops[n_ops] = OP_DEL
+                n_ops += 1
+            j -= gap
+            v = np.int64(flat[at_cell - gap * K])
+            if gap == 0:  # no source: cannot happen with the values of a forward pass
+                break
+        at[q, 0] = i
+        at[q, 1] = j
+        at[q, 2] = n_ops
+        state[q] = 3
+
+
+_walk = _walk_rows  #: the walk of _align_batch_body: each kernel binds its own (_named)
 
 
 @njit(cache=True, nogil=True)
@@ -892,8 +1053,8 @@ def _align_batch_body(codes, lengths, rows, skips, order, pattern_codes, pattern
         h_column = np.empty(0, dtype=_CELL)
         e_column = np.empty(0, dtype=_CELL)
         checkpoints = np.empty(0, dtype=_CELL)
-        state = np.zeros(3 * _K, dtype=_CELL)
-        again = np.zeros(3 * _K, dtype=_CELL)  # the best cells of a segment's second pass, not used
+        state = np.zeros(3 * _K, dtype=_STATE)
+        again = np.zeros(3 * _K, dtype=_STATE)  # the best cells of a segment's second pass, not used
         while True:
             b = take_next(taken)
             if b >= blocks:
@@ -910,7 +1071,7 @@ def _align_batch_body(codes, lengths, rows, skips, order, pattern_codes, pattern
             _fill_patterns(pattern_codes, pattern_start, lane_pattern, lane_offset, first, count, bits)
             row_bytes = (m + 1) * _K
             segment = max(n, 1)
-            if (n + 1) * row_bytes > budget:
+            if (n + 1) * row_bytes > budget and _SEGMENTS:  # int8 blocks: never (_run_batch keeps them small)
                 # rows a segment: its pointers (segment x row_bytes bytes) take what the checkpoints
                 # (2 x n / segment rows of cells) take, the least the two can take together
                 segment = max(1, min(n, int(np.sqrt(2.0 * h_column.itemsize * n))))
@@ -948,9 +1109,11 @@ def _align_batch_body(codes, lengths, rows, skips, order, pattern_codes, pattern
                     _copy(checkpoints, (2 * s + 1) * row_bytes, e_column, 0, row_bytes)
                     _forward(block, bits, match, mismatch, gap_open, gap_extend, s * segment + 1,
                              min(n, (s + 1) * segment), h_column, e_column, again, pointers)
-                _walk_rows(block, bits, pointers, s * segment + 1, starts, walking, targets, ops)
+                _walk(block, bits, pointers, s * segment + 1, starts, walking, targets, ops, best, match, mismatch,
+                      gap_open, gap_extend)
             if segments == 0:
-                _walk_rows(block, bits, pointers, 1, starts, walking, targets, ops)
+                _walk(block, bits, pointers, 1, starts, walking, targets, ops, best, match, mismatch, gap_open,
+                      gap_extend)
             _walk_end(starts, targets, ops)
             for q in range(count):
                 t = targets[q]
@@ -1092,12 +1255,21 @@ _new_rows_lanes, _new_rows_lanes16 = _lane_kernels(_new_rows_body)
 _forward, _new_rows = _forward_lanes, _new_rows_lanes
 _forward_lane1 = njit(cache=True, nogil=True)(_named(_forward_body, "_1", **_ONE_LANE))
 _new_rows_lane1 = njit(cache=True, nogil=True)(_named(_new_rows_body, "_1", **_ONE_LANE))
+# and on 64 int8 lanes, where the scores and the columns fit (short patterns: _fits_int8)
+_forward_lanes8 = njit(cache=True, nogil=True)(_forward8_body)
+_new_rows_lanes8 = njit(cache=True, nogil=True)(_named(_new_rows_body, "_i8", _K=LANES8, _CELL_NEG=_NEG8))
 _align_batch_parallel, _align_batch_serial = _batch_kernels(
-    _align_batch_body, "", _K=LANES, _CELL=np.int32, _forward=_forward_lanes, _new_rows=_new_rows_lanes)
+    _align_batch_body, "", _K=LANES, _CELL=np.int32, _STATE=np.int32, _forward=_forward_lanes,
+    _new_rows=_new_rows_lanes, _walk=_walk_rows)
 _align_batch_parallel16, _align_batch_serial16 = _batch_kernels(
-    _align_batch_body, "16", _K=LANES16, _CELL=np.int16, _forward=_forward_lanes16, _new_rows=_new_rows_lanes16)
+    _align_batch_body, "16", _K=LANES16, _CELL=np.int16, _STATE=np.int16, _forward=_forward_lanes16,
+    _new_rows=_new_rows_lanes16, _walk=_walk_rows)
+_align_batch_parallel8, _align_batch_serial8 = _batch_kernels(
+    _align_batch_body, "8", _K=LANES8, _CELL=np.int8, _STATE=np.int32, _forward=_forward_lanes8,
+    _new_rows=_new_rows_lanes8, _walk=_walk_scores, _SEGMENTS=False)
 _align_batch_parallel1, _align_batch_serial1 = _batch_kernels(
-    _align_batch_body, "1", _K=1, _CELL=np.int32, _forward=_forward_lane1, _new_rows=_new_rows_lane1)
+    _align_batch_body, "1", _K=1, _CELL=np.int32, _STATE=np.int32, _forward=_forward_lane1,
+    _new_rows=_new_rows_lane1, _walk=_walk_rows)
 # The score pass (long patterns), likewise
 # (a block is one stripe of rows; one block on all threads is a stripe each: a wavefront)
 _score_stripe_lanes, _score_stripe_lanes16 = _lane_kernels(_score_stripe_body)
@@ -1186,6 +1358,17 @@ def _fits_int16(longest_read: int, longest_pattern: int, scoring: Scoring) -> bo
     return (scoring.match * min(longest_read, longest_pattern) <= _INT16_SCORE
             and max(longest_read, longest_pattern) < _INT16_SCORE
             and scoring.mismatch <= _INT16_COST and scoring.gap_open + scoring.gap_extend <= _INT16_COST)
+
+
+def _fits_int8(longest_read: int, longest_pattern: int, scoring: Scoring) -> bool:
+    """Whether the 64 int8 lanes of _forward8_body hold every value of the
+    forward pass exactly: the best score (match x the shorter of read and
+    pattern; every cell's H and every diagonal sum is a local alignment's
+    score, so at most that), the column numbers (patterns of at most 127
+    bases; rows are kept apart), and every E and F, with _NEG8 below them all
+    (costs of at most _INT8_COST: every value at least _NEG8 - gap_extend)."""
+    return (scoring.match * min(longest_read, longest_pattern) <= _INT8_SCORE and longest_pattern <= _INT8_SCORE
+            and scoring.mismatch <= _INT8_COST and scoring.gap_open + scoring.gap_extend <= _INT8_COST)
 
 
 def _pattern_blocks(chosen, read_lengths, ks, table, lanes):
@@ -1455,8 +1638,12 @@ def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, s
 def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cell_bits=None, known_ends=None):
     """Align (rows[t], oriented pattern ks[t] of ``table``) for every t:
     the (t, 8) result table and the CIGARs (read backwards where
-    ``reverse_cigar[t]``). ``cell_bits``: the forward pass on int16 (16) or
-    int32 (32) cells; None: int16 where the values fit (:func:`_fits_int16`).
+    ``reverse_cigar[t]``). ``cell_bits``: the forward pass on int8 (8), int16
+    (16) or int32 (32) cells; None: int8 where the scores fit (:func:`_fits_int8`)
+    and a block's bytes stay within _INT16_POINTERS and POINTER_BUDGET, else
+    int16 where the values fit (:func:`_fits_int16`). 8 where int8 cannot
+    serve (the values, or a block past POINTER_BUDGET, which int8 blocks
+    cannot be aligned in segments of) is taken as None.
     ``known_ends``: None, or (t, 3) score, read end and pattern end of the
     instances whose end cell is known (score -1 where it is not), as
     :func:`end_cells` gives them."""
@@ -1476,6 +1663,11 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     ops = _OPS_BUFFERS.take(count * width).reshape(count, width)
     parallel = count >= _PARALLEL_FROM
     fits = _fits_int16(codes.shape[1], longest, scoring)
+    fits8 = _fits_int8(codes.shape[1], longest, scoring) and cell_bits in (None, 8)
+    if cell_bits == 8 and not fits8:
+        cell_bits = None  # int8 asked for where the values do not fit: the cells that hold them
+    # instances grouped in blocks of the lanes they will most likely take
+    group_lanes = LANES8 if fits8 else LANES16 if fits and cell_bits != 32 else LANES
     read_lengths = lengths[rows]
     pattern_lengths = table.lengths[ks].astype(np.int64)
     # patterns many times the read's length, and large instances: a score pass finds the end
@@ -1486,7 +1678,7 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
         known_ends = np.asarray(known_ends, dtype=np.int64)
         windowed &= known_ends[:, 0] < 0
     plain = np.flatnonzero(~windowed if known_ends is None else ~windowed & (known_ends[:, 0] < 0))
-    parts = [_pattern_blocks(plain, read_lengths[plain], ks[plain], table, LANES16 if fits else LANES)]
+    parts = [_pattern_blocks(plain, read_lengths[plain], ks[plain], table, group_lanes)]
     # the instances whose end cells are known, or found by a score pass (int16 cells where they
     # fit, unless int32 cells are asked for): aligned in the box, and where they can in the band,
     # where every alignment of their score ending there lies
@@ -1516,7 +1708,7 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
                 table_rows += done_rows
         rest = ~aligned
         parts.append(_boxed_blocks(chosen[rest], score[rest], read_end[rest], pattern_end[rest], box[rest],
-                                   LANES16 if fits and cell_bits != 32 else LANES))
+                                   group_lanes))
     order = np.concatenate([part[0] for part in parts])
     lane_offset = np.concatenate([part[1] for part in parts])
     ends = np.concatenate([part[2] for part in parts])
@@ -1526,15 +1718,23 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     total = len(order)
     if not parallel:  # a few long instances: as many cells as a batch
         parallel = float((rows_needed * (table.lengths[ks[order]] + 1)).sum()) >= _PARALLEL_CELLS
+    pointer_bytes = (int(rows_needed.max()) + 1) * (widest + 1) * LANES16 if total else 0
+    if cell_bits == 8 and pointer_bytes * 2 > POINTER_BUDGET:
+        cell_bits = None  # int8 blocks are not aligned in segments of rows (_forward8_body)
     if not total:
         cell_bits = 32
     elif cell_bits is None:
         # int16 where the values fit, and where a block's pointers (twice the
         # reads, so twice the bytes) stay small: long reads against long
-        # patterns keep the int32 blocks and the memory they took before
-        pointer_bytes = (int(rows_needed.max()) + 1) * (widest + 1) * LANES16
+        # patterns keep the int32 blocks and the memory they took before;
+        # int8 where the scores fit too, within the same bytes and in one segment
         cell_bits = 16 if fits and pointer_bytes <= _INT16_POINTERS else 32
-    if cell_bits == 16:
+        if fits8 and pointer_bytes * 2 <= min(_INT16_POINTERS, POINTER_BUDGET):
+            cell_bits = 8
+    if cell_bits == 8:
+        align_batch = _align_batch_parallel8 if parallel else _align_batch_serial8
+        lanes = LANES8
+    elif cell_bits == 16:
         align_batch = _align_batch_parallel16 if parallel else _align_batch_serial16
         lanes = LANES16
     else:

@@ -495,6 +495,151 @@ def test_int16_cells_only_where_a_blocks_pointers_stay_small(monkeypatch):
             assert (found.score == 20).all()
 
 
+def _three_widths(codes, lengths, rows, table, ks, scoring, reverse=None):
+    """_run_batch on int8 (where it fits: else the cells that hold the values), int16 and int32 cells."""
+    from bpbc.traceback import _run_batch
+
+    reverse = np.zeros(len(rows), dtype=bool) if reverse is None else reverse
+    return [_run_batch(codes, lengths, rows, table, ks, scoring, True, reverse, cell_bits=bits) for bits in (8, 16, 32)]
+
+
+def _int8_kernel_calls(monkeypatch):
+    """A list that counts the instances each call of the int8 kernels aligns."""
+    from bpbc import traceback as tb
+
+    calls = []
+    for name in ("_align_batch_parallel8", "_align_batch_serial8"):
+        def counted(*args, kernel=getattr(tb, name)):
+            calls.append(len(args[2]))
+            return kernel(*args)
+
+        monkeypatch.setattr(tb, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("scoring", [Scoring(), Scoring(1, 1, 1, 1), Scoring(3, 2, 4, 1)], ids=scoring_id)
+def test_int8_int16_and_int32_cells_give_the_same_alignments(scoring, monkeypatch):
+    """Short patterns (5-63 bases, IUPAC codes) against reads of 0-200 bases
+    (Ns), both strands, more instances than a block of 64 lanes and blocks
+    of any fill: the int8 pass gives the int16 and int32 passes' result table
+    and CIGARs bit for bit, and it is the one that ran (where the values fit)."""
+    from bpbc.patterns import PatternTable
+    from bpbc.traceback import _fits_int8
+
+    rng = np.random.default_rng(53)
+    longest = 127 // scoring.match if scoring.match > 1 else 63
+    pattern_texts = [random_pattern(rng, int(rng.integers(5, min(64, longest + 1))), iupac_rate=0.05)
+                     for _ in range(6)]
+    reads = [related_from(rng, pattern_texts[k % 6], int(rng.integers(0, 201))) if k % 3
+             else random_read(rng, int(rng.integers(0, 201)), n_rate=0.05) for k in range(300)]
+    codes, lengths = encode_reads(reads)
+    longest = max(len(p) for p in pattern_texts)
+    assert _fits_int8(codes.shape[1], longest, scoring)
+    table = PatternTable.build([encode_pattern(p) for p in pattern_texts], ("+", "-"))
+    rows = rng.integers(0, len(reads), 700)
+    ks = np.where(np.arange(700) % 2, 2 * (rows % 6) + rng.integers(0, 2, 700), rng.integers(0, len(table), 700))
+    calls = _int8_kernel_calls(monkeypatch)
+    (narrow, narrow_cigars), (middle, middle_cigars), (wide, wide_cigars) = _three_widths(
+        codes, lengths, rows, table, ks, scoring, reverse=np.arange(700) % 3 == 0)
+    assert len(calls) == 1 and calls[0] > 600  # all but reads under a quarter of their pattern (windowed)
+    assert np.array_equal(narrow, middle) and np.array_equal(narrow, wide)
+    assert narrow_cigars.strings() == middle_cigars.strings() == wide_cigars.strings()
+    assert (narrow[:, 0] >= 10 * scoring.match).sum() > 100  # many real alignments among them
+
+
+@pytest.mark.parametrize("match, length, fits", [(1, 127, True), (1, 128, False), (2, 63, True), (2, 64, False)])
+def test_int8_cells_up_to_score_and_column_127(match, length, fits, monkeypatch):
+    """int8 cells where the best score and the columns reach 127 and no
+    further: a pattern matched in full at the end of a read of more than 255
+    bases (its best row past what int8 and uint8 hold: the rows are kept
+    apart), alone and beside other reads. Exact against the rule's traceback
+    on the reference matrices; the int8 kernel runs iff the values fit."""
+    from bpbc.patterns import PatternTable
+    from bpbc.traceback import _fits_int8, _run_batch
+
+    scoring = Scoring(match, 3, 5, 2)
+    rng = np.random.default_rng(59 + length)
+    pattern_text = random_read(rng, length)
+    reads = [random_read(rng, 300) + pattern_text, random_read(rng, 200) + pattern_text[:40] + "A" +
+             pattern_text[40:] + random_read(rng, 30), random_read(rng, 330, n_rate=0.1),
+             pattern_text[:length - 5] + "T" + pattern_text[length - 4:] + random_read(rng, 170)]
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.build([encode_pattern(pattern_text)], ("+",))
+    assert _fits_int8(codes.shape[1], length, scoring) == fits
+    calls = _int8_kernel_calls(monkeypatch)
+    rows = np.arange(len(reads))
+    found, cigars = _run_batch(codes, lengths, rows, table, np.zeros(len(reads), np.int64), scoring, True,
+                               np.zeros(len(reads), bool), cell_bits=8)
+    assert calls == ([len(reads)] if fits else [])
+    assert found[0, 0] == match * length and found[0, 2] == 300 + length  # the best row, past 255
+    for r in rows:
+        read = codes[r, :lengths[r]]
+        expected = rule_traceback(read, table.oriented(0), scoring)
+        assert (found[r, 0], found[r, 1], found[r, 2], found[r, 3], found[r, 4], cigars.strings()[r]) == \
+            (expected.score, expected.read_start, expected.read_end, expected.pattern_start, expected.pattern_end,
+             expected.cigar), r
+
+
+@pytest.mark.parametrize("scoring, fits", [(Scoring(1, 32, 30, 2), True), (Scoring(1, 32, 1, 31), True),
+                                           (Scoring(1, 33, 30, 2), False), (Scoring(1, 1, 31, 2), False)],
+                         ids=["mismatch32", "extend31", "mismatch33", "open_extend33"])
+def test_int8_cells_up_to_their_largest_costs(scoring, fits, monkeypatch):
+    """Mismatch and gap costs at int8's bound (32, _NEG8 = -64 below every
+    E and F, and -64 - extend still an int8) and past it: alignments with
+    gaps and mismatches, exact against the rule's traceback, on the int8
+    kernel iff the costs fit."""
+    from bpbc.patterns import PatternTable
+    from bpbc.traceback import _fits_int8, _run_batch
+
+    rng = np.random.default_rng(61)
+    pattern_text = random_read(rng, 100)
+    other = {"A": "C", "C": "G", "G": "T", "T": "A"}[pattern_text[50]]
+    reads = [random_read(rng, 20) + pattern_text[:50] + other + pattern_text[50:],  # one inserted base
+             pattern_text[:50] + pattern_text[51:] + random_read(rng, 40),  # one deleted base
+             random_read(rng, 90, n_rate=0.1), pattern_text[:50] + other + pattern_text[51:],  # one substitution
+             pattern_text[:25] + "T" * 25 + pattern_text[25:]]
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.build([encode_pattern(pattern_text)], ("+",))
+    assert _fits_int8(codes.shape[1], 100, scoring) == fits
+    calls = _int8_kernel_calls(monkeypatch)
+    rows = np.arange(len(reads))
+    found, cigars = _run_batch(codes, lengths, rows, table, np.zeros(len(reads), np.int64), scoring, True,
+                               np.zeros(len(reads), bool), cell_bits=8)
+    assert calls == ([len(reads)] if fits else [])
+    for r in rows:
+        expected = rule_traceback(codes[r, :lengths[r]], table.oriented(0), scoring)
+        assert (found[r, 0], found[r, 1], found[r, 2], found[r, 3], found[r, 4], cigars.strings()[r]) == \
+            (expected.score, expected.read_start, expected.read_end, expected.pattern_start, expected.pattern_end,
+             expected.cigar), r
+    assert "1I" in cigars.strings()[0] and "1D" in cigars.strings()[1] and "1X" in cigars.strings()[3]
+
+
+def test_int8_blocks_past_the_pointer_budget_take_int16_segments(monkeypatch):
+    """int8 blocks keep H of every cell for the walk, all rows at once: a
+    block whose bytes pass the budget takes int16 cells in segments of rows
+    instead, even where int8 cells are asked for, with the same alignments
+    (best cells in the first, a middle and the last segment)."""
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    rng = np.random.default_rng(67)
+    pattern_text = random_read(rng, 33)
+    reads = [random_read(rng, left) + pattern_text + random_read(rng, 260 - left) for left in range(0, 260, 4)]
+    reads += [random_read(rng, 293, n_rate=0.05) for _ in range(10)]
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.build([encode_pattern(pattern_text)], ("+",))
+    rows = np.arange(len(reads))
+    ks = np.zeros(len(reads), np.int64)
+    whole = tb._run_batch(codes, lengths, rows, table, ks, Scoring(), True, np.zeros(len(reads), bool), cell_bits=8)
+    monkeypatch.setattr(tb, "POINTER_BUDGET", 40 * 34 * tb.LANES8)  # 294 rows: segments of sqrt(2 x 293) = 24
+    calls = _int8_kernel_calls(monkeypatch)
+    segmented = tb._run_batch(codes, lengths, rows, table, ks, Scoring(), True, np.zeros(len(reads), bool),
+                              cell_bits=8)
+    assert calls == []
+    assert np.array_equal(whole[0], segmented[0]) and whole[1].strings() == segmented[1].strings()
+    assert whole[0][:65, 0].min() == 66 and sorted(set(whole[0][:65, 2].tolist())) == list(range(33, 290, 4))
+
+
 def test_alignments_with_long_deletions_fit_their_ops():
     """The ops of a hit are sized by the read (its bases, and the deletions
     its matches can pay for), not the longest pattern: an alignment with a
