@@ -865,9 +865,8 @@ BLOCKS_VARIABLE = "BPBC_FUZZ_BLOCKS"
 
 def _parallel_gzip_if_asked() -> None:
     """With --parallel-gzip: every gzip input through rapidgzip, however small,
-    on one thread, in a process of its own (bpbc.gzip_reader.GzipProcess),
-    and every gzip output compressed in a process of its own
-    (bpbc.gzip_writer.GzipWriterProcess). With --blocks: single reads in plain FASTQ parsed in blocks
+    on one thread, in a process of its own (bpbc.gzip_reader.GzipProcess).
+    With --blocks: single reads in plain FASTQ parsed in blocks
     (bpbc.fastq_blocks) on one thread too, blocks of 512 bytes with 4 KiB of
     room in front, so that the boundaries fall inside the small inputs."""
     import bpbc.io
@@ -876,7 +875,6 @@ def _parallel_gzip_if_asked() -> None:
         bpbc.io.PARALLEL_GZIP_MIN_THREADS = 1
         bpbc.io.PARALLEL_GZIP_MIN_BYTES = 0
         bpbc.io.GZIP_PROCESS_MIN_BYTES = 0
-        bpbc.io.GZIP_WRITER_PROCESS_MIN_THREADS = 1
     if os.environ.get(BLOCKS_VARIABLE):
         from bpbc import fastq_blocks
 
@@ -1231,8 +1229,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.fuzz") -> i
                            help="add up the results of runs (their --out directories, one seed, disjoint case "
                            "ranges) into --out")
     arguments.add_argument("--parallel-gzip", action="store_true",
-                           help="decompress every gzip input with rapidgzip in a process of its own, small ones too, "
-                                "and compress every gzip output in a process of its own")
+                           help="decompress every gzip input with rapidgzip in a process of its own, small ones too")
     arguments.add_argument("--blocks", action="store_true",
                            help="parse single reads in plain FASTQ in blocks (bpbc.fastq_blocks), 512 bytes each")
     arguments.add_argument("--replay", type=int, default=None, metavar="INDEX", help="run case INDEX and report it")

@@ -271,14 +271,19 @@ class GzipProcess(io.RawIOBase):
         target = np.frombuffer(buffer, np.uint8)
         shared = np.frombuffer(self._shm, np.uint8)
         done = 0
-        while done < len(target):
-            if not self._left and not self._next_slot():
-                break
-            size = min(self._left, len(target) - done)
-            np.copyto(target[done:done + size], shared[self._start:self._start + size])  # without the GIL
-            done += size
-            self._start += size
-            self._left -= size
+        try:
+            while done < len(target):
+                if not self._left and not self._next_slot():
+                    break
+                size = min(self._left, len(target) - done)
+                np.copyto(target[done:done + size], shared[self._start:self._start + size])  # without the GIL
+                done += size
+                self._start += size
+                self._left -= size
+        finally:
+            # no view of the shared memory may outlive the call (in a traceback's frame):
+            # close() could not unmap it, and its file descriptor would stay open
+            del target, shared
         self._position += done
         return done
 
@@ -312,10 +317,7 @@ class GzipProcess(io.RawIOBase):
                 os.close(getattr(self, fd))
                 setattr(self, fd, None)
         if getattr(self, "_shm", None) is not None:
-            try:
-                self._shm.close()  # type: ignore[union-attr]
-            except BufferError:  # a view of it lives on (in a traceback's frame): unmapped when that goes
-                pass
+            self._shm.close()  # type: ignore[union-attr]
             self._shm = None
         super().close()
 

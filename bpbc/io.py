@@ -38,7 +38,6 @@ from bpbc.alphabet import SequenceError, encode_pattern
 from bpbc.buffers import BufferPool
 from bpbc.errors import InputError
 from bpbc.gzip_reader import GzipProcess, ParallelGzip
-from bpbc.gzip_writer import GzipWriterProcess
 
 STDIN = "-"
 _NON_ASCII = re.compile(rb"[\x80-\xff]")
@@ -46,9 +45,6 @@ _NON_ASCII = re.compile(rb"[\x80-\xff]")
 #: bytes per block handed to a compression thread: ISA-L's default 1 MiB meant
 #: a few thousand thread handovers (each waiting for the GIL) per GB written
 COMPRESSION_BLOCK = 4 << 20
-#: a gzip output compressed on this many threads or more is compressed in a
-#: process of its own (bpbc.gzip_writer), not by threads of the run's process
-GZIP_WRITER_PROCESS_MIN_THREADS = 4
 #: a zstd frame holding no data (zstd.compress(b""))
 EMPTY_ZSTD_FRAME = bytes.fromhex("28b52ffd2000010000")
 #: output compression by file name suffix, as xopen names the formats
@@ -427,9 +423,7 @@ PARALLEL_GZIP_MIN_THREADS = 4
 PARALLEL_GZIP_MIN_BYTES = 16 << 20
 #: ... in a process of its own from this size on (bpbc.gzip_reader.GzipProcess:
 #: beside the run's threads rapidgzip's reader in this process ran at a
-#: tenth of its speed); below, the process's start is not repaid. A run of
-#: an input this large compresses its gzip outputs in processes too
-#: (AtomicOutput.compress_apart)
+#: tenth of its speed); below, the process's start is not repaid
 GZIP_PROCESS_MIN_BYTES = 64 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
 def _plain_fastq(path):
@@ -516,8 +510,6 @@ class SequenceSource:
         self.path = path
         self.name = display_name(path)
         self.kind = kind
-        #: the file's size on disk; 0 for standard input, pipes and what cannot be read
-        self.input_bytes = 0
         self.records_read = 0
         self._last_id: str | None = None
         self._last_chunk: Any = None  # raw route: the last chunk handed out (its last name is found for errors only)
@@ -545,7 +537,6 @@ class SequenceSource:
                     raise InputError(f"{self.name}: is a directory, not a {kind} file")
                 if raw_fastq:
                     self._stream = _plain_fastq(path)
-                self.input_bytes = os.path.getsize(path) if stat.S_ISREG(os.stat(path).st_mode) else 0
                 self._stream = self._stream or parallel_gzip(path, threads) or _strict(xopen(path, "rb", threads=0))
             head = self._stream.read(READ_BLOCK) if raw_fastq else b""
             self._in_blocks = in_blocks and head[:1] == b"@" and self._parse_threads() >= PARALLEL_PARSE_MIN_THREADS
@@ -578,11 +569,6 @@ class SequenceSource:
                 raise self._translate(error) from None
             raise
         self._iterator = None if self._reader is None else iter(self._reader)
-
-    @property
-    def large(self) -> bool:
-        """Whether the input is large enough (GZIP_PROCESS_MIN_BYTES on disk) to pay for processes of its own."""
-        return self.input_bytes >= GZIP_PROCESS_MIN_BYTES
 
     @property
     def two_headers(self) -> bool:
@@ -915,15 +901,11 @@ class AtomicOutput:
     replace the device or the pipe itself.
     """
 
-    def __init__(self, path, what: str = "output", compression_threads: int | None = None,
-                 compress_apart: bool = False):
+    def __init__(self, path, what: str = "output", compression_threads: int | None = None):
         self.path = os.fspath(path)
         self.what = what
         #: threads compressing the file (CorePlan.compress); None: as the cores allow
         self.compression_threads = compression_threads
-        #: a gzip file of GZIP_WRITER_PROCESS_MIN_THREADS threads or more is compressed in a process of its own
-        #: (bpbc.gzip_writer): for a run large enough to pay for the process's start
-        self.compress_apart = compress_apart
         if os.path.isdir(self.path):
             raise InputError(f"{self.path}: is a directory; cannot write the {what} file there")
         self._handles: list = []
@@ -959,12 +941,7 @@ class AtomicOutput:
             else:
                 threads = self.compression_threads
         mode = "ab" if append else "wb"
-        if (compression == "gz" and self.compress_apart and threads >= GZIP_WRITER_PROCESS_MIN_THREADS
-                and _igzip_threaded() is not None):
-            # buffered: dnaio's writers write record by record
-            handle = io.BufferedWriter(GzipWriterProcess(self.temp_path, mode, threads, COMPRESSION_BLOCK),
-                                       COMPRESSION_BLOCK)
-        elif compression == "gz" and threads > 1 and _igzip_threaded() is not None:
+        if compression == "gz" and threads > 1 and _igzip_threaded() is not None:
             # xopen runs ISA-L's threaded gzip writer with one thread at level
             # 1; the same writer with several compresses several times faster
             handle = _igzip_threaded().open(self.temp_path, mode, compresslevel=1, threads=threads,

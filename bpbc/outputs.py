@@ -32,20 +32,18 @@ class RunFiles:
     file committed or discarded) after the threads that write them have
     stopped, since a file discarded while a writer could still open one (a
     demultiplexed file, made as the reads come) was left open. Compressed
-    files take ``compress`` threads each, in a process of their own with
-    ``compress_apart`` (see :class:`bpbc.io.AtomicOutput`)."""
+    files take ``compress`` threads each."""
 
-    def __init__(self, stack: ExitStack, compress: int, compress_apart: bool = False):
+    def __init__(self, stack: ExitStack, compress: int):
         self._stack = stack
         self._compress = compress
-        self._compress_apart = compress_apart
         self._files: list[AtomicOutput] = []
         self._to_stdout = False
         self._json: AtomicOutput | None = None
 
     def create(self, path, what: str) -> AtomicOutput:
         """A file to write, committed by :meth:`commit`."""
-        out = self._stack.enter_context(AtomicOutput(path, what, self._compress, self._compress_apart))
+        out = self._stack.enter_context(AtomicOutput(path, what, self._compress))
         self._files.append(out)
         return out
 

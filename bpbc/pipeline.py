@@ -768,7 +768,7 @@ def screen_files(
         summary = new_summary(screener, settings, plan, display_name(reads_path), display_name(patterns_path),
                               None if mates == 1 else display_name(reads_path if interleaved else reads2))
         # committed or discarded after the threads that write them have stopped (entered after it)
-        files = RunFiles(stack.enter_context(ExitStack()), plan.compress, compress_apart=source.large)
+        files = RunFiles(stack.enter_context(ExitStack()), plan.compress)
         write_paf = files.paf_writer(output)
         sources = (source, source if source2 is None else source2)
         sinks = {kind: sink for kind in ("matched", "unmatched", "trimmed")
