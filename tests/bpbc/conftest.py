@@ -266,3 +266,32 @@ def run_without_root_file_access(args: list, cwd) -> subprocess.CompletedProcess
                                                       env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=300, preexec_fn=_drop_root_file_access)
+
+
+def planted_fastq(rng, count: int, patterns: list[str], prefix: str) -> str:
+    """FASTQ text of ``count`` random reads of 100-150 bases, every fifth with one of ``patterns`` planted."""
+    lines = []
+    for k in range(count):
+        read = random_read(rng, int(rng.integers(100, 151)))
+        if k % 5 == 0:
+            planted = patterns[k // 5 % len(patterns)]
+            at = int(rng.integers(0, len(read) - len(planted)))
+            read = read[:at] + planted + read[at + len(planted):]
+        lines.append(f"@{prefix}{k} some comment\n{read}\n+\n{'I' * len(read)}\n")
+    return "".join(lines)
+
+
+def write_three_reads_files(work, seed: int, first: int) -> None:
+    """In ``work``: patterns ``p.fa`` (one with its own threshold) and three reads files with
+    them planted: ``one.fq.gz`` (``first`` reads), ``two.fastq`` (700) and ``three.fa`` (500;
+    FASTA goes through dnaio records, not raw bytes)."""
+    import gzip
+
+    rng = np.random.default_rng(seed)
+    patterns = [random_read(rng, 30), random_read(rng, 24), random_read(rng, 28)]
+    (work / "p.fa").write_text(f">a\n{patterns[0]}\n>b threshold=30\n{patterns[1]}\n>c\n{patterns[2]}\n")
+    with gzip.open(work / "one.fq.gz", "wt", compresslevel=1) as fh:
+        fh.write(planted_fastq(rng, first, patterns, "x"))
+    (work / "two.fastq").write_text(planted_fastq(rng, 700, patterns, "y"))
+    fasta = planted_fastq(rng, 500, patterns, "z").splitlines()
+    (work / "three.fa").write_text("".join(f">{fasta[i][1:]}\n{fasta[i + 1]}\n" for i in range(0, len(fasta), 4)))

@@ -20,7 +20,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 distributed = pytest.importorskip("distributed", reason="distributed is not installed (pip install '.[dask]')")
@@ -30,7 +29,7 @@ from bpbc.cli import main  # noqa: E402
 from bpbc.distributed import screen_distributed, stem, worker_addresses  # noqa: E402
 from bpbc.io import InputError  # noqa: E402
 from bpbc.pipeline import ScreenSettings, screen_files  # noqa: E402
-from tests.bpbc.conftest import random_read  # noqa: E402
+from tests.bpbc.conftest import write_three_reads_files  # noqa: E402
 
 pytestmark = [
     pytest.mark.dask,
@@ -49,31 +48,11 @@ TIMING = ("wall_time_s", "reads_per_s", "stage_seconds", "stage_shares", "plan")
 
 # ---------------------------------------------------------------- inputs
 
-def _fastq(rng, count: int, patterns: list[str], prefix: str) -> str:
-    lines = []
-    for k in range(count):
-        read = random_read(rng, int(rng.integers(100, 151)))
-        if k % 5 == 0:
-            planted = patterns[k // 5 % len(patterns)]
-            at = int(rng.integers(0, len(read) - len(planted)))
-            read = read[:at] + planted + read[at + len(planted):]
-        lines.append(f"@{prefix}{k} some comment\n{read}\n+\n{'I' * len(read)}\n")
-    return "".join(lines)
-
-
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    """Patterns (one with its own threshold) and three reads files: FASTQ.gz,
-    plain FASTQ and FASTA (which goes through dnaio records, not raw bytes)."""
+    """The patterns and three reads files of conftest.write_three_reads_files."""
     work = tmp_path_factory.mktemp("inputs")
-    rng = np.random.default_rng(12)
-    patterns = [random_read(rng, 30), random_read(rng, 24), random_read(rng, 28)]
-    (work / "p.fa").write_text(f">a\n{patterns[0]}\n>b threshold=30\n{patterns[1]}\n>c\n{patterns[2]}\n")
-    with gzip.open(work / "one.fq.gz", "wt", compresslevel=1) as fh:
-        fh.write(_fastq(rng, 2500, patterns, "x"))
-    (work / "two.fastq").write_text(_fastq(rng, 700, patterns, "y"))
-    fasta = _fastq(rng, 500, patterns, "z").splitlines()
-    (work / "three.fa").write_text("".join(f">{fasta[i][1:]}\n{fasta[i + 1]}\n" for i in range(0, len(fasta), 4)))
+    write_three_reads_files(work, 12, 2500)
     return work
 
 

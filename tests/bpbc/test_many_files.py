@@ -17,7 +17,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import bpbc
@@ -27,7 +26,7 @@ from bpbc.io import InputError
 from bpbc.many_files import screen_many_files
 from bpbc.pipeline import ScreenSettings, screen_files
 from bpbc.resources import CORES_PER_PROCESS, MIN_BYTES_PER_PROCESS, file_processes
-from tests.bpbc.conftest import random_read
+from tests.bpbc.conftest import write_three_reads_files
 from tests.bpbc.test_cli import run_cli
 
 PACKAGE_ROOT = str(Path(bpbc.__file__).resolve().parents[1])
@@ -38,30 +37,11 @@ NAMES = ("one.fq.gz", "two.fastq", "three.fa")
 STEMS = ("one", "two", "three")
 
 
-def _fastq(rng, count: int, patterns: list[str], prefix: str) -> str:
-    lines = []
-    for k in range(count):
-        read = random_read(rng, int(rng.integers(100, 151)))
-        if k % 5 == 0:
-            planted = patterns[k // 5 % len(patterns)]
-            at = int(rng.integers(0, len(read) - len(planted)))
-            read = read[:at] + planted + read[at + len(planted):]
-        lines.append(f"@{prefix}{k} some comment\n{read}\n+\n{'I' * len(read)}\n")
-    return "".join(lines)
-
-
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    """Patterns (one with its own threshold) and three reads files: FASTQ.gz, plain FASTQ and FASTA."""
+    """The patterns and three reads files of conftest.write_three_reads_files."""
     work = tmp_path_factory.mktemp("inputs")
-    rng = np.random.default_rng(21)
-    patterns = [random_read(rng, 30), random_read(rng, 24), random_read(rng, 28)]
-    (work / "p.fa").write_text(f">a\n{patterns[0]}\n>b threshold=30\n{patterns[1]}\n>c\n{patterns[2]}\n")
-    with gzip.open(work / "one.fq.gz", "wt", compresslevel=1) as fh:
-        fh.write(_fastq(rng, 1500, patterns, "x"))
-    (work / "two.fastq").write_text(_fastq(rng, 700, patterns, "y"))
-    fasta = _fastq(rng, 500, patterns, "z").splitlines()
-    (work / "three.fa").write_text("".join(f">{fasta[i][1:]}\n{fasta[i + 1]}\n" for i in range(0, len(fasta), 4)))
+    write_three_reads_files(work, 21, 1500)
     return work
 
 
