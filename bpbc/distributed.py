@@ -37,20 +37,20 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack, closing
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from bpbc.engines import limit_numba_threads, set_up_process
 from bpbc.io import STDIN, AtomicOutput, InputError, SequenceSource, display_name, read_patterns
 from bpbc.outputs import RunFiles
-from bpbc.pipeline import (CHUNK_RAMP, OrderedWorker, ScreenSettings, StageTimes, chunk_paf, chunk_size_for,
-                           cyclic_gc_paused, encode_chunk, make_screener, passing_units, prefetched, quick_gil_handoff,
-                           screen_files)
+from bpbc.pipeline import (OrderedWorker, ScreenSettings, StageTimes, chunk_paf, chunk_size_for, cyclic_gc_paused,
+                           encode_chunk, make_screener, new_summary, passing_units, prefetched, quick_gil_handoff,
+                           read_chunks, screen_files)
 from bpbc.resources import CorePlan, plan_run, usable_cores
 from bpbc.result import Texts
 from bpbc.sinks import is_template
-from bpbc.summary import HitColumns, Statistics, Summary, summary_json
+from bpbc.summary import HitColumns, Summary, summary_json
 
 #: in output paths: the reads file's name without directory, format and compression suffixes
 STEM_FIELD = "{stem}"
@@ -381,20 +381,11 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
         patterns = read_patterns(patterns_path)
         # every check of the settings, here, before any work: the engine is the workers' business
         checked = make_screener(replace(settings, device="cpu"), patterns, display_name(patterns_path))
-        thresholds = checked.thresholds.tolist()
         job = Job.of(settings, patterns, display_name(patterns_path), source.name)
-        statistics = Statistics(checked.pattern_names, checked.pattern_lengths.tolist(), thresholds,
-                                list(checked.strands), 1, settings.scoring.match)
-        summary = Summary.of_run(
-            statistics,
-            reads_file=display_name(reads_path),
-            patterns_file=display_name(patterns_path),
-            threshold=thresholds[0] if len(set(thresholds)) == 1 else None,
-            scoring=asdict(settings.scoring),
-            device="",
-            min_score_fraction=settings.min_score_fraction,
-            plan=plan.as_dict(),
-        )
+        summary = new_summary(checked, settings, plan, display_name(reads_path), display_name(patterns_path))
+        summary.device = ""  # the workers' engine, known from their first result
+        statistics = summary.statistics
+        assert statistics is not None
         stages = StageTimes()
         files = RunFiles(stack, plan.compress)
         write_paf = files.paf_writer(paths["output"])
@@ -426,7 +417,8 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
         window: collections.deque = collections.deque()
         limit = in_flight or IN_FLIGHT_PER_THREAD * _worker_threads(client)
         writer = stack.enter_context(OrderedWorker(inline=not overlap))
-        chunks = source.chunks(chunk_size_for(settings, len(patterns)), ramp=CHUNK_RAMP)
+        size = chunk_size_for(settings, len(patterns))
+        chunks = read_chunks(source, None, False, lambda: size)
         chunks = stages.timed(chunks, "read")
         if overlap:
             chunks = stack.enter_context(closing(prefetched(chunks)))
