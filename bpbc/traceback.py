@@ -677,6 +677,19 @@ def _fill_patterns(pattern_codes, pattern_start, lane_pattern, lane_offset, firs
             bits[j, q] = pattern_codes[start + offset + j]
 
 
+@njit(cache=True, nogil=True)
+def _take_block(taken, block_order, block_first):
+    """The block a thread of a batch kernel takes next, block_order[k] for the
+    k-th taken (take_next on ``taken``), with its first instance and its
+    count of instances; b = -1 once every block is taken."""
+    k = take_next(taken)
+    if k >= block_first.shape[0] - 1:
+        return -1, 0, 0
+    b = block_order[k]
+    first = block_first[b]
+    return b, first, block_first[b + 1] - first
+
+
 def _score_blocks_body(codes, lengths, rows, pattern_codes, pattern_start, lane_pattern, block_first, block_width,
                        block_wide, block_order, match, mismatch, gap_open, gap_extend, threads):
     """The end cell of every instance (rows[t], oriented pattern
@@ -694,12 +707,9 @@ def _score_blocks_body(codes, lengths, rows, pattern_codes, pattern_start, lane_
     taken = np.zeros(1, dtype=np.int64)
     for _ in prange(min(blocks, threads)):
         while True:
-            b = take_next(taken)
-            if b >= blocks:
+            b, first, count = _take_block(taken, block_order, block_first)
+            if b < 0:
                 break
-            b = block_order[b]
-            first = block_first[b]
-            count = block_first[b + 1] - first
             n = 0
             for q in range(count):
                 n = max(n, lengths[rows[first + q]])
@@ -737,12 +747,9 @@ def _start_batch_body(codes, rows, pattern_codes, pattern_start, lane_pattern, s
     taken = np.zeros(1, dtype=np.int64)
     for _ in prange(min(blocks, threads)):
         while True:
-            b = take_next(taken)
-            if b >= blocks:
+            b, first, count = _take_block(taken, block_order, block_first)
+            if b < 0:
                 break
-            b = block_order[b]
-            first = block_first[b]
-            count = block_first[b + 1] - first
             n = 0
             for q in range(count):
                 n = max(n, read_end[first + q])
@@ -909,14 +916,13 @@ def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pa
     blocks = block_first.shape[0] - 1
     done = np.zeros(blocks, dtype=np.int64)
     taken = np.zeros(1, dtype=np.int64)
+    block_order = np.arange(blocks)  # the blocks in turn
     for _ in prange(min(blocks, threads)):
         space = np.empty(0, dtype=np.uint8)
         while True:
-            b = take_next(taken)
-            if b >= blocks:
+            b, first, count = _take_block(taken, block_order, block_first)
+            if b < 0:
                 break
-            first = block_first[b]
-            count = block_first[b + 1] - first
             n = 0
             m = 0
             for q in range(count):
@@ -1048,6 +1054,7 @@ def _align_batch_body(codes, lengths, rows, skips, order, pattern_codes, pattern
     out = np.zeros((ops.shape[0], 8), dtype=np.int64)  # a row for each of ops: instances go to several kernels
     blocks = block_first.shape[0] - 1
     taken = np.zeros(1, dtype=np.int64)
+    block_order = np.arange(blocks)  # the blocks in turn
     for _ in prange(min(blocks, threads)):
         space = np.empty(0, dtype=np.uint8)
         h_column = np.empty(0, dtype=_CELL)
@@ -1056,11 +1063,9 @@ def _align_batch_body(codes, lengths, rows, skips, order, pattern_codes, pattern
         state = np.zeros(3 * _K, dtype=_STATE)
         again = np.zeros(3 * _K, dtype=_STATE)  # the best cells of a segment's second pass, not used
         while True:
-            b = take_next(taken)
-            if b >= blocks:
+            b, first, count = _take_block(taken, block_order, block_first)
+            if b < 0:
                 break
-            first = block_first[b]
-            count = block_first[b + 1] - first
             m = block_width[b]
             n = 0
             for q in range(count):  # rows past a known end are not needed
