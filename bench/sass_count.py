@@ -487,7 +487,7 @@ def run(planes_list, pattern_length: int, scoring, compiler: str = "auto", arch:
     """Static counts per (cell, variant, planes); cells: "synth" (the
     synthesised cell where one exists, what the engine runs by default)
     and/or "hand"; variants: "best" and/or "flag" (see VARIANTS)."""
-    from bpbc.gpu_engine import cell_kind, chain_shape, kernel_expression, kernel_source
+    from bpbc.gpu_engine import cell_kind, chain_shape, kernel_expression, kernel_source, stripe_mode
 
     source = kernel_source()
     rows_per_lane, lanes, stripes = chain_shape(pattern_length)
@@ -495,7 +495,7 @@ def run(planes_list, pattern_length: int, scoring, compiler: str = "auto", arch:
     rows = []
     for cell, variant, planes in ((c, v, b) for c in cells for v in variants for b in planes_list):
         expression = kernel_expression(planes, rows_per_lane, lanes, scoring, cell_kind(cell), variant == "best",
-                                       stripes > 1)
+                                       stripe_mode(stripes))
         if use_nvrtc:
             cubin, mangled, how = compile_nvrtc(source, expression, arch)
             target = arch or cupy_arch()

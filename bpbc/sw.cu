@@ -94,12 +94,40 @@ __device__ __forceinline__ void hand_cell(unsigned match, const unsigned (&hd)[B
     select_into<B>(f, yf, hoe, greater<B>(yf, hoe) & f_ok);
 }
 
+// STRIPED = 2: lane P-1 of the stripe above publishes how many columns of
+// its chain's sweep it has written below it (a release store, after its
+// writes); lane 0 of the stripe below waits for a count past the column it
+// takes (an acquire load). Only lane P-1 writes the stripe's boundary and
+// best, so its release orders all of them.
+__device__ __forceinline__ void publish_columns(unsigned* where, unsigned columns) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(where), "r"(columns) : "memory");
+}
+
+__device__ __forceinline__ unsigned wait_for_column(const unsigned* where, unsigned column) {
+    unsigned columns;
+    for (;;) {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(columns) : "l"(where) : "memory");
+        if (columns > column) return columns;
+        __nanosleep(128);
+    }
+}
+
+//: columns between two publications (a release store each)
+#define PUBLISH_EVERY 16
+
 // CELL: 1 = the synthesised cell SwCell<B, MA, MI, OE, EX> where one exists
 // (else the hand-written one), 0 = always the hand-written cell. BEST: 1 =
 // best score and flag, 0 = the flag only (out_best is then not touched).
 // STRIPED: 0 = every pattern of the launch fits one stripe (P R rows), so
 // the stripe boundary's loads and stores are not compiled in: with one warp
 // per scheduler (small batches) each branch the warp takes costs fetch stalls.
+// 1 = a chain sweeps its pattern's stripes in turn. 2 = each stripe of a
+// chain is a warp of its own, one stripe behind the other (a wavefront over
+// warps): where the chains alone leave the GPU idle (a few word groups of
+// long reads against a long pattern), each gives as many warps as stripes.
+// A warp takes its (stripe, chain) from `ticket` in the order warps start,
+// stripe-major, so the warp it waits on (the stripe above) started before
+// it: it is resident or done, never waiting for a slot the waiter holds.
 template <int B, int R, int P, int MA, int MI, int OE, int EX, int CELL, int BEST, int STRIPED>
 __global__ void __launch_bounds__(128) sw_screen(
     const unsigned* __restrict__ planes,       // (G, L, 3): low bit, high bit, valid
@@ -115,7 +143,10 @@ __global__ void __launch_bounds__(128) sw_screen(
     // only, and its outputs are those groups' rows of out_best (G, B) and
     // out_flag (G,). (A flag, not null pointers: CuPy passes None as -1.)
     const int* __restrict__ group_first, const int* __restrict__ group_count, int ranged,
-    int count, int groups, int length, int chains) {
+    int count, int groups, int length, int chains,
+    // STRIPED = 2 only: (count * chains, stripes) columns published, zeroed;
+    // the warps' ticket counter, zeroed
+    unsigned* __restrict__ progress, unsigned* __restrict__ ticket) {
     static_assert(32 % P == 0, "a chain must not span warps");
     constexpr bool SYNTHESISED = CELL == 1 && SwCell<B, MA, MI, OE, EX>::available;
     // keep the 4R pattern words in registers (else rebuilt every column) only
@@ -130,7 +161,15 @@ __global__ void __launch_bounds__(128) sw_screen(
     // may belong to several patterns (with few chains per pattern, a grid
     // row per pattern left most of each warp idle). Every pattern of a
     // launch has the same chain shape, so the same number of stripes.
-    const long long global_chain = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / P;
+    long long global_chain = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / P;
+    int first_stripe = 0;  // STRIPED = 2: this warp's stripe
+    if constexpr (STRIPED == 2) {
+        unsigned t = (threadIdx.x & 31) == 0 ? atomicAdd(ticket, 1u) : 0u;
+        t = __shfl_sync(FULL_MASK, t, 0);
+        const long long layer_warps = ((long long)count * chains * P + 31) / 32;  // the warps of one stripe
+        first_stripe = (int)(t / layer_warps);
+        global_chain = ((t % layer_warps) * 32 + (threadIdx.x & 31)) / P;
+    }
     const int lane = threadIdx.x % P;
     const bool idle = global_chain >= (long long)count * chains;
     if (__all_sync(FULL_MASK, idle)) return;  // whole warp idle
@@ -139,6 +178,10 @@ __global__ void __launch_bounds__(128) sw_screen(
     const unsigned char* pattern = patterns + pattern_start[k];
     const int m = (int)(pattern_start[k + 1] - pattern_start[k]);
     const int stripes = STRIPED ? (m + P * R - 1) / (P * R) : 1;
+    // the warps past the last stripe (the grid is rounded up to blocks)
+    if (STRIPED == 2 && first_stripe >= stripes) return;  // uniform: the stripes are the launch's
+    const int end_stripe = STRIPED == 2 ? first_stripe + 1 : stripes;
+    unsigned* const published = progress + (size_t)(idle ? 0 : global_chain) * stripes;  // STRIPED = 2: by stripe
     if (!ranged) {
         out_best += (size_t)k * groups * B;
         out_flag += (size_t)k * groups;
@@ -156,7 +199,7 @@ __global__ void __launch_bounds__(128) sw_screen(
         out_flag += first;
     }
 
-    for (int stripe = 0; stripe < stripes; ++stripe) {
+    for (int stripe = first_stripe; stripe < end_stripe; ++stripe) {
         unsigned pa[R], pc[R], pg[R], pt[R];
 #pragma unroll
         for (int r = 0; r < R; ++r) {
@@ -189,6 +232,9 @@ __global__ void __launch_bounds__(128) sw_screen(
             for (int r = 0; r < R; ++r) H[0][r][k] = E[0][r][k] = H[1][r][k] = E[1][r][k] = 0;
         }
         int wait = lane;  // lane p starts p steps late: the wavefront skew
+        // STRIPED = 2: columns taken from the stripe above (lane 0), the count
+        // it has published as last seen, and columns written below (lane P-1)
+        unsigned taken = 0, seen = 0, written = 0;
         int g = chain, j = 0;
         bool done = chain >= chains || g >= groups;
         int len = done ? 1 : group_length[g];
@@ -231,11 +277,16 @@ __global__ void __launch_bounds__(128) sw_screen(
             }
             if constexpr (STRIPED) {
                 if (lane == 0 && active && stripe > 0) {
+                    if constexpr (STRIPED == 2) {
+                        if (taken >= seen) seen = wait_for_column(published + stripe - 1, taken);
+                        ++taken;
+                    }
                     const unsigned* above = stripe_columns + ((size_t)g * length + j) * (2 * B);
 #pragma unroll
                     for (int k = 0; k < B; ++k) {
-                        in_h[k] = above[k];
-                        in_f[k] = above[B + k];
+                        // another SM wrote them (STRIPED = 2): from L2, not a stale L1 line
+                        in_h[k] = STRIPED == 2 ? __ldcg(above + k) : above[k];
+                        in_f[k] = STRIPED == 2 ? __ldcg(above + B + k) : above[B + k];
                     }
                 }
             }
@@ -308,9 +359,10 @@ __global__ void __launch_bounds__(128) sw_screen(
                         const unsigned* above = stripe_best + (size_t)g * (B + 1);
                         if constexpr (BEST) {
 #pragma unroll
-                            for (int k = 0; k < B; ++k) in_best[k] = stripe > 0 ? above[k] : 0u;
+                            for (int k = 0; k < B; ++k)
+                                in_best[k] = stripe == 0 ? 0u : STRIPED == 2 ? __ldcg(above + k) : above[k];
                         }
-                        in_flag = stripe > 0 ? above[B] : 0u;
+                        in_flag = stripe == 0 ? 0u : STRIPED == 2 ? __ldcg(above + B) : above[B];
                     }
                     if constexpr (BEST) select_into<B>(pub_best, best, in_best, greater<B>(best, in_best));
                     pub_flag = flag | in_flag;
@@ -339,6 +391,11 @@ __global__ void __launch_bounds__(128) sw_screen(
                     flag = 0;
                 }
             }
+            if constexpr (STRIPED == 2) {
+                // after this step's writes below, the group's best among them
+                if (active && lane == P - 1 && stripe + 1 < stripes && ++written % PUBLISH_EVERY == 0)
+                    publish_columns(published + stripe, written);
+            }
             if (wait > 0) --wait;
             // (written as selects and a predicated load, not a branch)
             const int after = next_g + chains;
@@ -358,6 +415,9 @@ __global__ void __launch_bounds__(128) sw_screen(
             } else {
                 step(0, 0);
             }
+        }
+        if constexpr (STRIPED == 2) {
+            if (!idle && lane == P - 1 && stripe + 1 < stripes) publish_columns(published + stripe, 0xffffffffu);  // all
         }
     }
 }

@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     import cupy
 
     from bpbc.alphabet import encode_pattern
-    from bpbc.gpu_engine import GpuEngine, chain_shape, kernel_expression
+    from bpbc.gpu_engine import GpuEngine, chain_shape, kernel_expression, stripe_mode
     from bpbc.patterns import PatternTable
     from bpbc.scoring import Scoring
     from bpbc.sw_cells import available
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             best, flag = engine.launch(prepared, table, scoring, planes)
             outputs[cell] = (best.get(), flag.get())
             row = {"device": device, "cell": cell, "synthesised": synthesised and cell == "synth", "planes": planes,
-                   "kernel": kernel_expression(planes, rows_per_lane, lanes, scoring, engine.cell, True, stripes > 1),
+                   "kernel": kernel_expression(planes, rows_per_lane, lanes, scoring, engine.cell, True, stripe_mode(stripes)),
                    "reads": args.reads, "read_length": args.read_length, "pattern_length": args.pattern_length,
                    "seconds": f"{seconds:.6f}", "tcups": f"{tcups:.3f}"}
             rows.append(row)

@@ -22,11 +22,12 @@ from tests.bpbc.conftest import random_pattern, random_read, related_pair
 #: (B, R, P, MA, MI, OE, EX, CELL, BEST, STRIPED): synthesised cells (B = 6, 9
 #: at the default scoring, CELL 1), the hand-written one asked for (CELL 0) and
 #: as the fallback where no circuit exists (CELL 1, other B or scoring); with
-#: the best score (BEST 1) and the flag-only first pass (BEST 0); with and
-#: without the stripe boundary's code (STRIPED)
+#: the best score (BEST 1) and the flag-only first pass (BEST 0); without the
+#: stripe boundary's code (STRIPED 0), the stripes in turn (1) and in parallel (2)
 INSTANTIATIONS = [(6, 4, 32, 2, 3, 7, 2, 1, 1, 0), (6, 8, 16, 2, 3, 7, 2, 0, 1, 1), (9, 8, 16, 2, 3, 7, 2, 1, 1, 0),
-                  (1, 1, 32, 2, 3, 7, 2, 1, 1, 1), (11, 8, 8, 5, 4, 11, 3, 1, 1, 1), (3, 5, 4, 1, 9, 20, 9, 0, 1, 0),
-                  (5, 8, 16, 2, 3, 7, 2, 1, 0, 0), (5, 8, 16, 2, 3, 7, 2, 0, 0, 1), (10, 8, 8, 5, 4, 11, 3, 1, 0, 1)]
+                  (1, 1, 32, 2, 3, 7, 2, 1, 1, 1), (11, 8, 8, 5, 4, 11, 3, 1, 1, 2), (3, 5, 4, 1, 9, 20, 9, 0, 1, 0),
+                  (5, 8, 16, 2, 3, 7, 2, 1, 0, 0), (5, 8, 16, 2, 3, 7, 2, 0, 0, 2), (10, 8, 8, 5, 4, 11, 3, 1, 0, 1),
+                  (11, 8, 32, 2, 3, 7, 2, 1, 0, 2), (11, 8, 32, 2, 3, 7, 2, 1, 1, 2)]
 
 
 def test_block_size_is_the_kernels_launch_bound():
@@ -37,7 +38,7 @@ def test_block_size_is_the_kernels_launch_bound():
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 def test_sw_kernel_compiles_for_sm90(tmp_path):
     args = ("const unsigned*, const int*, const unsigned char*, const long long*, unsigned*, unsigned*, unsigned*, "
-            "unsigned*, const int*, const int*, int, int, int, int, int")
+            "unsigned*, const int*, const int*, int, int, int, int, int, unsigned*, unsigned*")
     source = tmp_path / "instantiate.cu"
     source.write_text(f'#include "{KERNEL_PATH}"\n' + "".join(
         f"template __global__ void sw_screen<{','.join(map(str, t))}>({args});\n" for t in INSTANTIATIONS))
