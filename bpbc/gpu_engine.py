@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 from .order import in_input_order, length_order
-from .scoring import Scoring
+from .scoring import Scoring, flag_pass_planes
 
 WORD_BITS = 32
 KERNEL_PATH = Path(__file__).with_name("sw.cu")
@@ -42,6 +42,7 @@ FLAG_FIRST_ENV = "BPBC_GPU_FLAG_FIRST"  #: "0": hits in one pass, "1": in two wh
 #: stripe, one a few columns behind the other; "turn": one warp sweeps the stripes in turn (benches' A/B switch)
 STRIPES_ENV = "BPBC_GPU_STRIPES"
 STRIPE_MODES = {"turn": 1, "parallel": 2}
+PUBLISH_EVERY = 16  #: sw.cu's: the columns a stripe runs behind the one above, at least
 #: When hits() takes two passes by itself (``flag_first`` None): they save
 #: about a quarter of the one-pass kernel's time (about 4.8e12 cells/s at 6
 #: planes) and cost a second pass: small launches and copies (about 0.35 ms)
@@ -783,20 +784,23 @@ class GpuEngine:
         reaches its pattern's threshold or overflows, sorted by read then
         pattern. Only the words that hold such an instance are copied back.
 
-        With ``flag_first``, where every threshold is at least 2**(planes -
-        1), in two passes: the flag-only kernel with one plane fewer over
-        every lane (a lane it does not flag scores below 2**(planes - 1), so
-        below its threshold), then the full kernel over the flagged lanes
-        alone, gathered into word groups of their own on the device. Each
-        lane that can pass is computed in full, so the result is the
-        one-pass result, lane for lane."""
+        With ``flag_first``, where every threshold is at least 2**p, in two
+        passes: the flag-only kernel at p planes over every lane (one plane
+        fewer, or fewer still where random bases seldom score 2**p:
+        :func:`bpbc.scoring.flag_pass_planes`; a lane it does not flag scores
+        below 2**p, so below its threshold), then the full kernel over the
+        flagged lanes alone, gathered into word groups of their own on the
+        device. Each lane that can pass is computed in full, so the result
+        is the one-pass result, lane for lane."""
 
         thresholds = np.asarray(thresholds, np.int64)
         if prepared.n == 0:
             return _no_hits()
-        if planes >= 2 and (thresholds >= 1 << (planes - 1)).all() and (
-                self.flag_first or (self.flag_first is None and flag_first_pays(prepared, table))):
-            return self._hits_of_flagged_lanes(prepared, table, scoring, planes, thresholds)
+        flag_planes = flag_pass_planes(scoring, prepared.width * int(table.lengths.max()), planes)
+        if flag_planes >= 1 and (thresholds >= 1 << flag_planes).all() and (
+                self.flag_first or (self.flag_first is None and flag_first_pays(prepared, table, flag_planes,
+                                                                                planes))):
+            return self._hits_of_flagged_lanes(prepared, table, scoring, planes, flag_planes, thresholds)
         import cupy
 
         count, groups = len(table), prepared.groups
@@ -810,16 +814,17 @@ class GpuEngine:
         return expand_hits(packed, planes, groups, prepared.order, np.zeros(0, np.int64))
 
     def _hits_of_flagged_lanes(self, prepared: PreparedReads, table, scoring: Scoring, planes: int,
+                               flag_planes: int,
                                thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`hits` in two passes (see there)."""
+        """:meth:`hits` in two passes (see there), the first at ``flag_planes`` planes."""
         count, groups = len(table), prepared.groups
-        self._load_passes(table, scoring, planes)
+        self._load_passes(table, scoring, planes, flag_planes)
         thresholds_on_device = _thresholds_on_device(table, thresholds)
         # the second pass goes into buffers of the room the last batch needed (no copy to the host
         # between the passes, so the host runs ahead of the device), and once more where they fell short
         new_groups = max(1, min(count * groups, self._second_pass_words // (3 * prepared.width)))
         with self._in_device_order():
-            _, flag = self.launch(prepared, table, scoring, planes - 1, track_best=False)
+            _, flag = self.launch(prepared, table, scoring, flag_planes, track_best=False)
             rank, counts = _flagged_lanes(flag)
             second = self._second_pass(prepared, table, scoring, planes, flag, rank, counts, thresholds_on_device,
                                        new_groups)
@@ -839,16 +844,16 @@ class GpuEngine:
         group_pattern = np.repeat(np.arange(count), sizes)
         return expand_hits(packed, planes, 1, prepared.order, group_pattern)
 
-    def _load_passes(self, table, scoring: Scoring, planes: int) -> None:
+    def _load_passes(self, table, scoring: Scoring, planes: int, flag_planes: int) -> None:
         """The launches and kernels of both passes over ``table`` made on
         this device before the first pass runs, once: beside a running
         kernel, allocating device memory (the launches' tables) waits for
         it to end, and a run's first second pass waited so for its first
         pass."""
-        key = ("passes", planes, scoring, self.cell, _device())
+        key = ("passes", planes, flag_planes, scoring, self.cell, _device())
         if key in table.engine_cache:
             return
-        for latency, kernel_planes, best in ((False, planes - 1, False), (True, planes, True)):
+        for latency, kernel_planes, best in ((False, flag_planes, False), (True, planes, True)):
             for launch in _launches(table, latency):
                 _kernel(kernel_planes, launch.rows, launch.lanes, scoring, self.cell, best,
                         stripe_mode(launch.stripes), _device())
@@ -928,13 +933,18 @@ class _HitRecords:
         return self.records[:found].get()  # in no set order: expand_hits sorts the hits
 
 
-def flag_first_pays(prepared: PreparedReads, table) -> bool:
-    """Whether hits in two passes are expected to take less time than in one
-    (see ONE_PASS_CELLS_PER_SECOND)."""
+def flag_first_pays(prepared: PreparedReads, table, flag_planes: int, planes: int) -> bool:
+    """Whether hits in two passes, the first at ``flag_planes`` planes, are
+    expected to take less time than in one at ``planes`` (see
+    ONE_PASS_CELLS_PER_SECOND; a kernel's time grows about with its planes).
+    The second pass sweeps the reads' columns once a stripe in turn, or once
+    and a few columns a stripe with the stripes in parallel."""
     cells = prepared.groups * WORD_BITS * prepared.width * int(table.lengths.sum())
     stripes = max(launch.stripes for launch in _launches(table))
-    return 0.25 * cells / ONE_PASS_CELLS_PER_SECOND > (
-        SECOND_PASS_SECONDS + prepared.width * stripes * SECOND_PASS_COLUMN_SECONDS)
+    columns = prepared.width * stripes if stripe_mode(stripes) == STRIPE_MODES["turn"] else \
+        prepared.width + PUBLISH_EVERY * stripes
+    saved = max(0.25, 1 - flag_planes / planes)
+    return saved * cells / ONE_PASS_CELLS_PER_SECOND > SECOND_PASS_SECONDS + columns * SECOND_PASS_COLUMN_SECONDS
 
 
 def _blocks(items: int, threads: int = 256) -> int:

@@ -34,7 +34,6 @@ if it were the read, windows cut inside them, coordinates in the read.
 
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass
 
@@ -42,7 +41,7 @@ import numpy as np
 
 from .alphabet import SequenceError
 from .order import first_of_runs
-from .scoring import Scoring, score_planes
+from .scoring import Scoring, flag_pass_planes, score_planes
 
 #: reads (or regions) up to this many bases are never cut
 MIN_WINDOW = 2048
@@ -365,41 +364,13 @@ def _plane_cost(engine, planes: int, scoring: Scoring) -> float:
     return planes * planes * (1.0 if lut3 else TWO_INPUT)
 
 
-@functools.lru_cache(maxsize=64)
-def _lambda(scoring: Scoring) -> float | None:
-    """Karlin-Altschul's lambda of ungapped alignments of random bases (a
-    match 1 in 4): the root of 1/4 e^(l match) + 3/4 e^(-l mismatch) = 1;
-    None where a random column scores 0 or more on average."""
-    import math
-
-    if scoring.match - 3 * scoring.mismatch >= 0:
-        return None
-    low, high = 1e-9, 50.0 / scoring.match
-    for _ in range(200):
-        mid = (low + high) / 2
-        if 0.25 * math.exp(mid * scoring.match) + 0.75 * math.exp(-mid * scoring.mismatch) < 1:
-            low = mid
-        else:
-            high = mid
-    return low
-
-
 def flag_planes(scoring: Scoring, window: int, longest_pattern: int, planes: int) -> int:
     """The planes of the engine's flags-only pass before the vector pass on
     CPU windows (0: none): few enough to be cheap, enough that random
     sequence seldom reaches 2**p, and below every threshold's bit length
-    (``planes``: the least of them). The best local score of random bases
-    grows with the log of the cells over lambda (:func:`_lambda`); gaps add
-    to it: 2.2 ln(cells) / lambda is above every one of 64 random windows of
-    1-10 kb against 5 kb measured with the default scoring (at most 36) and
-    with 1, 1, 1, 1 (at most 33); 3 x match x ln(cells) where lambda is none.
+    (``planes``: the least of them; :func:`bpbc.scoring.flag_pass_planes`).
     A flag too many costs a vector pass, never a result."""
-    import math
-
-    cells = math.log(max(window * longest_pattern, 2))
-    lam = _lambda(scoring)
-    random_best = 3 * scoring.match * cells if lam is None else 2.2 * cells / lam
-    p = min(planes - 1, int(random_best).bit_length())
+    p = flag_pass_planes(scoring, window * longest_pattern, planes)
     return p if p >= MIN_FLAG_PLANES else 0
 
 

@@ -193,9 +193,22 @@ def test_synthesised_and_hand_cells_give_the_same_scores(monkeypatch, scoring, t
         assert np.array_equal(cpu.indices, gpu.indices)
 
 
+def test_the_engine_knows_how_far_apart_sw_cu_publishes_columns():
+    """flag_first_pays counts the columns a stripe runs behind the one above."""
+    from bpbc import gpu_engine
+
+    assert re.findall(r"#define PUBLISH_EVERY (\d+)", Path(KERNEL_PATH).read_text()) == [str(gpu_engine.PUBLISH_EVERY)]
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["parallel", "turn"])
 @pytest.mark.parametrize("pattern_length", [300, 520])
-def test_long_patterns_use_stripes(pattern_length):
+def test_long_patterns_use_stripes(pattern_length, mode, monkeypatch):
+    """Scores of a pattern of 2 and of 3 stripes against the CPU's, the
+    stripes in parallel (a warp each) and in turn."""
+    from bpbc import gpu_engine
+
+    monkeypatch.setenv(gpu_engine.STRIPES_ENV, mode)
     rng = np.random.default_rng(pattern_length)
     assert chain_shape(pattern_length)[2] > 1
     reads = _random_workload(rng, 3000)
@@ -332,12 +345,13 @@ def test_hits_in_two_passes_are_the_one_pass_hits(planes):
     patterns of different lengths on both strands, one of them in several
     stripes; thresholds where the first pass flags many lanes, few, and
     none; and with buffers too short for the second pass and the hit records
-    (the engine goes again with more room)."""
+    (the engine goes again with more room). At 9 planes the first pass takes
+    fewer than 8 (flag_pass_planes)."""
     from bpbc.alphabet import encode_pattern, encode_reads
     from bpbc.cpu_engine import CpuEngine
     from bpbc.gpu_engine import GpuEngine
     from bpbc.patterns import PatternTable
-    from bpbc.scoring import Scoring
+    from bpbc.scoring import Scoring, flag_pass_planes
 
     rng = np.random.default_rng(planes)
     patterns = [random_pattern(rng, n, iupac_rate=0.05) for n in (9, 33, 70, 300)]
@@ -353,6 +367,8 @@ def test_hits_in_two_passes_are_the_one_pass_hits(planes):
     table = PatternTable.build([encode_pattern(p) for p in patterns], ("+", "-"))
     scoring = Scoring()
     cpu, two_pass, one_pass = CpuEngine(), GpuEngine(flag_first=True), GpuEngine(flag_first=False)
+    if planes == 9:
+        assert flag_pass_planes(scoring, int(lengths.max()) * 300, planes) < planes - 1
     scores, overflow = cpu.scores(cpu.prepare(codes, lengths), table, scoring, planes)
     low = 1 << (planes - 1)
     for thresholds in (np.full(len(table), low), np.linspace(low, (1 << planes) - 1, len(table)).astype(np.int64),

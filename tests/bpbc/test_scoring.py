@@ -1,0 +1,54 @@
+"""The scoring model's estimates: how few planes a flags-only first pass may take."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bpbc.scoring import Scoring, flag_pass_planes, karlin_lambda, random_best_score
+from tests.bpbc.conftest import parasail_sw, random_read
+
+#: the default, and a match 1 in 4 worth as much as a mismatch costs (lambda ln 3)
+SCORINGS = [Scoring(), Scoring(1, 1, 1, 1)]
+
+
+def test_lambda_solves_its_equation():
+    lam = karlin_lambda(Scoring(1, 1, 1, 1))
+    assert lam == pytest.approx(np.log(3))  # 1/4 e^l + 3/4 e^-l = 1
+    assert karlin_lambda(Scoring(3, 1, 5, 2)) is None
+
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=lambda s: f"{s.match}-{s.mismatch}-{s.gap_open}-{s.gap_extend}")
+def test_random_bases_stay_below_the_flag_pass(scoring):
+    """The best local scores of unrelated random bases stay below 2**p (the
+    flags-only pass flags none of them), the estimate within 4 times what
+    they reach, at short and long sizes."""
+    rng = np.random.default_rng(7)
+    for read_length, pattern_length in ((150, 24), (2000, 1000), (5000, 3000)):
+        flag = flag_pass_planes(scoring, read_length * pattern_length, 20)
+        best = max(parasail_sw(random_read(rng, read_length), random_read(rng, pattern_length), scoring)
+                   for _ in range(8))
+        bound = random_best_score(scoring, read_length * pattern_length)
+        assert best < bound < 1 << flag
+        assert bound < 4 * best
+
+
+def test_no_bound_where_random_bases_score_by_their_length():
+    """3, 1: a random column scores 0 on average, and 8 random pairs of 2 kb
+    x 1 kb reach 600 and more: the flags-only pass stays one plane short."""
+    scoring = Scoring(3, 1, 5, 2)
+    rng = np.random.default_rng(7)
+    assert max(parasail_sw(random_read(rng, 2000), random_read(rng, 1000), scoring) for _ in range(8)) > 600
+    assert random_best_score(scoring, 2000 * 1000) == np.inf
+    assert flag_pass_planes(scoring, 2000 * 1000, 12) == 11
+
+
+def test_flag_pass_is_below_the_screen():
+    """Always at least one plane short of the screen's (a lane the pass does
+    not flag scores below every threshold of that bit length), fewer on long
+    instances: 7 for 20 kb reads against the 48.5 kb lambda genome at 11."""
+    for planes in range(2, 16):
+        for cells in (1, 100, 150 * 24, 10**6, 10**12):
+            assert flag_pass_planes(Scoring(), cells, planes) <= planes - 1
+    assert flag_pass_planes(Scoring(), 150 * 24, 6) == 5
+    assert flag_pass_planes(Scoring(), 20_000 * 48_502, 11) == 7
