@@ -121,11 +121,11 @@ def stripe_mode(stripes: int) -> int:
     return STRIPE_MODES[mode]
 
 
-def kernel_expression(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int = 1, best: bool = True,
+def kernel_expression(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int = 1, best: int = 1,
                       striped: int = 0) -> str:
     """The name expression of the sw_screen instance for one launch (``best``
-    False: the flag-only kernel of the two-pass screen's first pass;
-    ``striped``: :func:`stripe_mode` of the launch's patterns)."""
+    0 or False: the flag-only kernel of the two-pass screen's first pass; 2:
+    the end cells' kernel; ``striped``: :func:`stripe_mode` of the launch's patterns)."""
     return (f"sw_screen<{planes},{rows},{lanes},{scoring.match},{scoring.mismatch},"
             f"{scoring.first_gap},{scoring.gap_extend},{cell},{int(best)},{striped}>")
 
@@ -155,7 +155,7 @@ def _device() -> int:
 
 
 @cache
-def _kernel(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int, best: bool, striped: int,
+def _kernel(planes: int, rows: int, lanes: int, scoring: Scoring, cell: int, best: int, striped: int,
             device: int):
     name = kernel_expression(planes, rows, lanes, scoring, cell, best, striped)
     return _module((name,)).get_function(name)
@@ -692,7 +692,7 @@ class GpuEngine:
 
     @_on_device
     def launch(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, track_best: bool = True,
-               group_ranges: Any = None, latency: bool = False):
+               group_ranges: Any = None, latency: bool = False, end_cells: tuple[Any, Any] | None = None):
         """Run the SW kernel on every oriented pattern of ``table``; returns
         the device arrays best planes (K, G, planes, or 0 planes without
         ``track_best``: the flag-only kernel) and flags (K, G). With
@@ -701,16 +701,24 @@ class GpuEngine:
         and the outputs are (G, planes) and (G,), each group's row written by
         its pattern (``group_ranges``: first and count, a cupy int32 (2, K)
         array; groups outside every range are left 0). ``latency``:
-        chains of :func:`latency_shape` (for a sweep over few groups)."""
+        chains of :func:`latency_shape` (for a sweep over few groups).
+        ``end_cells``: (targets, ends), with ``group_ranges`` only, the end
+        cells' kernel (no best): each lane's score as ``targets`` (uint32
+        (G, planes), transposed), and ``ends`` (uint64 (G, 32), all ones)
+        gets its first cell at that score ((read end) << 32 | pattern end)."""
         import cupy
 
         groups = prepared.groups
         leading = (len(table),) if group_ranges is None else ()
-        best = cupy.zeros(leading + (groups, planes if track_best else 0), cupy.uint32)
+        if end_cells is not None and group_ranges is None:
+            raise ValueError("end cells are found in ranged launches only")
+        best_kind = 2 if end_cells is not None else int(track_best)
+        targets, ends = end_cells if end_cells is not None else (_unused(), _unused())
+        best = cupy.zeros(leading + (groups, planes if best_kind == 1 else 0), cupy.uint32)
         flag = cupy.zeros(leading + (groups,), cupy.uint32)
         for launch in _launches(table, latency):
             striped = stripe_mode(launch.stripes)
-            kernel = _kernel(planes, launch.rows, launch.lanes, scoring, self.cell, track_best, striped, _device())
+            kernel = _kernel(planes, launch.rows, launch.lanes, scoring, self.cell, best_kind, striped, _device())
             resident = self._resident_threads(kernel)
             if group_ranges is None:
                 first = group_count = _unused()
@@ -753,6 +761,7 @@ class GpuEngine:
                     group_count[a:] if group_ranges is not None else group_count,
                     np.int32(group_ranges is not None), np.int32(count), np.int32(groups),
                     np.int32(prepared.width), np.int32(chains), progress, ticket,
+                    targets, ends,
                 ))
                 if not contiguous:
                     on_device = launch.ks_on_device[a:b]
@@ -889,6 +898,61 @@ class GpuEngine:
         best, flag = self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True)
         return _HitRecords(self, best, flag, thresholds, 1, new_groups, planes, counts[count:],
                            ranged=(word_pattern, lane_mask, src_position))
+
+
+    @_on_device
+    def end_cells(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, reads: np.ndarray,
+                  ks: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """The end cell of each instance (batch read ``reads[t]``, oriented
+        pattern ``ks[t]`` of ``table``, exact score ``scores[t]`` below
+        2**planes) by the traceback's tie rule (the first cell at the score
+        in (read, pattern) order): the int64 (t, 3) table of score, read end
+        and pattern end that :func:`bpbc.traceback.end_cells` gives. The
+        instances' lanes are gathered into word groups of their own, each
+        pattern's together, and screened by the end cells' kernel; -1 rows
+        where none was found (none should be)."""
+        import cupy
+
+        reads, ks = np.asarray(reads, np.int64), np.asarray(ks, np.int64)
+        scores = np.asarray(scores, np.int64)
+        found = np.full((len(reads), 3), -1, np.int64)
+        if not len(reads):
+            return found
+        position = np.empty(prepared.n, np.int64)  # each read's lane in the batch, sorted by length
+        position[prepared.order] = np.arange(prepared.n)
+        by_pattern = np.argsort(ks, kind="stable")
+        counts = np.bincount(ks, minlength=len(table))
+        sizes = -(-counts // WORD_BITS)
+        first = np.cumsum(sizes) - sizes
+        new_groups = int(sizes.sum())
+        sorted_ks = ks[by_pattern]
+        slot = WORD_BITS * first[sorted_ks] + np.arange(len(ks)) - (np.cumsum(counts) - counts)[sorted_ks]
+        src_position = np.full(new_groups * WORD_BITS, -1, np.int32)  # -1: an empty lane
+        src_position[slot] = position[reads[by_pattern]]
+        bits = np.zeros((new_groups * WORD_BITS, planes), np.uint64)
+        bits[slot] = (scores[by_pattern, None] >> np.arange(planes)) & 1
+        lane_bit = np.uint64(1) << np.arange(WORD_BITS, dtype=np.uint64)
+        targets = (bits.reshape(new_groups, WORD_BITS, planes) * lane_bit[None, :, None]).sum(axis=1)
+        with self._in_device_order():
+            src_on_device = cupy.asarray(src_position)
+            gathered = PreparedReads(0, np.zeros(0, np.int64), cupy.empty((new_groups, prepared.width, 3), cupy.uint32),
+                                     cupy.empty(new_groups, cupy.int32))
+            lane_mask = cupy.empty(new_groups, cupy.uint32)
+            warps = THREADS_PER_BLOCK // 32
+            _helper("gather_lanes", _device())((min(-(-new_groups // warps), 1 << 16),), (THREADS_PER_BLOCK,), (
+                prepared.planes, prepared.group_length, src_on_device, gathered.planes, gathered.group_length,
+                lane_mask, np.int32(new_groups), np.int32(prepared.width)))
+            ends = cupy.full((new_groups, WORD_BITS), np.iinfo(np.uint64).max, cupy.uint64)
+            ranges = cupy.asarray(np.stack([first, sizes]).astype(np.int32))
+            self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True,
+                        end_cells=(cupy.asarray(targets.astype(np.uint32)), ends))
+        keys = ends.reshape(-1).get()[slot]
+        hit = keys != np.iinfo(np.uint64).max
+        rows = by_pattern[hit]
+        found[rows, 0] = scores[rows]
+        found[rows, 1] = (keys[hit] >> np.uint64(32)).astype(np.int64)
+        found[rows, 2] = (keys[hit] & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        return found
 
 
 class _HitRecords:

@@ -200,6 +200,9 @@ class Hits:
     strand: np.ndarray  #: int64 index into the screen's strands
     score: np.ndarray  #: int32 screen score: exact, or a lower bound where capped
     capped: np.ndarray  #: bool
+    #: (hits, 3) score, read end and pattern end of each hit's end cell by the traceback's tie
+    #: rule where the engine found it (score -1 where not), or None: the traceback starts there
+    end_cells: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.read)
@@ -415,7 +418,26 @@ class Screener:
         if not _sorted_pairs(read, k):  # one plane group's hits come sorted
             order = np.lexsort((k, read))  # k runs over (pattern, strand) in order
             read, k, score, capped = read[order], k[order], score[order], capped[order]
-        return Hits(read, self.table.pattern[k], self.table.strand[k], score, capped)
+        return Hits(read, self.table.pattern[k], self.table.strand[k], score, capped,
+                    self._end_cells(batch, read, k, score, capped))
+
+    def _end_cells(self, batch: ReadBatch, read, k, score, capped) -> np.ndarray | None:
+        """Where the engine finds end cells (the GPU's): those of the hits
+        the traceback aligns from their end cell (:func:`bpbc.traceback.banded`),
+        whose scores are exact, so that it need not search for them."""
+        from .traceback import banded
+
+        find = getattr(self.engine, "end_cells", None)
+        if find is None or batch.prepared is None or not len(read):
+            return None
+        chosen = np.flatnonzero(banded(batch.lengths[read], self.table.lengths[k]) & ~capped)
+        if not len(chosen):
+            return None
+        planes = score_planes(int(self.table_thresholds[k[chosen]].max()))
+        found = np.full((len(read), 3), -1, np.int64)
+        found[chosen] = find(batch.prepared, self.table, self.scoring, planes, read[chosen], k[chosen],
+                             score[chosen])
+        return found
 
     def _pair_scores(self, batch: ReadBatch, reads: np.ndarray, ks: np.ndarray, table: PatternTable,
                      planes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -467,7 +489,8 @@ class Screener:
             # only the reads that hit are encoded here (a batch from raw bytes has no codes)
             rows, local = _rows_and_local(hits.read, len(batch))
             codes, lengths = batch.codes_of(rows)
-            found = align_hits(codes, lengths, local, k, self.table, self.strands, self.scoring, self.eqx)
+            found = align_hits(codes, lengths, local, k, self.table, self.strands, self.scoring, self.eqx,
+                               known_ends=hits.end_cells)
         found = dataclasses.replace(found, read_index=hits.read)
         wrong = (~hits.capped & (found.score != hits.score)) | (found.score < hits.score)
         if wrong.any():

@@ -94,6 +94,13 @@ __device__ __forceinline__ void hand_cell(unsigned match, const unsigned (&hd)[B
     select_into<B>(f, yf, hoe, greater<B>(yf, hoe) & f_ok);
 }
 
+// BEST = 2: the cells of a column whose H is their lane's score, for each
+// lane the first in (read, pattern) order: ends (1-based) in one key.
+__device__ __forceinline__ void record_end_cells(unsigned long long* ends, unsigned lanes, int column, int row) {
+    const unsigned long long key = ((unsigned long long)(column + 1) << 32) | (unsigned)(row + 1);
+    for (; lanes != 0; lanes &= lanes - 1) atomicMin(ends + __ffs(lanes) - 1, key);
+}
+
 // STRIPED = 2: lane P-1 of the stripe above publishes how many columns of
 // its chain's sweep it has written below it (a release store, after its
 // writes); lane 0 of the stripe below waits for a count past the column it
@@ -117,7 +124,11 @@ __device__ __forceinline__ unsigned wait_for_column(const unsigned* where, unsig
 
 // CELL: 1 = the synthesised cell SwCell<B, MA, MI, OE, EX> where one exists
 // (else the hand-written one), 0 = always the hand-written cell. BEST: 1 =
-// best score and flag, 0 = the flag only (out_best is then not touched).
+// best score and flag, 0 = the flag only (out_best is then not touched),
+// 2 = end cells: each lane's first cell, in (read, pattern) order, whose H
+// is the lane's score (its bits in `targets`), as ((read end) << 32 |
+// pattern end) atomicMin'd into `ends` (the traceback starts there: the
+// host need not search a long read against a long pattern for it).
 // STRIPED: 0 = every pattern of the launch fits one stripe (P R rows), so
 // the stripe boundary's loads and stores are not compiled in: with one warp
 // per scheduler (small batches) each branch the warp takes costs fetch stalls.
@@ -146,9 +157,13 @@ __global__ void __launch_bounds__(128) sw_screen(
     int count, int groups, int length, int chains,
     // STRIPED = 2 only: (count * chains, stripes) columns published, zeroed;
     // the warps' ticket counter, zeroed
-    unsigned* __restrict__ progress, unsigned* __restrict__ ticket) {
+    unsigned* __restrict__ progress, unsigned* __restrict__ ticket,
+    // BEST = 2 only: (K, G, B) each lane's score, transposed ((G, B) with
+    // ranged); (K, G, 32) its end cell's key, all ones before
+    const unsigned* __restrict__ targets, unsigned long long* __restrict__ ends) {
     static_assert(32 % P == 0, "a chain must not span warps");
     constexpr bool SYNTHESISED = CELL == 1 && SwCell<B, MA, MI, OE, EX>::available;
+    constexpr bool TRACK_BEST = BEST == 1, END_CELLS = BEST == 2;
     // keep the 4R pattern words in registers (else rebuilt every column) only
     // where they fit: at B R > 64 (B = 9, 10 at R = 8) pinning them spills
     constexpr bool PIN_MASKS = B * R <= 64;
@@ -185,6 +200,8 @@ __global__ void __launch_bounds__(128) sw_screen(
     if (!ranged) {
         out_best += (size_t)k * groups * B;
         out_flag += (size_t)k * groups;
+        targets += (size_t)k * groups * B;
+        ends += (size_t)k * groups * 32;
         stripe_columns += (size_t)k * groups * length * (2 * B);
         stripe_best += (size_t)k * groups * (B + 1);
     } else {
@@ -197,6 +214,8 @@ __global__ void __launch_bounds__(128) sw_screen(
         stripe_best += first * (B + 1);
         out_best += first * B;
         out_flag += first;
+        targets += first * B;
+        ends += first * 32;
     }
 
     for (int stripe = first_stripe; stripe < end_stripe; ++stripe) {
@@ -298,7 +317,11 @@ __global__ void __launch_bounds__(128) sw_screen(
             const int next_j = next_group ? 0 : j + (active ? 1 : 0);
             const bool next_done = done || next_g >= groups;
             load_column(wait <= 1 && !next_done, next_g, next_j);
-            unsigned f[B], h[B], h_above[B];
+            unsigned f[B], h[B], h_above[B], score_bits[B];
+            if constexpr (END_CELLS) {
+#pragma unroll
+                for (int k = 0; k < B; ++k) score_bits[k] = active ? __ldg(targets + (size_t)g * B + k) : 0u;
+            }
 #pragma unroll
             for (int k = 0; k < B; ++k) f[k] = in_f[k];
 #pragma unroll
@@ -309,7 +332,7 @@ __global__ void __launch_bounds__(128) sw_screen(
                 // without BEST the cell's best goes to a fresh zero array that
                 // nothing reads: its logic is dead, not carried from column to column
                 unsigned no_best[B] = {};
-                unsigned (&cell_best)[B] = BEST ? best : no_best;
+                unsigned (&cell_best)[B] = TRACK_BEST ? best : no_best;
                 // the diagonal: the row above in the previous column
                 const unsigned (&hd)[B] = r == 0 ? Ac : Hc[r > 0 ? r - 1 : 0];
 #pragma unroll
@@ -318,6 +341,13 @@ __global__ void __launch_bounds__(128) sw_screen(
                     SwCell<B, MA, MI, OE, EX>::update(match, hd, En[r], f, cell_best, flag, h);
                 } else {
                     hand_cell<B, MA, MI, OE, EX>(match, hd, En[r], f, cell_best, flag, h);
+                }
+                if constexpr (END_CELLS) {
+                    unsigned at_score = va_now;  // a read's real columns only
+#pragma unroll
+                    for (int k = 0; k < B; ++k) at_score &= ~(h[k] ^ score_bits[k]);
+                    const int row = (stripe * P + lane) * R + r;
+                    if (at_score != 0 && active && row < m) record_end_cells(ends + (size_t)g * 32, at_score, j, row);
                 }
                 // the row above's new H goes in only now: with one buffer (c == n)
                 // this row still read its old value as the diagonal
@@ -350,25 +380,25 @@ __global__ void __launch_bounds__(128) sw_screen(
             const bool starts = (wait == 1 && !done) || (next_group && !next_done);
             if (__any_sync(FULL_MASK, group_end || starts)) {
                 unsigned in_best[B], in_flag = __shfl_up_sync(FULL_MASK, pub_flag, 1, P);
-                if constexpr (BEST) {
+                if constexpr (TRACK_BEST) {
 #pragma unroll
                     for (int k = 0; k < B; ++k) in_best[k] = __shfl_up_sync(FULL_MASK, pub_best[k], 1, P);
                 }
                 if (group_end) {
                     if (lane == 0) {
                         const unsigned* above = stripe_best + (size_t)g * (B + 1);
-                        if constexpr (BEST) {
+                        if constexpr (TRACK_BEST) {
 #pragma unroll
                             for (int k = 0; k < B; ++k)
                                 in_best[k] = stripe == 0 ? 0u : STRIPED == 2 ? __ldcg(above + k) : above[k];
                         }
                         in_flag = stripe == 0 ? 0u : STRIPED == 2 ? __ldcg(above + B) : above[B];
                     }
-                    if constexpr (BEST) select_into<B>(pub_best, best, in_best, greater<B>(best, in_best));
+                    if constexpr (TRACK_BEST) select_into<B>(pub_best, best, in_best, greater<B>(best, in_best));
                     pub_flag = flag | in_flag;
                     if (lane == P - 1) {
                         const bool last = stripe + 1 == stripes;
-                        if constexpr (BEST) {
+                        if constexpr (TRACK_BEST) {
                             unsigned* target = last ? out_best + (size_t)g * B : stripe_best + (size_t)g * (B + 1);
 #pragma unroll
                             for (int k = 0; k < B; ++k) target[k] = pub_best[k];

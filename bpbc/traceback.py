@@ -1640,6 +1640,17 @@ def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, s
     return table_rows, aligned
 
 
+def banded(read_lengths, pattern_lengths) -> np.ndarray:
+    """Which instances are aligned from their end cell in the band where an
+    alignment ending there can lie (_banded): patterns many times the read's
+    length, and large instances. A score pass finds their end cells where
+    the caller does not know them (``known_ends`` of :func:`align_hits`)."""
+    read_lengths = np.asarray(read_lengths, np.int64)
+    pattern_lengths = np.asarray(pattern_lengths, np.int64)
+    return (pattern_lengths > _WINDOW_FROM * np.maximum(read_lengths, 1)) | \
+        (read_lengths * pattern_lengths >= _BAND_FROM_CELLS)
+
+
 def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cell_bits=None, known_ends=None):
     """Align (rows[t], oriented pattern ks[t] of ``table``) for every t:
     the (t, 8) result table and the CIGARs (read backwards where
@@ -1675,10 +1686,7 @@ def _run_batch(codes, lengths, rows, table, ks, scoring, eqx, reverse_cigar, cel
     group_lanes = LANES8 if fits8 else LANES16 if fits and cell_bits != 32 else LANES
     read_lengths = lengths[rows]
     pattern_lengths = table.lengths[ks].astype(np.int64)
-    # patterns many times the read's length, and large instances: a score pass finds the end
-    # cells, the pointer pass then covers only the band the alignment can pass (_banded)
-    windowed = (pattern_lengths > _WINDOW_FROM * np.maximum(read_lengths, 1)) | \
-        (read_lengths * pattern_lengths >= _BAND_FROM_CELLS)
+    windowed = banded(read_lengths, pattern_lengths)
     if known_ends is not None:
         known_ends = np.asarray(known_ends, dtype=np.int64)
         windowed &= known_ends[:, 0] < 0

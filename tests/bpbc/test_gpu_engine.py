@@ -17,17 +17,18 @@ import pytest
 
 import bpbc
 from bpbc.gpu_engine import KERNEL_PATH, THREADS_PER_BLOCK, chain_shape
-from tests.bpbc.conftest import random_pattern, random_read, related_pair
+from tests.bpbc.conftest import mutate, random_pattern, random_read, related_pair
 
 #: (B, R, P, MA, MI, OE, EX, CELL, BEST, STRIPED): synthesised cells (B = 6, 9
 #: at the default scoring, CELL 1), the hand-written one asked for (CELL 0) and
 #: as the fallback where no circuit exists (CELL 1, other B or scoring); with
-#: the best score (BEST 1) and the flag-only first pass (BEST 0); without the
+#: the best score (BEST 1), the flag-only first pass (BEST 0) and end cells (BEST 2); without the
 #: stripe boundary's code (STRIPED 0), the stripes in turn (1) and in parallel (2)
 INSTANTIATIONS = [(6, 4, 32, 2, 3, 7, 2, 1, 1, 0), (6, 8, 16, 2, 3, 7, 2, 0, 1, 1), (9, 8, 16, 2, 3, 7, 2, 1, 1, 0),
                   (1, 1, 32, 2, 3, 7, 2, 1, 1, 1), (11, 8, 8, 5, 4, 11, 3, 1, 1, 2), (3, 5, 4, 1, 9, 20, 9, 0, 1, 0),
                   (5, 8, 16, 2, 3, 7, 2, 1, 0, 0), (5, 8, 16, 2, 3, 7, 2, 0, 0, 2), (10, 8, 8, 5, 4, 11, 3, 1, 0, 1),
-                  (11, 8, 32, 2, 3, 7, 2, 1, 0, 2), (11, 8, 32, 2, 3, 7, 2, 1, 1, 2)]
+                  (11, 8, 32, 2, 3, 7, 2, 1, 0, 2), (11, 8, 32, 2, 3, 7, 2, 1, 1, 2), (11, 8, 32, 2, 3, 7, 2, 1, 2, 2),
+                  (6, 4, 32, 2, 3, 7, 2, 1, 2, 0), (5, 8, 16, 2, 3, 7, 2, 0, 2, 1)]
 
 
 def test_block_size_is_the_kernels_launch_bound():
@@ -38,7 +39,8 @@ def test_block_size_is_the_kernels_launch_bound():
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 def test_sw_kernel_compiles_for_sm90(tmp_path):
     args = ("const unsigned*, const int*, const unsigned char*, const long long*, unsigned*, unsigned*, unsigned*, "
-            "unsigned*, const int*, const int*, int, int, int, int, int, unsigned*, unsigned*")
+            "unsigned*, const int*, const int*, int, int, int, int, int, unsigned*, unsigned*, const unsigned*, "
+            "unsigned long long*")
     source = tmp_path / "instantiate.cu"
     source.write_text(f'#include "{KERNEL_PATH}"\n' + "".join(
         f"template __global__ void sw_screen<{','.join(map(str, t))}>({args});\n" for t in INSTANTIATIONS))
@@ -697,3 +699,81 @@ def test_packing_on_the_host_gives_the_devices_planes():
     bad = np.array(reads.data, np.uint8)
     bad[int(reads.seq_start[5])] = ord("X")
     assert on_host.prepare_bytes(bad, reads.seq_start, reads.lengths) is None
+
+
+def _reads_with_pieces(rng, pattern: str, count: int) -> list[str]:
+    """Reads of 300-3000 bases, most carrying a mutated piece of ``pattern``
+    on either strand, every fifth the same piece twice (two end cells at the
+    best score: the tie rule picks the first)."""
+    concrete = pattern.translate(str.maketrans("RYSWKMBDHVNU", "ACGTGACAAAGT"))
+    reads = []
+    for i in range(count):
+        read = random_read(rng, int(rng.integers(300, 3000)), n_rate=0.005)
+        if i % 4:
+            start = int(rng.integers(0, len(concrete) - 100))
+            piece = mutate(rng, concrete[start:start + int(rng.integers(100, 600))], 0.05)
+            if i % 2:
+                piece = piece[::-1].translate(str.maketrans("ACGT", "TGCA"))
+            at = int(rng.integers(0, len(read)))
+            read = read[:at] + piece + (piece if i % 5 == 0 else "") + read[at:]
+        reads.append(read)
+    return reads
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["parallel", "turn"])
+def test_end_cells_are_the_tracebacks(mode, monkeypatch):
+    """GpuEngine.end_cells against bpbc.traceback.end_cells (the first cell at
+    the score in (read, pattern) order) on every instance of 160 reads
+    against a 700 bp pattern (3 stripes) on both strands: pieces of it,
+    some twice, and the unrelated strand's low scores (many cells tie)."""
+    from bpbc import gpu_engine
+    from bpbc.alphabet import encode_pattern, encode_reads
+    from bpbc.gpu_engine import GpuEngine
+    from bpbc.patterns import PatternTable
+    from bpbc.scoring import Scoring
+    from bpbc.traceback import end_cells
+
+    monkeypatch.setenv(gpu_engine.STRIPES_ENV, mode)
+    rng = np.random.default_rng(5)
+    pattern = random_pattern(rng, 700, iupac_rate=0.02)
+    assert chain_shape(700)[2] == 3
+    codes, lengths = encode_reads(_reads_with_pieces(rng, pattern, 160))
+    table = PatternTable.build([encode_pattern(pattern)], ("+", "-"))
+    scoring = Scoring()
+    rows, ks = np.repeat(np.arange(len(lengths)), 2), np.tile([0, 1], len(lengths))
+    expected = end_cells(codes, lengths, rows, table, ks, scoring)
+    assert expected[:, 0].max() > 400 and expected[:, 0].min() < 40
+    engine = GpuEngine()
+    got = engine.end_cells(engine.prepare(codes, lengths), table, scoring, 11, rows, ks, expected[:, 0])
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.gpu
+def test_alignments_from_the_gpus_end_cells_are_the_cpus(monkeypatch):
+    """The screen's alignments on the GPU, which starts the traceback of long
+    instances from the GPU's end cells, equal those without them and the
+    CPU engine's."""
+    from bpbc.gpu_engine import GpuEngine
+    from bpbc.traceback import banded
+
+    rng = np.random.default_rng(6)
+    pattern = random_pattern(rng, 3000, iupac_rate=0.01)
+    reads = _reads_with_pieces(rng, pattern, 200)
+    assert banded(np.array([len(r) for r in reads]), 3000).sum() > 100
+    found_by_gpu = []
+    end_cells = GpuEngine.end_cells
+
+    def counted(self, *args):
+        found = end_cells(self, *args)
+        found_by_gpu.append(int((found[:, 0] >= 0).sum()))
+        return found
+
+    monkeypatch.setattr(GpuEngine, "end_cells", counted)
+    found = bpbc.screen(reads, [pattern], threshold=150, device="gpu")
+    assert sum(found_by_gpu) > 100
+    cpu = bpbc.screen(reads, [pattern], threshold=150, device="cpu")
+    monkeypatch.setattr(GpuEngine, "end_cells", None)
+    searched = bpbc.screen(reads, [pattern], threshold=150, device="gpu")
+    assert len(found.alignments) > 100
+    assert found.alignments == searched.alignments == cpu.alignments
