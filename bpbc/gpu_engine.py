@@ -904,17 +904,18 @@ class GpuEngine:
     def end_cells(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, reads: np.ndarray,
                   ks: np.ndarray, scores: np.ndarray) -> np.ndarray:
         """The end cell of each instance (batch read ``reads[t]``, oriented
-        pattern ``ks[t]`` of ``table``, exact score ``scores[t]`` below
-        2**planes) by the traceback's tie rule (the first cell at the score
-        in (read, pattern) order): the int64 (t, 3) table of score, read end
-        and pattern end that :func:`bpbc.traceback.end_cells` gives. The
-        instances' lanes are gathered into word groups of their own, each
-        pattern's together, and screened by the end cells' kernel; -1 rows
-        where none was found (none should be)."""
+        pattern ``ks[t]`` of ``table``, score ``scores[t]``: exact, or -1
+        where the screen capped it; every score below 2**planes) by the
+        traceback's tie rule (the first cell at the score in (read, pattern)
+        order): the int64 (t, 3) table of score, read end and pattern end
+        that :func:`bpbc.traceback.end_cells` gives. The instances' lanes
+        are gathered into word groups of their own, each pattern's together,
+        screened with scores at ``planes`` where a score is not known, then
+        by the end cells' kernel; -1 rows where none was found (none should be)."""
         import cupy
 
         reads, ks = np.asarray(reads, np.int64), np.asarray(ks, np.int64)
-        scores = np.asarray(scores, np.int64)
+        scores = np.asarray(scores, np.int64).copy()
         found = np.full((len(reads), 3), -1, np.int64)
         if not len(reads):
             return found
@@ -929,10 +930,7 @@ class GpuEngine:
         slot = WORD_BITS * first[sorted_ks] + np.arange(len(ks)) - (np.cumsum(counts) - counts)[sorted_ks]
         src_position = np.full(new_groups * WORD_BITS, -1, np.int32)  # -1: an empty lane
         src_position[slot] = position[reads[by_pattern]]
-        bits = np.zeros((new_groups * WORD_BITS, planes), np.uint64)
-        bits[slot] = (scores[by_pattern, None] >> np.arange(planes)) & 1
-        lane_bit = np.uint64(1) << np.arange(WORD_BITS, dtype=np.uint64)
-        targets = (bits.reshape(new_groups, WORD_BITS, planes) * lane_bit[None, :, None]).sum(axis=1)
+        group, lane = slot // WORD_BITS, (slot % WORD_BITS).astype(np.uint32)
         with self._in_device_order():
             src_on_device = cupy.asarray(src_position)
             gathered = PreparedReads(0, np.zeros(0, np.int64), cupy.empty((new_groups, prepared.width, 3), cupy.uint32),
@@ -942,12 +940,25 @@ class GpuEngine:
             _helper("gather_lanes", _device())((min(-(-new_groups // warps), 1 << 16),), (THREADS_PER_BLOCK,), (
                 prepared.planes, prepared.group_length, src_on_device, gathered.planes, gathered.group_length,
                 lane_mask, np.int32(new_groups), np.int32(prepared.width)))
-            ends = cupy.full((new_groups, WORD_BITS), np.iinfo(np.uint64).max, cupy.uint64)
             ranges = cupy.asarray(np.stack([first, sizes]).astype(np.int32))
+            if (scores < 0).any():  # capped by the screen: their scores first
+                best, flag = self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True)
+        if (scores < 0).any():
+            best_words, flag_words = best.get()[group], flag.get()[group]
+            exact = ((best_words >> lane[:, None]) & 1).astype(np.int64) @ (1 << np.arange(planes, dtype=np.int64))
+            exact[(flag_words >> lane) & 1 == 1] = -1  # above 2**planes: not asked for
+            scores[by_pattern] = exact
+        known = scores[by_pattern] >= 0
+        bits = np.zeros((new_groups * WORD_BITS, planes), np.uint64)
+        bits[slot[known]] = (scores[by_pattern][known, None] >> np.arange(planes)) & 1
+        lane_bit = np.uint64(1) << np.arange(WORD_BITS, dtype=np.uint64)
+        targets = (bits.reshape(new_groups, WORD_BITS, planes) * lane_bit[None, :, None]).sum(axis=1)
+        with self._in_device_order():
+            ends = cupy.full((new_groups, WORD_BITS), np.iinfo(np.uint64).max, cupy.uint64)
             self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True,
                         end_cells=(cupy.asarray(targets.astype(np.uint32)), ends))
         keys = ends.reshape(-1).get()[slot]
-        hit = keys != np.iinfo(np.uint64).max
+        hit = (keys != np.iinfo(np.uint64).max) & known
         rows = by_pattern[hit]
         found[rows, 0] = scores[rows]
         found[rows, 1] = (keys[hit] >> np.uint64(32)).astype(np.int64)

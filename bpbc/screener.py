@@ -424,19 +424,21 @@ class Screener:
     def _end_cells(self, batch: ReadBatch, read, k, score, capped) -> np.ndarray | None:
         """Where the engine finds end cells (the GPU's): those of the hits
         the traceback aligns from their end cell (:func:`bpbc.traceback.banded`),
-        whose scores are exact, so that it need not search for them."""
+        so that it need not search for them; the capped hits' scores on the
+        way, in planes enough for any score of their reads."""
         from .traceback import banded
 
         find = getattr(self.engine, "end_cells", None)
         if find is None or batch.prepared is None or not len(read):
             return None
-        chosen = np.flatnonzero(banded(batch.lengths[read], self.table.lengths[k]) & ~capped)
+        chosen = np.flatnonzero(banded(batch.lengths[read], self.table.lengths[k]))
         if not len(chosen):
             return None
-        planes = score_planes(int(self.table_thresholds[k[chosen]].max()))
+        longest = min(int(batch.lengths[read[chosen]].max()), int(self.table.lengths[k[chosen]].max()))
+        planes = score_planes(self.scoring.max_score(longest))
         found = np.full((len(read), 3), -1, np.int64)
         found[chosen] = find(batch.prepared, self.table, self.scoring, planes, read[chosen], k[chosen],
-                             score[chosen])
+                             np.where(capped[chosen], -1, score[chosen]))
         return found
 
     def _pair_scores(self, batch: ReadBatch, reads: np.ndarray, ks: np.ndarray, table: PatternTable,

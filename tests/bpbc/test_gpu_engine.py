@@ -726,7 +726,8 @@ def test_end_cells_are_the_tracebacks(mode, monkeypatch):
     """GpuEngine.end_cells against bpbc.traceback.end_cells (the first cell at
     the score in (read, pattern) order) on every instance of 160 reads
     against a 700 bp pattern (3 stripes) on both strands: pieces of it,
-    some twice, and the unrelated strand's low scores (many cells tie)."""
+    some twice, and the unrelated strand's low scores (many cells tie);
+    with every score known, and with a third unknown (capped)."""
     from bpbc import gpu_engine
     from bpbc.alphabet import encode_pattern, encode_reads
     from bpbc.gpu_engine import GpuEngine
@@ -745,8 +746,11 @@ def test_end_cells_are_the_tracebacks(mode, monkeypatch):
     expected = end_cells(codes, lengths, rows, table, ks, scoring)
     assert expected[:, 0].max() > 400 and expected[:, 0].min() < 40
     engine = GpuEngine()
-    got = engine.end_cells(engine.prepare(codes, lengths), table, scoring, 11, rows, ks, expected[:, 0])
-    np.testing.assert_array_equal(got, expected)
+    prepared = engine.prepare(codes, lengths)
+    np.testing.assert_array_equal(engine.end_cells(prepared, table, scoring, 11, rows, ks, expected[:, 0]), expected)
+    unknown = expected[:, 0].copy()
+    unknown[::3] = -1  # capped by the screen: the scores are found first
+    np.testing.assert_array_equal(engine.end_cells(prepared, table, scoring, 11, rows, ks, unknown), expected)
 
 
 @pytest.mark.gpu
