@@ -57,6 +57,7 @@ SECOND_PASS_SECONDS = 0.35e-3
 SECOND_PASS_COLUMN_SECONDS = 0.9e-6
 THREADS_PER_BLOCK = 128  #: matches __launch_bounds__ in sw.cu
 ROWS_PER_LANE = (4, 5, 3, 6, 2, 8, 7, 1)  #: candidates, best first on a tie
+PINNED_MASK_BITS = 64  #: sw.cu's: planes x rows per lane up to which the kernel keeps two register buffers
 
 
 def chain_shape(pattern_length: int) -> tuple[int, int, int]:
@@ -75,15 +76,19 @@ def chain_shape(pattern_length: int) -> tuple[int, int, int]:
     return best[1:]
 
 
-def latency_shape(shape: tuple[int, int, int]) -> tuple[int, int, int]:
+def latency_shape(shape: tuple[int, int, int], pattern_length: int = 0, planes: int = 0) -> tuple[int, int, int]:
     """A chain shape for a sweep over few word groups, where the GPU is idle
     but for a chain or two and time is the serial sweep over the columns:
     at most 4 rows per lane, in twice the lanes while a warp has room (on
     the H100, 1 group of 1024 columns against 128 bp: 0.80 ms in (4, 32, 1),
-    1.18 in (8, 16, 1))."""
+    1.18 in (8, 16, 1)); where a warp has none, 4 rows in more stripes if
+    ``planes`` of more rows would not fit in registers (H and E of R rows:
+    at 16 planes, 8 rows spill; at 11, 4 and 8 rows ran as fast, one H200)."""
     rows, lanes, stripes = shape
     while rows > 4 and lanes < 32:
         rows, lanes = -(-rows // 2), lanes * 2
+    if rows > 4 and planes * rows > PINNED_MASK_BITS:
+        rows, stripes = 4, -(-pattern_length // (4 * lanes))
     return rows, lanes, stripes
 
 
@@ -213,19 +218,19 @@ class _Launch:
     starts: Any  # cupy int64 (len(ks) + 1,)
 
 
-def _launches(table, latency: bool = False) -> list[_Launch]:
+def _launches(table, latency: bool = False, planes: int = 0) -> list[_Launch]:
     """The table cut into launches: the patterns of one chain shape together;
-    with ``latency``, in :func:`latency_shape`."""
+    with ``latency``, in :func:`latency_shape` at ``planes``."""
     import cupy
 
-    key = ("gpu-latency" if latency else "gpu", _device())
+    key = ("gpu-latency", planes, _device()) if latency else ("gpu", _device())
     cached = table.engine_cache.get(key)
     if cached is not None:
         return cached
     shapes: dict[tuple[int, int, int], list[int]] = {}
     for k, m in enumerate(table.lengths.tolist()):
         shape = chain_shape(m)
-        shapes.setdefault(latency_shape(shape) if latency else shape, []).append(k)
+        shapes.setdefault(latency_shape(shape, m, planes) if latency else shape, []).append(k)
     launches = []
     for (rows, lanes, stripes), ks in shapes.items():
         part = np.array(ks, dtype=np.int64)
@@ -716,7 +721,7 @@ class GpuEngine:
         targets, ends = end_cells if end_cells is not None else (_unused(), _unused())
         best = cupy.zeros(leading + (groups, planes if best_kind == 1 else 0), cupy.uint32)
         flag = cupy.zeros(leading + (groups,), cupy.uint32)
-        for launch in _launches(table, latency):
+        for launch in _launches(table, latency, planes):
             striped = stripe_mode(launch.stripes)
             kernel = _kernel(planes, launch.rows, launch.lanes, scoring, self.cell, best_kind, striped, _device())
             resident = self._resident_threads(kernel)
@@ -863,7 +868,7 @@ class GpuEngine:
         if key in table.engine_cache:
             return
         for latency, kernel_planes, best in ((False, flag_planes, False), (True, planes, True)):
-            for launch in _launches(table, latency):
+            for launch in _launches(table, latency, kernel_planes):
                 _kernel(kernel_planes, launch.rows, launch.lanes, scoring, self.cell, best,
                         stripe_mode(launch.stripes), _device())
         table.engine_cache[key] = True

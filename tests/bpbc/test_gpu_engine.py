@@ -112,11 +112,16 @@ def test_latency_shape_trades_rows_for_lanes_and_still_covers_the_pattern():
     assert latency_shape((8, 16, 1)) == (4, 32, 1)
     assert latency_shape((8, 8, 1)) == (4, 16, 1)
     assert latency_shape((5, 32, 2)) == (5, 32, 2)
+    # where a warp has no room and more rows would spill: 4 rows, the stripes that cover the pattern
+    assert latency_shape((8, 32, 190), 48_502, 16) == (4, 32, 379)
+    assert latency_shape((8, 32, 2), 500, 8) == (8, 32, 2)
     for length in range(1, 700):
         shape = chain_shape(length)
-        rows, lanes, stripes = latency_shape(shape)
-        assert 32 % lanes == 0 and rows * lanes >= shape[0] * shape[1] and stripes == shape[2]
-        assert rows <= 4 or lanes == 32
+        for planes in (0, 16):
+            rows, lanes, stripes = latency_shape(shape, length, planes)
+            assert 32 % lanes == 0 and rows * lanes * stripes >= length
+            assert stripes == shape[2] or planes and stripes * rows * lanes - length < rows * lanes
+            assert rows <= 4 or lanes == 32 and rows * planes <= 64
 
 
 def _random_workload(rng, n_reads):
@@ -195,11 +200,14 @@ def test_synthesised_and_hand_cells_give_the_same_scores(monkeypatch, scoring, t
         assert np.array_equal(cpu.indices, gpu.indices)
 
 
-def test_the_engine_knows_how_far_apart_sw_cu_publishes_columns():
-    """flag_first_pays counts the columns a stripe runs behind the one above."""
+def test_the_engine_knows_sw_cus_constants():
+    """flag_first_pays counts the columns a stripe runs behind the one above;
+    latency_shape, where the kernel's registers hold two buffers."""
     from bpbc import gpu_engine
 
-    assert re.findall(r"#define PUBLISH_EVERY (\d+)", Path(KERNEL_PATH).read_text()) == [str(gpu_engine.PUBLISH_EVERY)]
+    source = Path(KERNEL_PATH).read_text()
+    assert re.findall(r"#define PUBLISH_EVERY (\d+)", source) == [str(gpu_engine.PUBLISH_EVERY)]
+    assert re.findall(r"PIN_MASKS = B \* R <= (\d+);", source) == [str(gpu_engine.PINNED_MASK_BITS)]
 
 
 @pytest.mark.gpu
