@@ -892,14 +892,7 @@ class GpuEngine:
         _helper("flagged_lanes", _device())((_blocks(count * groups),), (256,), (
             flag, rank, cursor, src_position, word_pattern, np.int32(count), np.int32(groups),
             np.int64(new_groups * WORD_BITS)))
-        gathered = PreparedReads(0, np.zeros(0, np.int64),  # lanes map back through src_position
-                                 cupy.empty((new_groups, prepared.width, 3), cupy.uint32),
-                                 cupy.empty(new_groups, cupy.int32))
-        lane_mask = cupy.empty(new_groups, cupy.uint32)
-        warps = THREADS_PER_BLOCK // 32
-        _helper("gather_lanes", _device())((min(-(-new_groups // warps), 1 << 16),), (THREADS_PER_BLOCK,), (
-            prepared.planes, prepared.group_length, src_position, gathered.planes, gathered.group_length,
-            lane_mask, np.int32(new_groups), np.int32(prepared.width)))
+        gathered, lane_mask = _gathered(prepared, src_position, new_groups)
         best, flag = self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True)
         return _HitRecords(self, best, flag, thresholds, 1, new_groups, planes, counts[count:],
                            ranged=(word_pattern, lane_mask, src_position))
@@ -937,14 +930,7 @@ class GpuEngine:
         src_position[slot] = position[reads[by_pattern]]
         group, lane = slot // WORD_BITS, (slot % WORD_BITS).astype(np.uint32)
         with self._in_device_order():
-            src_on_device = cupy.asarray(src_position)
-            gathered = PreparedReads(0, np.zeros(0, np.int64), cupy.empty((new_groups, prepared.width, 3), cupy.uint32),
-                                     cupy.empty(new_groups, cupy.int32))
-            lane_mask = cupy.empty(new_groups, cupy.uint32)
-            warps = THREADS_PER_BLOCK // 32
-            _helper("gather_lanes", _device())((min(-(-new_groups // warps), 1 << 16),), (THREADS_PER_BLOCK,), (
-                prepared.planes, prepared.group_length, src_on_device, gathered.planes, gathered.group_length,
-                lane_mask, np.int32(new_groups), np.int32(prepared.width)))
+            gathered, _ = _gathered(prepared, cupy.asarray(src_position), new_groups)
             ranges = cupy.asarray(np.stack([first, sizes]).astype(np.int32))
             if (scores < 0).any():  # capped by the screen: their scores first
                 best, flag = self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True)
@@ -969,6 +955,23 @@ class GpuEngine:
         found[rows, 1] = (keys[hit] >> np.uint64(32)).astype(np.int64)
         found[rows, 2] = (keys[hit] & np.uint64(0xFFFFFFFF)).astype(np.int64)
         return found
+
+
+def _gathered(prepared: PreparedReads, src_position, new_groups: int) -> tuple[PreparedReads, Any]:
+    """The lanes of ``prepared`` that ``src_position`` (a cupy int32 array of
+    new_groups x 32 batch positions, -1: an empty lane) names, in word groups
+    of their own (gather_lanes; the lanes map back through src_position),
+    and each new group's mask of real lanes."""
+    import cupy
+
+    gathered = PreparedReads(0, np.zeros(0, np.int64), cupy.empty((new_groups, prepared.width, 3), cupy.uint32),
+                             cupy.empty(new_groups, cupy.int32))
+    lane_mask = cupy.empty(new_groups, cupy.uint32)
+    warps = THREADS_PER_BLOCK // 32
+    _helper("gather_lanes", _device())((min(-(-new_groups // warps), 1 << 16),), (THREADS_PER_BLOCK,), (
+        prepared.planes, prepared.group_length, src_position, gathered.planes, gathered.group_length,
+        lane_mask, np.int32(new_groups), np.int32(prepared.width)))
+    return gathered, lane_mask
 
 
 class _HitRecords:
