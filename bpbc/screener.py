@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar, cast
@@ -380,22 +381,24 @@ class Screener:
         return (self._in_parts(batch.part(0, half), compute, start)
                 + self._in_parts(batch.part(half, len(batch)), compute, start + half))
 
-    def hits(self, reads) -> Hits:
-        """The passing instances of a batch (or of reads, encoded here)."""
+    def hits(self, reads, end_cells: bool = True) -> Hits:
+        """The passing instances of a batch (or of reads, encoded here);
+        ``end_cells``: with the end cells of those the engine finds them for."""
         batch = self._batch(reads)
         if isinstance(batch, WindowedBatch):
             if batch.inner is None or (batch.flag_planes and batch.inner.prepared is not None):
                 columns, ends = vector_hits(batch, self.table, self.table_thresholds, self._caps(), self.scoring,
                                             0 if batch.inner is None else batch.flag_planes)
                 return self._read_hits(batch, Hits(*columns), ends)
-            return self._read_hits(batch, self.hits(batch.inner))
-        parts = self._in_parts(batch, self._hits)
+            # (the windows' alignment finds the end cells of every window at a read's best itself)
+            return self._read_hits(batch, self.hits(batch.inner, end_cells=False))
+        parts = self._in_parts(batch, functools.partial(self._hits, end_cells=end_cells))
         if len(parts) == 1:
             return parts[0][1]
         return Hits(*(np.concatenate(column) for column in zip(*(
             (hits.read + start, hits.pattern, hits.strand, hits.score, hits.capped) for start, hits in parts))))
 
-    def _hits(self, batch: ReadBatch) -> Hits:
+    def _hits(self, batch: ReadBatch, end_cells: bool = True) -> Hits:
         engine, scoring = self.engine, self.scoring
         parts = []
         if len(batch):
@@ -419,7 +422,7 @@ class Screener:
             order = np.lexsort((k, read))  # k runs over (pattern, strand) in order
             read, k, score, capped = read[order], k[order], score[order], capped[order]
         return Hits(read, self.table.pattern[k], self.table.strand[k], score, capped,
-                    self._end_cells(batch, read, k, score, capped))
+                    self._end_cells(batch, read, k, score, capped) if end_cells else None)
 
     def _end_cells(self, batch: ReadBatch, read, k, score, capped) -> np.ndarray | None:
         """Where the engine finds end cells (the GPU's): those of the hits
