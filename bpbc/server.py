@@ -386,15 +386,15 @@ def _listen(path: str) -> socket.socket:
 
 def _warm_up(device: str) -> None:
     """Set the process up as the command does and load what the first run
-    would: the command, numba's kernels of a small screen, and on the GPU
-    CuPy, the CUDA context and the kernels."""
+    would: the command and its pipeline, numba's kernels of a small screen,
+    and on the GPU CuPy, the CUDA context and the kernels."""
     from bpbc.engines import set_up_process
 
     set_up_process()  # before numba loads its OpenMP runtime
     import bpbc
-    from bpbc.cli import _command
+    import bpbc.cli
+    import bpbc.pipeline  # noqa: F401 - what a run imports (bpbc.cli imports it where a run starts)
 
-    _command()
     bpbc.screen(["ACGTACGTTGCAACGTAGGT" * 4], ["ACGTACGTTGCA"], threshold=10, device=device)
 
 
