@@ -482,7 +482,7 @@ def _screen_on_dask(address, scheduler_file, reads_files, patterns, settings, qu
     each file (the options are checked already)."""
     from bpbc import distributed as dd
 
-    if not gc.isenabled():  # off in the command's own process (run): the client's event loop may run for hours
+    if not gc.isenabled():  # off in the command's own process (bpbc.server.command): its Dask client may run for hours
         gc.freeze()  # what the command has loaded lives until it ends: out of the collector's passes
         gc.enable()
     with ExitStack() as stack:
@@ -535,13 +535,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """Console entry point of ``bpbc-screen``."""
-    # One command, then the process ends: Python's cyclic garbage collector
-    # stays off. Its 134 passes of a one-read run took 40-65 ms (2-core AMD
-    # EPYC) and found some 10^3 objects to free: the imports make some 10^5
-    # that live as long as the process, the run pauses the collector anyway
-    # (bpbc.pipeline.cyclic_gc_paused), and a pass over all the run had
-    # allocated followed it. A Dask run turns it back on (_screen_on_dask).
-    gc.disable()
     status = main()
     # Every output is committed or removed by now; end without the
     # interpreter's teardown. After a run it took 0.3 s (numba's compiled
