@@ -41,7 +41,8 @@ other round, so that a drift of the machine falls on both), of
 ``import bpbc.cli`` and the one-read run on each device as fresh processes
 (process wall, run, wall minus run); per tree the minimum, median and
 maximum, and per tree the ratio base/tree of each round's pair, so that a
-figure above 1 is a gain. Writes ``startup_trees_<device>.csv``:
+figure above 1 is a gain; then each tree's phases of the one-read run on
+each device (medians of ``--repeats``). Writes ``startup_trees_<device>.csv``:
 
     python -m bench startup --trees before=/tmp/base after=. --rounds 15
 """
@@ -181,14 +182,14 @@ PHASES = [("start to the pipeline imported", "start", "imported"), ("then to the
           ("the exit", "exit", "end")]
 
 
-def phases(args: list[str], env: dict, repeats: int) -> dict[str, float]:
+def phases(args: list[str], env: dict, repeats: int, cwd: str | None = None) -> dict[str, float]:
     """Median seconds of each of :data:`PHASES` over ``repeats`` runs of
     bpbc-screen ``args`` (after one that warms the caches)."""
     figures: dict[str, list[float]] = {}
     for k in range(repeats + 1):
         started = time.time()
         done = subprocess.run([sys.executable, "-c", PHASES_CHILD, *args], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
+                              stderr=subprocess.PIPE, text=True, cwd=cwd)
         marks = dict(json.loads(done.stderr.splitlines()[-1]), start=started, end=time.time())
         if done.returncode:
             raise SystemExit(f"bpbc-screen {' '.join(args)} failed:\n{done.stderr}")
@@ -331,10 +332,14 @@ def one_read_rows(one_read: Path, devices: list[str], env: dict, repeats: int) -
     return rows
 
 
-def compare_trees(trees: dict[str, str], rounds: int, one_read: Path, devices: list[str], env: dict) -> list[dict]:
-    """``--trees``: see the module's docstring. The processes may write
-    bytecode, as an installed package has it (this development machine sets
-    PYTHONDONTWRITEBYTECODE: every run would compile every module of bpbc)."""
+def compare_trees(trees: dict[str, str], rounds: int, one_read: Path, devices: list[str], env: dict,
+                  repeats: int) -> list[dict]:
+    """``--trees``: see the module's docstring; then each tree's phases of
+    the one-read run on each device (medians of ``repeats``). The processes
+    may write bytecode, as an installed package has it (this development
+    machine sets PYTHONDONTWRITEBYTECODE: every run would compile every
+    module of bpbc)."""
+    trees = {name: str(Path(tree).resolve()) for name, tree in trees.items()}  # each process runs in its tree
     names = list(trees)
     summary = Path(tempfile.mkdtemp()) / "summary.json"
     env = {key: value for key, value in env.items() if key != "PYTHONDONTWRITEBYTECODE"}
@@ -363,6 +368,12 @@ def compare_trees(trees: dict[str, str], rounds: int, one_read: Path, devices: l
                 ratios = [b / v for b, v in zip(base, values)]
                 rows.append({"step": f"{measure}: {names[0]}/{name}", "ratio": f"{np.median(ratios):.3f}",
                              "ratio_min": f"{min(ratios):.3f}", "ratio_max": f"{max(ratios):.3f}"})
+    for device in devices:
+        for name in names:
+            tree = trees[name]
+            tree_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")])))
+            rows += [{"step": f"one-read run, {device.upper()}: {phase}: {name}", "seconds": f"{seconds:.3f}"}
+                     for phase, seconds in phases(one_read_args(one_read, device), tree_env, repeats, tree).items()]
     return rows
 
 
@@ -424,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
         work = tempfile.mkdtemp()
         one_read = write_one_read_file(Path(work) / "one.fq")
         rows = compare_trees(dict(item.split("=", 1) for item in args.trees), args.rounds, one_read,
-                             ["cpu", "gpu"] if gpu else ["cpu"], env)
+                             ["cpu", "gpu"] if gpu else ["cpu"], env, repeats)
         for row in rows:
             _show(row)
         device = gpu_info() if gpu else None
