@@ -96,9 +96,9 @@ fi
 if [ ! -x "$root/opt/venv/bin/python" ]; then
     in_root python3 -m venv /opt/venv
 fi
-if ! in_root python -c 'import numba, dnaio, xopen, click, rich, parasail, pytest, hypothesis, xdist' 2>/dev/null; then
+if ! in_root python -c 'import numba, dnaio, xopen, typer, rich, parasail, pytest, hypothesis, xdist' 2>/dev/null; then
     in_root pip install -q ont-parasail "pytest>=8" "pytest-xdist>=3.5" "hypothesis>=6.100" \
-        "numpy>=1.24" "numba>=0.59" "click>=8.2" "dnaio>=1.2" "xopen>=2.1" "rich>=13"
+        "numpy>=1.24" "numba>=0.59" "typer>=0.12" "dnaio>=1.2" "xopen>=2.1" "rich>=13"
 fi
 
 # -- 4. the repository's HEAD into the root filesystem, installed without its

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Runs the GPU test suite (pytest -m gpu) on a fresh CUDA machine
 # that has only its preinstalled Python packages (cupy, numba, numpy, pytest,
-# hypothesis, rich). Missing dependencies (click 8.2 or newer, dnaio, xopen,
-# isal, zlib-ng, backports.zstd, parasail) are installed from wheels in .whl/
-# when that folder exists; on a machine with network access fetch them first,
-# for its Python:
-#   pip download --no-deps --only-binary=:all: -d .whl 'click>=8.2' dnaio xopen isal zlib-ng backports.zstd parasail
+# hypothesis, typer, rich). Missing dependencies (dnaio, xopen, isal, zlib-ng,
+# backports.zstd, parasail) are installed from wheels in .whl/ when that folder
+# exists; on a machine with network access fetch them first, for its Python:
+#   pip download --no-deps --only-binary=:all: -d .whl dnaio xopen isal zlib-ng backports.zstd parasail
 # Real reads in .devdata/ (illumina.fastq.gz, adapters.fa) are used by the
 # CLI test when present, else the shipped example.
 # Usage: bash scripts/gpu_check.sh [OUTDIR]
