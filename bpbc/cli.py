@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextvars
+import functools
 import gc
 import os
 import shlex
@@ -29,15 +30,15 @@ import threading
 import time
 import traceback
 from contextlib import ExitStack, contextmanager
-from typing import Callable
+from enum import Enum
+from typing import Annotated, Callable, Optional
 
-import click
-from click.exceptions import Exit
+import typer
 
 from bpbc.compile_watch import COMPILE_NOTICE, watching_compiles
 from bpbc.errors import InputError, InternalError, one_line
 from bpbc.scoring import Scoring
-from bpbc.settings import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD, PAIR_FILTERS, STRANDS, ScreenSettings
+from bpbc.settings import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD, ScreenSettings
 
 PROG = "bpbc-screen"
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -53,6 +54,46 @@ _ARGUMENTS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("bp
 class Terminated(KeyboardInterrupt):
     """Raised in the main thread by SIGTERM while :func:`main` runs, so that
     a terminated run stops and cleans up exactly as an interrupted one."""
+
+
+class Strand(str, Enum):
+    both = "both"
+    forward = "forward"
+
+
+class PairFilter(str, Enum):
+    any = "any"
+    both = "both"
+
+
+class Action(str, Enum):
+    none = "none"
+    trim = "trim"
+    mask = "mask"
+
+
+class AdapterKind(str, Enum):
+    three_prime = "3prime"
+    five_prime = "5prime"
+    anywhere = "anywhere"
+
+
+class TrimStrand(str, Enum):
+    forward = "forward"
+    both = "both"
+
+
+class Device(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    gpu = "gpu"
+
+
+app = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 
 
 def _error(message: str) -> None:
@@ -209,102 +250,136 @@ def _show_progress(quiet: bool, output: str | None) -> bool:
     return not (paf_to_stdout and sys.stdout.isatty())
 
 
-def _version(context: click.Context, option: click.Parameter, value: bool) -> None:
+def _version(value: bool) -> None:
     if value:
         from bpbc import __version__
 
         print(f"{PROG} {__version__}")
-        context.exit(EXIT_OK)
+        raise typer.Exit(EXIT_OK)
 
 
-#: the words of the options that take one of a few, the first the default
-DEVICES, ACTIONS = ("auto", "cpu", "gpu"), ("none", "trim", "mask")
-ADAPTER_KINDS, TRIM_STRANDS = ("3prime", "5prime", "anywhere"), ("forward", "both")
-
-
-def _value(*names: str, help: str, metavar: str = "FILE"):
-    """An option that takes a value (a path, unless ``metavar`` says otherwise), no default."""
-    return click.option(*names, metavar=metavar, show_default=False, help=help)
-
-
-def _choice(name: str, words: tuple[str, ...], help: str):
-    return click.option(name, type=click.Choice(words), default=words[0], help=help)
-
-
-@click.command(
-    help="Screen every read against every pattern with exact Smith-Waterman local alignment (affine gaps) and "
-    "report the (read, pattern, strand) triples whose score reaches the threshold, as PAF.\n\n"
-    "READS: FASTA or FASTQ, plain or compressed (gz, bz2, xz, zst); '-' reads stdin. Several files: each is "
-    "screened whole (with --dask: by one worker), outputs named by {stem}.\n\n"
-    "PATTERNS: the patterns (adapters, primers, ...), FASTA or FASTQ, one or many records; IUPAC codes allowed.",
-    no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-# READS is variadic and PATTERNS the last argument (as cp's SOURCE... DEST)
-@click.argument("reads", nargs=-1)
-@click.argument("patterns")
-@click.option("--threshold", "-t", type=int, metavar="N", show_default=False,
-              help=f"Report instances whose local alignment score is at least this [default: {DEFAULT_THRESHOLD}].")
-@click.option("--min-score-fraction", type=float, metavar="F", show_default=False,
-              help="Instead of --threshold: each pattern's threshold is ceil(F x match x its length), 0 < F <= 1. "
-              "'threshold=N' in a pattern's header overrides both.")
-@_value("--reads2", "-2", help="Second mates of paired reads (same formats as READS); READS holds the first mates.")
-@click.option("--interleaved", is_flag=True, show_default=False, help="READS holds pairs: mate 1, mate 2, mate 1, ...")
-@_choice("--pair-filter", PAIR_FILTERS, "Paired reads: a pair passes when any mate passes, or only when both do.")
-@_value("--output", "-o", help="Write PAF here instead of stdout (compressed by name: .gz, .bz2, .xz, .zst).")
-@_value("--matched", help="Write the reads that pass for some pattern here, unchanged (same format as the input); "
-        "with {name} in the path, one file per pattern (the best hit's).")
-@_value("--unmatched", help="Write the reads that pass for no pattern here, unchanged.")
-@_value("--matched2", help="Paired reads: the second mates of the passing pairs (--matched takes the first).")
-@_value("--unmatched2", help="Paired reads: the second mates of the other pairs.")
-@_choice("--action", ACTIONS, "What to do with the adapters found: nothing, trim them (--matched then receives the "
-         "trimmed reads) or mask them with N (docs/trimming.md).")
-@_choice("--adapter-kind", ADAPTER_KINDS, "Where a pattern is cut from: a 3' adapter (its hit and everything after it), "
-         "a 5' adapter (its hit and everything before it) or anywhere; 'adapter=KIND' in a pattern's header "
-         "overrides it.")
-@click.option("--min-overlap", type=int, default=3, metavar="N",
-              help="Trim an adapter cut off by the read's end down to N bases (a 3' adapter's first bases at the "
-              "read's end, a 5' adapter's last bases at its start).")
-@_choice("--trim-strand", TRIM_STRANDS, "Trim or mask the forward-strand hits only, or the reverse-strand hits too "
-         "(needs --strand both).")
-@click.option("--min-length", type=int, metavar="N", show_default=False,
-              help="With --action: drop reads (pairs) with a read shorter than N bases after trimming.")
-@_value("--trimmed", help="With --action: write every read here, trimmed (masked) where an adapter was found, in input "
-        "order.")
-@_value("--trimmed2", help="Paired reads: the second mates for --trimmed.")
-@_value("--json", "json_path", help="Write the summary as JSON here.")
-@_value("--report", help="Write an HTML report with plots here: one file, no network needed (docs/report.md).")
-@_value("--multiqc", help="Write MultiQC custom content here (a name ending in _mqc.json): a bpbc section in MultiQC's "
-        "report.")
-@click.option("--match", type=int, default=2, metavar="N", help="Score of a matching base.")
-@click.option("--mismatch", type=int, default=3, metavar="N", help="Penalty of a mismatching base.")
-@click.option("--gap-open", type=int, default=5, metavar="N",
-              help="Gap opening penalty: a gap of length k costs gap-open + k * gap-extend.")
-@click.option("--gap-extend", type=int, default=2, metavar="N", help="Gap extension penalty per base.")
-@_choice("--strand", tuple(STRANDS), "Screen the reverse complement too (both) or not (forward).")
-@click.option("--exact-scores", is_flag=True, show_default=False,
-              help="Have the engine compute every score exactly, not only up to the threshold's bit width (slower; "
-              "the PAF output is the same).")
-@_choice("--device", DEVICES, "Where to screen: auto (GPU if usable, else CPU), cpu or gpu.")
-@click.option("--threads", type=click.IntRange(min=1), metavar="N", show_default=False,
-              help="CPU threads for the engine (default: all cores).")
-@click.option("--eqx", is_flag=True, show_default=False, help="Write = and X instead of M in CIGARs.")
-@click.option("--ends", type=click.IntRange(min=1), metavar="N", show_default=False,
-              help="Screen only the first and last N bases of each read (adapters and barcodes of long reads); "
-              "coordinates stay the read's.")
-@click.option("--chunk-size", type=click.IntRange(min=1), metavar="N", show_default=False,
-              help=f"Reads screened per batch (default: {DEFAULT_CHUNK_SIZE}, fewer with many patterns); "
-              "memory grows with it.")
-@click.option("--quiet", "-q", is_flag=True, show_default=False, help="No summary and no progress bar on stderr.")
-@_value("--reads-from", metavar="LIST",
-        help="Screen the reads files listed in LIST (one path a line; with --dask), besides any READS.")
-@_value("--dask", metavar="ADDRESS",
-        help="Screen on a Dask cluster: the scheduler's address (tcp://host:8786), or local[:N] for N workers on this "
-        "machine (CPU processes; with --device gpu one dask-cuda worker per GPU).")
-@_value("--dask-scheduler-file",
-        help="Screen on the Dask cluster whose scheduler wrote FILE (dask scheduler --scheduler-file FILE).")
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
-              help="Print the version and exit.")
-def screen_command(**options) -> None:
+@app.command(
+    help="Screen every read against every pattern with exact Smith-Waterman local alignment "
+    "(affine gaps) and report the (read, pattern, strand) triples whose score reaches the "
+    "threshold, as PAF.",
+    no_args_is_help=True,
+)
+def screen_command(
+    # READS is variadic and PATTERNS the last argument (as cp's SOURCE... DEST): the old
+    # style of defaults, since Python wants the required PATTERNS (default ...) after it
+    reads: Optional[list[str]] = typer.Argument(
+        None, metavar="READS", show_default=False,
+        help="Reads: FASTA or FASTQ, plain or compressed (gz, bz2, xz, zst); '-' reads stdin. Several files "
+        "(with --dask): each is screened by one worker, outputs named by {stem}."),
+    patterns: str = typer.Argument(
+        ..., metavar="PATTERNS", show_default=False,
+        help="Patterns (adapters, primers, ...): FASTA or FASTQ, one or many records; IUPAC codes allowed."),
+    threshold: Annotated[Optional[int], typer.Option(
+        "--threshold", "-t", show_default=False,
+        help=f"Report instances whose local alignment score is at least this [default: {DEFAULT_THRESHOLD}].")] = None,
+    min_score_fraction: Annotated[Optional[float], typer.Option(
+        "--min-score-fraction", metavar="F", show_default=False,
+        help="Instead of --threshold: each pattern's threshold is ceil(F x match x its length), 0 < F <= 1. "
+        "'threshold=N' in a pattern's header overrides both.")] = None,
+    reads2: Annotated[Optional[str], typer.Option(
+        "--reads2", "-2", metavar="FILE", show_default=False,
+        help="Second mates of paired reads (same formats as READS); READS holds the first mates.")] = None,
+    interleaved: Annotated[bool, typer.Option(
+        "--interleaved", help="READS holds pairs: mate 1, mate 2, mate 1, ...")] = False,
+    pair_filter: Annotated[PairFilter, typer.Option(
+        "--pair-filter", help="Paired reads: a pair passes when any mate passes, or only when both do.")
+    ] = PairFilter.any,
+    output: Annotated[Optional[str], typer.Option(
+        "--output", "-o", metavar="FILE", show_default=False,
+        help="Write PAF here instead of stdout (compressed by name: .gz, .bz2, .xz, .zst).")] = None,
+    matched: Annotated[Optional[str], typer.Option(
+        "--matched", metavar="FILE", show_default=False,
+        help="Write the reads that pass for some pattern here, unchanged (same format as the input); "
+        "with {name} in the path, one file per pattern (the best hit's).")] = None,
+    unmatched: Annotated[Optional[str], typer.Option(
+        "--unmatched", metavar="FILE", show_default=False,
+        help="Write the reads that pass for no pattern here, unchanged.")] = None,
+    matched2: Annotated[Optional[str], typer.Option(
+        "--matched2", metavar="FILE", show_default=False,
+        help="Paired reads: the second mates of the passing pairs (--matched takes the first).")] = None,
+    unmatched2: Annotated[Optional[str], typer.Option(
+        "--unmatched2", metavar="FILE", show_default=False,
+        help="Paired reads: the second mates of the other pairs.")] = None,
+    action: Annotated[Action, typer.Option(
+        "--action", help="What to do with the adapters found: nothing, trim them (--matched then receives the "
+        "trimmed reads) or mask them with N (docs/trimming.md).")] = Action.none,
+    adapter_kind: Annotated[AdapterKind, typer.Option(
+        "--adapter-kind", help="Where a pattern is cut from: a 3' adapter (its hit and everything after it), a "
+        "5' adapter (its hit and everything before it) or anywhere; 'adapter=KIND' in a pattern's header "
+        "overrides it.")] = AdapterKind.three_prime,
+    min_overlap: Annotated[int, typer.Option(
+        "--min-overlap", metavar="N",
+        help="Trim an adapter cut off by the read's end down to N bases (a 3' adapter's first bases at the "
+        "read's end, a 5' adapter's last bases at its start).")] = 3,
+    trim_strand: Annotated[TrimStrand, typer.Option(
+        "--trim-strand", help="Trim or mask the forward-strand hits only, or the reverse-strand hits too "
+        "(needs --strand both).")] = TrimStrand.forward,
+    min_length: Annotated[Optional[int], typer.Option(
+        "--min-length", metavar="N", show_default=False,
+        help="With --action: drop reads (pairs) with a read shorter than N bases after trimming.")] = None,
+    trimmed: Annotated[Optional[str], typer.Option(
+        "--trimmed", metavar="FILE", show_default=False,
+        help="With --action: write every read here, trimmed (masked) where an adapter was found, in input "
+        "order.")] = None,
+    trimmed2: Annotated[Optional[str], typer.Option(
+        "--trimmed2", metavar="FILE", show_default=False,
+        help="Paired reads: the second mates for --trimmed.")] = None,
+    json_path: Annotated[Optional[str], typer.Option(
+        "--json", metavar="FILE", show_default=False, help="Write the summary as JSON here.")] = None,
+    report: Annotated[Optional[str], typer.Option(
+        "--report", metavar="FILE", show_default=False,
+        help="Write an HTML report with plots here: one file, no network needed (docs/report.md).")] = None,
+    multiqc: Annotated[Optional[str], typer.Option(
+        "--multiqc", metavar="FILE", show_default=False,
+        help="Write MultiQC custom content here (a name ending in _mqc.json): a bpbc section in MultiQC's report.")
+    ] = None,
+    match: Annotated[int, typer.Option("--match", help="Score of a matching base.")] = 2,
+    mismatch: Annotated[int, typer.Option("--mismatch", help="Penalty of a mismatching base.")] = 3,
+    gap_open: Annotated[int, typer.Option(
+        "--gap-open", help="Gap opening penalty: a gap of length k costs gap-open + k * gap-extend.")] = 5,
+    gap_extend: Annotated[int, typer.Option("--gap-extend", help="Gap extension penalty per base.")] = 2,
+    strand: Annotated[Strand, typer.Option(
+        "--strand", help="Screen the reverse complement too (both) or not (forward).")] = Strand.both,
+    exact_scores: Annotated[bool, typer.Option(
+        "--exact-scores", help="Have the engine compute every score exactly, not only up to the "
+        "threshold's bit width (slower; the PAF output is the same).")] = False,
+    device: Annotated[Device, typer.Option(
+        "--device", help="Where to screen: auto (GPU if usable, else CPU), cpu or gpu.")] = Device.auto,
+    threads: Annotated[Optional[int], typer.Option(
+        "--threads", min=1, metavar="N", show_default=False,
+        help="CPU threads for the engine (default: all cores).")] = None,
+    eqx: Annotated[bool, typer.Option("--eqx", help="Write = and X instead of M in CIGARs.")] = False,
+    ends: Annotated[Optional[int], typer.Option(
+        "--ends", min=1, metavar="N", show_default=False,
+        help="Screen only the first and last N bases of each read (adapters and barcodes of long reads); "
+        "coordinates stay the read's.")] = None,
+    chunk_size: Annotated[Optional[int], typer.Option(
+        "--chunk-size", min=1, metavar="N", show_default=False,
+        help=f"Reads screened per batch (default: {DEFAULT_CHUNK_SIZE}, fewer with many patterns); "
+        "memory grows with it.")] = None,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="No summary and no progress bar on stderr.")] = False,
+    reads_from: Annotated[Optional[str], typer.Option(
+        "--reads-from", metavar="LIST", show_default=False,
+        help="Screen the reads files listed in LIST (one path a line; with --dask), besides any READS.")] = None,
+    dask: Annotated[Optional[str], typer.Option(
+        "--dask", metavar="ADDRESS", show_default=False,
+        help="Screen on a Dask cluster: the scheduler's address (tcp://host:8786), or local[:N] for N workers "
+        "on this machine (CPU processes; with --device gpu one dask-cuda worker per GPU).")] = None,
+    dask_scheduler_file: Annotated[Optional[str], typer.Option(
+        "--dask-scheduler-file", metavar="FILE", show_default=False,
+        help="Screen on the Dask cluster whose scheduler wrote FILE (dask scheduler --scheduler-file FILE).")] = None,
+    version: Annotated[Optional[bool], typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None,
+) -> None:
     # the body is a plain function: mutation testing (scripts/mutation.py) reaches it, as it does no decorated one
+    options = dict(locals())
+    del options["version"]  # handled by its callback
     _screen(**options)
 
 
@@ -317,25 +392,25 @@ def _screen(reads, patterns, threshold, min_score_fraction, reads2, interleaved,
         scoring = Scoring(match, mismatch, gap_open, gap_extend)
     except ValueError as error:
         _error(str(error))
-        raise Exit(EXIT_ERROR) from None
+        raise typer.Exit(EXIT_ERROR) from None
     if threshold is not None and min_score_fraction is not None:
         _error("give --threshold or --min-score-fraction, not both")
-        raise Exit(EXIT_ERROR)
+        raise typer.Exit(EXIT_ERROR)
     settings = ScreenSettings(
         threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
         min_score_fraction=min_score_fraction,
-        pair_filter=pair_filter,
+        pair_filter=pair_filter.value,
         scoring=scoring,
-        strand=strand,
-        device=device,
+        strand=strand.value,
+        device=device.value,
         exact_scores=exact_scores,
         eqx=eqx,
         threads=threads,
         chunk_size=chunk_size,
-        action=action,
-        adapter_kind=adapter_kind,
+        action=action.value,
+        adapter_kind=adapter_kind.value,
         min_overlap=min_overlap,
-        trim_strand=trim_strand,
+        trim_strand=trim_strand.value,
         min_length=min_length,
         ends=ends,
     )
@@ -346,12 +421,12 @@ def _screen(reads, patterns, threshold, min_score_fraction, reads2, interleaved,
     from bpbc.engines import set_up_process  # numpy: the run's modules load from here on
 
     set_up_process()  # before numba may load its OpenMP runtime
-    if device != "cpu" and not distributed and not many:
+    if device is not Device.cpu and not distributed and not many:
         from bpbc.gpu_engine import warm_up_in_background
 
         warm_up_in_background()  # the GPU's set-up beside the reading, where there is one
     try:
-        trimming = action != "none" or trimmed is not None or trimmed2 is not None
+        trimming = action is not Action.none or trimmed is not None or trimmed2 is not None
         paired = reads2 is not None or interleaved or matched2 is not None or unmatched2 is not None
         if distributed and trimming:
             raise InputError("--action trim or mask runs on one host, not with --dask")
@@ -389,23 +464,23 @@ def _screen(reads, patterns, threshold, min_score_fraction, reads2, interleaved,
             report_outputs.write(run, summaries, summary if many else None)
     except InputError as error:
         _error(str(error))
-        raise Exit(EXIT_ERROR) from None
+        raise typer.Exit(EXIT_ERROR) from None
     except BrokenPipeError:
         _silence_stdout()
-        raise Exit(EXIT_BROKEN_PIPE) from None
+        raise typer.Exit(EXIT_BROKEN_PIPE) from None
     except OSError as error:
         if error.errno is None:
             raise  # not the system's answer: an internal error
         # reading errors are InputErrors already: writing failed (disk full, quota, file too large, I/O error)
         where = f"{error.filename}: " if error.filename else ""
         _error(f"{where}cannot write the outputs: {error.strerror or error}")
-        raise Exit(EXIT_ERROR) from None
+        raise typer.Exit(EXIT_ERROR) from None
     except Terminated:
         _error("terminated (SIGTERM)")
-        raise Exit(EXIT_TERMINATED) from None
+        raise typer.Exit(EXIT_TERMINATED) from None
     except KeyboardInterrupt:
         _error("interrupted")
-        raise Exit(EXIT_INTERRUPTED) from None
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     if not quiet:
         print(summary.format(), file=sys.stderr)
 
@@ -414,7 +489,7 @@ def _reads_files(reads: list[str], patterns: str, reads_from: str | None) -> lis
     """The reads files: the READS arguments, then those listed in --reads-from;
     none (or no PATTERNS) is a usage error."""
     if not reads and reads_from is None:
-        raise click.BadParameter("missing: give one or more reads files before PATTERNS (or --reads-from LIST)",
+        raise typer.BadParameter("missing: give one or more reads files before PATTERNS (or --reads-from LIST)",
                                  param_hint="'READS'")
     if reads_from is None:
         return list(reads)
@@ -423,11 +498,11 @@ def _reads_files(reads: list[str], patterns: str, reads_from: str | None) -> lis
             listed = [line.strip() for line in listing]
     except OSError as error:
         _error(f"{reads_from}: cannot read the list of reads files: {error.strerror or error}")
-        raise Exit(EXIT_ERROR) from None
+        raise typer.Exit(EXIT_ERROR) from None
     files = list(reads) + [line for line in listed if line and not line.startswith("#")]
     if not files:
         _error(f"{reads_from}: lists no reads files")
-        raise Exit(EXIT_ERROR)
+        raise typer.Exit(EXIT_ERROR)
     return files
 
 
@@ -506,14 +581,23 @@ def _screen_on_dask(address, scheduler_file, reads_files, patterns, settings, qu
     return result if many else [result]
 
 
+@functools.cache
+def _command():
+    """The click command behind :func:`main`, built once: typer takes about
+    50 ms to build it from the signature, which matters when main() is called
+    many times in one process (tests, fuzzing)."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    command = _command()
     args = sys.argv[1:] if argv is None else list(argv)
     terminated: list[int] = []
     _ARGUMENTS.set(tuple(args))
     try:
         with _interrupts() as terminated:
-            screen_command.main(args=args, prog_name=PROG, standalone_mode=True)
+            command.main(args=args, prog_name=PROG, standalone_mode=True)
     except SystemExit as exit_:
         if terminated:
             return EXIT_TERMINATED  # also where click turned it into "Aborted!" (while parsing)

@@ -410,9 +410,10 @@ def _warm_up(device: str) -> None:
 
     set_up_process()  # before numba loads its OpenMP runtime
     import bpbc
-    import bpbc.cli
     import bpbc.pipeline  # noqa: F401 - what a run imports (bpbc.cli imports it where a run starts)
+    from bpbc.cli import _command
 
+    _command()
     bpbc.screen(["ACGTACGTTGCAACGTAGGT" * 4], ["ACGTACGTTGCA"], threshold=10, device=device)
 
 

@@ -302,8 +302,8 @@ def test_version_and_usage_errors_name_the_program(capsys):
 
     assert run_cli(capsys, "--version") == (0, f"bpbc-screen {__version__}\n", "")
     status, out, err = run_cli(capsys, "--no-such-option", READS, PATTERNS)
-    assert (status, out) == (2, "") and err.startswith("Usage: bpbc-screen [OPTIONS] [READS]... PATTERNS\n")
-    assert "No such option '--no-such-option'" in _words(err)
+    assert (status, out) == (2, "") and err.startswith("Usage: bpbc-screen [OPTIONS] [READS]... {PATTERNS}\n")
+    assert "No such option: --no-such-option" in _words(err)
     status, out, err = run_cli(capsys, PATTERNS)  # no reads
     assert (status, out) == (2, "") and err.startswith("Usage: bpbc-screen ")
     assert ("Invalid value for 'READS': missing: give one or more reads files before PATTERNS (or --reads-from "

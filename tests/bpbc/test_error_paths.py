@@ -282,7 +282,7 @@ def test_an_exit_with_a_message_prints_it_and_exits_1(capsys, monkeypatch):
         def main(self, **kwargs):
             raise SystemExit("bpbc-screen: a message")
 
-    monkeypatch.setattr(bpbc.cli, "screen_command", Command())
+    monkeypatch.setattr(bpbc.cli, "_command", lambda: Command())
     assert main(["reads.fq", "patterns.fa"]) == 1
     assert capsys.readouterr() == ("", "bpbc-screen: a message\n")
 

@@ -34,7 +34,7 @@ def test_the_package_exports_the_error_classes():
 
 def test_importing_bpbc_errors_imports_nothing_heavy():
     code = ("import sys, bpbc, bpbc.errors; bpbc.InternalError; "
-            "print(sorted(m for m in ('numpy', 'numba', 'dnaio', 'cupy', 'click') if m in sys.modules))")
+            "print(sorted(m for m in ('numpy', 'numba', 'dnaio', 'cupy', 'typer') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]" and done.stderr == ""
 

@@ -175,7 +175,7 @@ def test_the_entry_point_imports_only_what_the_client_needs():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, env=_env(), timeout=60, check=True)
     loaded = set(done.stdout.decode().split())
     assert "bpbc.server" in loaded
-    assert not loaded & {"bpbc.cli", "numpy", "numba", "click", "socket", "json"}
+    assert not loaded & {"bpbc.cli", "numpy", "numba", "typer", "socket", "json"}
 
 
 def test_command_starts_lean(tmp_path):
