@@ -19,6 +19,9 @@
 #   e2e                 python -m bench sw --only e2e   (bpbc-screen end to end; $E2E_READS, default 1048576 10485760)
 #   pairs               python -m bench sw --only pairs   (paired reads and demultiplexing)
 #   startup             python -m bench startup --generate 1048576 --device gpu   (a fresh process against bpbc-serve)
+#   startup-trees       python -m bench startup --trees $STARTUP_TREES --rounds $STARTUP_ROUNDS   (checkouts against
+#                       each other, alternating: import bpbc.cli, the one-read run's wall, run and wall minus run on
+#                       the CPU and the GPU; default base=.devdata/base new=., 15 rounds)
 #   host-pipeline       python -m bench host-pipeline   (the whole command beside rapidgzip, dnaio, cutadapt and sassy;
 #                       $HOST_TREES: NAME=DIR checkouts to compare, e.g. base=.devdata/base new=.)
 #   dask                python -m bench dask   (1 and 2 GPUs; $DASK_READS, default 10000000; needs .whl-dask)
@@ -122,6 +125,10 @@ for subcommand in "$@"; do
         step host_pipeline 560 python3 -m bench host-pipeline --out "$OUT" ${HOST_TREES:+--trees $HOST_TREES} ;;
     startup)
         step startup 300 python3 -m bench startup --generate 1048576 --device gpu --out "$OUT" ;;
+    startup-trees)
+        # shellcheck disable=SC2086  # one word per tree
+        step startup_trees 560 python3 -m bench startup --trees ${STARTUP_TREES:-base=.devdata/base new=.} \
+            --rounds "${STARTUP_ROUNDS:-15}" --out "$OUT" ;;
     dask)
         python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl-dask/*.whl >>"$OUT/pip.log" 2>&1
         step dask 540 python3 -m bench dask --dask-reads "${DASK_READS:-10000000}" --workers 1 2 --out "$OUT" ;;

@@ -13,6 +13,11 @@ Steps marked GPU run only where CuPy sees a device. Then the target rows:
   (no bytecode cache: pip's ``--no-compile`` with ``PYTHONDONTWRITEBYTECODE``);
 * the numba kernels it loads from the cache and what they cost (the first
   load includes numba's own set-up);
+* its process wall minus its run (``--json``'s ``wall_time_s``), and where
+  the process spends its time: from its start to the pipeline imported, to
+  the run (``screen_files``), the run, after it (the exit handlers among
+  it) and the exit (``PHASES_CHILD``: the command's own entry point with
+  timestamps, medians of ``--repeats``);
 * with ``--cold``: the same run with empty kernel caches (numba's, bpbc's and
   CuPy's: every kernel compiled; the command's summary leaves the compiling
   out of its rate) and right after (warm again), and ``python -m bpbc.prepare``
@@ -29,6 +34,17 @@ writes ``startup_<device>.csv`` to ``--out``.
 
 ``--generate N`` writes N reads and the one 128 bp pattern of the
 end-to-end rows (``python -m bench sw --only e2e``), threshold 40.
+
+``--trees NAME=DIR ...`` compares checkouts instead (the first is the
+base): ``--rounds`` rounds, each tree in turn (the order reversed every
+other round, so that a drift of the machine falls on both), of
+``import bpbc.cli`` and the one-read run on each device as fresh processes
+(process wall, run, wall minus run); per tree the minimum, median and
+maximum, and per tree the ratio base/tree of each round's pair, so that a
+figure above 1 is a gain; then each tree's phases of the one-read run on
+each device (medians of ``--repeats``). Writes ``startup_trees_<device>.csv``:
+
+    python -m bench startup --trees before=/tmp/base after=. --rounds 15
 """
 
 from __future__ import annotations
@@ -107,6 +123,87 @@ def one_read_args(reads: Path, device: str) -> list[str]:
     return [str(reads), str(EXAMPLES / "adapters.fa"), "--threshold", str(ONE_READ_THRESHOLD), "-q", "--device", device]
 
 
+#: run with ``-c`` and the command's arguments: bpbc-screen through its entry
+#: point, as the console script runs it, printing last on stderr (JSON) the
+#: time.time() at which the pipeline's import ended, the run began and ended,
+#: the exit handlers began and os._exit was called. It imports nothing itself
+#: (an import of its own would move the command's): the marks are set by a
+#: finder that wraps bpbc.pipeline's loading, and by wrappers of screen_files,
+#: atexit._run_exitfuncs and os._exit.
+PHASES_CHILD = r"""
+import atexit, importlib.abc, importlib.machinery, json, os, sys, time
+marks = {}
+
+class _Pipeline(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "bpbc.pipeline":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            marks["imported"] = time.time()
+            screen_files = module.screen_files
+
+            def timed(*args, **kwargs):
+                marks["run"] = time.time()
+                try:
+                    return screen_files(*args, **kwargs)
+                finally:
+                    marks["ran"] = time.time()
+            module.screen_files = timed
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, _Pipeline())
+run_exitfuncs, exit_ = atexit._run_exitfuncs, os._exit
+
+def _run_exitfuncs():
+    marks["handlers"] = time.time()
+    run_exitfuncs()
+
+def _exit(status):
+    marks["exit"] = time.time()
+    sys.stderr.write("\n" + json.dumps(marks) + "\n")
+    sys.stderr.flush()
+    exit_(status)
+
+atexit._run_exitfuncs, os._exit = _run_exitfuncs, _exit
+sys.argv[0] = "bpbc-screen"
+from bpbc.server import command
+command()
+"""
+#: (name, the mark it starts from, the mark it ends at): "start" is when the parent started the process, "end" when
+#: it had ended
+PHASES = [("start to the pipeline imported", "start", "imported"), ("then to the run", "imported", "run"),
+          ("the run", "run", "ran"), ("after the run", "ran", "exit"), ("  of it the exit handlers", "handlers", "exit"),
+          ("the exit", "exit", "end")]
+
+
+def phases(args: list[str], env: dict, repeats: int, cwd: str | None = None) -> dict[str, float]:
+    """Median seconds of each of :data:`PHASES` over ``repeats`` runs of
+    bpbc-screen ``args`` (after one that warms the caches)."""
+    figures: dict[str, list[float]] = {}
+    for k in range(repeats + 1):
+        started = time.time()
+        done = subprocess.run([sys.executable, "-c", PHASES_CHILD, *args], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, cwd=cwd)
+        marks = dict(json.loads(done.stderr.splitlines()[-1]), start=started, end=time.time())
+        if done.returncode:
+            raise SystemExit(f"bpbc-screen {' '.join(args)} failed:\n{done.stderr}")
+        for name, begin, end in PHASES if k else []:
+            figures.setdefault(name, []).append(marks[end] - marks[begin])
+    return {name: float(np.median(values)) for name, values in figures.items()}
+
+
+def wall_and_run(args: list[str], env: dict, summary: Path, cwd: str | None = None) -> tuple[float, float]:
+    """Process wall and run (``--json``'s wall_time_s) of one fresh bpbc-screen ``args``."""
+    seconds = _seconds([sys.executable, "-m", "bpbc", *args, "--json", str(summary)], env, cwd)
+    return seconds, json.loads(summary.read_text())["wall_time_s"]
+
+
 def module_census(argv: list[str]) -> None:
     """Run the command in this process, then print (JSON) how many of the
     modules it loaded have no bytecode cache beside their source (compiled
@@ -182,9 +279,9 @@ def start_server(path: str, device: str, env: dict) -> subprocess.Popen:
     return server
 
 
-def _seconds(args: list[str], env: dict) -> float:
+def _seconds(args: list[str], env: dict, cwd: str | None = None) -> float:
     started = time.perf_counter()
-    done = subprocess.run(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd)
     took = time.perf_counter() - started
     if done.returncode:
         raise SystemExit(f"{' '.join(args)} failed:\n{done.stderr}")
@@ -194,7 +291,8 @@ def _seconds(args: list[str], env: dict) -> float:
 def _show(row: dict) -> None:
     figures = [f"{float(row['seconds']):7.3f} s" if row.get("seconds") not in (None, "") else " " * 9]
     figures += [f"({row[key]})" for key in ("runs_s",) if row.get(key)]
-    figures += [f"{key}={row[key]}" for key in ("count", "compile_s", "note") if row.get(key) not in (None, "")]
+    figures += [f"{key}={row[key]}" for key in ("min_s", "max_s", "ratio", "ratio_min", "ratio_max", "count", "compile_s",
+                                                 "note") if row.get(key) not in (None, "")]
     print(f"{row['step']:52s} {'  '.join(figures)}", flush=True)
 
 
@@ -204,12 +302,23 @@ def _timed_row(name: str, command: list[str], env: dict, repeats: int) -> dict:
     return {"step": name, "seconds": f"{np.median(runs):.3f}", "runs_s": " ".join(f"{r:.3f}" for r in runs)}
 
 
-def one_read_rows(one_read: Path, env: dict) -> list[dict]:
-    """Where the one-read CPU run's time goes: its imports by package, the
+def one_read_rows(one_read: Path, devices: list[str], env: dict, repeats: int) -> list[dict]:
+    """Where the one-read run's time goes: its process wall minus its run and
+    its phases on each device; on the CPU its imports by package, the
     modules it compiles from source, the numba kernels it loads."""
+    rows = []
+    for device in devices:
+        args = one_read_args(one_read, device)
+        summary = Path(tempfile.mkdtemp()) / "summary.json"
+        wall_and_run(args, env, summary)  # caches warm
+        walls = [wall - run for wall, run in (wall_and_run(args, env, summary) for _ in range(repeats))]
+        rows.append({"step": f"one-read run, {device.upper()}: wall minus run", "seconds": f"{np.median(walls):.3f}",
+                     "runs_s": " ".join(f"{w:.3f}" for w in walls)})
+        rows += [{"step": f"one-read run, {device.upper()}: {name}", "seconds": f"{seconds:.3f}"}
+                 for name, seconds in phases(args, env, repeats).items()]
     args = one_read_args(one_read, "cpu")
     imports = import_self_times([sys.executable, "-m", "bpbc", *args], env)
-    rows = [{"step": "one-read run, CPU: imports (self time, all)", "seconds": f"{imports.pop(''):.3f}"}]
+    rows.append({"step": "one-read run, CPU: imports (self time, all)", "seconds": f"{imports.pop(''):.3f}"})
     rows += [{"step": f"  of them {package}", "seconds": f"{seconds:.3f}"} for package, seconds in list(imports.items())[:8]]
     census = _json_of([sys.executable, "-c", f"from bench.startup import module_census; module_census({args!r})"],
                       env)
@@ -220,6 +329,51 @@ def one_read_rows(one_read: Path, env: dict) -> list[dict]:
     rows.append({"step": "one-read run, CPU: numba kernels loaded", "seconds": f"{loads['seconds']:.3f}",
                  "count": loads["loads"], "note": f"the first (numba's set-up with it) {loads['first_s']:.3f} s; "
                                                   f"{' '.join(loads['kernels'])}"})
+    return rows
+
+
+def compare_trees(trees: dict[str, str], rounds: int, one_read: Path, devices: list[str], env: dict,
+                  repeats: int) -> list[dict]:
+    """``--trees``: see the module's docstring; then each tree's phases of
+    the one-read run on each device (medians of ``repeats``). The processes
+    may write bytecode, as an installed package has it (this development
+    machine sets PYTHONDONTWRITEBYTECODE: every run would compile every
+    module of bpbc)."""
+    trees = {name: str(Path(tree).resolve()) for name, tree in trees.items()}  # each process runs in its tree
+    names = list(trees)
+    summary = Path(tempfile.mkdtemp()) / "summary.json"
+    env = {key: value for key, value in env.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    figures: dict[tuple[str, str], list[float]] = {}
+    for k in range(rounds + 1):  # round 0 warms the caches of every tree
+        for name in names if k % 2 else names[::-1]:
+            tree = trees[name]
+            tree_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")])))
+            measured = {"import bpbc.cli": _seconds([sys.executable, "-c", "import bpbc.cli"], tree_env, tree)}
+            for device in devices:
+                wall, run = wall_and_run(one_read_args(one_read, device), tree_env, summary, tree)
+                measured.update({f"one-read file, {device.upper()}: process wall": wall,
+                                 f"one-read file, {device.upper()}: run": run,
+                                 f"one-read file, {device.upper()}: wall minus run": wall - run})
+            for measure, seconds in measured.items():
+                figures.setdefault((measure, name), []).extend([seconds] if k else [])
+    rows = []
+    for measure in dict.fromkeys(measure for measure, _ in figures):
+        base = figures[measure, names[0]]
+        for name in names:
+            values = figures[measure, name]
+            rows.append({"step": f"{measure}: {name}", "seconds": f"{np.median(values):.3f}",
+                         "min_s": f"{min(values):.3f}", "max_s": f"{max(values):.3f}",
+                         "runs_s": " ".join(f"{v:.3f}" for v in values)})
+            if name != names[0]:
+                ratios = [b / v for b, v in zip(base, values)]
+                rows.append({"step": f"{measure}: {names[0]}/{name}", "ratio": f"{np.median(ratios):.3f}",
+                             "ratio_min": f"{min(ratios):.3f}", "ratio_max": f"{max(ratios):.3f}"})
+    for device in devices:
+        for name in names:
+            tree = trees[name]
+            tree_env = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")])))
+            rows += [{"step": f"one-read run, {device.upper()}: {phase}: {name}", "seconds": f"{seconds:.3f}"}
+                     for phase, seconds in phases(one_read_args(one_read, device), tree_env, repeats, tree).items()]
     return rows
 
 
@@ -265,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="CI: one repeat, the one-read and import rows only")
     parser.add_argument("--out", default=str(RESULTS_DIR))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--trees", nargs="+", metavar="NAME=DIR", help="compare these checkouts (the first the base)")
+    parser.add_argument("--rounds", type=int, default=15, help="with --trees: rounds, each tree once a round")
     args = parser.parse_args(argv)
     repeats = 1 if args.quick else args.repeats
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).parents[1]),
@@ -275,6 +431,16 @@ def main(argv: list[str] | None = None) -> int:
         gpu = cupy.cuda.runtime.getDeviceCount() > 0
     except Exception:  # noqa: BLE001 - any failure: no usable GPU
         gpu = False
+    if args.trees:
+        work = tempfile.mkdtemp()
+        one_read = write_one_read_file(Path(work) / "one.fq")
+        rows = compare_trees(dict(item.split("=", 1) for item in args.trees), args.rounds, one_read,
+                             ["cpu", "gpu"] if gpu else ["cpu"], env, repeats)
+        for row in rows:
+            _show(row)
+        device = gpu_info() if gpu else None
+        write_csv(Path(args.out) / f"startup_trees_{device_kind(device)}.csv", rows, environment(device))
+        return 0
     quick_steps = ("python", "import bpbc.cli")
     steps = [(name, [sys.executable, "-c", source], env) for name, needs_gpu, source in STEPS
              if (gpu or not needs_gpu) and (name in quick_steps or not args.quick)]
@@ -315,7 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     if server is not None:
         server.terminate()
         server.wait()
-    for row in one_read_rows(one_read, env) + (cold_rows(one_read, devices, env, repeats) if args.cold else []):
+    for row in one_read_rows(one_read, devices, env, repeats) + (cold_rows(one_read, devices, env, repeats)
+                                                                  if args.cold else []):
         rows.append(row)
         _show(row)
     device = gpu_info() if gpu else None

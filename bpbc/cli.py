@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import contextvars
 import functools
+import gc
 import os
 import shlex
 import signal
@@ -35,10 +36,9 @@ from typing import Annotated, Callable, Optional
 import typer
 
 from bpbc.compile_watch import COMPILE_NOTICE, watching_compiles
-from bpbc.errors import InternalError, one_line
-from bpbc.io import InputError
-from bpbc.pipeline import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD, ScreenSettings, screen_files
+from bpbc.errors import InputError, InternalError, one_line
 from bpbc.scoring import Scoring
+from bpbc.settings import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD, ScreenSettings
 
 PROG = "bpbc-screen"
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -418,6 +418,9 @@ def _screen(reads, patterns, threshold, min_score_fraction, reads2, interleaved,
     reads_files = _reads_files(reads or [], patterns, reads_from)
     distributed = dask is not None or dask_scheduler_file is not None
     many = reads_from is not None or len(reads_files) > 1
+    from bpbc.engines import set_up_process  # numpy: the run's modules load from here on
+
+    set_up_process()  # before numba may load its OpenMP runtime
     if device is not Device.cpu and not distributed and not many:
         from bpbc.gpu_engine import warm_up_in_background
 
@@ -520,6 +523,7 @@ def _report_paths(report, multiqc, reads_files: list[str], many: bool) -> tuple[
 def _screen_here(reads, patterns, settings, quiet, output, matched, unmatched, json_path, **paired):
     """The local run: one process, on this host's CPU or every GPU it sees (docs/gpu.md)."""
     from bpbc.distributed import fill_stem  # no Dask in it
+    from bpbc.pipeline import screen_files  # numba and the engines: imported where a run needs them
 
     if reads != "-":  # {stem}: the reads file's name, as with --dask
         output, matched, unmatched, json_path = (fill_stem(path, reads) for path in (output, matched, unmatched,
@@ -553,6 +557,9 @@ def _screen_on_dask(address, scheduler_file, reads_files, patterns, settings, qu
     each file (the options are checked already)."""
     from bpbc import distributed as dd
 
+    if not gc.isenabled():  # off in the command's own process (bpbc.server.command): its Dask client may run for hours
+        gc.freeze()  # what the command has loaded lives until it ends: out of the collector's passes
+        gc.enable()
     with ExitStack() as stack:
         workers = False if address is None else dd.parse_local(address)
         if workers is not False:  # local[:N]
@@ -612,9 +619,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """Console entry point of ``bpbc-screen``."""
-    from .engines import set_up_process
-
-    set_up_process()
     status = main()
     # Every output is committed or removed by now; end without the
     # interpreter's teardown. After a run it took 0.3 s (numba's compiled

@@ -15,17 +15,6 @@ import numpy as np
 
 from .alphabet import reverse_complement_masks
 
-#: the strand choices and the strands each screens, in output order
-STRANDS = {"both": ("+", "-"), "forward": ("+",)}
-
-
-def strands_of(strand: str) -> tuple[str, ...]:
-    try:
-        return STRANDS[strand]
-    except KeyError:
-        raise ValueError(f"strand must be one of {', '.join(STRANDS)}, got {strand!r}") from None
-
-
 @dataclass(eq=False)
 class PatternTable:
     """Oriented patterns back to back (see the module docstring)."""

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from contextlib import ExitStack, closing, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 
@@ -35,16 +35,14 @@ from bpbc.io import STDIN, InputError, SequenceSource, display_name, read_patter
 from bpbc.pairs import interleaved_pairs, two_file_pairs
 from bpbc.outputs import RunFiles
 from bpbc.paf import paf_lines
-from bpbc.patterns import STRANDS, strands_of
 from bpbc.resources import CorePlan, plan_run
 from bpbc.result import Texts
-from bpbc.scoring import Scoring, score_planes
+from bpbc.scoring import score_planes
+from bpbc.settings import DEFAULT_CHUNK_SIZE, PAIR_FILTERS, STRANDS, ScreenSettings
 from bpbc.sinks import NAME_FIELD, DemuxSink, best_patterns, is_template
 from bpbc.summary import Statistics, Summary, summary_json
 from bpbc.thresholds import pattern_thresholds
 
-DEFAULT_THRESHOLD = 40
-DEFAULT_CHUNK_SIZE = 100_000
 #: the automatic chunk size keeps reads x patterns x strands under this. A
 #: screen for hits keeps a bit or two per instance (the flag words, on the GPU
 #: their ranks too: about 0.6 GB at 2^30), so big panels still get chunks of
@@ -73,39 +71,6 @@ CHUNK_RAMP = 8
 #: with several devices, the chunks each has under way: one screened, the
 #: next encoded beside it (:func:`_screened`)
 CHUNKS_PER_DEVICE = 2
-
-
-@dataclass(frozen=True)
-class ScreenSettings:
-    """Everything that decides which instances pass and how they are reported."""
-
-    threshold: int = DEFAULT_THRESHOLD
-    scoring: Scoring = Scoring()
-    strand: str = "both"
-    device: str = "auto"
-    exact_scores: bool = False
-    eqx: bool = False
-    threads: int | None = None
-    chunk_size: int | None = None  # None: automatic, see chunk_size_for
-    #: per pattern threshold ceil(F x match x length), instead of ``threshold``
-    min_score_fraction: float | None = None
-    #: paired reads: a pair passes when 'any' mate passes, or only when 'both' do
-    pair_filter: str = "any"
-    #: what happens to the adapters found, 'none', 'trim' or 'mask', and how (docs/trimming.md)
-    action: str = "none"
-    adapter_kind: str = "3prime"
-    min_overlap: int = 3
-    trim_strand: str = "forward"
-    min_length: int | None = None
-    #: screen only the first and last ``ends`` bases of each read (bpbc.windows)
-    ends: int | None = None
-
-    @property
-    def strands(self) -> tuple[str, ...]:
-        return strands_of(self.strand)
-
-
-PAIR_FILTERS = ("any", "both")
 
 
 def chunk_size_for(settings: ScreenSettings, n_patterns: int, mates: int = 1) -> int:

@@ -31,8 +31,10 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-#: the command's default threshold (bpbc.pipeline.DEFAULT_THRESHOLD, restated: importing the pipeline loads numba)
-DEFAULT_THRESHOLDS = (40,)
+from bpbc.settings import DEFAULT_THRESHOLD
+
+#: the command's default threshold
+DEFAULT_THRESHOLDS = (DEFAULT_THRESHOLD,)
 #: from this many bit planes the CPU engine screens in two passes (bpbc.screener.MIN_TWO_PASS_PLANES)
 _MIN_TWO_PASS_PLANES = 4
 

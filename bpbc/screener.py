@@ -24,7 +24,8 @@ from .alphabet import as_bytes, encode_pattern, record_name
 from .engines import TwoPassEngine, select_engine, set_up_process
 from .errors import InternalError
 from .order import first_of_runs
-from .patterns import PatternTable, strands_of
+from .patterns import PatternTable
+from .settings import strands_of
 from .reads import Reads
 from .result import AlignmentTable
 from .scoring import Scoring, check_threshold, score_planes

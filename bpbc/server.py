@@ -28,6 +28,7 @@ it listens.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import struct
@@ -76,19 +77,28 @@ LEAN_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1"}
 #: (SciPy: see :func:`lean_imports`; coverage: a plug-in for numba's code
 #: under coverage measurement, 60 ms of a start on a host that has it)
 LEAN_HIDDEN = ("scipy", "coverage")
+#: numba's own configuration file, in the working directory, which it reads with PyYAML
+NUMBA_CONFIG_FILE = ".numba_config.yaml"
 
 
-def lean_imports() -> None:
-    """Before the command imports numpy and numba: :data:`LEAN_ENVIRONMENT`,
+def lean_imports(argv: list[str]) -> None:
+    """Before the command ``argv`` imports numpy and numba: :data:`LEAN_ENVIRONMENT`,
     and :data:`LEAN_HIDDEN` hidden from this process (where nothing has
     imported them).
     numba imports SciPy, where it is installed, only to check its version
     and to bind BLAS for ``np.linalg`` and ``np.dot``, which bpbc's kernels
     do not use: 0.3-0.45 s of a one-read run on a host with SciPy. Without
-    SciPy numba works as where it is not installed (as in CI)."""
+    SciPy numba works as where it is not installed (as in CI).
+    PyYAML is hidden too where the working directory holds no
+    :data:`NUMBA_CONFIG_FILE` and the command line names no Dask (whose
+    configuration is YAML): numba imports it only to read that file (11 ms
+    of a one-read run on a 2-core AMD EPYC)."""
     for name, value in LEAN_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
-    for module in LEAN_HIDDEN:
+    hidden: tuple[str, ...] = LEAN_HIDDEN
+    if not os.path.exists(NUMBA_CONFIG_FILE) and not any(arg.startswith("--dask") for arg in argv):
+        hidden += ("yaml",)
+    for module in hidden:
         sys.modules.setdefault(module, None)  # type: ignore[arg-type]  # None: 'import scipy' raises ImportError
 
 
@@ -192,7 +202,15 @@ def command() -> None:
         status = forward(address, sys.argv[1:])
         if status is not None:
             sys.exit(status)
-    lean_imports()
+    # One command, then the process ends: Python's cyclic garbage collector
+    # stays off from here (CuPy's import in start_cuda_early's thread too).
+    # Its 134 passes of a one-read CPU run took 40-65 ms (2-core AMD EPYC)
+    # and found some 10^3 objects to free: the imports make some 10^5 that
+    # live as long as the process, the run pauses the collector anyway
+    # (bpbc.pipeline.cyclic_gc_paused), and a pass over all the run had
+    # allocated followed it. A Dask run turns it back on (bpbc.cli._screen_on_dask).
+    gc.disable()
+    lean_imports(sys.argv[1:])
     if may_use_gpu(sys.argv[1:]):
         start_cuda_early()
     from bpbc.cli import run
@@ -386,12 +404,13 @@ def _listen(path: str) -> socket.socket:
 
 def _warm_up(device: str) -> None:
     """Set the process up as the command does and load what the first run
-    would: the command, numba's kernels of a small screen, and on the GPU
-    CuPy, the CUDA context and the kernels."""
+    would: the command and its pipeline, numba's kernels of a small screen,
+    and on the GPU CuPy, the CUDA context and the kernels."""
     from bpbc.engines import set_up_process
 
     set_up_process()  # before numba loads its OpenMP runtime
     import bpbc
+    import bpbc.pipeline  # noqa: F401 - what a run imports (bpbc.cli imports it where a run starts)
     from bpbc.cli import _command
 
     _command()

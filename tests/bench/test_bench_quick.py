@@ -112,6 +112,23 @@ def test_startup_quick(tmp_path):
     loads = rows["one-read run, CPU: numba kernels loaded"]
     # the screen's kernels come from the cache: the read, the first pass and the engine's kernel at least
     assert int(loads["count"]) >= 3 and "sw_kernel" in loads["note"] and "scan_fastq" in loads["note"]
+    # the process outside its run, and the phases of the process, which add up to about its wall
+    phases = [float(rows[f"one-read run, CPU: {name}"]["seconds"]) for name in (
+        "start to the pipeline imported", "then to the run", "the run", "after the run", "the exit")]
+    assert 0 < float(rows["one-read run, CPU: wall minus run"]["seconds"]) < sum(phases)
+    assert min(phases) >= 0 and float(rows["one-read run, CPU:   of it the exit handlers"]["seconds"]) <= phases[3]
+
+
+def test_startup_trees(tmp_path):
+    """--trees: each measure per tree, and the base's ratio to each other tree."""
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    assert main(["startup", "--trees", f"a={root}", f"b={root}", "--rounds", "1", "--out", str(tmp_path)]) == 0
+    rows = {row["step"]: row for row in read_csv(tmp_path / "startup_trees_cpu.csv")}
+    for measure in ("import bpbc.cli", "one-read file, CPU: process wall", "one-read file, CPU: wall minus run"):
+        assert float(rows[f"{measure}: a"]["seconds"]) > 0 and float(rows[f"{measure}: b"]["seconds"]) > 0
+        assert float(rows[f"{measure}: a/b"]["ratio"]) > 0
 
 
 def test_panel_rate_quick(tmp_path):

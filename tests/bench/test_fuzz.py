@@ -152,11 +152,11 @@ def test_an_error_on_a_valid_input_is_a_finding(tmp_path):
 
 
 def test_a_different_second_run_is_a_finding(tmp_path, monkeypatch):
-    import bpbc.cli
+    import bpbc.pipeline
     from bpbc.errors import InputError
 
     calls = []
-    real = bpbc.cli.screen_files
+    real = bpbc.pipeline.screen_files
 
     def flaky(*args, **kwargs):
         calls.append(1)
@@ -164,7 +164,7 @@ def test_a_different_second_run_is_a_finding(tmp_path, monkeypatch):
             raise InputError("r.fq: sometimes")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(bpbc.cli, "screen_files", flaky)
+    monkeypatch.setattr(bpbc.pipeline, "screen_files", flaky)
     outcome = run_twice(case(), tmp_path)
     assert outcome.kind == "nondeterministic" and "sometimes" in outcome.detail
 
@@ -193,7 +193,7 @@ def test_the_driver_runs_counts_and_reports(tmp_path, capsys):
 
 
 def test_the_direct_harness_ends_as_the_command_line_does(tmp_path):
-    """--harness direct (the command's function, no option parsing) judges
+    """--harness direct (the command's function, not main) judges
     every case as the whole command line does."""
     for index in range(12):
         first = run_case(case_for(3, index), tmp_path, None, "main")

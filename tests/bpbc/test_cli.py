@@ -442,6 +442,31 @@ def test_usage_errors_exit_2(capsys, args):
     assert "Traceback" not in err
 
 
+def test_importing_the_command_loads_nothing_a_run_does_not_need_yet():
+    """``import bpbc.cli`` loads neither numpy, numba nor the pipeline (nor
+    rich, nor the pydantic that typer parses the options with): the run
+    imports what it needs where it starts, so help, version, usage errors and
+    a Dask client do without numpy and numba. typer itself is imported."""
+    code = ("import sys, bpbc.cli; "
+            "print(' '.join(sorted(m for m in ('numpy', 'numba', 'llvmlite', 'dnaio', 'xopen', 'rich', 'pydantic', "
+            "'bpbc.pipeline', 'bpbc.io') if m in sys.modules)))")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "", "")
+
+
+def test_the_commands_process_runs_without_the_cyclic_collector():
+    """bpbc-screen's own process (its entry point, bpbc.server.command) turns
+    Python's cyclic garbage collector off for good: one command, then the
+    process ends."""
+    code = ("import gc, sys, bpbc.cli, bpbc.server; bpbc.cli.main = lambda: print(gc.isenabled()) or 0; "
+            "sys.argv[0] = 'bpbc-screen'; bpbc.server.command()")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
+    env.pop("BPBC_SERVER", None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "False\n", "")
+
+
 def test_help_and_version(capsys):
     status, out, _ = run_cli(capsys, "--help")
     assert status == 0 and "--threshold" in out and "--unmatched" in out

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bpbc.alphabet import encode_pattern
-from bpbc.patterns import STRANDS, PatternTable, strands_of
+from bpbc.patterns import PatternTable
 
 #: the IUPAC complement, letter by letter
 COMPLEMENT = dict(zip("ACGTURYSWKMBDHVN", "TGCAAYRSWMKVHDBN"))
@@ -62,14 +62,6 @@ def test_subset_keeps_each_oriented_patterns_pattern_and_strand():
         assert [part.oriented(j).tolist() for j in range(len(ks))] == [table.oriented(k).tolist() for k in ks]
         assert part.pattern.dtype == part.strand.dtype == part.starts.dtype == np.int64
     assert table.subset(np.array([6], np.int32)).pattern.tolist() == [3]
-
-
-def test_strands_of_names_the_choices():
-    assert strands_of("both") == ("+", "-") and strands_of("forward") == ("+",)
-    assert list(STRANDS) == ["both", "forward"]
-    with pytest.raises(ValueError) as error:
-        strands_of("reverse")
-    assert str(error.value) == "strand must be one of both, forward, got 'reverse'"
 
 
 def test_masks_given_as_lists_are_stored_as_uint8():

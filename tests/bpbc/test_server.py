@@ -179,21 +179,38 @@ def test_the_entry_point_imports_only_what_the_client_needs():
 
 
 def test_command_starts_lean(tmp_path):
-    """The command hides SciPy from numba and keeps OpenBLAS to one thread
-    (a user's own setting wins), and still screens."""
+    """The command hides SciPy and PyYAML from numba and keeps OpenBLAS to
+    one thread (a user's own setting wins), and still screens."""
+    argv = [str(READS), str(PATTERNS), "-t", "20", "--device", "cpu", "-q", "-o", str(tmp_path / "a.paf")]
     probe = ("import os, sys\n"
              "from bpbc.server import lean_imports\n"
-             "lean_imports()\n"
+             f"lean_imports({argv!r})\n"
              "import numba\n"
-             "print(sys.modules['scipy'] is None, os.environ['OPENBLAS_NUM_THREADS'])\n"
+             "print(sys.modules['scipy'] is None, sys.modules['yaml'] is None, os.environ['OPENBLAS_NUM_THREADS'])\n"
              "from bpbc.cli import main\n"
-             f"sys.exit(main([{str(READS)!r}, {str(PATTERNS)!r}, '-t', '20', '--device', 'cpu', '-q',"
-             f" '-o', {str(tmp_path / 'a.paf')!r}]))\n")
+             f"sys.exit(main({argv!r}))\n")
     env = _env(OPENBLAS_NUM_THREADS="3")
-    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "3"]
+    assert done.stdout.split() == ["True", "True", "3"]
     assert (tmp_path / "a.paf").read_text() == golden("expected.paf")
+
+
+@pytest.mark.parametrize("dask", [False, True])
+def test_pyyaml_stays_for_dask_and_numbas_configuration_file(tmp_path, dask):
+    """PyYAML is not hidden where the command line names Dask (its
+    configuration is YAML) or numba's configuration file is there to read."""
+    if not dask:
+        (tmp_path / ".numba_config.yaml").write_text("")
+    argv = ["r.fq", "p.fa"] + (["--dask", "local:1"] if dask else [])
+    probe = ("import sys\n"
+             "from bpbc.server import lean_imports\n"
+             f"lean_imports({argv!r})\n"
+             "print(sys.modules.get('yaml', 'absent') is None)\n")
+    done = subprocess.run([sys.executable, "-c", probe], env=_env(), capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path)
+    assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
 
 
 def test_the_gpu_is_started_early_unless_the_command_line_rules_it_out():
