@@ -62,6 +62,9 @@ IN_FLIGHT_PER_THREAD = 2
 _LARGE_TASK_BYTES = "1GiB"
 #: hidden names of outputs until the whole run has succeeded (many files mode)
 _STAGING_PREFIX = ".bpbc-part-"
+#: a local cluster's scheduler without a dashboard, its HTTP server on a free port: it starts one
+#: whatever the dashboard address (8787 by default), and two runs at once warned of the port taken
+NO_DASHBOARD = {"dashboard_address": ":0", "scheduler_kwargs": {"dashboard": False}}
 
 
 def stem(path) -> str:
@@ -547,7 +550,7 @@ def local_cluster(workers: int | None, device: str, threads_per_worker: int = 1)
                              f"{error}") from None
         options = {} if workers is None else {"CUDA_VISIBLE_DEVICES": list(range(workers))}
         try:
-            return LocalCUDACluster(dashboard_address=None, silence_logs=logging.ERROR,
+            return LocalCUDACluster(**NO_DASHBOARD, silence_logs=logging.ERROR,
                                     threads_per_worker=threads_per_worker, **options)
         except Exception as error:  # noqa: BLE001 - no GPU, fewer GPUs than asked for, no NVML, ...
             raise InputError(f"cannot start a dask-cuda cluster of {workers or 'every'} GPU(s) here: "
@@ -555,7 +558,7 @@ def local_cluster(workers: int | None, device: str, threads_per_worker: int = 1)
     from distributed import LocalCluster
 
     return LocalCluster(n_workers=workers or usable_cores(), threads_per_worker=threads_per_worker,
-                        processes=True, dashboard_address=None, silence_logs=logging.ERROR)
+                        processes=True, **NO_DASHBOARD, silence_logs=logging.ERROR)
 
 
 def connect(address: str | None = None, scheduler_file=None, timeout: float | None = None):

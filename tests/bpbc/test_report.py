@@ -313,11 +313,11 @@ def test_a_run_over_parts_adds_up_to_the_run_over_the_whole(tmp_path):
 def test_a_dask_run_counts_as_the_local_run(tmp_path):
     """One file over Dask: the workers' chunks counted on the client (take()) as the local run counts its batches."""
     distributed = pytest.importorskip("distributed", reason="distributed is not installed (pip install '.[dask]')")
-    from bpbc.distributed import screen_distributed
+    from bpbc.distributed import NO_DASHBOARD, screen_distributed
 
     settings = ScreenSettings(threshold=30, chunk_size=250, threads=1)
     local = screen_files(EXAMPLE[0], EXAMPLE[1], settings, output=tmp_path / "local.paf")
-    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None,
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, **NO_DASHBOARD,
                             set_as_default=False) as client:
         remote = screen_distributed(client, EXAMPLE[0], EXAMPLE[1], settings, output=tmp_path / "dask.paf")
     assert remote.statistics.as_dict() == local.statistics.as_dict()
