@@ -132,7 +132,7 @@ def kernel_expression(planes: int, rows: int, lanes: int, scoring: Scoring, cell
     0 or False: the flag-only kernel of the two-pass screen's first pass; 2:
     the end cells' kernel; ``striped``: :func:`stripe_mode` of the launch's patterns)."""
     return (f"sw_screen<{planes},{rows},{lanes},{scoring.match},{scoring.mismatch},"
-            f"{scoring.first_gap},{scoring.gap_extend},{cell},{int(best)},{striped}>")
+            f"{scoring.first_gap},{scoring.gap_extend},{cell},{int(best)},{int(striped)}>")
 
 
 def _module(names: tuple[str, ...]):

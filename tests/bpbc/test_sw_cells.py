@@ -68,7 +68,9 @@ def test_cell_kind_from_argument_and_environment(monkeypatch):
         gpu_engine.cell_kind()
     assert gpu_engine.kernel_expression(6, 8, 16, Scoring(), 0) == "sw_screen<6,8,16,2,3,7,2,0,1,0>"
     assert gpu_engine.kernel_expression(5, 8, 16, Scoring(), 1, best=False) == "sw_screen<5,8,16,2,3,7,2,1,0,0>"
-    assert gpu_engine.kernel_expression(6, 4, 32, Scoring(), 1, striped=True) == "sw_screen<6,4,32,2,3,7,2,1,1,1>"
+    assert gpu_engine.kernel_expression(6, 4, 32, Scoring(), 1, striped=1) == "sw_screen<6,4,32,2,3,7,2,1,1,1>"
+    assert gpu_engine.kernel_expression(11, 4, 32, Scoring(), 1, best=2, striped=2) == \
+        "sw_screen<11,4,32,2,3,7,2,1,2,2>"
 
 
 # ------------------------------------------------------------ hand cell (sw.cu)
