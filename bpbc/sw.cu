@@ -119,7 +119,7 @@ __device__ __forceinline__ unsigned wait_for_column(const unsigned* where, unsig
     }
 }
 
-//: columns between two publications (a release store each)
+// columns between two publications (a release store each)
 #define PUBLISH_EVERY 16
 
 // CELL: 1 = the synthesised cell SwCell<B, MA, MI, OE, EX> where one exists
