@@ -1050,11 +1050,16 @@ def expand_hits(records: np.ndarray, planes: int, groups: int, order: np.ndarray
     ``group_pattern`` is not empty (the second pass), of pattern
     group_pattern[w], lane i from the position in the record. ``order``
     maps batch positions to reads."""
-    return _expand_hits(records, planes, groups, order, group_pattern)
+    return _expand_hits(records, planes, groups, order, group_pattern, COUNTING_SORT_SHARE)
+
+
+#: hits are put in read order by counting where they are at least this share of the batch's
+#: reads, else by a merge sort: counting scans every read (4M reads, no hit: 3.5 ms a call)
+COUNTING_SORT_SHARE = 1 / 16
 
 
 @njit(cache=True, nogil=True)
-def _expand_hits(records, planes, groups, order, group_pattern):
+def _expand_hits(records, planes, groups, order, group_pattern, counting_share):
     hits = 0
     for i in range(len(records)):
         mask = records[i, 1]
@@ -1087,7 +1092,10 @@ def _expand_hits(records, planes, groups, order, group_pattern):
     # counting (the records come in no set order; an argsort each, and taking the columns
     # through it, were a dozen numpy calls in the thread that drives the device)
     by_pattern = _counting_order(ks, np.arange(hits), _most(ks) + 1)
-    by_read = by_pattern[_counting_order(reads, by_pattern, len(order))]
+    if hits >= counting_share * len(order):
+        by_read = by_pattern[_counting_order(reads, by_pattern, len(order))]
+    else:
+        by_read = by_pattern[np.argsort(reads[by_pattern], kind="mergesort")]  # stable, as the counting
     return reads[by_read], ks[by_read], values[by_read], overflow[by_read]
 
 

@@ -59,11 +59,16 @@ def test_chain_shape_covers_the_pattern(length):
 
 
 @pytest.mark.parametrize("second_pass", [False, True])
-def test_expand_hits_reads_the_records_lane_by_lane(second_pass):
+@pytest.mark.parametrize("counting", [True, False])
+def test_expand_hits_reads_the_records_lane_by_lane(second_pass, counting, monkeypatch):
     """The host side of hits: each set lane of a hit record as (read,
     pattern, score, overflow), against a plain loop over the bits, sorted by
-    read then pattern, whatever the order of the records."""
+    read then pattern, whatever the order of the records; in read order by
+    counting and by a merge sort."""
+    from bpbc import gpu_engine
     from bpbc.gpu_engine import expand_hits
+
+    monkeypatch.setattr(gpu_engine, "COUNTING_SORT_SHARE", 0.0 if counting else 2.0)
 
     rng = np.random.default_rng(2)
     planes, groups, patterns = 6, 10, 3
