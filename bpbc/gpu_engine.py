@@ -897,7 +897,6 @@ class GpuEngine:
         return _HitRecords(self, best, flag, thresholds, 1, new_groups, planes, counts[count:],
                            ranged=(word_pattern, lane_mask, src_position))
 
-
     @_on_device
     def end_cells(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, reads: np.ndarray,
                   ks: np.ndarray, scores: np.ndarray) -> np.ndarray:
@@ -912,8 +911,11 @@ class GpuEngine:
         by the end cells' kernel; -1 rows where none was found (none should be)."""
         import cupy
 
+        from transpose import pack_values, unpack_flags, unpack_planes
+
         reads, ks = np.asarray(reads, np.int64), np.asarray(ks, np.int64)
         scores = np.asarray(scores, np.int64).copy()
+        unknown = bool((scores < 0).any())
         found = np.full((len(reads), 3), -1, np.int64)
         if not len(reads):
             return found
@@ -928,26 +930,23 @@ class GpuEngine:
         slot = WORD_BITS * first[sorted_ks] + np.arange(len(ks)) - (np.cumsum(counts) - counts)[sorted_ks]
         src_position = np.full(new_groups * WORD_BITS, -1, np.int32)  # -1: an empty lane
         src_position[slot] = position[reads[by_pattern]]
-        group, lane = slot // WORD_BITS, (slot % WORD_BITS).astype(np.uint32)
+        lanes = new_groups * WORD_BITS
         with self._in_device_order():
             gathered, _ = _gathered(prepared, cupy.asarray(src_position), new_groups)
             ranges = cupy.asarray(np.stack([first, sizes]).astype(np.int32))
-            if (scores < 0).any():  # capped by the screen: their scores first
+            if unknown:  # capped by the screen: their scores first
                 best, flag = self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True)
-        if (scores < 0).any():
-            best_words, flag_words = best.get()[group], flag.get()[group]
-            exact = ((best_words >> lane[:, None]) & 1).astype(np.int64) @ (1 << np.arange(planes, dtype=np.int64))
-            exact[(flag_words >> lane) & 1 == 1] = -1  # above 2**planes: not asked for
+        if unknown:
+            exact = unpack_planes(best.get(), lanes)[slot]
+            exact[unpack_flags(flag.get(), lanes)[slot]] = -1  # above 2**planes: not asked for
             scores[by_pattern] = exact
         known = scores[by_pattern] >= 0
-        bits = np.zeros((new_groups * WORD_BITS, planes), np.uint64)
-        bits[slot[known]] = (scores[by_pattern][known, None] >> np.arange(planes)) & 1
-        lane_bit = np.uint64(1) << np.arange(WORD_BITS, dtype=np.uint64)
-        targets = (bits.reshape(new_groups, WORD_BITS, planes) * lane_bit[None, :, None]).sum(axis=1)
+        lane_scores = np.zeros(lanes, np.int64)
+        lane_scores[slot[known]] = scores[by_pattern][known]
         with self._in_device_order():
             ends = cupy.full((new_groups, WORD_BITS), np.iinfo(np.uint64).max, cupy.uint64)
             self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True,
-                        end_cells=(cupy.asarray(targets.astype(np.uint32)), ends))
+                        end_cells=(cupy.asarray(pack_values(lane_scores, planes, WORD_BITS)), ends))
         keys = ends.reshape(-1).get()[slot]
         hit = (keys != np.iinfo(np.uint64).max) & known
         rows = by_pattern[hit]
