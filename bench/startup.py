@@ -190,9 +190,10 @@ def phases(args: list[str], env: dict, repeats: int, cwd: str | None = None) -> 
         started = time.time()
         done = subprocess.run([sys.executable, "-c", PHASES_CHILD, *args], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True, cwd=cwd)
-        marks = dict(json.loads(done.stderr.splitlines()[-1]), start=started, end=time.time())
+        ended = time.time()
         if done.returncode:
             raise SystemExit(f"bpbc-screen {' '.join(args)} failed:\n{done.stderr}")
+        marks = dict(json.loads(done.stderr.splitlines()[-1]), start=started, end=ended)
         for name, begin, end in PHASES if k else []:
             figures.setdefault(name, []).append(marks[end] - marks[begin])
     return {name: float(np.median(values)) for name, values in figures.items()}
