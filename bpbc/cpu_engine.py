@@ -1536,10 +1536,11 @@ class CpuEngine:
         _lane_scores(best, flag, task, lane % lanes, by_pattern, scores, overflow)
         return scores, overflow
 
-    def hits(self, prepared: PreparedReads, table, scoring: Scoring, planes: int,
-             thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def hits(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, thresholds: np.ndarray,
+             exact_planes: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(read, oriented pattern, score, overflow) of every instance that
-        reaches its pattern's threshold or overflows, sorted by read then pattern."""
+        reaches its pattern's threshold or overflows, sorted by read then
+        pattern (one pass: ``exact_planes`` is not used)."""
         scores, overflow = self.scores(prepared, table, scoring, planes)
         reads, ks = np.nonzero(overflow | (scores >= thresholds))
         return reads, ks, scores[reads, ks], overflow[reads, ks]

@@ -10,9 +10,15 @@ oriented patterns; every call covers all of them:
   alphabet), which :meth:`bpbc.screener.ReadBatch.from_chunk` prefers;
 * ``scores(prepared, table, scoring, planes)``: dense screen scores (int32)
   and overflow flags (bool), (n_reads, K), in input order;
-* ``hits(prepared, table, scoring, planes, thresholds)``: only the
-  instances at or above their pattern's threshold or overflowing, as
-  (read, k, score, overflow) sorted by read then k;
+* ``hits(prepared, table, scoring, planes, thresholds, exact_planes=0)``:
+  only the instances at or above their pattern's threshold or overflowing,
+  as (read, k, score, overflow) sorted by read then k; an engine that
+  scores some instances a second time may do so in ``exact_planes`` planes
+  where more than ``planes`` (scores exact up to 2**exact_planes; the
+  GPU's, whose ``end_cells`` need them), others ignore it;
+* optionally ``end_cells(prepared, table, scoring, planes, reads, ks,
+  scores)``: the end cells of those instances by the traceback's tie rule
+  (the GPU's), which the traceback then starts from;
 * ``two_pass``: whether the Screener should run a pass one plane short
   first; an engine that says so also has ``flagged(prepared, table, scoring,
   planes)``, the (read, k) that overflow (no scores kept), and
@@ -47,8 +53,8 @@ class Engine(Protocol):
 
     def scores(self, prepared: Any, table: Any, scoring: Any, planes: int) -> tuple[np.ndarray, np.ndarray]: ...
 
-    def hits(self, prepared: Any, table: Any, scoring: Any, planes: int,
-             thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
+    def hits(self, prepared: Any, table: Any, scoring: Any, planes: int, thresholds: np.ndarray,
+             exact_planes: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
 
     def release_memory(self) -> None: ...
 

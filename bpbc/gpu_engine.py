@@ -792,8 +792,8 @@ class GpuEngine:
         return in_input_order(prepared.order, values, flags)
 
     @_on_device
-    def hits(self, prepared: PreparedReads, table, scoring: Scoring, planes: int,
-             thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def hits(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, thresholds: np.ndarray,
+             exact_planes: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(read, oriented pattern, score, overflow) of every instance that
         reaches its pattern's threshold or overflows, sorted by read then
         pattern. Only the words that hold such an instance are copied back.
@@ -805,7 +805,8 @@ class GpuEngine:
         below 2**p, so below its threshold), then the full kernel over the
         flagged lanes alone, gathered into word groups of their own on the
         device. Each lane that can pass is computed in full, so the result
-        is the one-pass result, lane for lane."""
+        is the one-pass result, lane for lane; but in ``exact_planes``
+        planes where more than ``planes``, so that fewer overflow."""
 
         thresholds = np.asarray(thresholds, np.int64)
         if prepared.n == 0:
@@ -814,7 +815,8 @@ class GpuEngine:
         if flag_planes >= 1 and (thresholds >= 1 << flag_planes).all() and (
                 self.flag_first or (self.flag_first is None and flag_first_pays(prepared, table, flag_planes,
                                                                                 planes))):
-            return self._hits_of_flagged_lanes(prepared, table, scoring, planes, flag_planes, thresholds)
+            return self._hits_of_flagged_lanes(prepared, table, scoring, max(planes, exact_planes), flag_planes,
+                                               thresholds)
         import cupy
 
         count, groups = len(table), prepared.groups

@@ -74,10 +74,14 @@ def _sorted_pairs(read, k) -> bool:
 @njit(cache=True, nogil=True)
 def _passing(reads, local, values, overflow, thresholds, ks, planes):
     """The instances of one plane group that pass, in the engine's order:
-    (read, oriented pattern ks[local], score, capped) where the score reaches
-    thresholds[local] or overflowed (its true score is >= 2**planes: the cap
-    is reported). One call with the GIL released, in the thread that drives
-    the engine, where a dozen numpy calls each waited to take it back."""
+    (read, oriented pattern ks[local], score, capped, exact) where the score
+    reaches thresholds[local] or overflowed. ``planes``: the screen's planes
+    for the thresholds; a score of 2**planes or more is reported as the cap,
+    capped, as a screen at those planes would (its true score is >= 2**planes),
+    whatever the planes the engine ran with. ``exact``: the engine's score
+    where it did not overflow, else -1. One call with the GIL released, in
+    the thread that drives the engine, where a dozen numpy calls each waited
+    to take it back."""
     count = 0
     for i in range(len(reads)):
         if overflow[i] or values[i] >= thresholds[local[i]]:
@@ -86,16 +90,18 @@ def _passing(reads, local, values, overflow, thresholds, ks, planes):
     k = np.empty(count, np.int64)
     score = np.empty(count, np.int32)
     capped = np.empty(count, np.bool_)
+    exact = np.empty(count, np.int32)
     cap = (1 << planes) - 1
     h = 0
     for i in range(len(reads)):
         if overflow[i] or values[i] >= thresholds[local[i]]:
             read[h] = reads[i]
             k[h] = ks[local[i]]
-            score[h] = cap if overflow[i] else values[i]
-            capped[h] = overflow[i]
+            capped[h] = overflow[i] or values[i] > cap
+            score[h] = cap if capped[h] else values[i]
+            exact[h] = -1 if overflow[i] else values[i]
             h += 1
-    return read, k, score, capped
+    return read, k, score, capped, exact
 
 
 class ReadBatch:
@@ -401,6 +407,9 @@ class Screener:
 
     def _hits(self, batch: ReadBatch, end_cells: bool = True) -> Hits:
         engine, scoring = self.engine, self.scoring
+        # where the engine finds end cells, its second pass scores the hits uncapped: the end cells
+        # need every score, and a capped one would cost another pass to find
+        exact_planes = self._end_cell_planes(batch) if end_cells else 0
         parts = []
         if len(batch):
             for planes, ks, table in self._plane_groups(batch):
@@ -410,39 +419,49 @@ class Screener:
                     reads_, local = two_pass.flagged(batch.prepared, table, scoring, planes - 1)
                     values, overflow = self._pair_scores(batch, reads_, local, table, planes)
                 else:
-                    reads_, local, values, overflow = engine.hits(batch.prepared, table, scoring, planes, thresholds)
+                    reads_, local, values, overflow = engine.hits(batch.prepared, table, scoring, planes, thresholds,
+                                                                  exact_planes)
                 parts.append(_passing(reads_, local, values, overflow, thresholds, ks, planes))
         if len(parts) == 1:
-            read, k, score, capped = parts[0]
+            read, k, score, capped, exact = parts[0]
         elif parts:
-            read, k, score, capped = (np.concatenate(column) for column in zip(*parts))
+            read, k, score, capped, exact = (np.concatenate(column) for column in zip(*parts))
         else:
             read, k = np.zeros(0, np.int64), np.zeros(0, np.int64)
-            score, capped = np.zeros(0, np.int32), np.zeros(0, bool)
+            score, capped, exact = np.zeros(0, np.int32), np.zeros(0, bool), np.zeros(0, np.int32)
         if not _sorted_pairs(read, k):  # one plane group's hits come sorted
             order = np.lexsort((k, read))  # k runs over (pattern, strand) in order
-            read, k, score, capped = read[order], k[order], score[order], capped[order]
+            read, k, score, capped, exact = read[order], k[order], score[order], capped[order], exact[order]
         return Hits(read, self.table.pattern[k], self.table.strand[k], score, capped,
-                    self._end_cells(batch, read, k, score, capped) if end_cells else None)
+                    self._end_cells(batch, read, k, exact) if exact_planes else None)
 
-    def _end_cells(self, batch: ReadBatch, read, k, score, capped) -> np.ndarray | None:
-        """Where the engine finds end cells (the GPU's): those of the hits
-        the traceback aligns from their end cell (:func:`bpbc.traceback.banded`),
-        so that it need not search for them; the capped hits' scores on the
-        way, in planes enough for any score of their reads."""
+    def _end_cell_planes(self, batch: ReadBatch) -> int:
+        """The planes that hold any score of the batch where the engine finds
+        the end cells of its hits (the GPU's) and some of its reads against
+        the longest pattern would be aligned from their end cell
+        (:func:`bpbc.traceback.banded`: none of its hits is else); else 0."""
         from .traceback import banded
 
-        find = getattr(self.engine, "end_cells", None)
-        if find is None or batch.prepared is None or not len(read):
-            return None
+        if (getattr(self.engine, "end_cells", None) is None or batch.prepared is None or not len(batch)
+                or not banded(batch.lengths, self.table.lengths.max()).any()):
+            return 0
+        return score_planes(self.scoring.max_score(int(self.table.lengths.max()), int(batch.lengths.max())))
+
+    def _end_cells(self, batch: ReadBatch, read, k, exact) -> np.ndarray:
+        """The end cells of the hits the traceback aligns from their end cell
+        (:func:`bpbc.traceback.banded`), so that it need not search for
+        them, from the engine; ``exact``: each hit's score (-1 where the
+        screen overflowed: found first, in planes enough for any score)."""
+        from .traceback import banded
+
+        found = np.full((len(read), 3), -1, np.int64)
         chosen = np.flatnonzero(banded(batch.lengths[read], self.table.lengths[k]))
         if not len(chosen):
-            return None
+            return found
         longest = min(int(batch.lengths[read[chosen]].max()), int(self.table.lengths[k[chosen]].max()))
         planes = score_planes(self.scoring.max_score(longest))
-        found = np.full((len(read), 3), -1, np.int64)
-        found[chosen] = find(batch.prepared, self.table, self.scoring, planes, read[chosen], k[chosen],
-                             np.where(capped[chosen], -1, score[chosen]))
+        found[chosen] = self.engine.end_cells(batch.prepared, self.table, self.scoring, planes, read[chosen],
+                                              k[chosen], exact[chosen])
         return found
 
     def _pair_scores(self, batch: ReadBatch, reads: np.ndarray, ks: np.ndarray, table: PatternTable,

@@ -767,28 +767,35 @@ def test_end_cells_are_the_tracebacks(mode, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_alignments_from_the_gpus_end_cells_are_the_cpus(monkeypatch):
+@pytest.mark.parametrize("flag_first", ["1", "0"])
+def test_alignments_from_the_gpus_end_cells_are_the_cpus(flag_first, monkeypatch):
     """The screen's alignments on the GPU, which starts the traceback of long
     instances from the GPU's end cells, equal those without them and the
-    CPU engine's."""
+    CPU engine's. In two passes the second scores every hit in planes enough
+    for it, so the end cells are asked with every score known; in one pass
+    the hits past the threshold's planes are capped (their scores unknown)."""
+    from bpbc import gpu_engine
     from bpbc.gpu_engine import GpuEngine
     from bpbc.traceback import banded
 
+    monkeypatch.setenv(gpu_engine.FLAG_FIRST_ENV, flag_first)
     rng = np.random.default_rng(6)
     pattern = random_pattern(rng, 3000, iupac_rate=0.01)
     reads = _reads_with_pieces(rng, pattern, 200)
     assert banded(np.array([len(r) for r in reads]), 3000).sum() > 100
-    found_by_gpu = []
+    found_by_gpu, unknown = [], []
     end_cells = GpuEngine.end_cells
 
     def counted(self, *args):
         found = end_cells(self, *args)
         found_by_gpu.append(int((found[:, 0] >= 0).sum()))
+        unknown.append(int((args[-1] < 0).sum()))
         return found
 
     monkeypatch.setattr(GpuEngine, "end_cells", counted)
     found = bpbc.screen(reads, [pattern], threshold=150, device="gpu")
     assert sum(found_by_gpu) > 100
+    assert (sum(unknown) == 0) == (flag_first == "1")
     cpu = bpbc.screen(reads, [pattern], threshold=150, device="cpu")
     monkeypatch.setattr(GpuEngine, "end_cells", None)
     searched = bpbc.screen(reads, [pattern], threshold=150, device="gpu")

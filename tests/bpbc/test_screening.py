@@ -453,15 +453,20 @@ def test_hits_of_several_plane_groups_come_sorted_and_helpers_match_numpy():
     assert not _sorted_pairs(np.array([0, 0, 1]), np.array([2, 1, 0]))
     assert not _sorted_pairs(np.array([0, 0]), np.array([1, 1]))
     assert not _sorted_pairs(np.array([1, 0]), np.array([0, 5]))
-    # a plane group's passing instances: reaching their threshold, or overflowed (the cap reported)
-    values, overflow = rng.integers(0, 32, 500).astype(np.int32), rng.random(500) < 0.1
-    local, ks = rng.integers(0, 3, 500), np.array([4, 1, 6])
-    thresholds, planes = np.array([10, 20, 30]), 5
-    read, k, score, capped = _passing(np.arange(500) * 2, local, values, overflow, thresholds, ks, planes)
-    keep = overflow | (values >= thresholds[local])
-    assert np.array_equal(read, 2 * np.flatnonzero(keep)) and np.array_equal(k, ks[local[keep]])
-    assert np.array_equal(score, np.where(overflow, 31, values)[keep]) and np.array_equal(capped, overflow[keep])
-    assert score.dtype == np.int32 and 0 < keep.sum() < 400 and overflow[keep].any()
+    # a plane group's passing instances: reaching their threshold, or overflowed (the cap reported); scores
+    # from an engine that ran in more planes (up to 63 here) reported as a screen at 5 planes would, capped
+    for top in (32, 64):
+        values, overflow = rng.integers(0, top, 500).astype(np.int32), rng.random(500) < 0.1
+        local, ks = rng.integers(0, 3, 500), np.array([4, 1, 6])
+        thresholds, planes = np.array([10, 20, 30]), 5
+        read, k, score, capped, exact = _passing(np.arange(500) * 2, local, values, overflow, thresholds, ks, planes)
+        keep = overflow | (values >= thresholds[local])
+        over = overflow | (values >= 32)
+        assert np.array_equal(read, 2 * np.flatnonzero(keep)) and np.array_equal(k, ks[local[keep]])
+        assert np.array_equal(score, np.where(over, 31, values)[keep]) and np.array_equal(capped, over[keep])
+        assert np.array_equal(exact, np.where(overflow, -1, values)[keep])
+        assert score.dtype == np.int32 and 0 < keep.sum() < 450 and overflow[keep].any()
+        assert (values[keep & ~overflow] >= 32).any() == (top == 64)
 
 
 def test_codes_of_rows_encoded_before_are_a_fresh_encoding():
