@@ -135,6 +135,10 @@ def quick_gil_handoff() -> Iterator[None]:
         sys.setswitchinterval(interval)
 
 
+#: chunks the reader, and batches the encoder, may have ready before the next stage takes them
+ITEMS_AHEAD = 1
+
+
 class _Raised:
     """Carries an exception from the reader thread to the main thread."""
 
@@ -149,9 +153,11 @@ class _Handoff:
     """What a :class:`prefetched` and its thread share (the thread holds this,
     not the iterator, so that an iterator dropped unclosed can stop it)."""
 
-    def __init__(self) -> None:
-        self.items: queue.Queue = queue.Queue(maxsize=1)
+    def __init__(self, ahead: int = 1) -> None:
+        self.ahead = ahead
+        self.items: queue.Queue = queue.Queue(maxsize=ahead)
         self.taken = threading.Semaphore(0)  # released each time the caller takes an item
+        self.untaken = 0  # items given and not yet taken (the producing thread's count)
         self.stop = threading.Event()
 
     def halt(self) -> None:
@@ -164,8 +170,9 @@ class _Handoff:
             self.taken.release()
 
     def give(self, item) -> bool:
-        """Give one item to the caller and wait until it is taken; False when stopped."""
-        while True:  # the previous item was taken, or the caller stopped: then nobody takes this one
+        """Give one item to the caller and wait until fewer than ``ahead`` of
+        those given are untaken; False when stopped."""
+        while True:  # room for it (one ahead: the previous item was taken), or the caller stopped: then nobody takes it
             if self.stop.is_set():
                 return False
             try:
@@ -175,10 +182,13 @@ class _Handoff:
                 break
             except queue.Full:
                 continue
+        self.untaken += 1
         while not self.stop.is_set():
+            if self.untaken < self.ahead:
+                return True
             if self.taken.acquire(timeout=0.1):
                 # the caller stopping releases ``taken`` too (see halt)
-                return not self.stop.is_set()
+                self.untaken -= 1
         return False
 
     def produce(self, items: Iterator) -> None:
@@ -196,11 +206,12 @@ class _Handoff:
 
 
 class prefetched:
-    """Iterate ``items`` in a background thread, one item ahead.
+    """Iterate ``items`` in a background thread, ``ahead`` items ahead.
 
-    The thread produces item k+1 while the caller works on item k, then waits
-    until the caller takes it before producing k+2, so at most two items
-    exist at once. Exceptions in the thread re-raise in the caller.
+    The thread produces item k+1 while the caller works on item k, then (one
+    ahead) waits until the caller takes it before producing k+2, so at most
+    two items exist at once (``ahead`` + 1 in all). Exceptions in the thread
+    re-raise in the caller.
     :meth:`close` stops the thread; any thread may call it, also while
     another one waits in ``next`` (which then ends the iteration). An
     iterator dropped unclosed stops it too, when it is freed (an interrupt
@@ -208,8 +219,8 @@ class prefetched:
     polled for ever, holding its items, in a server that outlives the run).
     """
 
-    def __init__(self, items: Iterator, stop_timeout_s: float = 1.0, name: str = "bpbc-reader"):
-        self._handoff = _Handoff()
+    def __init__(self, items: Iterator, stop_timeout_s: float = 1.0, name: str = "bpbc-reader", ahead: int = 1):
+        self._handoff = _Handoff(ahead)
         self._stop_timeout_s = stop_timeout_s
         self._worker = threading.Thread(target=self._handoff.produce, args=(items,), name=name, daemon=True)
         weakref.finalize(self, self._handoff.halt)
@@ -367,7 +378,8 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
     over the devices."""
     plan = plan or plan_run(screener.threads)
     if not makers:
-        with closing(prefetched(_encoded(read_chunks, source_name, screener, stages, plan), name="bpbc-encoder")) as prepared:
+        with closing(prefetched(_encoded(read_chunks, source_name, screener, stages, plan), name="bpbc-encoder",
+                                   ahead=ITEMS_AHEAD)) as prepared:
             for chunk, batch in prepared:
                 if begin is not None:  # what needs no screen begins now (Trimmer.begin: the end overlaps)
                     begin(chunk, batch)
@@ -724,7 +736,7 @@ def screen_files(
         size = chunk_size_for(settings, len(patterns), mates)  # lowered below once the run knows its devices
         # reading starts now, beside the engine's set-up (device, kernels)
         chunks = read_chunks(source, source2, interleaved, lambda: size)
-        prefetched_chunks = stack.enter_context(closing(prefetched(stages.timed(chunks, "read"))))
+        prefetched_chunks = stack.enter_context(closing(prefetched(stages.timed(chunks, "read"), ahead=ITEMS_AHEAD)))
         screener = make_screener(settings, patterns, display_name(patterns_path))
         trimmer = None if trimming is None else trimming.trimmer_for(settings, screener, patterns,
                                                                      display_name(patterns_path))
