@@ -135,10 +135,6 @@ def quick_gil_handoff() -> Iterator[None]:
         sys.setswitchinterval(interval)
 
 
-#: chunks the reader, and batches the encoder, may have ready before the next stage takes them
-ITEMS_AHEAD = 1
-
-
 class _Raised:
     """Carries an exception from the reader thread to the main thread."""
 
@@ -153,11 +149,9 @@ class _Handoff:
     """What a :class:`prefetched` and its thread share (the thread holds this,
     not the iterator, so that an iterator dropped unclosed can stop it)."""
 
-    def __init__(self, ahead: int = 1) -> None:
-        self.ahead = ahead
-        self.items: queue.Queue = queue.Queue(maxsize=ahead)
+    def __init__(self) -> None:
+        self.items: queue.Queue = queue.Queue(maxsize=1)
         self.taken = threading.Semaphore(0)  # released each time the caller takes an item
-        self.untaken = 0  # items given and not yet taken (the producing thread's count)
         self.stop = threading.Event()
 
     def halt(self) -> None:
@@ -170,9 +164,8 @@ class _Handoff:
             self.taken.release()
 
     def give(self, item) -> bool:
-        """Give one item to the caller and wait until fewer than ``ahead`` of
-        those given are untaken; False when stopped."""
-        while True:  # room for it (one ahead: the previous item was taken), or the caller stopped: then nobody takes it
+        """Give one item to the caller and wait until it is taken; False when stopped."""
+        while True:  # the previous item was taken, or the caller stopped: then nobody takes this one
             if self.stop.is_set():
                 return False
             try:
@@ -182,13 +175,10 @@ class _Handoff:
                 break
             except queue.Full:
                 continue
-        self.untaken += 1
         while not self.stop.is_set():
-            if self.untaken < self.ahead:
-                return True
             if self.taken.acquire(timeout=0.1):
                 # the caller stopping releases ``taken`` too (see halt)
-                self.untaken -= 1
+                return not self.stop.is_set()
         return False
 
     def produce(self, items: Iterator) -> None:
@@ -206,12 +196,11 @@ class _Handoff:
 
 
 class prefetched:
-    """Iterate ``items`` in a background thread, ``ahead`` items ahead.
+    """Iterate ``items`` in a background thread, one item ahead.
 
-    The thread produces item k+1 while the caller works on item k, then (one
-    ahead) waits until the caller takes it before producing k+2, so at most
-    two items exist at once (``ahead`` + 1 in all). Exceptions in the thread
-    re-raise in the caller.
+    The thread produces item k+1 while the caller works on item k, then waits
+    until the caller takes it before producing k+2, so at most two items
+    exist at once. Exceptions in the thread re-raise in the caller.
     :meth:`close` stops the thread; any thread may call it, also while
     another one waits in ``next`` (which then ends the iteration). An
     iterator dropped unclosed stops it too, when it is freed (an interrupt
@@ -219,8 +208,8 @@ class prefetched:
     polled for ever, holding its items, in a server that outlives the run).
     """
 
-    def __init__(self, items: Iterator, stop_timeout_s: float = 1.0, name: str = "bpbc-reader", ahead: int = 1):
-        self._handoff = _Handoff(ahead)
+    def __init__(self, items: Iterator, stop_timeout_s: float = 1.0, name: str = "bpbc-reader"):
+        self._handoff = _Handoff()
         self._stop_timeout_s = stop_timeout_s
         self._worker = threading.Thread(target=self._handoff.produce, args=(items,), name=name, daemon=True)
         weakref.finalize(self, self._handoff.halt)
@@ -378,8 +367,7 @@ def _screened(read_chunks: prefetched, source_name: str, screener, makers: list[
     over the devices."""
     plan = plan or plan_run(screener.threads)
     if not makers:
-        with closing(prefetched(_encoded(read_chunks, source_name, screener, stages, plan), name="bpbc-encoder",
-                                   ahead=ITEMS_AHEAD)) as prepared:
+        with closing(prefetched(_encoded(read_chunks, source_name, screener, stages, plan), name="bpbc-encoder")) as prepared:
             for chunk, batch in prepared:
                 if begin is not None:  # what needs no screen begins now (Trimmer.begin: the end overlaps)
                     begin(chunk, batch)
@@ -736,7 +724,7 @@ def screen_files(
         size = chunk_size_for(settings, len(patterns), mates)  # lowered below once the run knows its devices
         # reading starts now, beside the engine's set-up (device, kernels)
         chunks = read_chunks(source, source2, interleaved, lambda: size)
-        prefetched_chunks = stack.enter_context(closing(prefetched(stages.timed(chunks, "read"), ahead=ITEMS_AHEAD)))
+        prefetched_chunks = stack.enter_context(closing(prefetched(stages.timed(chunks, "read"))))
         screener = make_screener(settings, patterns, display_name(patterns_path))
         trimmer = None if trimming is None else trimming.trimmer_for(settings, screener, patterns,
                                                                      display_name(patterns_path))

@@ -343,8 +343,8 @@ class WatchedHandoff(bpbc.pipeline._Handoff):
     """The hand-off of a :class:`prefetched`, counting the items given and
     noting at which one the reader thread last waited to have it taken."""
 
-    def __init__(self, ahead: int = 1) -> None:
-        super().__init__(ahead)
+    def __init__(self) -> None:
+        super().__init__()
         self.gives = self.waited_at = 0
         self.changed = threading.Condition()
         taken = self.taken
@@ -367,15 +367,13 @@ class WatchedHandoff(bpbc.pipeline._Handoff):
         return super().give(item)
 
 
-@pytest.mark.parametrize("ahead", [1, 2])
-def test_prefetched_keeps_order_and_holds_at_most_two_items(ahead, monkeypatch):
+def test_prefetched_keeps_order_and_holds_at_most_two_items(monkeypatch):
     """Forced: before it takes each item the caller waits until the reader
-    thread waits for the next ``ahead`` items to be taken (or has ended), so
-    the reader has run as far ahead as it can each time: ``ahead`` + 1 items
-    exist at most. Planted once (give() not waiting for its item to be
-    taken, the queue unbounded): fails every run (100 of 100); the test
-    before (a sleep between items) passed on it wherever the reader thread
-    did not get to run ahead."""
+    thread waits for the next item to be taken (or has ended), so the reader
+    has run as far ahead as it can each time. Planted once (give() not
+    waiting for its item to be taken, the queue unbounded): fails every
+    run (100 of 100); the test before (a sleep between items) passed on it
+    wherever the reader thread did not get to run ahead."""
     monkeypatch.setattr(bpbc.pipeline, "_Handoff", WatchedHandoff)
     produced = []
     consumed = []
@@ -386,18 +384,18 @@ def test_prefetched_keeps_order_and_holds_at_most_two_items(ahead, monkeypatch):
             produced.append(k)
             yield k
 
-    iterator = prefetched(items(), ahead=ahead)
+    iterator = prefetched(items())
     handoff, worker = iterator._handoff, iterator._worker
     for item in iterator:
         deadline = time.monotonic() + 30
-        with handoff.changed:  # up to item + ahead made and given, a taking waited for: the reader can go no further
-            while handoff.waited_at < min(item + ahead + 1, 31) and worker.is_alive():
+        with handoff.changed:  # item + 1 made and given, its taking waited for: the reader can go no further
+            while handoff.waited_at < min(item + 2, 31) and worker.is_alive():
                 assert time.monotonic() < deadline, "the reader neither waited nor ended"
                 handoff.changed.wait(0.01)
         most_alive = max(most_alive, len(produced) - len(consumed))
         consumed.append(item)
     assert consumed == list(range(30))
-    assert most_alive == ahead + 1  # the item in hand and the next ``ahead``
+    assert most_alive == 2  # the item in hand and the next one
 
 
 def test_prefetched_reraises_in_the_caller():
