@@ -23,10 +23,12 @@ import multiprocessing
 import os
 import secrets
 import signal
+import traceback
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from dataclasses import replace
+from typing import cast
 
 from bpbc.distributed import Job, commit_files, many_files_paths, remove_files, screen_file, staging_path
 from bpbc.io import STDIN, InputError, display_name, read_patterns
@@ -34,9 +36,6 @@ from bpbc.pipeline import ScreenSettings, make_screener
 from bpbc.resources import CorePlan, file_processes, plan_run, usable_cores
 from bpbc.sinks import is_template
 from bpbc.summary import Summary
-
-#: the plan of a worker process's runs, set when it starts (:func:`_start_worker`)
-_worker_plan: CorePlan | None = None
 
 
 def screen_many_files(
@@ -122,55 +121,98 @@ def _in_turn(tasks: list, plan: CorePlan, progress) -> list[Summary]:
 
 def _in_processes(tasks: list, processes: int, devices: list[str], threads: int, progress) -> list[Summary]:
     """The tasks shared out among ``processes`` worker processes, each on one
-    of ``devices`` (GPUs; none: the CPU) and ``threads`` cores. On any
-    failure, Ctrl-C included, the workers are stopped before the caller
-    removes what they wrote."""
+    of ``devices`` (GPUs; none: the CPU) and ``threads`` cores, one task at a
+    time. On any failure, Ctrl-C included, the workers are killed and waited
+    for before the caller removes what they wrote.
+
+    Each worker has a pipe of its own, read in this thread alone. With
+    concurrent.futures' ProcessPoolExecutor, a worker killed half-way
+    through sending its result left the executor's thread waiting for the
+    rest for good, and the interpreter's exit waiting on that thread. Here
+    Ctrl-C interrupts such a read, and a dead worker's pipe ends (EOF): its
+    end is closed in this process once the worker has it."""
     context = multiprocessing.get_context("spawn")  # no fork of a process with threads (and perhaps CUDA)
-    assigned = context.Queue()
-    for index in range(processes):
-        assigned.put(devices[index % len(devices)] if devices else None)
-    pool = ProcessPoolExecutor(processes, mp_context=context, initializer=_start_worker,
-                               initargs=(assigned, threads, processes))
+    todo = list(enumerate(tasks))[::-1]  # taken from the end: in order
+    workers: dict[Connection, BaseProcess] = {}  # this process's end of each worker's pipe: the worker
+    running: dict[Connection, int] = {}  # the same ends, of the workers screening a task: its index
+    summaries: list = [None] * len(tasks)
+
+    def give_next(pipe: Connection) -> None:
+        if not todo:
+            pipe.close()  # its worker ends
+            return
+        index, task = todo.pop()
+        try:
+            pipe.send(task)
+        except OSError:  # the worker is dead
+            raise _ended_abruptly() from None
+        running[pipe] = index
+
     try:
-        futures = [pool.submit(_screen_in_worker, *task) for task in tasks]
+        for index in range(min(processes, len(tasks))):
+            ours, theirs = context.Pipe()
+            device = devices[index % len(devices)] if devices else None
+            workers[ours] = context.Process(target=_work, args=(theirs, device, threads, processes),
+                                            name=f"bpbc-files-{index}")
+            workers[ours].start()
+            theirs.close()
+            give_next(ours)
         done = 0
-        for future in as_completed(futures):
-            done += future.result().reads
-            if progress is not None:
-                progress(done)
-        summaries = [future.result() for future in futures]
-    except BrokenProcessPool as error:
-        _stop_workers(pool)
-        raise InputError(f"a process screening the reads files ended abruptly (killed, or out of memory?): "
-                         f"{error}") from None
+        while running:
+            for pipe in cast(list[Connection], wait(list(running))):
+                index = running.pop(pipe)
+                try:
+                    failed, result = pipe.recv()
+                except (EOFError, OSError):  # the pipe ended, perhaps mid-result: the worker is dead
+                    raise _ended_abruptly() from None
+                if failed:
+                    raise result
+                summaries[index] = result
+                done += result.reads
+                if progress is not None:
+                    progress(done)
+                give_next(pipe)
     except BaseException:
-        _stop_workers(pool)
+        for worker in workers.values():
+            if worker.pid is not None:  # started
+                worker.kill()  # its files half written
         raise
-    pool.shutdown()
+    finally:
+        for pipe, worker in workers.items():
+            pipe.close()
+            if worker.pid is not None:
+                worker.join()
     return summaries
 
 
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """No task starts, and the running ones are killed (their files half
-    written), so that the caller can remove the outputs. This module's pools
-    are the only children that multiprocessing starts in a run."""
-    pool.shutdown(wait=False, cancel_futures=True)
-    for child in multiprocessing.active_children():
-        child.terminate()
-    for child in multiprocessing.active_children():
-        child.join()
+def _ended_abruptly() -> InputError:
+    return InputError("a process screening the reads files ended abruptly (killed, or out of memory?)")
 
 
-def _start_worker(assigned, threads: int, processes: int) -> None:
-    """A worker process's start: its GPU (None: the CPU) and its plan. Ctrl-C
-    is left to the parent, which stops the workers and cleans up."""
-    global _worker_plan
+def _start_worker(device: str | None, threads: int, processes: int) -> CorePlan:
+    """A worker process's start: its GPU (None: the CPU); its plan returned.
+    Ctrl-C is left to the parent, which stops the workers and cleans up."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    device = assigned.get()
     if device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = device
-    _worker_plan = plan_run(threads, f"one of {processes} processes")
+    return plan_run(threads, f"one of {processes} processes")
 
 
-def _screen_in_worker(job: Job, reads_path: str, patterns_path: str, outputs: dict) -> Summary:
-    return screen_file(job, reads_path, patterns_path, outputs, plan=_worker_plan)
+def _work(pipe: Connection, device: str | None, threads: int, processes: int) -> None:
+    """A worker process: the tasks sent through ``pipe``, one at a time,
+    each answered with (failed, its summary or error), until the pipe is
+    closed."""
+    plan = _start_worker(device, threads, processes)
+    while True:
+        try:
+            job, reads_path, patterns_path, outputs = pipe.recv()
+        except EOFError:
+            return
+        answer: tuple[bool, Summary | Exception]
+        try:
+            answer = (False, screen_file(job, reads_path, patterns_path, outputs, plan=plan))
+        except Exception as error:  # raised in the parent
+            if not isinstance(error, InputError):  # a bug: where it was raised
+                error.add_note("in a worker process:\n" + "".join(traceback.format_exception(error)).rstrip())
+            answer = (True, error)
+        pipe.send(answer)
