@@ -21,8 +21,10 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import pickle
 import secrets
 import signal
+import struct
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
@@ -125,16 +127,17 @@ def _in_processes(tasks: list, processes: int, devices: list[str], threads: int,
     time. On any failure, Ctrl-C included, the workers are killed and waited
     for before the caller removes what they wrote.
 
-    Each worker has a pipe of its own, read in this thread alone. With
-    concurrent.futures' ProcessPoolExecutor, a worker killed half-way
-    through sending its result left the executor's thread waiting for the
-    rest for good, and the interpreter's exit waiting on that thread. Here
-    Ctrl-C interrupts such a read, and a dead worker's pipe ends (EOF): its
-    end is closed in this process once the worker has it."""
+    This thread alone reads the workers' answers, and only what has come
+    (an answer may come in parts), so that it never waits inside a read:
+    with concurrent.futures' ProcessPoolExecutor, a worker killed half-way
+    through sending its answer left the executor's thread waiting for the
+    rest for good, and the interpreter's exit waiting on that thread. A
+    dead worker's pipe ends (EOF): its end is closed here once the worker
+    has it."""
     context = multiprocessing.get_context("spawn")  # no fork of a process with threads (and perhaps CUDA)
     todo = list(enumerate(tasks))[::-1]  # taken from the end: in order
     workers: dict[Connection, BaseProcess] = {}  # this process's end of each worker's pipe: the worker
-    running: dict[Connection, int] = {}  # the same ends, of the workers screening a task: its index
+    running: dict[Connection, tuple[int, bytearray]] = {}  # the ends of the workers screening: task, answer so far
     summaries: list = [None] * len(tasks)
 
     def give_next(pipe: Connection) -> None:
@@ -146,25 +149,34 @@ def _in_processes(tasks: list, processes: int, devices: list[str], threads: int,
             pipe.send(task)
         except OSError:  # the worker is dead
             raise _ended_abruptly() from None
-        running[pipe] = index
+        running[pipe] = index, bytearray()
 
     try:
         for index in range(min(processes, len(tasks))):
             ours, theirs = context.Pipe()
             device = devices[index % len(devices)] if devices else None
-            workers[ours] = context.Process(target=_work, args=(theirs, device, threads, processes),
+            # daemon: killed at this interpreter's exit if still running (a second Ctrl-C cut the clean-up short)
+            workers[ours] = context.Process(target=_work, args=(theirs, device, threads, processes), daemon=True,
                                             name=f"bpbc-files-{index}")
             workers[ours].start()
             theirs.close()
             give_next(ours)
         done = 0
         while running:
-            for pipe in cast(list[Connection], wait(list(running))):
-                index = running.pop(pipe)
+            # a timeout: a SIGINT that came just before the wait began does not wake it, and is acted on after it
+            for pipe in cast(list[Connection], wait(list(running), timeout=1)):
+                index, answer = running[pipe]
                 try:
-                    failed, result = pipe.recv()
-                except (EOFError, OSError):  # the pipe ended, perhaps mid-result: the worker is dead
-                    raise _ended_abruptly() from None
+                    part = os.read(pipe.fileno(), 1 << 20)  # there is something: returns at once
+                except OSError:  # ECONNRESET: it died with a task unread
+                    part = b""
+                if not part:
+                    raise _ended_abruptly()
+                answer += part
+                if len(answer) < _LENGTH.size or len(answer) < _LENGTH.size + _LENGTH.unpack_from(answer)[0]:
+                    continue  # the rest is on its way
+                del running[pipe]
+                failed, result = pickle.loads(answer[_LENGTH.size:])
                 if failed:
                     raise result
                 summaries[index] = result
@@ -185,6 +197,10 @@ def _in_processes(tasks: list, processes: int, devices: list[str], threads: int,
     return summaries
 
 
+#: the length of a worker's answer, before it
+_LENGTH = struct.Struct("!Q")
+
+
 def _ended_abruptly() -> InputError:
     return InputError("a process screening the reads files ended abruptly (killed, or out of memory?)")
 
@@ -200,8 +216,8 @@ def _start_worker(device: str | None, threads: int, processes: int) -> CorePlan:
 
 def _work(pipe: Connection, device: str | None, threads: int, processes: int) -> None:
     """A worker process: the tasks sent through ``pipe``, one at a time,
-    each answered with (failed, its summary or error), until the pipe is
-    closed."""
+    each answered with (failed, its summary or error) pickled, after its
+    length (:data:`_LENGTH`), until the pipe is closed."""
     plan = _start_worker(device, threads, processes)
     while True:
         try:
@@ -215,4 +231,7 @@ def _work(pipe: Connection, device: str | None, threads: int, processes: int) ->
             if not isinstance(error, InputError):  # a bug: where it was raised
                 error.add_note("in a worker process:\n" + "".join(traceback.format_exception(error)).rstrip())
             answer = (True, error)
-        pipe.send(answer)
+        data = pickle.dumps(answer)
+        message = memoryview(_LENGTH.pack(len(data)) + data)
+        while message:
+            message = message[os.write(pipe.fileno(), message):]

@@ -256,27 +256,42 @@ def test_ctrl_c_stops_the_workers_and_leaves_no_output(inputs, tmp_path):
     assert os.listdir(out) == []
 
 
-#: a run's parent script: in the worker processes (spawn imports the script
-#: under the name __mp_main__ there) a file's summary is sent half, with the
-#: header of all of it (multiprocessing.connection's wire format, Python
-#: 3.7-3.13), then the worker says so through a FIFO and waits to be killed
+#: a run's parent script. In its worker processes (spawn imports the script
+#: there, named __mp_main__), the message that carries a file's summary is
+#: sent half, whether written with os.write (bpbc.many_files) or through
+#: multiprocessing.connection (concurrent.futures' executor, multiprocessing's
+#: queues; the half after the header of the whole: its wire format, Python
+#: 3.7-3.13); then the worker writes its pid to the FIFO ``notice`` and waits.
 CUT_SUMMARY_SCRIPT = """
 import os, struct, sys, threading
 from multiprocessing import connection
 
 notice, reads, patterns, out = sys.argv[1:]
+write, send_bytes = os.write, connection.Connection._send_bytes
+
+
+def half_sent(fd, message):
+    write(fd, message[:len(message) // 2])
+    with open(notice, "w") as told:
+        told.write(str(os.getpid()))
+    threading.Event().wait()
+
+
+def write_half_of_a_summary(fd, data):
+    if b"bpbc.summary" not in bytes(data):
+        return write(fd, data)
+    half_sent(fd, bytes(data))
+
+
+def send_half_of_a_summary(self, buf):
+    if b"bpbc.summary" not in bytes(buf):
+        return send_bytes(self, buf)
+    write(self.fileno(), struct.pack("!i", len(buf)))
+    half_sent(self.fileno(), bytes(buf))
+
+
 if __name__ == "__mp_main__":
-    send_bytes = connection.Connection._send_bytes
-
-    def send_half_of_a_summary(self, buf):
-        message = bytes(buf)
-        if b"bpbc.summary" not in message:
-            return send_bytes(self, buf)
-        os.write(self.fileno(), struct.pack("!i", len(message)) + message[:len(message) // 2])
-        with open(notice, "w") as told:
-            told.write(str(os.getpid()))
-        threading.Event().wait()
-
+    os.write = write_half_of_a_summary
     connection.Connection._send_bytes = send_half_of_a_summary
 elif __name__ == "__main__":
     from bpbc.many_files import screen_many_files
@@ -287,7 +302,7 @@ elif __name__ == "__main__":
 """
 
 #: per way the run is stopped: the last line of its stderr
-ENDS = {"ctrl-c": "KeyboardInterrupt",
+ENDS = {"ctrl-c": "KeyboardInterrupt", "failure": "bpbc.errors.InputError: {fifo}: read r1: character '*'",
         "killed": "bpbc.errors.InputError: a process screening the reads files ended abruptly"}
 
 
@@ -323,11 +338,16 @@ def test_a_worker_stopped_while_it_sends_a_result_leaves_no_one_waiting(inputs, 
             workers = _workers(parent.pid)
             if end == "ctrl-c":
                 parent.send_signal(signal.SIGINT)
-            else:
+            elif end == "failure":  # of the other file
+                os.write(writer, b"@r1\nACGT*ACGT\n+\nIIIIIIIII\n")
+                os.close(writer)
+                writer = -1
+            else:  # by the kernel's out-of-memory killer, say
                 os.kill(half_sent, signal.SIGKILL)
             _, err = parent.communicate(timeout=EXIT_SECONDS)
         finally:
-            os.close(writer)
+            if writer >= 0:
+                os.close(writer)
     finally:
         os.close(told)
         if parent.poll() is None:  # the run hung: it and its workers (its process group) killed
@@ -336,7 +356,7 @@ def test_a_worker_stopped_while_it_sends_a_result_leaves_no_one_waiting(inputs, 
     left = [pid for pid in workers if _alive(pid)]
     for pid in left:
         os.kill(pid, signal.SIGKILL)
-    assert parent.returncode != 0 and err.rstrip().splitlines()[-1].startswith(ENDS[end]), err
+    assert parent.returncode != 0 and err.rstrip().splitlines()[-1].startswith(ENDS[end].format(fifo=fifo)), err
     assert len(workers) == 2 and half_sent in workers and not left, (workers, left)
     assert os.listdir(out) == []
 
