@@ -224,6 +224,8 @@ def test_ctrl_c_stops_the_workers_and_leaves_no_output(inputs, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     script = textwrap.dedent(f"""
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # even where it came ignored (pytest run in the background)
         from bpbc.many_files import screen_many_files
         from bpbc.pipeline import ScreenSettings
         screen_many_files([{str(inputs / 'two.fastq')!r}, {str(fifo)!r}], {str(inputs / 'p.fa')!r},
@@ -294,6 +296,8 @@ if __name__ == "__mp_main__":
     os.write = write_half_of_a_summary
     connection.Connection._send_bytes = send_half_of_a_summary
 elif __name__ == "__main__":
+    import signal
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even where it came ignored (pytest run in the background)
     from bpbc.many_files import screen_many_files
     from bpbc.pipeline import ScreenSettings
 
