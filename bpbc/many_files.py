@@ -27,9 +27,9 @@ import signal
 import struct
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from dataclasses import replace
 from typing import cast
 
 from bpbc.distributed import Job, commit_files, many_files_paths, remove_files, screen_file, staging_path
