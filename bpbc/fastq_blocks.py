@@ -42,6 +42,11 @@ ROOM = 1 << 20
 MAX_BLOCK = 256 << 20
 #: the smallest block
 MIN_BLOCK = 1 << 20
+#: blocks read ahead of the chunks handed out take a slot (the parsing threads' and two
+#: more) for each this many bytes they hold, leaving room for two: 34 MB blocks of 100k
+#: short reads a slot each as before, 128 MB ones of long reads (a chunk of 64 Mb, seconds
+#: of a GPU's work) two, so that with two parsing threads two are read ahead, not four
+SLOT_BYTES = 64 << 20
 
 
 @njit(cache=True, nogil=True)
@@ -115,7 +120,9 @@ class BlockChunks:
         self._limit = 1  # records a chunk may hold (set by chunks())
         self._target = 1  # records wanted in the next block
         self._pool = ThreadPoolExecutor(workers, "bpbc-parse")
-        self._in_flight = threading.Semaphore(workers + 2)  # blocks read and not yet handed out
+        self._slots = workers + 2
+        self._in_flight = threading.Semaphore(self._slots)  # blocks read and not yet handed out, a slot each
+        self._taken: queue.SimpleQueue[int] = queue.SimpleQueue()  # slots of each parsed block, in order
         self._blocks: queue.SimpleQueue = queue.SimpleQueue()  # (buffer, size, Future); an error; None at the end
         self._buffers = BufferPool(keep=workers + 6)
         self._stopping = threading.Event()
@@ -127,16 +134,23 @@ class BlockChunks:
         size = int(0.97 * self._target * self.bytes_per_record)
         return min(self._max_block, max(MIN_BLOCK, size))
 
+    def _slots_of(self, size: int) -> int:
+        """Slots of the read-ahead a block of ``size`` bytes takes: one for
+        each SLOT_BYTES, leaving room for two."""
+        return max(1, min(self._slots // 2, -(-size // SLOT_BYTES)))
+
     def _read(self) -> None:
         """The reading thread: blocks read and handed to the parsing threads, in order."""
         at_line_start, first = True, True
         head = np.frombuffer(self._head, np.uint8)
         try:
             while not self._stopping.is_set():
-                while not self._in_flight.acquire(timeout=0.1):
-                    if self._stopping.is_set():
-                        return
                 size = self._block_size()
+                slots = self._slots_of(size)
+                for _ in range(slots):  # this thread alone takes slots
+                    while not self._in_flight.acquire(timeout=0.1):
+                        if self._stopping.is_set():
+                            return
                 buffer = self._buffers.take(ROOM + size)
                 filled = min(size, len(head))
                 buffer[ROOM:ROOM + filled] = head[:filled]
@@ -157,6 +171,7 @@ class BlockChunks:
                     return
                 if filled:
                     future = self._pool.submit(_parse, buffer, ROOM, ROOM + filled, at_line_start, first, self._limit)
+                    self._taken.put(slots)
                     self._blocks.put((buffer, filled, future))
                     at_line_start = buffer[ROOM + filled - 1] == _NEWLINE
                     first = False
@@ -196,7 +211,7 @@ class BlockChunks:
             if future is None:  # close() came during the iteration: the reading thread stopped
                 return
             parsed: _Parsed = future.result()
-            self._in_flight.release()
+            self._in_flight.release(self._taken.get())
             lo, hi = ROOM, ROOM + filled
             if parsed.start < 0 and len(tail) + filled <= ROOM:  # inside one record: it goes on in the next block
                 tail = np.concatenate((tail, buffer[lo:hi]))

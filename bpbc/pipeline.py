@@ -306,6 +306,42 @@ def passing_units(hits, reads: int, mates: int, pair_filter: str) -> tuple[np.nd
     return passing_reads, passing
 
 
+#: a screened chunk of at least this many bytes of records (long reads: 128 MB a chunk;
+#: 100k reads of 150 bp take 34 MB and are left as they are) is cut down to its hits'
+#: records (:func:`hits_only`) where they take at most HITS_ONLY_FRACTION of them
+HITS_ONLY_FROM = 64 << 20
+HITS_ONLY_FRACTION = 0.25
+
+
+def hits_only(chunk, batch, hits):
+    """(chunk, batch) as the traceback and the PAF need them once ``batch``
+    is screened, where nothing else needs its reads (no reads written, no
+    trimming: the caller knows): the hits' records only, copied out of the
+    chunk's buffer (:meth:`bpbc.chunks.RawFastqChunk.keeping`), and the
+    batch without the engine's prepared reads. The chunk's buffer (two
+    bytes a base, 128 MB for a chunk of long reads) then goes as soon as
+    the screen has passed it, not after the traceback and the PAF: the
+    chunks queued for those took as much again as the ones read ahead.
+    Unchanged unless the batch is a raw chunk's whole reads (not windows,
+    not codes) of at least HITS_ONLY_FROM bytes, and the hits' records are
+    at most HITS_ONLY_FRACTION of them (where most reads pass the copy would
+    cost more than it frees)."""
+    from bpbc.chunks import RawFastqChunk
+    from bpbc.screener import ReadBatch
+
+    if type(batch) is not ReadBatch or not isinstance(chunk, RawFastqChunk) or batch._codes is not None:
+        return chunk, batch
+    sizes = chunk.rec_end - chunk.rec_start
+    total = int(sizes.sum())
+    if total < HITS_ONLY_FROM:
+        return chunk, batch
+    rows = np.flatnonzero(np.bincount(hits.read, minlength=len(chunk)))
+    if int(sizes[rows].sum()) > HITS_ONLY_FRACTION * total:
+        return chunk, batch
+    kept_chunk = chunk.keeping(rows)
+    return kept_chunk, ReadBatch(None, batch.lengths, None, batch.engine, kept_chunk)
+
+
 def chunk_paf(chunk, lengths: np.ndarray, alignments, pattern_texts, pattern_lengths) -> bytes:
     """The PAF lines of a chunk's alignments (reads of ``lengths``)."""
     rows = alignments.read_index
@@ -595,6 +631,8 @@ class _Run:
         self.write_paf, self.sinks, self.pair_filter, self.mates = write_paf, sinks, pair_filter, statistics.mates
         self.pattern_texts, self.pattern_lengths = Texts.of(screener.pattern_names), screener.pattern_lengths.tolist()
         self.demultiplexing = isinstance(sinks.get("matched"), DemuxSink)
+        #: whether only the hits' records are needed once a chunk is screened (hits_only)
+        self.hits_only = not sinks and trimmer is None
         self.traceback_failed = threading.Event()
         # entered after the outputs, so stopped before they are closed; the tracebacks first
         inline = not plan.threaded
@@ -612,6 +650,8 @@ class _Run:
         thread, between screens); return once all are written."""
         reads_done = 0
         for chunk, batch, hits in screened:
+            if self.hits_only:
+                chunk, batch = hits_only(chunk, batch, hits)
             passing_reads, passing = passing_units(hits, len(batch), self.mates, self.pair_filter)
             # a GPU batch's end-overlap decision starts here, on the device, beside the traceback (whose
             # thread limits a GPU run where most reads pass)

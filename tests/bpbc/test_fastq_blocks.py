@@ -237,3 +237,19 @@ def test_chunks_of_long_reads_end_near_max_bases(tmp_path, small_blocks):
         for chunk in source.chunks(1000, max_bases=100):
             bases.append(int(chunk.lengths.sum()))
     assert len(bases) > 10 and max(bases) <= 100 + 60
+
+
+@pytest.mark.parametrize("workers, size, slots", [(2, 34 << 20, 1), (2, 128 << 20, 2), (2, 64 << 20, 1),
+                                                  (2, 65 << 20, 2), (2, 256 << 20, 2), (8, 34 << 20, 1),
+                                                  (8, 256 << 20, 4)])
+def test_large_blocks_take_more_of_the_read_ahead(workers, size, slots):
+    """A block read ahead takes a slot (of the parsing threads' and two
+    more) for each SLOT_BYTES, two blocks at least: 34 MB blocks (100k
+    short reads) a slot each as before, 128 MB ones (a chunk of long reads)
+    two, so two of them with two parsing threads, not four."""
+    blocks = BlockChunks(None, b"", workers, 100.0)
+    try:
+        assert blocks._slots_of(size) == slots
+        assert blocks._slots // blocks._slots_of(size) >= min(2, blocks._slots)
+    finally:
+        blocks.close()
