@@ -25,6 +25,9 @@ than it saves.
 from __future__ import annotations
 
 import mmap
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 from llvmlite import ir
@@ -50,6 +53,29 @@ _HUGE = getattr(mmap, "MADV_HUGEPAGE", None)  # transparent huge pages, where th
 #: the bytes of mapped scratch held now ([0]) and the most held at once since the last reset ([1]),
 #: shared by every kernel that takes scratch (so by concurrent calls too)
 LEDGER = np.zeros(2, np.int64)
+
+
+_calls = 0  # calls of kernels that take scratch under way (counted)
+_calls_lock = threading.Lock()
+
+
+@contextmanager
+def counted() -> Iterator[tuple[np.ndarray, int]]:
+    """Around a call of kernels that take scratch: (LEDGER, BUDGET) to
+    hand them. The first of the calls under way at once sets the count of
+    mapped bytes to 0: a kernel stopped between :func:`take` and
+    :func:`give` (an error, no memory) would otherwise leave its bytes
+    counted, and every later call of a long-lived process wait for them."""
+    global _calls
+    with _calls_lock:
+        if _calls == 0:
+            LEDGER[0] = 0
+        _calls += 1
+    try:
+        yield LEDGER, BUDGET
+    finally:
+        with _calls_lock:
+            _calls -= 1
 
 
 def _int64_slot(context, builder, signature, args):

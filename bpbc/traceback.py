@@ -975,12 +975,6 @@ def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pa
             need = pointer_row[n + 1]
             if need > budget:
                 continue
-            if need >= MAPPED_FROM:  # mapped for this block, within the budget of all threads (bpbc.scratch)
-                pointers = take(need, ledger, memory)
-            else:
-                if space.shape[0] < need:
-                    space = np.empty(need, dtype=np.uint8)
-                pointers = space
             block = np.zeros((n, _K), dtype=np.uint8)
             bits = np.zeros((m, _K), dtype=np.uint8)
             for q in range(count):
@@ -994,8 +988,6 @@ def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pa
                     bits[m - 1 - c, q] = pattern_codes[start + column - 1 - c]
             h_column = np.zeros((m + 1) * _K, dtype=_CELL)
             e_column = np.full((m + 1) * _K, _CELL_NEG, dtype=_CELL)
-            _band_forward(block, bits, match, mismatch, gap_open, gap_extend, band_low, band_high, pointer_row,
-                          h_column, e_column, pointers)
             targets = order[first:first + count]
             starts = np.empty((count, 3), np.int64)
             for q in range(count):
@@ -1003,6 +995,16 @@ def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pa
                 starts[q, 1] = m
                 starts[q, 2] = 0
             walking = np.zeros(count, np.int64)
+            # the pointers: mapped for this block, within the budget of all threads (bpbc.scratch), and
+            # given back before anything else is allocated; small ones in the thread's own array
+            if need >= MAPPED_FROM:
+                pointers = take(need, ledger, memory)
+            else:
+                if space.shape[0] < need:
+                    space = np.empty(need, dtype=np.uint8)
+                pointers = space
+            _band_forward(block, bits, match, mismatch, gap_open, gap_extend, band_low, band_high, pointer_row,
+                          h_column, e_column, pointers)
             walked = _walk_band(block, bits, pointers, pointer_row, band_low, band_high, _K, starts, walking, targets,
                                 ops)
             if need >= MAPPED_FROM:
@@ -1632,10 +1634,11 @@ def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, s
     else:
         banded = _banded_batch_serial16 if fits else _banded_batch_serial
     picked = chosen[by_size]
-    table_rows, done = banded(codes, rows[picked], picked, table.masks, table.starts, ks[picked], score[by_size],
-                              read_end[by_size], pattern_end[by_size], box[by_size, 0], box[by_size, 1], block_first,
-                              scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops,
-                              threads, POINTER_BUDGET, scratch.LEDGER, scratch.BUDGET)
+    with scratch.counted() as (ledger, memory):
+        table_rows, done = banded(codes, rows[picked], picked, table.masks, table.starts, ks[picked], score[by_size],
+                                  read_end[by_size], pattern_end[by_size], box[by_size, 0], box[by_size, 1],
+                                  block_first, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend,
+                                  ops, threads, POINTER_BUDGET, ledger, memory)
     aligned = np.zeros(len(chosen), dtype=bool)
     aligned[by_size] = np.repeat(done.astype(bool), np.diff(block_first))
     again = np.flatnonzero(~aligned)

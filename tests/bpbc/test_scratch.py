@@ -49,3 +49,14 @@ def test_reserve_and_release(budget):
     assert ledger.tolist() == [5, 5]
     scratch.release(ledger, 5)
     assert ledger.tolist() == [0, 5]
+
+
+def test_the_first_call_under_way_forgets_bytes_left_counted():
+    scratch.LEDGER[0] = 12345  # as a kernel stopped between take and give leaves it
+    with scratch.counted() as (ledger, budget):
+        assert ledger is scratch.LEDGER and ledger[0] == 0 and budget == scratch.BUDGET
+        ledger[0] = 7  # held by this call
+        with scratch.counted() as (again, _):
+            assert again[0] == 7  # a second call at once: the first one's bytes stay counted
+    assert scratch.LEDGER[0] == 7
+    scratch.LEDGER[0] = 0
