@@ -913,7 +913,10 @@ def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pa
     order[t] of the (k, 8) table; returns it and, per block, 1 where it was
     aligned, 0 where its band's pointers would pass ``budget`` bytes (not
     aligned: the caller aligns it otherwise). The table has a row for each
-    row of ``ops``."""
+    row of ``ops``. A band's pointers of MAPPED_FROM bytes or more are
+    mapped for its block alone (:func:`bpbc.scratch.take`), within
+    ``memory`` bytes of such scratch of all threads at once, counted in
+    ``ledger``; smaller ones go to an array each thread keeps."""
     out = np.zeros((ops.shape[0], 8), dtype=np.int64)
     blocks = block_first.shape[0] - 1
     done = np.zeros(blocks, dtype=np.int64)
