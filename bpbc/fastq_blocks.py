@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -112,7 +113,8 @@ class BlockChunks:
     error of the stream to raise after it. :meth:`close` stops the reading
     thread (also when the iteration was abandoned)."""
 
-    def __init__(self, stream, head, workers: int, bytes_per_record: float, max_block: int | None = None):
+    def __init__(self, stream, head, workers: int, bytes_per_record: float, max_block: int | None = None,
+                 large_live: int | None = None):
         self._stream = stream
         self._head = head
         self._max_block = MAX_BLOCK if max_block is None else min(MAX_BLOCK, max_block)
@@ -125,6 +127,11 @@ class BlockChunks:
         self._taken: queue.SimpleQueue[int] = queue.SimpleQueue()  # slots of each parsed block, in order
         self._blocks: queue.SimpleQueue = queue.SimpleQueue()  # (buffer, size, Future); an error; None at the end
         self._buffers = BufferPool(keep=workers + 6)
+        #: with ``large_live``, a block of SLOT_BYTES or more is read only while fewer than that
+        #: many such blocks are held (read ahead, or by chunks handed out and not yet let go)
+        self._large_live = large_live
+        self._large_taken = 0
+        self._large_gone: queue.SimpleQueue[int] = queue.SimpleQueue()  # put by the blocks' finalizers
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.leftover: list = []  # arrays of bytes read and not handed out, in order
@@ -139,6 +146,20 @@ class BlockChunks:
         each SLOT_BYTES, leaving room for two."""
         return max(1, min(self._slots // 2, -(-size // SLOT_BYTES)))
 
+    def _wait_for_large(self) -> bool:
+        """Wait (in the reading thread) while ``large_live`` large blocks are
+        held; False once the route stops. A chunk of long reads is seconds
+        of a GPU's work: four held (the screened, the encoded, the one being
+        encoded, the read) keep it busy, and each more is 128 MB."""
+        assert self._large_live is not None
+        while True:
+            while not self._large_gone.empty():
+                self._large_taken -= self._large_gone.get_nowait()
+            if self._large_taken < self._large_live:
+                return True
+            if self._stopping.wait(0.01):
+                return False
+
     def _read(self) -> None:
         """The reading thread: blocks read and handed to the parsing threads, in order."""
         at_line_start, first = True, True
@@ -151,7 +172,12 @@ class BlockChunks:
                     while not self._in_flight.acquire(timeout=0.1):
                         if self._stopping.is_set():
                             return
+                if self._large_live is not None and size >= SLOT_BYTES and not self._wait_for_large():
+                    return
                 buffer = self._buffers.take(ROOM + size)
+                if self._large_live is not None and size >= SLOT_BYTES:
+                    self._large_taken += 1
+                    weakref.finalize(buffer.base, self._large_gone.put, 1)
                 filled = min(size, len(head))
                 buffer[ROOM:ROOM + filled] = head[:filled]
                 head = head[filled:]

@@ -306,6 +306,12 @@ def passing_units(hits, reads: int, mates: int, pair_filter: str) -> tuple[np.nd
     return passing_reads, passing
 
 
+#: where screened chunks keep only their hits' records, blocks of long reads (64 MB or more)
+#: are read only while fewer than this many are held: the one screened, the one encoded for the
+#: next screen, the one being encoded and the one read (seven were held before: two read ahead,
+#: and the reader's and the encoder's two each). With reads written, the chunks queued for the
+#: traceback and the writers hold theirs, and reading does not wait for them
+LARGE_BLOCKS_HELD = 4
 #: a screened chunk of at least this many bytes of records (long reads: 128 MB a chunk;
 #: 100k reads of 150 bp take 34 MB and are left as they are) is cut down to its hits'
 #: records (:func:`hits_only`) where they take at most HITS_ONLY_FRACTION of them
@@ -591,13 +597,16 @@ def _trimming_module(settings: ScreenSettings, trimmed_output: bool):
     return trimming
 
 
-def read_chunks(source, source2, interleaved: bool, size: Callable[[], int]) -> Iterator:
-    """Chunks of ``size()`` reads, or pairs (mate 2 in ``source2`` or ``interleaved``); the first ones smaller."""
+def read_chunks(source, source2, interleaved: bool, size: Callable[[], int], hits_only: bool = False) -> Iterator:
+    """Chunks of ``size()`` reads, or pairs (mate 2 in ``source2`` or ``interleaved``); the first ones smaller.
+    ``hits_only``: screened chunks keep only their hits' records (:func:`hits_only`), so large
+    blocks of single reads are read only while fewer than LARGE_BLOCKS_HELD are held."""
     if source2 is not None:
         return two_file_pairs(source, source2, size, CHUNK_RAMP)
     if interleaved:
         return interleaved_pairs(source, size, CHUNK_RAMP)
-    return source.chunks(size, ramp=CHUNK_RAMP, max_bases=CHUNK_BASES)
+    return source.chunks(size, ramp=CHUNK_RAMP, max_bases=CHUNK_BASES,
+                         large_live=LARGE_BLOCKS_HELD if hits_only else None)
 
 
 def new_summary(screener, settings: ScreenSettings, plan: CorePlan, reads_file: str, patterns_file: str,
@@ -763,7 +772,8 @@ def screen_files(
         stages = StageTimes()
         size = chunk_size_for(settings, len(patterns), mates)  # lowered below once the run knows its devices
         # reading starts now, beside the engine's set-up (device, kernels)
-        chunks = read_chunks(source, source2, interleaved, lambda: size)
+        chunks = read_chunks(source, source2, interleaved, lambda: size,
+                             hits_only=trimming is None and not any(paths.values()))
         prefetched_chunks = stack.enter_context(closing(prefetched(stages.timed(chunks, "read"))))
         screener = make_screener(settings, patterns, display_name(patterns_path))
         trimmer = None if trimming is None else trimming.trimmer_for(settings, screener, patterns,

@@ -253,3 +253,25 @@ def test_large_blocks_take_more_of_the_read_ahead(workers, size, slots):
         assert blocks._slots // blocks._slots_of(size) >= min(2, blocks._slots)
     finally:
         blocks.close()
+
+
+@pytest.mark.parametrize("held", [None, 2, 4])
+def test_large_blocks_are_read_while_fewer_than_large_live_are_held(tmp_path, monkeypatch, small_blocks, held):
+    """With ``large_live``, a large block (SLOT_BYTES or more: here every
+    block) is read only while fewer than that many are held by chunks not
+    yet let go; a consumer that lets each chunk go gets every record, as
+    without the limit."""
+    monkeypatch.setattr(fastq_blocks, "SLOT_BYTES", 1)
+    rng = np.random.default_rng(7)
+    path = tmp_path / "r.fq"
+    path.write_bytes(fastq(rng, 400, longest=60))
+    names, most = [], 0
+    with SequenceSource(path, raw_fastq=True, threads=THREADS, in_blocks=True) as source:
+        for chunk in source.chunks(25, large_live=held):
+            names += chunk.read_names(np.arange(len(chunk))).strings()
+            blocks = source._blocks
+            if held is not None and blocks is not None:
+                most = max(most, blocks._large_taken)
+            del chunk
+    assert names == [f"r{i}" for i in range(400)]
+    assert held is None or 1 < most <= held  # blocks of about 300 bytes: many, a few held at once
