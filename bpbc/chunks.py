@@ -295,6 +295,23 @@ class RawFastqChunk:
         return RawFastqChunk(self.data, self.rec_start[rows], self.rec_end[rows], self.seq_start[rows],
                              self.lengths[rows])
 
+    def keeping(self, rows: np.ndarray) -> RawFastqChunk:
+        """This chunk with only the records ``rows`` (increasing indices),
+        copied out of its buffer into one of their size; the same indices,
+        every other record empty: what a screened chunk's hits need of it
+        (their sequences for the traceback, their names for the PAF), so
+        that its buffer can go."""
+        rows = np.asarray(rows, np.int64)
+        first, last = self.rec_start[rows], self.rec_end[rows]
+        sizes = last - first
+        data = np.empty(int(sizes.sum()), np.uint8)
+        _gather(np.frombuffer(self.data, np.uint8), first, last, data)
+        at = np.cumsum(sizes) - sizes
+        rec_start, rec_end, seq_start, seq_len = (np.zeros(len(self), np.int64) for _ in range(4))
+        rec_start[rows], rec_end[rows] = at, at + sizes
+        seq_start[rows], seq_len[rows] = self.seq_start[rows] - first + at, self.lengths[rows]
+        return RawFastqChunk(data, rec_start, rec_end, seq_start, seq_len)
+
     def encode(self) -> tuple[np.ndarray, np.ndarray]:
         """(codes, lengths) as :func:`bpbc.alphabet.encode_reads` gives them."""
         return _encode_sequences(self.data, self.seq_start, self.lengths,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -42,6 +43,11 @@ ROOM = 1 << 20
 MAX_BLOCK = 256 << 20
 #: the smallest block
 MIN_BLOCK = 1 << 20
+#: blocks read ahead of the chunks handed out take a slot (the parsing threads' and two
+#: more) for each this many bytes they hold, leaving room for two: 34 MB blocks of 100k
+#: short reads a slot each as before, 128 MB ones of long reads (a chunk of 64 Mb, seconds
+#: of a GPU's work) two, so that with two parsing threads two are read ahead, not four
+SLOT_BYTES = 64 << 20
 
 
 @njit(cache=True, nogil=True)
@@ -107,7 +113,8 @@ class BlockChunks:
     error of the stream to raise after it. :meth:`close` stops the reading
     thread (also when the iteration was abandoned)."""
 
-    def __init__(self, stream, head, workers: int, bytes_per_record: float, max_block: int | None = None):
+    def __init__(self, stream, head, workers: int, bytes_per_record: float, max_block: int | None = None,
+                 large_live: int | None = None):
         self._stream = stream
         self._head = head
         self._max_block = MAX_BLOCK if max_block is None else min(MAX_BLOCK, max_block)
@@ -115,9 +122,16 @@ class BlockChunks:
         self._limit = 1  # records a chunk may hold (set by chunks())
         self._target = 1  # records wanted in the next block
         self._pool = ThreadPoolExecutor(workers, "bpbc-parse")
-        self._in_flight = threading.Semaphore(workers + 2)  # blocks read and not yet handed out
+        self._slots = workers + 2
+        self._in_flight = threading.Semaphore(self._slots)  # blocks read and not yet handed out, a slot each
+        self._taken: queue.SimpleQueue[int] = queue.SimpleQueue()  # slots of each parsed block, in order
         self._blocks: queue.SimpleQueue = queue.SimpleQueue()  # (buffer, size, Future); an error; None at the end
         self._buffers = BufferPool(keep=workers + 6)
+        #: with ``large_live``, a block of SLOT_BYTES or more is read only while fewer than that
+        #: many such blocks are held (read ahead, or by chunks handed out and not yet let go)
+        self._large_live = large_live
+        self._large_taken = 0
+        self._large_gone: queue.SimpleQueue[int] = queue.SimpleQueue()  # put by the blocks' finalizers
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.leftover: list = []  # arrays of bytes read and not handed out, in order
@@ -127,17 +141,43 @@ class BlockChunks:
         size = int(0.97 * self._target * self.bytes_per_record)
         return min(self._max_block, max(MIN_BLOCK, size))
 
+    def _slots_of(self, size: int) -> int:
+        """Slots of the read-ahead a block of ``size`` bytes takes: one for
+        each SLOT_BYTES, leaving room for two."""
+        return max(1, min(self._slots // 2, -(-size // SLOT_BYTES)))
+
+    def _wait_for_large(self) -> bool:
+        """Wait (in the reading thread) while ``large_live`` large blocks are
+        held; False once the route stops. A chunk of long reads is seconds
+        of a GPU's work: four held (the screened, the encoded, the one being
+        encoded, the read) keep it busy, and each more is 128 MB."""
+        assert self._large_live is not None
+        while True:
+            while not self._large_gone.empty():
+                self._large_taken -= self._large_gone.get_nowait()
+            if self._large_taken < self._large_live:
+                return True
+            if self._stopping.wait(0.01):
+                return False
+
     def _read(self) -> None:
         """The reading thread: blocks read and handed to the parsing threads, in order."""
         at_line_start, first = True, True
         head = np.frombuffer(self._head, np.uint8)
         try:
             while not self._stopping.is_set():
-                while not self._in_flight.acquire(timeout=0.1):
-                    if self._stopping.is_set():
-                        return
                 size = self._block_size()
+                slots = self._slots_of(size)
+                for _ in range(slots):  # this thread alone takes slots
+                    while not self._in_flight.acquire(timeout=0.1):
+                        if self._stopping.is_set():
+                            return
+                if self._large_live is not None and size >= SLOT_BYTES and not self._wait_for_large():
+                    return
                 buffer = self._buffers.take(ROOM + size)
+                if self._large_live is not None and size >= SLOT_BYTES:
+                    self._large_taken += 1
+                    weakref.finalize(buffer.base, self._large_gone.put, 1)
                 filled = min(size, len(head))
                 buffer[ROOM:ROOM + filled] = head[:filled]
                 head = head[filled:]
@@ -157,6 +197,7 @@ class BlockChunks:
                     return
                 if filled:
                     future = self._pool.submit(_parse, buffer, ROOM, ROOM + filled, at_line_start, first, self._limit)
+                    self._taken.put(slots)
                     self._blocks.put((buffer, filled, future))
                     at_line_start = buffer[ROOM + filled - 1] == _NEWLINE
                     first = False
@@ -196,7 +237,7 @@ class BlockChunks:
             if future is None:  # close() came during the iteration: the reading thread stopped
                 return
             parsed: _Parsed = future.result()
-            self._in_flight.release()
+            self._in_flight.release(self._taken.get())
             lo, hi = ROOM, ROOM + filled
             if parsed.start < 0 and len(tail) + filled <= ROOM:  # inside one record: it goes on in the next block
                 tail = np.concatenate((tail, buffer[lo:hi]))

@@ -656,7 +656,8 @@ class SequenceSource:
 
         return usable_cores() if self._threads is None else self._threads
 
-    def _block_chunks(self, most: Callable[[], int], target: int, max_bases: int | None) -> Iterator:
+    def _block_chunks(self, most: Callable[[], int], target: int, max_bases: int | None,
+                      large_live: int | None = None) -> Iterator:
         """The raw route's chunks parsed in blocks (:class:`bpbc.fastq_blocks.BlockChunks`)
         as far as it goes; what it read and did not hand out is left pending
         for the serial route, and a read error to be raised after it. With
@@ -672,7 +673,7 @@ class SequenceSource:
         workers = min(PARSE_BLOCKS_MAX_THREADS, max(2, self._parse_threads() // 8))
         self._blocks = blocks = BlockChunks(self._stream, self._pending, workers,
                                             stop / found if found else float(len(head)),
-                                            None if max_bases is None else 2 * max_bases)
+                                            None if max_bases is None else 2 * max_bases, large_live)
         self._pending = b""
         for chunk in blocks.chunks(most, target):
             self.records_read += len(chunk)
@@ -770,7 +771,7 @@ class SequenceSource:
         return chunk
 
     def chunks(self, size: int | Callable[[], int], ramp: int = 1, multiple: int = 1,
-               max_bases: int | None = None) -> Iterator:
+               max_bases: int | None = None, large_live: int | None = None) -> Iterator:
         """Yield chunks of at most ``size`` records (see :mod:`bpbc.chunks`),
         in file order, and with ``max_bases`` ending once they hold that many
         bases (long reads). ``size`` may be a call, asked before each chunk: a run
@@ -780,6 +781,9 @@ class SequenceSource:
         one twice as many, up to ``size``: a consumer working on chunk i while
         chunk i+1 is read starts sooner. Every chunk but the last holds a
         multiple of ``multiple`` records (2: interleaved pairs stay whole).
+        ``large_live``: plain FASTQ read in blocks waits while this many
+        blocks of SLOT_BYTES or more are still held by chunks handed out
+        (:class:`bpbc.fastq_blocks.BlockChunks`; None: it does not wait).
         """
         from bpbc.chunks import RecordChunk
 
@@ -793,7 +797,7 @@ class SequenceSource:
             raise ValueError(f"ramp and multiple must be positive, got {ramp} and {multiple}")
         target = max(multiple, most() // ramp // multiple * multiple)
         if self._in_blocks and multiple == 1 and not self.records_read:
-            yield from self._block_chunks(most, target, max_bases)
+            yield from self._block_chunks(most, target, max_bases, large_live)
             target = most()
         while self._reader is None:
             chunk = self._raw_chunk(target, multiple, max_bases)

@@ -306,6 +306,48 @@ def passing_units(hits, reads: int, mates: int, pair_filter: str) -> tuple[np.nd
     return passing_reads, passing
 
 
+#: where screened chunks keep only their hits' records, blocks of long reads (64 MB or more)
+#: are read only while fewer than this many are held: the one screened, the one encoded for the
+#: next screen, the one being encoded and the one read (seven were held before: two read ahead,
+#: and the reader's and the encoder's two each). With reads written, the chunks queued for the
+#: traceback and the writers hold theirs, and reading does not wait for them
+LARGE_BLOCKS_HELD = 4
+#: a screened chunk of at least this many bytes of records (long reads: 128 MB a chunk;
+#: 100k reads of 150 bp take 34 MB and are left as they are) is cut down to its hits'
+#: records (:func:`hits_only`) where they take at most HITS_ONLY_FRACTION of them
+HITS_ONLY_FROM = 64 << 20
+HITS_ONLY_FRACTION = 0.25
+
+
+def hits_only(chunk, batch, hits):
+    """(chunk, batch) as the traceback and the PAF need them once ``batch``
+    is screened, where nothing else needs its reads (no reads written, no
+    trimming: the caller knows): the hits' records only, copied out of the
+    chunk's buffer (:meth:`bpbc.chunks.RawFastqChunk.keeping`), and the
+    batch without the engine's prepared reads. The chunk's buffer (two
+    bytes a base, 128 MB for a chunk of long reads) then goes as soon as
+    the screen has passed it, not after the traceback and the PAF: the
+    chunks queued for those took as much again as the ones read ahead.
+    Unchanged unless the batch is a raw chunk's whole reads (not windows,
+    not codes) of at least HITS_ONLY_FROM bytes, and the hits' records are
+    at most HITS_ONLY_FRACTION of them (where most reads pass the copy would
+    cost more than it frees)."""
+    from bpbc.chunks import RawFastqChunk
+    from bpbc.screener import ReadBatch
+
+    if type(batch) is not ReadBatch or not isinstance(chunk, RawFastqChunk) or batch._codes is not None:
+        return chunk, batch
+    sizes = chunk.rec_end - chunk.rec_start
+    total = int(sizes.sum())
+    if total < HITS_ONLY_FROM:
+        return chunk, batch
+    rows = np.flatnonzero(np.bincount(hits.read, minlength=len(chunk)))
+    if int(sizes[rows].sum()) > HITS_ONLY_FRACTION * total:
+        return chunk, batch
+    kept_chunk = chunk.keeping(rows)
+    return kept_chunk, ReadBatch(None, batch.lengths, None, batch.engine, kept_chunk)
+
+
 def chunk_paf(chunk, lengths: np.ndarray, alignments, pattern_texts, pattern_lengths) -> bytes:
     """The PAF lines of a chunk's alignments (reads of ``lengths``)."""
     rows = alignments.read_index
@@ -555,13 +597,16 @@ def _trimming_module(settings: ScreenSettings, trimmed_output: bool):
     return trimming
 
 
-def read_chunks(source, source2, interleaved: bool, size: Callable[[], int]) -> Iterator:
-    """Chunks of ``size()`` reads, or pairs (mate 2 in ``source2`` or ``interleaved``); the first ones smaller."""
+def read_chunks(source, source2, interleaved: bool, size: Callable[[], int], hits_only: bool = False) -> Iterator:
+    """Chunks of ``size()`` reads, or pairs (mate 2 in ``source2`` or ``interleaved``); the first ones smaller.
+    ``hits_only``: screened chunks keep only their hits' records (:func:`hits_only`), so large
+    blocks of single reads are read only while fewer than LARGE_BLOCKS_HELD are held."""
     if source2 is not None:
         return two_file_pairs(source, source2, size, CHUNK_RAMP)
     if interleaved:
         return interleaved_pairs(source, size, CHUNK_RAMP)
-    return source.chunks(size, ramp=CHUNK_RAMP, max_bases=CHUNK_BASES)
+    return source.chunks(size, ramp=CHUNK_RAMP, max_bases=CHUNK_BASES,
+                         large_live=LARGE_BLOCKS_HELD if hits_only else None)
 
 
 def new_summary(screener, settings: ScreenSettings, plan: CorePlan, reads_file: str, patterns_file: str,
@@ -595,6 +640,8 @@ class _Run:
         self.write_paf, self.sinks, self.pair_filter, self.mates = write_paf, sinks, pair_filter, statistics.mates
         self.pattern_texts, self.pattern_lengths = Texts.of(screener.pattern_names), screener.pattern_lengths.tolist()
         self.demultiplexing = isinstance(sinks.get("matched"), DemuxSink)
+        #: whether only the hits' records are needed once a chunk is screened (hits_only)
+        self.hits_only = not sinks and trimmer is None
         self.traceback_failed = threading.Event()
         # entered after the outputs, so stopped before they are closed; the tracebacks first
         inline = not plan.threaded
@@ -612,6 +659,8 @@ class _Run:
         thread, between screens); return once all are written."""
         reads_done = 0
         for chunk, batch, hits in screened:
+            if self.hits_only:
+                chunk, batch = hits_only(chunk, batch, hits)
             passing_reads, passing = passing_units(hits, len(batch), self.mates, self.pair_filter)
             # a GPU batch's end-overlap decision starts here, on the device, beside the traceback (whose
             # thread limits a GPU run where most reads pass)
@@ -723,7 +772,8 @@ def screen_files(
         stages = StageTimes()
         size = chunk_size_for(settings, len(patterns), mates)  # lowered below once the run knows its devices
         # reading starts now, beside the engine's set-up (device, kernels)
-        chunks = read_chunks(source, source2, interleaved, lambda: size)
+        chunks = read_chunks(source, source2, interleaved, lambda: size,
+                             hits_only=trimming is None and not any(paths.values()))
         prefetched_chunks = stack.enter_context(closing(prefetched(stages.timed(chunks, "read"))))
         screener = make_screener(settings, patterns, display_name(patterns_path))
         trimmer = None if trimming is None else trimming.trimmer_for(settings, screener, patterns,

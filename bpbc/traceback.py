@@ -52,7 +52,9 @@ from bpbc.cpu_engine import lexsort2
 from bpbc.cpu_vector import (load_acquire, lowest_bit, store_release, take_next, vany, vbits64, vload16, vload32, vload64,
                               vmax16, vmax32, vmax64, vselect16, vselect32, vselect64, vsplat16, vsplat32, vsplat64,
                               vstore16, vstore32, vstore64, yield_thread)
+from bpbc import scratch
 from bpbc.buffers import BufferPool
+from bpbc.scratch import MAPPED_FROM, give, take
 from bpbc.result import AlignmentTable, Texts
 from bpbc.scoring import Scoring
 
@@ -893,7 +895,7 @@ def _walk_band(block, pattern, pointers, pointer_row, band_low, band_high, lanes
 
 def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pattern, score, read_end, pattern_end,
                        box_rows, box_columns, block_first, match, mismatch, gap_open, gap_extend, ops, threads,
-                       budget):
+                       budget, ledger, memory):
     """Align the instances (rows[t], oriented pattern lane_pattern[t])
     whose alignments of score score[t] end at read base read_end[t]
     (exclusive) and pattern base pattern_end[t], every one of them within
@@ -911,7 +913,10 @@ def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pa
     order[t] of the (k, 8) table; returns it and, per block, 1 where it was
     aligned, 0 where its band's pointers would pass ``budget`` bytes (not
     aligned: the caller aligns it otherwise). The table has a row for each
-    row of ``ops``."""
+    row of ``ops``. A band's pointers of MAPPED_FROM bytes or more are
+    mapped for its block alone (:func:`bpbc.scratch.take`), within
+    ``memory`` bytes of such scratch of all threads at once, counted in
+    ``ledger``; smaller ones go to an array each thread keeps."""
     out = np.zeros((ops.shape[0], 8), dtype=np.int64)
     blocks = block_first.shape[0] - 1
     done = np.zeros(blocks, dtype=np.int64)
@@ -970,10 +975,9 @@ def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pa
                     band_low[i] = max(m - high + 1, 1)
                     band_high[i] = m - low + 1
                 pointer_row[i + 1] = pointer_row[i] + max(band_high[i] - band_low[i] + 1, 0) * _K
-            if pointer_row[n + 1] > budget:
+            need = pointer_row[n + 1]
+            if need > budget:
                 continue
-            if space.shape[0] < pointer_row[n + 1]:
-                space = np.empty(pointer_row[n + 1], dtype=np.uint8)
             block = np.zeros((n, _K), dtype=np.uint8)
             bits = np.zeros((m, _K), dtype=np.uint8)
             for q in range(count):
@@ -987,8 +991,6 @@ def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pa
                     bits[m - 1 - c, q] = pattern_codes[start + column - 1 - c]
             h_column = np.zeros((m + 1) * _K, dtype=_CELL)
             e_column = np.full((m + 1) * _K, _CELL_NEG, dtype=_CELL)
-            _band_forward(block, bits, match, mismatch, gap_open, gap_extend, band_low, band_high, pointer_row,
-                          h_column, e_column, space)
             targets = order[first:first + count]
             starts = np.empty((count, 3), np.int64)
             for q in range(count):
@@ -996,8 +998,21 @@ def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pa
                 starts[q, 1] = m
                 starts[q, 2] = 0
             walking = np.zeros(count, np.int64)
-            if not _walk_band(block, bits, space, pointer_row, band_low, band_high, _K, starts, walking, targets,
-                              ops):
+            # the pointers: mapped for this block, within the budget of all threads (bpbc.scratch), and
+            # given back before anything else is allocated; small ones in the thread's own array
+            if need >= MAPPED_FROM:
+                pointers = take(need, ledger, memory)
+            else:
+                if space.shape[0] < need:
+                    space = np.empty(need, dtype=np.uint8)
+                pointers = space
+            _band_forward(block, bits, match, mismatch, gap_open, gap_extend, band_low, band_high, pointer_row,
+                          h_column, e_column, pointers)
+            walked = _walk_band(block, bits, pointers, pointer_row, band_low, band_high, _K, starts, walking, targets,
+                                ops)
+            if need >= MAPPED_FROM:
+                give(pointers, ledger)
+            if not walked:
                 continue  # not marked done: the caller's own pass aligns it, and its check finds the fault
             _walk_end(starts, targets, ops)
             for q in range(count):
@@ -1622,10 +1637,11 @@ def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, s
     else:
         banded = _banded_batch_serial16 if fits else _banded_batch_serial
     picked = chosen[by_size]
-    table_rows, done = banded(codes, rows[picked], picked, table.masks, table.starts, ks[picked], score[by_size],
-                              read_end[by_size], pattern_end[by_size], box[by_size, 0], box[by_size, 1], block_first,
-                              scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, ops,
-                              threads, POINTER_BUDGET)
+    with scratch.counted() as (ledger, memory):
+        table_rows, done = banded(codes, rows[picked], picked, table.masks, table.starts, ks[picked], score[by_size],
+                                  read_end[by_size], pattern_end[by_size], box[by_size, 0], box[by_size, 1],
+                                  block_first, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend,
+                                  ops, threads, POINTER_BUDGET, ledger, memory)
     aligned = np.zeros(len(chosen), dtype=bool)
     aligned[by_size] = np.repeat(done.astype(bool), np.diff(block_first))
     again = np.flatnonzero(~aligned)

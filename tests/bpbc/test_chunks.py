@@ -230,3 +230,20 @@ def test_long_runs_written_in_place_are_the_gathered_records(tmp_path, monkeypat
         written = gzip.decompress(written)
     expected = b"@first\nA\n+\nI\n" + b"".join(records[r] for r in rows) + b"".join(records[r] for r in rows[:3])
     assert written == expected
+
+
+def test_a_chunk_keeping_some_records_is_those_records_in_a_buffer_of_their_size(tmp_path, monkeypatch):
+    rng = np.random.default_rng(41)
+    data = random_fastq(rng, 60)
+    (chunk,), _ = read_all(tmp_path, data, 100, 1 << 20, monkeypatch)
+    rows = np.array([0, 3, 4, 17, 59])
+    kept = chunk.keeping(rows)
+    assert len(kept) == len(chunk) and len(kept.data) == int((chunk.rec_end - chunk.rec_start)[rows].sum())
+    assert kept.read_names(rows).strings() == chunk.read_names(rows).strings()
+    for a, b in zip(kept.subset(rows).encode(), chunk.subset(rows).encode()):
+        assert np.array_equal(a, b)
+    written, expected = BytesSink(), BytesSink()
+    kept.write(written, rows)
+    chunk.write(expected, rows)
+    assert b"".join(written.parts) == b"".join(expected.parts)
+    assert kept.lengths[1] == 0 and kept.keeping(np.zeros(0, np.int64)).data.size == 0  # the others: empty

@@ -237,3 +237,41 @@ def test_chunks_of_long_reads_end_near_max_bases(tmp_path, small_blocks):
         for chunk in source.chunks(1000, max_bases=100):
             bases.append(int(chunk.lengths.sum()))
     assert len(bases) > 10 and max(bases) <= 100 + 60
+
+
+@pytest.mark.parametrize("workers, size, slots", [(2, 34 << 20, 1), (2, 128 << 20, 2), (2, 64 << 20, 1),
+                                                  (2, 65 << 20, 2), (2, 256 << 20, 2), (8, 34 << 20, 1),
+                                                  (8, 256 << 20, 4)])
+def test_large_blocks_take_more_of_the_read_ahead(workers, size, slots):
+    """A block read ahead takes a slot (of the parsing threads' and two
+    more) for each SLOT_BYTES, two blocks at least: 34 MB blocks (100k
+    short reads) a slot each as before, 128 MB ones (a chunk of long reads)
+    two, so two of them with two parsing threads, not four."""
+    blocks = BlockChunks(None, b"", workers, 100.0)
+    try:
+        assert blocks._slots_of(size) == slots
+        assert blocks._slots // blocks._slots_of(size) >= min(2, blocks._slots)
+    finally:
+        blocks.close()
+
+
+@pytest.mark.parametrize("held", [None, 2, 4])
+def test_large_blocks_are_read_while_fewer_than_large_live_are_held(tmp_path, monkeypatch, small_blocks, held):
+    """With ``large_live``, a large block (SLOT_BYTES or more: here every
+    block) is read only while fewer than that many are held by chunks not
+    yet let go; a consumer that lets each chunk go gets every record, as
+    without the limit."""
+    monkeypatch.setattr(fastq_blocks, "SLOT_BYTES", 1)
+    rng = np.random.default_rng(7)
+    path = tmp_path / "r.fq"
+    path.write_bytes(fastq(rng, 400, longest=60))
+    names, most = [], 0
+    with SequenceSource(path, raw_fastq=True, threads=THREADS, in_blocks=True) as source:
+        for chunk in source.chunks(25, large_live=held):
+            names += chunk.read_names(np.arange(len(chunk))).strings()
+            blocks = source._blocks
+            if held is not None and blocks is not None:
+                most = max(most, blocks._large_taken)
+            del chunk
+    assert names == [f"r{i}" for i in range(400)]
+    assert held is None or 1 < most <= held  # blocks of about 300 bytes: many, a few held at once

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import os
 import subprocess
@@ -302,3 +303,47 @@ def test_a_cpu_screen_runs_on_one_engine():
     from bpbc.screener import Screener
 
     assert twin_makers(Screener(["ACGTACGTAC"], threshold=10, device="cpu")) == []
+
+
+def test_a_screened_chunk_keeps_only_its_hits_records_where_nothing_else_needs_them(tmp_path, monkeypatch):
+    """hits_only: a raw chunk's batch without codes is cut down to its hits'
+    records after the screen, and its alignments and PAF lines are those of
+    the whole chunk; where most reads hit, the chunk is small (short reads)
+    or the batch holds codes, nothing changes."""
+    from bpbc import pipeline
+    from bpbc.io import SequenceSource
+    from bpbc.pipeline import chunk_paf, hits_only
+    from bpbc.result import Texts
+    from bpbc.screener import ReadBatch, Screener
+
+    rng = np.random.default_rng(41)
+    pattern = random_read(rng, 60)
+    reads = [random_read(rng, 150) for _ in range(200)]
+    for i in range(0, 200, 20):
+        reads[i] = reads[i][:40] + pattern + reads[i][100:]
+    path = tmp_path / "r.fq"
+    path.write_text("".join(f"@r{i} x\n{r}\n+\n{'I' * len(r)}\n" for i, r in enumerate(reads)))
+    screener = Screener({"p": pattern}, 60, device="cpu")
+    with SequenceSource(path, raw_fastq=True) as source:
+        (chunk,) = list(source.chunks(1000))
+    with_codes = screener.prepare(chunk)
+    hits = screener.hits(with_codes)
+    assert len(hits) == 10
+    raw = ReadBatch(None, with_codes.lengths, None, screener.engine, chunk)
+    assert hits_only(chunk, raw, hits) == (chunk, raw)  # a small chunk: kept as it is
+    monkeypatch.setattr(pipeline, "HITS_ONLY_FROM", 0)
+    kept_chunk, kept_batch = hits_only(chunk, raw, hits)
+    assert kept_chunk is not chunk and len(kept_chunk.data) < len(chunk.data) // 10
+    assert kept_batch.prepared is None and kept_batch.lengths is with_codes.lengths
+    names, lengths = Texts.of(["p"]), [60]
+    expected = screener.align(with_codes, hits)
+    found = screener.align(kept_batch, hits)
+    assert found.to_list() == expected.to_list()
+    assert chunk_paf(kept_chunk, kept_batch.lengths, found, names, lengths) == \
+        chunk_paf(chunk, with_codes.lengths, expected, names, lengths)
+    coded = ReadBatch(*chunk.encode(), None, screener.engine)
+    assert hits_only(chunk, coded, hits) == (chunk, coded)  # codes: kept as they are
+    everything = dataclasses.replace(hits, read=np.arange(200), pattern=np.zeros(200, np.int64),
+                                     strand=np.zeros(200, np.int64), score=np.zeros(200, np.int32),
+                                     capped=np.zeros(200, bool))
+    assert hits_only(chunk, raw, everything) == (chunk, raw)  # most reads hit: no copy

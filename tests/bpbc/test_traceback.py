@@ -994,3 +994,53 @@ def test_score_pass_in_stripes_on_threads_is_the_whole_pass(scoring, monkeypatch
     assert tb.end_cells(codes, lengths, rows, table, rows, scoring, parallel=True).tolist() == expected
     assert waves == [40]
     assert sum(score > 0 and end < lengths[t] for t, (score, end, _) in enumerate(expected)) > 30
+
+
+def _noisy_copy(rng, piece: np.ndarray, rate: float) -> np.ndarray:
+    """``piece`` (uint8 ACGT) with about ``rate`` errors, a third each substitutions, insertions, deletions."""
+    letters = np.frombuffer(b"ACGT", np.uint8)
+    kind = rng.random(len(piece))
+    out = piece.copy()
+    substituted = kind < rate / 3
+    out[substituted] = letters[(np.searchsorted(letters, out[substituted]) + 1) % 4]
+    kept = out[~((kind >= rate / 3) & (kind < 2 * rate / 3))]
+    inserted = np.flatnonzero(rng.random(len(kept)) < rate / 3)
+    return np.insert(kept, inserted, letters[rng.integers(0, 4, len(inserted))])
+
+
+def test_banded_pointers_are_mapped_within_one_budget_whatever_the_threads(monkeypatch):
+    """Long hits (bands of megabytes) from known end cells: the bands'
+    pointers are mapped scratch (bpbc.scratch), all given back after the
+    call, never more at once than the budget or the largest band alone,
+    and the alignments are the same whatever the budget."""
+    from bpbc import scratch
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    rng = np.random.default_rng(41)
+    letters = np.frombuffer(b"ACGT", np.uint8)
+    pattern = letters[rng.integers(0, 4, 9000)]
+    reads = []
+    for _ in range(12):
+        start = int(rng.integers(0, 4000))
+        piece = _noisy_copy(rng, pattern[start:start + int(rng.integers(2500, 4500))], 0.06)
+        reads.append(np.concatenate([letters[rng.integers(0, 4, 300)], piece,
+                                     letters[rng.integers(0, 4, 300)]]).tobytes().decode())
+    scoring = Scoring()
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.build([encode_pattern(pattern.tobytes().decode())], ("+",))
+    rows, ks = np.arange(len(reads)), np.zeros(len(reads), np.int64)
+    ends = tb.end_cells(codes, lengths, rows, table, ks, scoring)
+    results, most = [], []
+    for budget in (1 << 40, 1, 3 * scratch.MAPPED_FROM):
+        monkeypatch.setattr(scratch, "BUDGET", budget)
+        monkeypatch.setattr(tb, "_BAND_FROM_CELLS", 0)
+        scratch.LEDGER[1] = 0
+        found = tb.align_hits(codes, lengths, rows, ks, table, ("+",), scoring, known_ends=ends)
+        assert scratch.LEDGER[0] == 0
+        most.append(int(scratch.LEDGER[1]))
+        results.append(found.to_list())
+    assert results[0] == results[1] == results[2]
+    assert [a.score for a in results[0]] == ends[:, 0].tolist()
+    largest = most[1]  # budget 1: each band's pointers alone
+    assert largest >= scratch.MAPPED_FROM and most[2] <= max(3 * scratch.MAPPED_FROM, largest)
