@@ -477,6 +477,30 @@ def store_release(typingctx, array, index, value):
     return types.void(array, index, value), codegen
 
 
+def _fetch_and(operation: str, doc: str):
+    """An intrinsic (array, index, value): array[index] = ``operation``
+    (array[index], value) as one atomic step with acquire-release order,
+    giving the value before (array: 1-d contiguous int64)."""
+    @intrinsic
+    def fetch(typingctx, array, index, value):
+        if not _int64_array(array) or not isinstance(index, types.Integer) or not isinstance(value, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            slot = _int64_slot(context, builder, signature.args[0], args[0], args[1], signature.args[1])
+            return builder.atomic_rmw(operation, slot, context.cast(builder, args[2], signature.args[2], types.int64),
+                                      "acq_rel")
+
+        return types.int64(array, index, value), codegen
+
+    fetch.__doc__ = doc
+    return fetch
+
+
+fetch_add = _fetch_and("add", "array[index] += value as one atomic step, giving the value before.")
+fetch_max = _fetch_and("max", "array[index] = max(array[index], value) (signed) as one atomic step.")
+
+
 @intrinsic
 def yield_thread(typingctx):
     """sched_yield(): a thread waiting on another lets it run where the

@@ -68,6 +68,13 @@ class TwoPassEngine(Engine, Protocol):
                     scoring: Any, planes: int) -> tuple[np.ndarray, np.ndarray]: ...
 
 
+class EndCellEngine(Engine, Protocol):
+    """An engine that finds end cells (the GPU's)."""
+
+    def end_cells(self, prepared: Any, table: Any, scoring: Any, planes: int, reads: np.ndarray, ks: np.ndarray,
+                  scores: np.ndarray) -> np.ndarray: ...
+
+
 def gpu_unavailable_reason() -> str | None:
     """None when a CUDA GPU is usable through CuPy, else why not."""
     try:

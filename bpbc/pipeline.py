@@ -335,7 +335,7 @@ def hits_only(chunk, batch, hits):
     from bpbc.chunks import RawFastqChunk
     from bpbc.screener import ReadBatch
 
-    if type(batch) is not ReadBatch or not isinstance(chunk, RawFastqChunk) or batch._codes is not None:
+    if type(batch) is not ReadBatch or not isinstance(chunk, RawFastqChunk) or not batch.coded_from_chunk:
         return chunk, batch
     sizes = chunk.rec_end - chunk.rec_start
     total = int(sizes.sum())
@@ -345,7 +345,7 @@ def hits_only(chunk, batch, hits):
     if int(sizes[rows].sum()) > HITS_ONLY_FRACTION * total:
         return chunk, batch
     kept_chunk = chunk.keeping(rows)
-    return kept_chunk, ReadBatch(None, batch.lengths, None, batch.engine, kept_chunk)
+    return kept_chunk, batch.for_traceback(kept_chunk)
 
 
 def chunk_paf(chunk, lengths: np.ndarray, alignments, pattern_texts, pattern_lengths) -> bytes:

@@ -35,6 +35,8 @@ from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from bpbc.cpu_vector import fetch_add, fetch_max
+
 #: scratch of at least this many bytes is mapped (and counted); smaller, numba's arrays
 MAPPED_FROM = 1 << 20
 #: the bytes of mapped scratch that the kernels may hold at once, all threads and calls
@@ -76,40 +78,6 @@ def counted() -> Iterator[tuple[np.ndarray, int]]:
     finally:
         with _calls_lock:
             _calls -= 1
-
-
-def _int64_slot(context, builder, signature, args):
-    data = context.make_array(signature.args[0])(context, builder, args[0]).data
-    return builder.gep(data, [context.cast(builder, args[1], signature.args[1], types.intp)])
-
-
-@intrinsic
-def fetch_add(typingctx, array, index, value):
-    """array[index] += value as one atomic step, giving the value before
-    (array: 1-d contiguous int64)."""
-    if not (isinstance(array, types.Array) and array.ndim == 1 and array.layout == "C"
-            and array.dtype == types.int64 and isinstance(index, types.Integer) and isinstance(value, types.Integer)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        slot = _int64_slot(context, builder, signature, args)
-        return builder.atomic_rmw("add", slot, context.cast(builder, args[2], signature.args[2], types.int64), "acq_rel")
-
-    return types.int64(array, index, value), codegen
-
-
-@intrinsic
-def fetch_max(typingctx, array, index, value):
-    """array[index] = max(array[index], value) as one atomic step (signed)."""
-    if not (isinstance(array, types.Array) and array.ndim == 1 and array.layout == "C"
-            and array.dtype == types.int64 and isinstance(index, types.Integer) and isinstance(value, types.Integer)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        slot = _int64_slot(context, builder, signature, args)
-        return builder.atomic_rmw("max", slot, context.cast(builder, args[2], signature.args[2], types.int64), "acq_rel")
-
-    return types.int64(array, index, value), codegen
 
 
 @intrinsic

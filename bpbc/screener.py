@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit
 
 from .alphabet import as_bytes, encode_pattern, record_name
-from .engines import TwoPassEngine, select_engine, set_up_process
+from .engines import EndCellEngine, TwoPassEngine, select_engine, set_up_process
 from .errors import InternalError
 from .order import first_of_runs
 from .patterns import PatternTable
@@ -188,6 +188,19 @@ class ReadBatch:
         if len(rows) and (rows[1:] > rows[:-1]).all():
             self._coded = (rows, codes, lengths)
         return codes, lengths
+
+    @property
+    def coded_from_chunk(self) -> bool:
+        """Whether the reads' codes are made from the chunk when asked (none are held)."""
+        return self._codes is None
+
+    def for_traceback(self, chunk) -> ReadBatch:
+        """This batch, screened, with its reads taken from ``chunk`` (the
+        same rows: a copy of the hits' records,
+        :meth:`bpbc.chunks.RawFastqChunk.keeping`) and without the engine's
+        prepared reads. Only where :attr:`coded_from_chunk`."""
+        assert self.coded_from_chunk
+        return ReadBatch(None, self.lengths, None, self.engine, chunk)
 
     def part(self, start: int, stop: int) -> ReadBatch:
         """Reads start to stop, prepared anew."""
@@ -460,8 +473,8 @@ class Screener:
             return found
         longest = min(int(batch.lengths[read[chosen]].max()), int(self.table.lengths[k[chosen]].max()))
         planes = score_planes(self.scoring.max_score(longest))
-        found[chosen] = self.engine.end_cells(batch.prepared, self.table, self.scoring, planes, read[chosen],
-                                              k[chosen], exact[chosen])
+        found[chosen] = cast(EndCellEngine, self.engine).end_cells(batch.prepared, self.table, self.scoring, planes,
+                                                                   read[chosen], k[chosen], exact[chosen])
         return found
 
     def _pair_scores(self, batch: ReadBatch, reads: np.ndarray, ks: np.ndarray, table: PatternTable,
