@@ -12,17 +12,19 @@
 
 mutmut changes the code one mutant at a time (an operator, a constant, a
 string, a call's argument; bpbc/paf.py, pairs, sinks, thresholds, patterns,
-alphabet, result, reads, cli and io by default) and runs the tests that
-reach the function changed; a mutant the tests pass is a survivor. Numba
-kernels (decorated functions) are not mutated: mutmut leaves decorated
-functions alone. It works in a copy of the checkout (the tracked files and
+alphabet, result, reads, cli, io, gzip_reader and settings by default) and runs
+the tests that reach the function changed; a mutant the tests pass is a
+survivor. Numba kernels (decorated functions) are not mutated: mutmut leaves
+decorated functions alone. It works in a copy of the checkout (the tracked files and
 those that git does not ignore) with a setup.cfg of its own, so nothing in
 the checkout changes.
 
 The issue's scope (``in_scope``): every mutant of paf, pairs, sinks,
 thresholds, patterns, alphabet, result and reads; of cli, its option checks
 (the command's body, ``_screen``, and its helpers, not the Dask run or the
-signal machinery); of io, its error paths. ``--scope`` runs just those.
+signal machinery); of io, its error paths, with those that moved to gzip_reader
+(ParallelGzip's checks, GzipProcess's errors); of settings, strands_of (moved
+from patterns). ``--scope`` runs just those.
 
 Written to ``--out`` (bench/results): ``mutation_cpu.json`` (mutants,
 killed, survived, the score per module, over the scope and outside it) and
@@ -46,36 +48,49 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = ["bpbc/paf.py", "bpbc/pairs.py", "bpbc/sinks.py", "bpbc/thresholds.py", "bpbc/patterns.py",
-           "bpbc/alphabet.py", "bpbc/result.py", "bpbc/reads.py", "bpbc/cli.py", "bpbc/io.py"]
+           "bpbc/alphabet.py", "bpbc/result.py", "bpbc/reads.py", "bpbc/cli.py", "bpbc/io.py", "bpbc/gzip_reader.py",
+           "bpbc/settings.py"]
 #: the tests that check those modules (the whole suite takes too long per mutant)
 TESTS = ["tests/bpbc/test_paf.py", "tests/bpbc/test_pairs.py", "tests/bpbc/test_sinks.py",
          "tests/bpbc/test_thresholds.py", "tests/bpbc/test_alphabet.py", "tests/bpbc/test_reads.py",
          "tests/bpbc/test_errors.py", "tests/bpbc/test_outputs.py", "tests/bpbc/test_peer_data.py",
          "tests/bpbc/test_io.py", "tests/bpbc/test_cli.py", "tests/bpbc/test_cli_options.py",
          "tests/bpbc/test_error_paths.py", "tests/bpbc/test_screening.py", "tests/bpbc/test_patterns.py",
-         "tests/bpbc/test_result.py"]
+         "tests/bpbc/test_result.py", "tests/bpbc/test_gzip_reader.py", "tests/bpbc/test_settings.py",
+         # not the rest of test_many_files: its worker processes (multiprocessing's spawn) import the mutated copy
+         # and fail in mutmut's statistics run ("Could not figure out where the code to mutate is")
+         "tests/bpbc/test_many_files.py::test_the_command_line_screens_several_files_without_dask"]
 #: the mutants in the issue's scope (a mutant's name: module.x_function__mutmut_N, a method's
 #: module.xǁClassǁmethod__mutmut_N): every one of the whole modules, and of cli and io those of the option checks
 #: and error paths: cli's command body (_screen: every option check and the exit status of each error) and its
 #: helpers, but not the Dask run (_screen_on_dask), the signal machinery (_unsafe_to_interrupt) or the console
 #: entry point (run); io's error paths (the others are the readers, the read-ahead and rapidgzip's stream), with
-#: the check of what rapidgzip leaves unchecked at a gzip file's end (gzip_reader's ParallelGzip._check_end) and the xz
-#: checks (what xz -d accepts: _strict's decompressors)
+#: the xz checks (what xz -d accepts: _strict's decompressors) and, moved from io to gzip_reader, the parallel gzip
+#: reader's checks (ParallelGzip: rapidgzip's errors made GzipError or EOFError by _open and readinto, with
+#: _without_thread's message, readinto's check that the whole file was consumed, and _check_end: what rapidgzip
+#: leaves unchecked at a file's end) and the error paths of its process (GzipProcess: the child's error raised here,
+#: _answer; the child gone, _send, _receive and _gone); settings' check (strands_of, moved from patterns). Not
+#: serve_in_child: it runs in the child process, where mutmut's statistics do not see which test reaches it
 WHOLE_MODULES = ("paf", "pairs", "sinks", "thresholds", "patterns", "alphabet", "result", "reads")
 CHECKS = re.compile(r"^bpbc\.(cli\.x_(?!_screen_on_dask_|_unsafe_to_interrupt_|run_)|io\.x.*(_translate|"
                     r"_describe_os_error|_find_non_ascii|_strict|_NextXzStream|_FirstXzStream|_AfterLzmaStream|"
                     r"_lzma_header_recognised|_where|write_records|_decompression_errors|_format_errors)"
-                    r"[_ǁ]|gzip_reader\.x.*_check_end[_ǁ])")
+                    r"[_ǁ]|gzip_reader\.x(__without_thread|ǁParallelGzipǁ(_open|readinto|_check_end)|"
+                    r"ǁGzipProcessǁ(_send|_receive|_gone|_answer))__mutmut_|settings\.x_strands_of__mutmut_)")
 #: what ``--scope`` runs (mutmut takes fnmatch patterns of mutant names)
 SCOPE_PATTERNS = [f"bpbc.{module}.*" for module in WHOLE_MODULES] + [
     f"bpbc.cli.x_{function}__mutmut_*" for function in ("_error", "_internal_error", "_silence_stdout",
                                                         "_show_progress", "_version", "screen_command", "_screen",
-                                                        "_reads_files", "_report_paths", "_screen_here", "main")] + [
+                                                        "_reads_files", "_report_paths", "_screen_here",
+                                                        "_screen_many_here", "main")] + [
     "bpbc.io.x*_translate__mutmut_*", "bpbc.io.x*_describe_os_error__mutmut_*",
     "bpbc.io.x*_find_non_ascii__mutmut_*", "bpbc.io.x*_strict__mutmut_*", "bpbc.io.x*_NextXzStream*",
     "bpbc.io.x*_FirstXzStream*", "bpbc.io.x*_AfterLzmaStream*", "bpbc.io.x*_lzma_header_recognised__mutmut_*",
     "bpbc.io.x*_where__mutmut_*", "bpbc.io.x*write_records__mutmut_*", "bpbc.io.x*_decompression_errors__mutmut_*",
-    "bpbc.io.x*_format_errors__mutmut_*", "bpbc.gzip_reader.x*_check_end__mutmut_*"]
+    "bpbc.io.x*_format_errors__mutmut_*", "bpbc.gzip_reader.x__without_thread__mutmut_*"] + [
+    f"bpbc.gzip_reader.xǁ{method}__mutmut_*" for method in (
+        "ParallelGzipǁ_open", "ParallelGzipǁreadinto", "ParallelGzipǁ_check_end", "GzipProcessǁ_send",
+        "GzipProcessǁ_receive", "GzipProcessǁ_gone", "GzipProcessǁ_answer")] + ["bpbc.settings.x_strands_of__mutmut_*"]
 
 
 def in_scope(name: str) -> bool:
@@ -138,7 +153,10 @@ _popen_init = _subprocess.Popen.__init__
 
 def _no_python_in_another_process(self, args, *more, **options):
     first = args[0] if isinstance(args, (list, tuple)) and args else args
-    if "python" in str(first):
+    # GzipProcess's child (bpbc.gzip_reader.serve_in_child) runs: it imports the copy's module (the trampolines
+    # read the mutant's name from the environment it inherits), and its errors are raised in this process
+    if "python" in str(first) and "serve_in_child" not in " ".join(map(str, args if isinstance(args, (list, tuple))
+                                                                         else [args])):
         _pytest.skip("starts Python in another process: not under mutation testing")
     _popen_init(self, args, *more, **options)
 

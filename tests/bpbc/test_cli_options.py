@@ -416,3 +416,40 @@ def test_main_reads_the_command_line_of_the_process(capsys, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["bpbc-screen", "--version"])
     assert bpbc.cli.main() == 0
     assert capsys.readouterr().out == f"bpbc-screen {__version__}\n"
+
+
+@pytest.mark.parametrize("tty,quiet,stdout_tty", [(True, False, False), (True, True, False), (False, False, False),
+                                                   (True, False, True)])
+def test_several_files_get_the_options_and_the_progress_line_of_one(capsys, tmp_path, monkeypatch, tty, quiet,
+                                                                    stdout_tty):
+    """Several reads files without Dask (bpbc.many_files, from _screen_many_here):
+    the progress line on a terminal only, not with -q, driven to the reads of
+    every file; and the options given reach each file's run: each PAF is
+    the one-file run's golden PAF at -t 20, not the default threshold's
+    (mutants _screen_many_here 1-3, 13, 16, 21 and _screen 149: the
+    progress or quiet dropped, the settings left at their defaults)."""
+    from contextlib import contextmanager
+
+    from tests.bpbc.test_cli import golden
+
+    shown, updates = [], []
+
+    @contextmanager
+    def progress_bar(enabled):
+        shown.append(enabled)
+        yield updates.append if enabled else None
+
+    monkeypatch.setattr(bpbc.cli, "_progress_bar", progress_bar)
+    second = tmp_path / "again.fq"
+    second.write_bytes(READS.read_bytes())
+    out = tmp_path / "out"
+    out.mkdir()
+    capsys.readouterr()
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: tty, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: stdout_tty, raising=False)  # the PAF goes to files
+    status, _, err = run_cli(capsys, READS, second, PATTERNS, "-t", "20", "--device", "cpu", "--threads", "1",
+                             "-o", out / "{stem}.paf", *(["-q"] if quiet else []))
+    assert status == 0, err
+    on = tty and not quiet
+    assert shown == [on] and (updates[-1] == 40 if on else updates == [])
+    assert (out / "reads.paf").read_text() == (out / "again.paf").read_text() == golden("expected.paf")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import signal
 
 import pytest
@@ -134,3 +135,74 @@ def test_no_descriptor_is_left_after_an_error(tmp_path, small_slots):
         stream.read()
     stream.close()  # the error (and its traceback) still held, as by the caller that reports it
     assert caught.value is not None and len(os.listdir("/proc/self/fd")) == before
+
+
+def _packed_with(damage: str) -> bytes:
+    packed = gzip.compress(DATA)
+    return {"footer cut off": packed[:-8], "cut in half": packed[:len(packed) // 2],
+            "CRC flipped": packed[:-8] + bytes([packed[-8] ^ 0xFF]) + packed[-7:],
+            "size flipped": packed[:-4] + bytes([packed[-4] ^ 0xFF]) + packed[-3:]}[damage]
+
+
+@pytest.mark.parametrize(("damage", "kind", "message"), [
+    # rapidgzip's RuntimeError 'End of file reached!': a truncation (EOFError, which io names as one)
+    ("footer cut off", EOFError, r"End of file reached!"),
+    # its other RuntimeErrors and its ValueErrors: damage (GzipError), with rapidgzip's own message
+    ("size flipped", GzipError, r"Mismatching size \(\d+ <-> footer: \d+\) for gzip stream!"),
+    ("CRC flipped", GzipError, r"Mismatching CRC32 \(0x[0-9a-f]+ <-> stored: 0x[0-9a-f]+\)!"),
+])
+def test_rapidgzips_errors_keep_their_kind_and_message(tmp_path, damage, kind, message):
+    """ParallelGzip.readinto: which of rapidgzip's errors is a truncation
+    and which is damage, each with rapidgzip's message (scripts/mutation.py's
+    survivors readinto 15-22, 24, 25 and 27 of the first run on gzip_reader: each
+    turned one into the other, or its message into 'None')."""
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(_packed_with(damage))
+    stream = bpbc.gzip_reader.ParallelGzip(path, 2)
+    try:
+        with pytest.raises(Exception) as caught:  # noqa: PT011 - its exact type is checked below
+            stream.read()
+    finally:
+        stream.close()
+    assert type(caught.value) is kind and re.fullmatch(message, str(caught.value))
+
+
+@pytest.mark.parametrize("members", [1, 8])
+def test_data_that_ends_early_without_an_error_of_rapidgzips_is_a_truncation(tmp_path, monkeypatch, members):
+    """A file cut in the middle of its (last member's) deflate data: rapidgzip
+    returns the data before the cut without an error; readinto's own check
+    (the compressed file not read to its end) makes it an EOFError, with the
+    end check (_check_end) off as for a file above END_CHECK_MAX_BYTES.
+    rapidgzip's compressed position is then 0 for one member and inside the
+    file for several (mutants readinto 8, 10-12: the check true only at 0,
+    or its message changed)."""
+    monkeypatch.setattr(bpbc.gzip_reader, "END_CHECK_MAX_BYTES", 0)
+    step = len(DATA) // members + 1
+    packed = [gzip.compress(DATA[start:start + step]) for start in range(0, len(DATA), step)]
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(b"".join(packed[:-1]) + packed[-1][:len(packed[-1]) // 2])
+    stream = bpbc.gzip_reader.ParallelGzip(path, 2)
+    try:
+        with pytest.raises(EOFError) as caught:
+            stream.read()
+    finally:
+        stream.close()
+    assert str(caught.value) == "compressed data ended before the end-of-stream marker was reached"
+
+
+def test_a_file_gone_before_it_is_opened_again_is_a_gzip_error(tmp_path):
+    """ParallelGzip._open's error: rapidgzip's ValueError when it cannot open
+    the file (here at the seek back to the start after the end, as dnaio
+    seeks after looking at a small file's first bytes: the file removed in
+    between) is a GzipError with its message (mutants _open 8-10: 'None')."""
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(gzip.compress(DATA[:1000]))
+    stream = bpbc.gzip_reader.ParallelGzip(path, 2)
+    try:
+        assert stream.read() == DATA[:1000]
+        path.unlink()
+        with pytest.raises(GzipError) as caught:
+            stream.seek(0)
+    finally:
+        stream.close()
+    assert str(caught.value) == f"Opening file '{path}' with mode 'rb' failed!"
