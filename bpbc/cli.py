@@ -269,8 +269,8 @@ def screen_command(
     # style of defaults, since Python wants the required PATTERNS (default ...) after it
     reads: Optional[list[str]] = typer.Argument(
         None, metavar="READS", show_default=False,
-        help="Reads: FASTA or FASTQ, plain or compressed (gz, bz2, xz, zst); '-' reads stdin. Several files "
-        "(with --dask): each is screened by one worker, outputs named by {stem}."),
+        help="Reads: FASTA or FASTQ, plain or compressed (gz, bz2, xz, zst); '-' reads stdin. Several files: "
+        "each is screened whole (with --dask: by one worker), outputs named by {stem}."),
     patterns: str = typer.Argument(
         ..., metavar="PATTERNS", show_default=False,
         help="Patterns (adapters, primers, ...): FASTA or FASTQ, one or many records; IUPAC codes allowed."),
@@ -366,7 +366,7 @@ def screen_command(
         "--quiet", "-q", help="No summary and no progress bar on stderr.")] = False,
     reads_from: Annotated[Optional[str], typer.Option(
         "--reads-from", metavar="LIST", show_default=False,
-        help="Screen the reads files listed in LIST (one path a line; with --dask), besides any READS.")] = None,
+        help="Screen the reads files listed in LIST (one path a line), besides any READS.")] = None,
     dask: Annotated[Optional[str], typer.Option(
         "--dask", metavar="ADDRESS", show_default=False,
         help="Screen on a Dask cluster: the scheduler's address (tcp://host:8786), or local[:N] for N workers "
