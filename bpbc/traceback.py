@@ -1635,7 +1635,9 @@ def start_boxes(codes, lengths, rows, table, ks, score, read_end, pattern_end, s
     if parallel is None:
         parallel = len(rows) > 1 and float((read_end * pattern_end).sum()) >= _PARALLEL_CELLS
     lanes = _spread(len(rows), LANES16 if fits else LANES, get_num_threads() if parallel else 1)
-    by_size = lexsort2(read_end, pattern_end)
+    # blocks by rows, then columns: a block's pass runs its lanes' most rows (its cost: 58 lambda hits, 2 blocks
+    # by pattern end then rows 1.85 thread-s, by rows then pattern end 1.22)
+    by_size = lexsort2(pattern_end, read_end)
     block_first = np.unique(np.append(np.arange(0, len(rows), lanes), len(rows))).astype(np.int64)
     block_width = np.maximum.reduceat(pattern_end[by_size], block_first[:-1]).astype(np.int64)
     start_batch = ((_start_batch_parallel16 if parallel else _start_batch_serial16) if fits else
