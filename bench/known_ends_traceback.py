@@ -13,11 +13,13 @@ its thread-seconds (the process's CPU time over the call: every numba
 thread's), and the part in ``start_boxes`` and ``_banded`` where the tree
 has them, and a digest of the alignments (scores, coordinates, NM,
 CIGARs): two trees' runs are compared by running this file with
-``PYTHONPATH`` set to each (the file adds its own tree to the path after
-it), e.g.::
+``PYTHONPATH`` set to a folder holding only the other tree's ``bpbc``
+(the file adds its own tree to the path after it, so ``bench`` is this
+tree's), e.g.::
 
-    PYTHONPATH=/path/to/old/tree python bench/known_ends_traceback.py --reads 400
-    PYTHONPATH=$PWD python bench/known_ends_traceback.py --reads 400
+    git archive main bpbc | tar -x -C /tmp/main-bpbc
+    PYTHONPATH=/tmp/main-bpbc python bench/known_ends_traceback.py --reads 400
+    python bench/known_ends_traceback.py --reads 400
 
 Numba's threads: ``NUMBA_NUM_THREADS`` (default: the cores).
 """
@@ -35,7 +37,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a file: the repository root on the path, after PYTHONPATH's
     sys.path.append(str(Path(__file__).resolve().parent.parent))
 
-from bench.long_reads import lambda_inputs  # noqa: E402
+from bench.long_reads import lambda_sequences  # noqa: E402
 
 PARTS = ("start_boxes", "_banded")
 
@@ -55,22 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/bpbc-known-ends"), help="inputs and end cells")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
-    import dnaio
     from numba import get_num_threads
 
     import bpbc.traceback as tb
-    from bpbc.alphabet import encode_reads
+    from bpbc.alphabet import encode_pattern, encode_reads
     from bpbc.patterns import PatternTable
     from bpbc.scoring import Scoring
 
     args.work.mkdir(parents=True, exist_ok=True)
-    reads_path, genome_path, _ = lambda_inputs(args.work, args.reads, 1.0)
-    with dnaio.open(reads_path) as f:
-        reads = [record.sequence for record in f]
-    with dnaio.open(genome_path) as f:
-        genome = next(iter(f)).sequence
-    from bpbc.alphabet import encode_pattern
-
+    reads, genome = lambda_sequences(args.work, args.reads, 1.0)
     strands, scoring = ("+", "-"), Scoring()
     table = PatternTable.build([encode_pattern(genome)], strands)
     codes, lengths = encode_reads(reads)
@@ -111,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{get_num_threads()} numba threads", file=sys.stderr)
     try:
         found = tb.align_hits(codes, lengths, rows, ks, table, strands, scoring, known_ends=ends)  # kernels loaded
-        for repeat in range(args.repeats):
+        for _ in range(args.repeats):
             seconds.clear()
             wall, cpu = time.perf_counter(), time.process_time()
             found = tb.align_hits(codes, lengths, rows, ks, table, strands, scoring, known_ends=ends)
