@@ -569,10 +569,10 @@ def _start_body(block, pattern, target, base, row_base, match, mismatch, gap_ope
     gap scores less than without those gap columns, and a local alignment's
     score is at most the whole DP's best, the target), so its part from the
     cut to the end cell, at most the cell's value, scores at least 0. Past
-    the alignments' starts the values fall only slowly (on random sequence
-    about 0.75 a row at the default scoring), so the rows no longer run on
-    to the read's start on reads of a score under a third of match x those
-    rows. Rows run until every cell of one
+    the alignments' starts the values fall only slowly on random bases (a
+    lambda hit of score 2,600 at the default scoring: 0.75 a row), so this
+    stops the rows some target / 0.75 rows past the start, where the other
+    bound would run on to the read's start. Rows run until every cell of one
     is dead, each over the columns its row above left alive (and those its
     F carries on). result (_K, 2) int64: the most rows and the most columns
     of any cell at the target (0 where none): every optimal alignment ending
