@@ -33,6 +33,7 @@ SCRIPTS = {
     "several-gpus": "several_gpus",
     "long-reads": "long_reads",
     "long-traceback": "long_traceback",
+    "known-ends-traceback": "known_ends_traceback",
 }
 
 

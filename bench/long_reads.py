@@ -181,6 +181,17 @@ def lambda_inputs(work: Path, reads: int, planted_fraction: float) -> tuple[Path
     return reads_path, genome_path, np.array(lengths, np.int64)
 
 
+def lambda_sequences(work: Path, reads: int, planted_fraction: float) -> tuple[list[str], str]:
+    """The lambda case's reads (lambda_inputs) and its genome stand-in, as strings."""
+    import dnaio
+
+    reads_path, genome_path, _ = lambda_inputs(work, reads, planted_fraction)
+    with dnaio.open(reads_path) as f:
+        sequences = [record.sequence for record in f]
+    with dnaio.open(genome_path) as f:
+        return sequences, next(iter(f)).sequence
+
+
 def parasail_scores(reads: list[str], pattern: str, threads: int,
                     function: str = "sw_striped_profile_sat") -> tuple[list[tuple[int, int]], float]:
     """Each read's parasail striped SW scores (+ strand, - strand) against

@@ -34,7 +34,7 @@ if __package__ in (None, ""):  # run as a file: the repository root on the path
     sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from bench.environment import RESULTS_DIR, environment, write_csv  # noqa: E402
-from bench.long_reads import lambda_inputs, parasail_scores  # noqa: E402
+from bench.long_reads import lambda_sequences, parasail_scores  # noqa: E402
 
 PARTS = ("end_cells", "start_boxes", "_banded")
 
@@ -49,18 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--check", action="store_true", help="the whole path's scores against parasail's")
     args = parser.parse_args(argv)
-    import dnaio
-
     import bpbc.traceback as tb
     from bpbc import Screener
     from bpbc.alphabet import encode_reads
 
     args.work.mkdir(parents=True, exist_ok=True)
-    reads_path, genome_path, _ = lambda_inputs(args.work, args.reads, 0.1)
-    with dnaio.open(reads_path) as f:
-        reads = [record.sequence for record in f]
-    with dnaio.open(genome_path) as f:
-        genome = next(iter(f)).sequence
+    reads, genome = lambda_sequences(args.work, args.reads, 0.1)
     screener = Screener({"lambda": genome}, args.threshold, device="cpu")
     batch = screener.prepare(reads)
     hits = screener.hits(batch)

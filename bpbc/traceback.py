@@ -563,7 +563,16 @@ def _start_body(block, pattern, target, base, row_base, match, mismatch, gap_ope
     the target (in any state: what the rest of the pass adds comes from
     pairs, each a row and a column further): nothing past it can reach the
     target (base[q] = target[q] - match x lane q's pattern end, row_base[q],
-    int64, = target[q] - match x its rows). Rows run until every cell of one
+    int64, = target[q] - match x its rows). A cell is dead too where its
+    value is below 0: cut an optimal alignment anywhere (in a gap too), and
+    its part before the cut scores at most the target (a part ending in a
+    gap scores less than without those gap columns, and a local alignment's
+    score is at most the whole DP's best, the target), so its part from the
+    cut to the end cell, at most the cell's value, scores at least 0. Past
+    the alignments' starts the values fall only slowly on random bases (a
+    lambda hit of score 2,600 at the default scoring: 0.75 a row), so this
+    stops the rows some target / 0.75 rows past the start, where the other
+    bound would run on to the read's start. Rows run until every cell of one
     is dead, each over the columns its row above left alive (and those its
     F carries on). result (_K, 2) int64: the most rows and the most columns
     of any cell at the target (0 where none): every optimal alignment ending
@@ -617,7 +626,7 @@ def _start_body(block, pattern, target, base, row_base, match, mismatch, gap_ope
             e = _vmax(h_up - open_cost, _vload(e_row, c * K) - extend_cost)
             f = _vmax(h_left - open_cost, f - extend_cost)
             h = _vmax(h_diag + s, _vmax(e, f))
-            threshold = _vmax(by_columns, by_rows)
+            threshold = _vmax(_vmax(by_columns, by_rows), zero)  # zero: see the docstring
             alive = h >= threshold
             h = _vselect(alive, h, neg)
             e = _vselect(e >= threshold, e, neg)
@@ -782,15 +791,16 @@ def _start_batch_body(codes, rows, pattern_codes, pattern_start, lane_pattern, s
 
 
 def _band_forward_body(block, pattern, match, mismatch, gap_open, gap_extend, band_low, band_high, pointer_row,
-                       h_column, e_column, pointers):
-    """_forward_body over a band: row i only over columns band_low[i] to
-    band_high[i] (none where low > high), every other cell H = 0 and E, F =
-    _CELL_NEG (no better than the whole DP's), its pointers (band cells
-    only) from pointers[pointer_row[i]] on, a cell a vector of _K. h_column
-    and e_column ((m + 1) x _K) hold H = 0 and E = _CELL_NEG on entry and
-    keep them outside the band of the row last computed. No best cell: the
-    end cell is known."""
-    n = block.shape[0]
+                       first, last, h_column, e_column, pointers):
+    """_forward_body over a band, rows ``first`` to ``last`` (1-based,
+    inclusive): row i only over columns band_low[i] to band_high[i] (none
+    where low > high), every other cell H = 0 and E, F = _CELL_NEG (no
+    better than the whole DP's), its pointers (band cells only) from
+    pointers[pointer_row[i] - pointer_row[first]] on, a cell a vector of
+    _K. h_column and e_column ((m + 1) x _K) hold H and E of row first - 1
+    in its band and H = 0, E = _CELL_NEG outside it on entry (row 0: all of
+    them), and are left so for row ``last``. No best cell: the end cell is
+    known."""
     K = _K
     flat_block = block.reshape(-1)
     flat_pattern = pattern.reshape(-1)
@@ -803,15 +813,15 @@ def _band_forward_body(block, pattern, match, mismatch, gap_open, gap_extend, ba
     from_zero, from_diag = _vsplat(_H_FROM_ZERO), _vsplat(_H_FROM_DIAG)
     from_e, from_f = _vsplat(_H_FROM_E), _vsplat(_H_FROM_F)
     e_flag, f_flag = _vsplat(_E_OPENED), _vsplat(_F_OPENED)
-    above_low, above_high = 1, 0
-    for i in range(1, n + 1):
+    above_low, above_high = band_low[first - 1], band_high[first - 1]
+    for i in range(first, last + 1):
         low, high = band_low[i], band_high[i]
         if low <= high:
             read_bits = _vload(flat_block, (i - 1) * K)
             h_diag = _vload(h_column, (low - 1) * K)
             h_left = zero
             f = neg
-            at = pointer_row[i] - low * K
+            at = pointer_row[i] - pointer_row[first] - low * K
             for j in range(low, high + 1):
                 s = _vselect((read_bits & _vload(flat_pattern, (j - 1) * K)) != zero, match_score, mismatch_score)
                 h_up = _vload(h_column, j * K)
@@ -844,24 +854,49 @@ def _band_forward_body(block, pattern, match, mismatch, gap_open, gap_extend, ba
 
 
 @njit(cache=True, nogil=True)
-def _walk_band(block, pattern, pointers, pointer_row, band_low, band_high, lanes, at, state, targets, ops):
-    """_walk_rows over the pointers of a band (_band_forward_body), all rows
-    at once: a lane in state H at a cell outside the band stops there (its H
-    is 0: the cell before an alignment's first); in a gap state it cannot be
-    there (every cell of the alignment is in the band): returns False."""
+def _band_segments(pointer_row, n, budget):
+    """The first row of each segment of a band's rows 1 to n (row i's
+    pointers: pointer_row[i + 1] - pointer_row[i] bytes), as few as
+    greedily hold no more than ``budget`` bytes each, then n + 1; none
+    (an empty array) where one row alone passes the budget."""
+    firsts = np.empty(n + 2, dtype=np.int64)
+    firsts[0] = 1
+    k = 0
+    for i in range(1, n + 1):
+        if pointer_row[i + 1] - pointer_row[firsts[k]] > budget:
+            if pointer_row[i + 1] - pointer_row[i] > budget:
+                return firsts[:0]
+            k += 1
+            firsts[k] = i
+    firsts[k + 1] = n + 1
+    return firsts[:k + 2]
+
+
+@njit(cache=True, nogil=True)
+def _walk_band(block, pattern, pointers, pointer_row, band_low, band_high, first, lanes, at, state, targets, ops):
+    """_walk_rows over the pointers of a band's rows ``first`` on
+    (_band_forward_body: row i's from pointers[pointer_row[i] -
+    pointer_row[first]]): a lane that comes to a row above them waits there
+    (``at`` and ``state``) for the next segment's; a lane in state H at a
+    cell outside the band stops there (its H is 0: the cell before an
+    alignment's first); in a gap state it cannot be there (every cell of the
+    alignment is in the band): returns False."""
     count = targets.shape[0]
+    base = pointer_row[first]
     for q in range(count):
         t = targets[q]
         while state[q] != 3:
             i = at[q, 0]
             j = at[q, 1]
             lane_state = state[q]
+            if 0 < i < first:
+                break  # its pointers are in a segment above
             if i == 0 or j == 0 or j < band_low[i] or j > band_high[i]:
                 if lane_state != 0:
                     return False
                 state[q] = 3
                 break
-            pointer = pointers[pointer_row[i] + (j - band_low[i]) * lanes + q]
+            pointer = pointers[pointer_row[i] - base + (j - band_low[i]) * lanes + q]
             if lane_state == 0:
                 source = pointer & _H_SOURCE
                 if source == _H_FROM_ZERO:
@@ -909,11 +944,15 @@ def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pa
     can pass, far narrower than the box. The pointer pass then covers only
     the band (_band_forward_body), and the walk (_walk_band) the same
     alignment as the whole DP's: its values there are the whole DP's on
-    every cell of every such alignment. Fills ``ops[order[t]]`` and row
-    order[t] of the (k, 8) table; returns it and, per block, 1 where it was
-    aligned, 0 where its band's pointers would pass ``budget`` bytes (not
-    aligned: the caller aligns it otherwise). The table has a row for each
-    row of ``ops``. A band's pointers of MAPPED_FROM bytes or more are
+    every cell of every such alignment. A band whose pointers pass
+    ``budget`` bytes is computed and walked in segments of rows
+    (_band_segments), as _align_batch_body does with its rows: at most
+    twice the pointer pass, pointers of one segment at a time. Fills
+    ``ops[order[t]]`` and row order[t] of the (k, 8) table; returns it and,
+    per block, 1 where it was aligned, 0 where one row of its band would
+    pass ``budget`` bytes (not aligned: the caller aligns it otherwise). The
+    table has a row for each row of ``ops``. A segment's pointers of
+    MAPPED_FROM bytes or more are
     mapped for its block alone (:func:`bpbc.scratch.take`), within
     ``memory`` bytes of such scratch of all threads at once, counted in
     ``ledger``; smaller ones go to an array each thread keeps."""
@@ -921,7 +960,7 @@ def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pa
     blocks = block_first.shape[0] - 1
     done = np.zeros(blocks, dtype=np.int64)
     taken = np.zeros(1, dtype=np.int64)
-    block_order = np.arange(blocks)  # the blocks in turn
+    block_order = np.arange(blocks - 1, -1, -1)  # blocks come by box size: the largest first, the last a small one
     for _ in prange(min(blocks, threads)):
         space = np.empty(0, dtype=np.uint8)
         while True:
@@ -975,9 +1014,22 @@ def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pa
                     band_low[i] = max(m - high + 1, 1)
                     band_high[i] = m - low + 1
                 pointer_row[i + 1] = pointer_row[i] + max(band_high[i] - band_low[i] + 1, 0) * _K
-            need = pointer_row[n + 1]
-            if need > budget:
-                continue
+            # the band's rows in segments whose pointers fit the budget (_band_segments): a first pass
+            # over them in order keeps H and E of the row above each (in that row's band: outside it
+            # they are H = 0, E = _CELL_NEG); then each, from the last up, is computed again from there
+            # with its pointers and walked back until every lane has left it (the last one's pointers
+            # are the first pass's): the values of one pass, so the same alignment, in at most twice
+            # its time. One segment where they fit at once
+            seg_first = _band_segments(pointer_row, n, budget)
+            segments = seg_first.shape[0] - 1
+            if segments < 1:
+                continue  # a row alone passes the budget: the caller aligns it otherwise
+            need = 0
+            kept = np.zeros(segments + 1, dtype=np.int64)  # where each segment's checkpoint starts
+            for g in range(segments):
+                need = max(need, pointer_row[seg_first[g + 1]] - pointer_row[seg_first[g]])
+                above = seg_first[g] - 1
+                kept[g + 1] = kept[g] + max(band_high[above] - band_low[above] + 1, 0) * _K
             block = np.zeros((n, _K), dtype=np.uint8)
             bits = np.zeros((m, _K), dtype=np.uint8)
             for q in range(count):
@@ -991,6 +1043,8 @@ def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pa
                     bits[m - 1 - c, q] = pattern_codes[start + column - 1 - c]
             h_column = np.zeros((m + 1) * _K, dtype=_CELL)
             e_column = np.full((m + 1) * _K, _CELL_NEG, dtype=_CELL)
+            kept_h = np.empty(kept[segments] if segments > 1 else 0, dtype=_CELL)
+            kept_e = np.empty(kept_h.shape[0], dtype=_CELL)
             targets = order[first:first + count]
             starts = np.empty((count, 3), np.int64)
             for q in range(count):
@@ -1006,10 +1060,25 @@ def _banded_batch_body(codes, rows, order, pattern_codes, pattern_start, lane_pa
                 if space.shape[0] < need:
                     space = np.empty(need, dtype=np.uint8)
                 pointers = space
-            _band_forward(block, bits, match, mismatch, gap_open, gap_extend, band_low, band_high, pointer_row,
-                          h_column, e_column, pointers)
-            walked = _walk_band(block, bits, pointers, pointer_row, band_low, band_high, _K, starts, walking, targets,
-                                ops)
+            for g in range(segments):
+                if segments > 1:
+                    above = seg_first[g] - 1
+                    _copy(h_column, band_low[above] * _K, kept_h, kept[g], kept[g + 1] - kept[g])
+                    _copy(e_column, band_low[above] * _K, kept_e, kept[g], kept[g + 1] - kept[g])
+                _band_forward(block, bits, match, mismatch, gap_open, gap_extend, band_low, band_high, pointer_row,
+                              seg_first[g], seg_first[g + 1] - 1, h_column, e_column, pointers)
+            walked = True
+            for g in range(segments - 1, -1, -1):
+                if g < segments - 1:  # the last segment's pointers are those the first pass left
+                    above = seg_first[g] - 1
+                    h_column[:] = 0
+                    e_column[:] = _CELL_NEG
+                    _copy(kept_h, kept[g], h_column, band_low[above] * _K, kept[g + 1] - kept[g])
+                    _copy(kept_e, kept[g], e_column, band_low[above] * _K, kept[g + 1] - kept[g])
+                    _band_forward(block, bits, match, mismatch, gap_open, gap_extend, band_low, band_high,
+                                  pointer_row, seg_first[g], seg_first[g + 1] - 1, h_column, e_column, pointers)
+                walked = walked and _walk_band(block, bits, pointers, pointer_row, band_low, band_high, seg_first[g],
+                                               _K, starts, walking, targets, ops)
             if need >= MAPPED_FROM:
                 give(pointers, ledger)
             if not walked:
@@ -1566,7 +1635,9 @@ def start_boxes(codes, lengths, rows, table, ks, score, read_end, pattern_end, s
     if parallel is None:
         parallel = len(rows) > 1 and float((read_end * pattern_end).sum()) >= _PARALLEL_CELLS
     lanes = _spread(len(rows), LANES16 if fits else LANES, get_num_threads() if parallel else 1)
-    by_size = lexsort2(read_end, pattern_end)
+    # blocks by rows, then columns: a block's pass runs its lanes' most rows (its cost: 58 lambda hits, 2 blocks
+    # by pattern end then rows 1.85 thread-s, by rows then pattern end 1.22)
+    by_size = lexsort2(pattern_end, read_end)
     block_first = np.unique(np.append(np.arange(0, len(rows), lanes), len(rows))).astype(np.int64)
     block_width = np.maximum.reduceat(pattern_end[by_size], block_first[:-1]).astype(np.int64)
     start_batch = ((_start_batch_parallel16 if parallel else _start_batch_serial16) if fits else
@@ -1621,8 +1692,8 @@ def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, s
     int32 lane, a thread of its own (and with ``one_lane`` however many
     they are), blocks no larger than fill the threads (:func:`_spread`): the
     (k, 8) table of their rows (zero for the others) and whether each was
-    aligned (not where its block's band would take more than
-    POINTER_BUDGET)."""
+    aligned (not where a row of its block's band would take more than
+    POINTER_BUDGET: its band is aligned in segments of rows that fit)."""
     fits = cell_bits == 16 or cell_bits is None and _fits_int16(int(box[:, 0].max()), int(box[:, 1].max()), scoring) \
         and _fits_int16_start(int(box[:, 1].max()), scoring)
     threads = get_num_threads() if parallel else 1
@@ -1646,9 +1717,8 @@ def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, s
     aligned[by_size] = np.repeat(done.astype(bool), np.diff(block_first))
     again = np.flatnonzero(~aligned)
     if len(again) and not alone:
-        # a block whose lanes' bands together passed the budget (their paths apart: 6 hits of
-        # 5-18 kb against a 48.5 kb pattern in one block of 16 lanes): each of its instances in
-        # a band of its own, on one lane, a thread each, not the pass over the boxes (2.9 s -> 0.4 s)
+        # a block of which one row of the lanes' bands together passed the budget: each of its
+        # instances in a band of its own, on one lane, a thread each, not the pass over the boxes
         more_rows, aligned[again] = _banded(codes, rows, ks, table, chosen[again], score[again], read_end[again],
                                             pattern_end[again], box[again], scoring, ops, parallel, cell_bits,
                                             one_lane=True)

@@ -819,6 +819,21 @@ def test_start_boxes_are_those_of_every_alignment_ending_at_the_end_cell(scoring
     assert len(chosen) > 120 and sum(rows < end for (rows, _), end in zip(expected, read_end)) > 60
 
 
+def record_boxed(monkeypatch, boxed: list) -> None:
+    """Have the traceback's pass over the boxes add the instances it
+    aligns (score > 0) to ``boxed``."""
+    from bpbc import traceback as tb
+
+    monkeypatch.setattr(tb, "_boxed_blocks", lambda chosen, score, *rest, boxed_blocks=tb._boxed_blocks: (
+        boxed.extend(chosen[score > 0].tolist()), boxed_blocks(chosen, score, *rest))[1])
+
+
+def table_alignments(found, cigars) -> list[LocalAlignment]:
+    """The rows of _run_batch's table and its CIGARs as alignments."""
+    return [LocalAlignment(int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4]), cigar, int(row[6]),
+                           int(row[7]), int(row[5])) for row, cigar in zip(found, cigars.strings())]
+
+
 @pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
 def test_alignments_in_bands_are_those_of_the_whole_dp(scoring, monkeypatch):
     """Instances whose end cells a score pass found are aligned in the band
@@ -835,15 +850,13 @@ def test_alignments_in_bands_are_those_of_the_whole_dp(scoring, monkeypatch):
     table = PatternTable.build([encode_pattern(p) for _, p in pairs], ("+",))
     expected = [rule_traceback(codes[t, :lengths[t]], table.oriented(t), scoring) for t in range(len(pairs))]
     boxed = []
-    monkeypatch.setattr(tb, "_boxed_blocks", lambda chosen, score, *rest, boxed_blocks=tb._boxed_blocks: (
-        boxed.extend(chosen[score > 0].tolist()), boxed_blocks(chosen, score, *rest))[1])
+    record_boxed(monkeypatch, boxed)
     monkeypatch.setattr(tb, "_WINDOW_FROM", -1)  # every instance through the score pass
 
     def aligned(rows, bits):
         found, cigars = tb._run_batch(codes, lengths, rows, table, rows, scoring, True, np.zeros(len(rows), bool),
                                       bits)
-        return [LocalAlignment(int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4]), cigar, int(row[6]),
-                               int(row[7]), int(row[5])) for row, cigar in zip(found, cigars.strings())]
+        return table_alignments(found, cigars)
 
     for bits in (16, 32, None):
         alone = [aligned(np.array([t]), bits)[0] for t in range(len(pairs))]
@@ -926,10 +939,11 @@ def test_end_cells_on_int16_lanes_past_column_32767():
 
 
 def test_blocks_whose_bands_pass_the_budget_are_banded_lane_by_lane(monkeypatch):
-    """A block whose lanes' bands together pass POINTER_BUDGET is aligned
-    again instance by instance, each in a band of its own on one lane (not
-    the pass over the boxes): every instance aligned in a band, the rule's
-    traceback on the reference matrices."""
+    """A block of which one row of the lanes' bands together passes
+    POINTER_BUDGET is aligned again instance by instance, each in a band of
+    its own on one lane (not the pass over the boxes), in segments of rows
+    where its band passes the budget: every instance aligned in a band,
+    the rule's traceback on the reference matrices."""
     from bpbc import traceback as tb
     from bpbc.patterns import PatternTable
 
@@ -939,8 +953,7 @@ def test_blocks_whose_bands_pass_the_budget_are_banded_lane_by_lane(monkeypatch)
     table = PatternTable.build([encode_pattern(p) for _, p in pairs], ("+",))
     expected = [rule_traceback(codes[t, :lengths[t]], table.oriented(t), scoring) for t in range(len(pairs))]
     boxed, lone = [], []
-    monkeypatch.setattr(tb, "_boxed_blocks", lambda chosen, score, *rest, boxed_blocks=tb._boxed_blocks: (
-        boxed.extend(chosen[score > 0].tolist()), boxed_blocks(chosen, score, *rest))[1])
+    record_boxed(monkeypatch, boxed)
 
     def banded(*args, one_lane=False, inner=tb._banded):
         rows, aligned = inner(*args, one_lane=one_lane)
@@ -950,11 +963,10 @@ def test_blocks_whose_bands_pass_the_budget_are_banded_lane_by_lane(monkeypatch)
 
     monkeypatch.setattr(tb, "_banded", banded)
     monkeypatch.setattr(tb, "_WINDOW_FROM", -1)  # every instance through the score pass
-    monkeypatch.setattr(tb, "POINTER_BUDGET", 6000)  # a lane's band fits, 16 or 32 lanes' do not
+    monkeypatch.setattr(tb, "POINTER_BUDGET", 200)  # a lane's rows fit (under 100 columns), 16 or 32 lanes' do not
     rows = np.arange(len(pairs))
     found, cigars = tb._run_batch(codes, lengths, rows, table, rows, scoring, True, np.zeros(len(rows), bool))
-    got = [LocalAlignment(int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4]), cigar, int(row[6]),
-                          int(row[7]), int(row[5])) for row, cigar in zip(found, cigars.strings())]
+    got = table_alignments(found, cigars)
     assert got == expected
     assert not boxed and lone and sum(lone) > 40
 
@@ -1044,3 +1056,134 @@ def test_banded_pointers_are_mapped_within_one_budget_whatever_the_threads(monke
     assert [a.score for a in results[0]] == ends[:, 0].tolist()
     largest = most[1]  # budget 1: each band's pointers alone
     assert largest >= scratch.MAPPED_FROM and most[2] <= max(3 * scratch.MAPPED_FROM, largest)
+
+
+def test_band_segments_hold_the_budget_or_none():
+    """_band_segments: the first row of each segment, as few as greedily
+    fit the budget, then the row past the last; none where a row alone
+    passes it."""
+    from bpbc import traceback as tb
+
+    widths = np.array([3, 4, 2, 5, 1, 1, 6])  # bytes of rows 1 to 7
+    pointer_row = np.concatenate([[0, 0], np.cumsum(widths)]).astype(np.int64)
+    assert tb._band_segments(pointer_row, 7, 100).tolist() == [1, 8]
+    assert tb._band_segments(pointer_row, 7, 7).tolist() == [1, 3, 5, 7, 8]
+    assert tb._band_segments(pointer_row, 7, 6).tolist() == [1, 2, 4, 6, 7, 8]
+    assert tb._band_segments(pointer_row, 7, 5).tolist() == []
+
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_bands_past_the_budget_are_aligned_in_segments_of_rows(scoring, monkeypatch):
+    """Blocks whose bands pass POINTER_BUDGET (every row of them within it)
+    are aligned in segments of a few rows each, from checkpoints, on int16
+    and int32 cells: the rule's traceback on the reference matrices, gaps
+    across the segments' edges among them, none aligned lane by lane or
+    over its box."""
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    pairs = list(gapped_pairs(89, 120))
+    codes, lengths = encode_reads([read for read, _ in pairs])
+    table = PatternTable.build([encode_pattern(p) for _, p in pairs], ("+",))
+    expected = [rule_traceback(codes[t, :lengths[t]], table.oriented(t), scoring) for t in range(len(pairs))]
+    boxed, lone = [], []
+    record_boxed(monkeypatch, boxed)
+    monkeypatch.setattr(tb, "_banded", lambda *args, one_lane=False, inner=tb._banded: (
+        lone.append(one_lane), inner(*args, one_lane=one_lane))[1])
+    monkeypatch.setattr(tb, "_WINDOW_FROM", -1)  # every instance through the score pass
+    rows = np.arange(len(pairs))
+    for bits, budget in ((16, 32 * 100), (32, 16 * 100), (16, 32 * 130)):  # rows of at most 100 columns fit
+        monkeypatch.setattr(tb, "POINTER_BUDGET", budget)
+        found, cigars = tb._run_batch(codes, lengths, rows, table, rows, scoring, True, np.zeros(len(rows), bool),
+                                      bits)
+        got = table_alignments(found, cigars)
+        assert got == expected
+    assert not boxed and not any(lone)
+    assert max(lengths) < 100 and sum("I" in al.cigar or "D" in al.cigar for al in expected) > 40
+
+
+@pytest.mark.parametrize("gap", ["I", "D"])
+def test_start_pass_keeps_a_suffix_that_scores_1(gap):
+    """The start pass drops cells whose value (the best from there to the
+    end cell) is below 0: an alignment whose part after a gap scores 1 (a
+    gap of k bases, then 3 + k matches: 2 (3 + k) - 5 - 2k) keeps that gap
+    and that part, the rule's traceback on the reference matrices, and its
+    box is that of the plain backward pass over every cell (flanks of A in
+    the read and C in the pattern: nothing to add to the alignment)."""
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    scoring = Scoring()
+    rng = np.random.default_rng(97)
+    cases = 0
+    for k in range(1, 5):
+        body, tail = random_read(rng, 30), random_read(rng, 3 + k)
+        extra = random_read(rng, k)
+        read_core, pattern_core = (body + extra + tail, body + tail) if gap == "I" else (body + tail,
+                                                                                         body + extra + tail)
+        read_text = "A" * 40 + read_core + "A" * 40
+        pattern_text = "C" * 60 + pattern_core + "C" * 60
+        read, pattern = encode(read_text, pattern_text)
+        expected = rule_traceback(read, pattern, scoring)
+        if expected.score != 60 + 1 or f"{k}{gap}" not in expected.cigar:
+            continue  # the random bases made a better alignment: not this case
+        codes, lengths = encode_reads([read_text])
+        table = PatternTable.build([encode_pattern(pattern_text)], ("+",))
+        zero = np.zeros(1, np.int64)
+        ends = np.array([[expected.score, expected.read_end, expected.pattern_end]])
+        (got,) = tb.align_hits(codes, lengths, zero, zero, table, ("+",), scoring, eqx=True,
+                               known_ends=ends).to_list()
+        assert (got.score, got.read_start, got.read_end, got.pattern_start, got.pattern_end, got.cigar) == \
+            expected[:6]
+        box = tb.start_boxes(codes, lengths, zero, table, zero, ends[:, 0], ends[:, 1], ends[:, 2], scoring)
+        assert tuple(box[0]) == reverse_anchored_box(read, pattern, scoring, expected.score, expected.read_end,
+                                                     expected.pattern_end)
+        cases += 1
+    assert cases >= 2
+
+
+def test_long_planted_hits_from_their_end_cells_are_the_whole_dps(monkeypatch):
+    """Reads of 1.5-3 kb pieces of a 7 kb pattern with about 6 % errors
+    (substitutions, insertions, deletions) amid random bases, both strands,
+    aligned from their end cells (end_cells) in bands, whole or in
+    segments of rows, one lane each or in blocks: the same alignments
+    (score, coordinates, NM, CIGAR) as the pointer pass over the whole
+    pattern, which neither the start pass nor the bands take part in, and
+    parasail's scores."""
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    rng = np.random.default_rng(43)
+    letters = np.frombuffer(b"ACGT", np.uint8)
+    pattern = letters[rng.integers(0, 4, 7000)]
+    complement = str.maketrans("ACGT", "TGCA")
+    reads = []
+    for r in range(10):
+        start = int(rng.integers(0, 5000))
+        piece = _noisy_copy(rng, pattern[start:start + int(rng.integers(1500, 3000))], 0.06).tobytes().decode()
+        if r % 2:
+            piece = piece.translate(complement)[::-1]
+        reads.append(random_read(rng, int(rng.integers(0, 1500))) + piece + random_read(rng, int(rng.integers(0, 400))))
+    scoring = Scoring()
+    strands = ("+", "-")
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.build([encode_pattern(pattern.tobytes().decode())], strands)
+    rows, ks = np.repeat(np.arange(len(reads)), 2), np.tile(np.arange(2), len(reads))
+    ends = tb.end_cells(codes, lengths, rows, table, ks, scoring)
+    hit = ends[:, 0] >= 1000
+    rows, ks, ends = rows[hit], ks[hit], ends[hit]
+    assert len(rows) == len(reads)
+    with monkeypatch.context() as plain:
+        plain.setattr(tb, "_BAND_FROM_CELLS", 1 << 60)
+        plain.setattr(tb, "_WINDOW_FROM", 1 << 60)
+        whole = tb.align_hits(codes, lengths, rows, ks, table, strands, scoring).to_list()
+    for budget in (1 << 40, 1 << 16, 1 << 11):  # one piece, segments, and blocks lane by lane in segments
+        monkeypatch.setattr(tb, "POINTER_BUDGET", budget)
+        for count in (1, len(rows)):  # one lane alone, and blocks
+            found = [tb.align_hits(codes, lengths, rows[t:t + count], ks[t:t + count], table, strands, scoring,
+                                   known_ends=ends[t:t + count]).to_list() for t in range(0, len(rows), count)]
+            assert sum(found, []) == whole
+    for al, read in zip(whole, (reads[r] for r in rows)):
+        assert al.score == parasail_sw_codes(*encode(read, pattern.tobytes().decode()), scoring) if al.strand == "+" \
+            else True
+    assert {al.strand for al in whole} == {"+", "-"} and min(al.score for al in whole) > 1500
