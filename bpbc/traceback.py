@@ -1692,8 +1692,9 @@ def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, s
     int32 lane, a thread of its own (and with ``one_lane`` however many
     they are), blocks no larger than fill the threads (:func:`_spread`): the
     (k, 8) table of their rows (zero for the others) and whether each was
-    aligned (not where a row of its block's band would take more than
-    POINTER_BUDGET: its band is aligned in segments of rows that fit)."""
+    aligned (not where a row of its block's band would take more than a
+    thread's share of the scratch budget, at most POINTER_BUDGET: its band
+    is aligned in segments of rows that fit)."""
     fits = cell_bits == 16 or cell_bits is None and _fits_int16(int(box[:, 0].max()), int(box[:, 1].max()), scoring) \
         and _fits_int16_start(int(box[:, 1].max()), scoring)
     threads = get_num_threads() if parallel else 1
@@ -1708,11 +1709,15 @@ def _banded(codes, rows, ks, table, chosen, score, read_end, pattern_end, box, s
     else:
         banded = _banded_batch_serial16 if fits else _banded_batch_serial
     picked = chosen[by_size]
+    # a segment's pointers at most a thread's share of the mapped scratch (not below a few MB):
+    # at POINTER_BUDGET (64 MB) 4 of 16 threads would hold the budget and the rest wait; more
+    # segments cost no more passes (two at most)
+    segment_budget = min(POINTER_BUDGET, max(scratch.BUDGET // threads, 4 * scratch.MAPPED_FROM))
     with scratch.counted() as (ledger, memory):
         table_rows, done = banded(codes, rows[picked], picked, table.masks, table.starts, ks[picked], score[by_size],
                                   read_end[by_size], pattern_end[by_size], box[by_size, 0], box[by_size, 1],
                                   block_first, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend,
-                                  ops, threads, POINTER_BUDGET, ledger, memory)
+                                  ops, threads, segment_budget, ledger, memory)
     aligned = np.zeros(len(chosen), dtype=bool)
     aligned[by_size] = np.repeat(done.astype(bool), np.diff(block_first))
     again = np.flatnonzero(~aligned)
