@@ -286,7 +286,7 @@ class PreparedReads:
                    flag_out: np.ndarray | None = None, on_host: bool = False) -> "PreparedReads | None":
         """The same batch from sequences as they lie in a buffer (``data``,
         bytes or uint8: read i is ``data[seq_start[i]:][:lengths[i]]``):
-        only the sequences are uploaded (:class:`PackedSequences`); encoding, sorting and the
+        only the span holding them is uploaded; encoding, sorting and the
         transpose happen on the GPU, or with ``on_host`` on the host
         (:func:`transpose.pack_bytes`, the same planes), the planes
         uploaded. None when a byte lies outside the alphabet (the caller
@@ -301,8 +301,10 @@ class PreparedReads:
         n = len(lengths)
         order = length_order(lengths)
         sorted_lengths = lengths[order]
-        buffer = np.frombuffer(data, np.uint8)
-        starts = seq_start[order].astype(np.int64)
+        first = int(seq_start.min())
+        last = int((seq_start + lengths).max())
+        buffer = np.frombuffer(data, np.uint8)[first:last]
+        starts = seq_start[order].astype(np.int64) - first
         width = max(int(sorted_lengths[-1]), 1)
         if on_host:
             planes, bad = pack_bytes(buffer, starts, sorted_lengths, width, READ_CODE, WORD_BITS)
@@ -310,44 +312,10 @@ class PreparedReads:
                 return None
             planes, group_length = upload([planes, _group_lengths(sorted_lengths)])
             return cls(n, order, planes, group_length)
-        sequences = PackedSequences(buffer, starts, sorted_lengths)
         on_device, starts, sorted_lengths_, group_length = upload(
-            [sequences, sequences.starts, sorted_lengths.astype(np.int32), _group_lengths(sorted_lengths)])
+            [buffer, starts, sorted_lengths.astype(np.int32), _group_lengths(sorted_lengths)])
         planes, bad = pack_bytes_gpu(on_device, starts, sorted_lengths_, width, _read_code_table(), flag_out)
         return None if bad else cls(n, order, planes, group_length)
-
-
-class PackedSequences:
-    """Reads' sequences end to end, read i at ``starts[i]``: what is uploaded
-    to be packed on the device, not the span of records around them (a
-    FASTQ's headers and qualities: half of a long read's record, more of a
-    short one's, and as much again of pinned and device memory). Written
-    straight into the staging's pinned memory (:meth:`into`), or made an
-    array of its own (``np.asarray``)."""
-
-    dtype = np.dtype(np.uint8)
-
-    def __init__(self, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray):
-        self._data, self._from, self._lengths = data, starts, lengths
-        self.starts = np.zeros(len(lengths), np.int64)
-        np.cumsum(lengths[:-1], out=self.starts[1:])
-        self.size = self.nbytes = int(lengths.sum())
-        self.shape = (self.size,)
-
-    def into(self, out: np.ndarray) -> None:
-        """Write the sequences into ``out`` (uint8, :attr:`size` bytes)."""
-        _gather_bytes(self._data, self._from, self._lengths, self.starts, out)
-
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        out = np.empty(self.size, np.uint8)
-        self.into(out)
-        return out
-
-
-@njit(cache=True, nogil=True)
-def _gather_bytes(data, starts, lengths, targets, out):
-    for i in range(len(starts)):
-        out[targets[i]:targets[i] + lengths[i]] = data[starts[i]:starts[i] + lengths[i]]
 
 
 def _uploaded(arrays: list[np.ndarray]) -> list:
@@ -429,10 +397,9 @@ class _PinnedStaging:
             self._flag_memory = cupy.cuda.alloc_pinned_memory(4)
         return np.frombuffer(self._flag_memory, np.int32, 1)
 
-    def upload(self, arrays: list, stream) -> list:
-        """Device copies of ``arrays`` (numpy arrays, or
-        :class:`PackedSequences`), queued on ``stream``; the caller waits
-        for the stream before the next upload."""
+    def upload(self, arrays: list[np.ndarray], stream) -> list:
+        """Device copies of ``arrays``, queued on ``stream``; the caller
+        waits for the stream before the next upload."""
         import cupy
 
         offsets, total = [], 0
@@ -453,10 +420,7 @@ class _PinnedStaging:
                 copies.append(cupy.empty(array.shape, array.dtype))
                 continue
             staged = np.frombuffer(self._memory, array.dtype, array.size, offset).reshape(array.shape)
-            if isinstance(array, PackedSequences):
-                array.into(staged)
-            else:
-                np.copyto(staged, array)
+            np.copyto(staged, array)
             copy = cupy.empty(array.shape, array.dtype)
             copy.set(staged, stream=stream)
             copies.append(copy)

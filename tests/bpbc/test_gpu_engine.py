@@ -623,36 +623,15 @@ def test_batches_prepared_and_screened_beside_each_other_give_the_cpu_hits(pack_
         assert len(got) >= 300 // 7
 
 
-def test_packed_sequences_are_the_reads_end_to_end():
-    """What the engine uploads of a batch read from a buffer: each read's
-    bytes, in the batch's order, end to end (empty reads too), written
-    into memory given (the staging's) or made an array of their own."""
-    from bpbc.gpu_engine import PackedSequences
-
-    rng = np.random.default_rng(8)
-    data = rng.integers(0, 256, 5000).astype(np.uint8)
-    starts = rng.integers(0, 4000, 40).astype(np.int64)
-    lengths = rng.integers(0, 1000, 40).astype(np.int64)
-    lengths[[0, 7, 39]] = 0
-    packed = PackedSequences(data, starts, lengths)
-    expected = np.concatenate([data[a:a + n] for a, n in zip(starts, lengths)])
-    assert packed.size == packed.nbytes == len(expected) and packed.shape == expected.shape
-    assert np.array_equal(packed.starts, np.cumsum(lengths) - lengths)
-    assert np.array_equal(np.asarray(packed), expected)
-    out = np.full(len(expected) + 3, 7, np.uint8)
-    packed.into(out[:len(expected)])
-    assert np.array_equal(out[:len(expected)], expected) and (out[len(expected):] == 7).all()
-
-
 @pytest.mark.gpu
 def test_pinned_staging_uploads_every_array_as_it_is():
     """The engine's uploads go through pinned memory (_PinnedStaging): arrays
-    of several types and shapes, an empty one, reads' sequences end to end,
-    and a second, larger set (the memory grows) arrive unchanged; the memory it grew out of is
+    of several types and shapes, an empty one, and a second, larger set
+    (the memory grows) arrive unchanged; the memory it grew out of is
     freed, not left pinned in CuPy's pool."""
     import cupy
 
-    from bpbc.gpu_engine import PackedSequences, _PinnedStaging
+    from bpbc.gpu_engine import _PinnedStaging
 
     rng = np.random.default_rng(3)
     pool = cupy.get_default_pinned_memory_pool()
@@ -662,11 +641,9 @@ def test_pinned_staging_uploads_every_array_as_it_is():
     for size in (1000, 300_000):
         arrays = [rng.integers(0, 256, size).astype(np.uint8), rng.integers(-5, 5, (size // 7, 3)).astype(np.int64),
                   np.zeros(0, np.int32), rng.integers(0, 1 << 30, 33).astype(np.int32)]
-        data = arrays[0]
-        sequences = PackedSequences(data, np.array([size // 2, 0, 3], np.int64), np.array([size // 3, 5, 0], np.int64))
-        copies = staging.upload([*arrays, sequences], stream)
+        copies = staging.upload(arrays, stream)
         stream.synchronize()
-        for array, copy in zip([*arrays, np.asarray(sequences)], copies):
+        for array, copy in zip(arrays, copies):
             assert copy.dtype == array.dtype and copy.shape == array.shape
             assert np.array_equal(copy.get(), array)
     assert pool.n_free_blocks() == 0
