@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import bpbc.gzip_reader
 import bpbc.io
 import bpbc.resources
 from bpbc.engines import set_up_process
@@ -25,8 +26,8 @@ from bpbc.pipeline import ScreenSettings, screen_files
 
 VARIANTS = {
     "as is": {},
-    "rapidgzip 4 MiB chunks": {(bpbc.io, "PARALLEL_GZIP_CHUNK"): 4 << 20},
-    "rapidgzip read in place": {(bpbc.io, "_READ_IN_PLACE"): (bpbc.io._ParallelGzip, io.FileIO)},
+    "rapidgzip 4 MiB chunks": {(bpbc.gzip_reader, "PARALLEL_GZIP_CHUNK"): 4 << 20},
+    "rapidgzip read in place": {(bpbc.io, "_READ_IN_PLACE"): (bpbc.gzip_reader.ParallelGzip, io.FileIO)},
     "4 compression threads": {(bpbc.resources, "COMPRESSION_THREADS"): 4},
     "isal, one thread": {(bpbc.io, "PARALLEL_GZIP_MIN_THREADS"): 1 << 20},
 }
