@@ -635,13 +635,15 @@ class _Run:
     H200, 1.2-1.4 s instead of 1.8-2.2), else each call runs as submitted."""
 
     def __init__(self, stack: ExitStack, screener, trimmer, plan: CorePlan, stages: StageTimes,
-                 statistics: Statistics, write_paf: Callable | None, sinks: dict, pair_filter: str):
+                 statistics: Statistics, write_paf: Callable | None, sinks: dict, pair_filter: str,
+                 hits_only: bool):
         self.screener, self.trimmer, self.plan, self.stages, self.statistics = screener, trimmer, plan, stages, statistics
         self.write_paf, self.sinks, self.pair_filter, self.mates = write_paf, sinks, pair_filter, statistics.mates
         self.pattern_texts, self.pattern_lengths = Texts.of(screener.pattern_names), screener.pattern_lengths.tolist()
         self.demultiplexing = isinstance(sinks.get("matched"), DemuxSink)
-        #: whether only the hits' records are needed once a chunk is screened (hits_only)
-        self.hits_only = not sinks and trimmer is None
+        #: whether only the hits' records are needed once a chunk is screened (hits_only): the
+        #: reading's decision (read_chunks), so that the two agree
+        self.hits_only = hits_only
         self.traceback_failed = threading.Event()
         # entered after the outputs, so stopped before they are closed; the tracebacks first
         inline = not plan.threaded
@@ -772,8 +774,9 @@ def screen_files(
         stages = StageTimes()
         size = chunk_size_for(settings, len(patterns), mates)  # lowered below once the run knows its devices
         # reading starts now, beside the engine's set-up (device, kernels)
-        chunks = read_chunks(source, source2, interleaved, lambda: size,
-                             hits_only=trimming is None and not any(paths.values()))
+        # no reads written, no trimming: a screened chunk keeps only its hits' records
+        hits_only = trimming is None and not any(paths.values())
+        chunks = read_chunks(source, source2, interleaved, lambda: size, hits_only)
         prefetched_chunks = stack.enter_context(closing(prefetched(stages.timed(chunks, "read"))))
         screener = make_screener(settings, patterns, display_name(patterns_path))
         trimmer = None if trimming is None else trimming.trimmer_for(settings, screener, patterns,
@@ -791,7 +794,8 @@ def screen_files(
                                               interleaved)) is not None}
         files.json_summary(json_path)
         assert summary.statistics is not None
-        run = _Run(stack, screener, trimmer, plan, stages, summary.statistics, write_paf, sinks, settings.pair_filter)
+        run = _Run(stack, screener, trimmer, plan, stages, summary.statistics, write_paf, sinks, settings.pair_filter,
+                   hits_only)
         makers = twin_makers(screener)
         summary.devices = 1 + len(makers)
         if makers and settings.chunk_size is None:
