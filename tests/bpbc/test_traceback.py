@@ -792,6 +792,19 @@ def gapped_pairs(seed: int, count: int):
             pattern
 
 
+def gapped_case(seed: int, count: int, scoring: Scoring):
+    """The pairs of :func:`gapped_pairs` as the traceback takes them: (codes,
+    lengths, the patterns' table, one strand, pattern t for read t) and the
+    rule's traceback of each on the reference matrices."""
+    from bpbc.patterns import PatternTable
+
+    pairs = list(gapped_pairs(seed, count))
+    codes, lengths = encode_reads([read for read, _ in pairs])
+    table = PatternTable.build([encode_pattern(p) for _, p in pairs], ("+",))
+    return codes, lengths, table, [rule_traceback(codes[t, :lengths[t]], table.oriented(t), scoring)
+                                   for t in range(len(pairs))]
+
+
 @pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
 def test_start_boxes_are_those_of_every_alignment_ending_at_the_end_cell(scoring):
     """start_boxes (a backward pass from the end cell, cells dropped where
@@ -799,12 +812,8 @@ def test_start_boxes_are_those_of_every_alignment_ending_at_the_end_cell(scoring
     optimal alignments ending at the end cell that a backward pass over
     every cell finds, on 32 int16 lanes and 16 int32 ones."""
     from bpbc import traceback as tb
-    from bpbc.patterns import PatternTable
 
-    pairs = list(gapped_pairs(61, 160))
-    codes, lengths = encode_reads([read for read, _ in pairs])
-    table = PatternTable.build([encode_pattern(p) for _, p in pairs], ("+",))
-    ends = [rule_traceback(codes[t, :lengths[t]], table.oriented(t), scoring) for t in range(len(pairs))]
+    codes, lengths, table, ends = gapped_case(61, 160, scoring)
     chosen = np.array([t for t, al in enumerate(ends) if al.score > 0])
     expected = [reverse_anchored_box(codes[t, :lengths[t]], table.oriented(t), scoring, ends[t].score,
                                      ends[t].read_end, ends[t].pattern_end) for t in chosen]
@@ -843,12 +852,8 @@ def test_alignments_in_bands_are_those_of_the_whole_dp(scoring, monkeypatch):
     band (none left to the pass over the box), the rule's traceback on the
     reference matrices; and the same with no band (the box)."""
     from bpbc import traceback as tb
-    from bpbc.patterns import PatternTable
 
-    pairs = list(gapped_pairs(67, 120))
-    codes, lengths = encode_reads([read for read, _ in pairs])
-    table = PatternTable.build([encode_pattern(p) for _, p in pairs], ("+",))
-    expected = [rule_traceback(codes[t, :lengths[t]], table.oriented(t), scoring) for t in range(len(pairs))]
+    codes, lengths, table, expected = gapped_case(67, 120, scoring)
     boxed = []
     record_boxed(monkeypatch, boxed)
     monkeypatch.setattr(tb, "_WINDOW_FROM", -1)  # every instance through the score pass
@@ -859,12 +864,12 @@ def test_alignments_in_bands_are_those_of_the_whole_dp(scoring, monkeypatch):
         return table_alignments(found, cigars)
 
     for bits in (16, 32, None):
-        alone = [aligned(np.array([t]), bits)[0] for t in range(len(pairs))]
-        together = aligned(np.arange(len(pairs)), bits)
+        alone = [aligned(np.array([t]), bits)[0] for t in range(len(expected))]
+        together = aligned(np.arange(len(expected)), bits)
         assert alone == expected and together == expected
         assert not boxed
         monkeypatch.setattr(tb, "BANDED", False)
-        assert aligned(np.arange(len(pairs)), bits) == expected
+        assert aligned(np.arange(len(expected)), bits) == expected
         assert len(boxed) > 100
         monkeypatch.setattr(tb, "BANDED", True)
         boxed.clear()
@@ -945,13 +950,9 @@ def test_blocks_whose_bands_pass_the_budget_are_banded_lane_by_lane(monkeypatch)
     where its band passes the budget: every instance aligned in a band,
     the rule's traceback on the reference matrices."""
     from bpbc import traceback as tb
-    from bpbc.patterns import PatternTable
 
     scoring = Scoring()
-    pairs = list(gapped_pairs(79, 120))
-    codes, lengths = encode_reads([read for read, _ in pairs])
-    table = PatternTable.build([encode_pattern(p) for _, p in pairs], ("+",))
-    expected = [rule_traceback(codes[t, :lengths[t]], table.oriented(t), scoring) for t in range(len(pairs))]
+    codes, lengths, table, expected = gapped_case(79, 120, scoring)
     boxed, lone = [], []
     record_boxed(monkeypatch, boxed)
 
@@ -964,7 +965,7 @@ def test_blocks_whose_bands_pass_the_budget_are_banded_lane_by_lane(monkeypatch)
     monkeypatch.setattr(tb, "_banded", banded)
     monkeypatch.setattr(tb, "_WINDOW_FROM", -1)  # every instance through the score pass
     monkeypatch.setattr(tb, "POINTER_BUDGET", 200)  # a lane's rows fit (under 100 columns), 16 or 32 lanes' do not
-    rows = np.arange(len(pairs))
+    rows = np.arange(len(expected))
     found, cigars = tb._run_batch(codes, lengths, rows, table, rows, scoring, True, np.zeros(len(rows), bool))
     got = table_alignments(found, cigars)
     assert got == expected
@@ -981,16 +982,10 @@ def test_score_pass_in_stripes_on_threads_is_the_whole_pass(scoring, monkeypatch
     repeated text among them; and end_cells takes that road where its
     blocks are fewer than the threads."""
     from bpbc import traceback as tb
-    from bpbc.patterns import PatternTable
 
-    pairs = list(gapped_pairs(83, 80))
-    codes, lengths = encode_reads([read for read, _ in pairs])
-    table = PatternTable.build([encode_pattern(p) for _, p in pairs], ("+",))
-    rows = np.arange(len(pairs))
-    expected = []
-    for t in rows:
-        al = rule_traceback(codes[t, :lengths[t]], table.oriented(t), scoring)
-        expected.append([al.score, al.read_end, al.pattern_end])
+    codes, lengths, table, alignments = gapped_case(83, 80, scoring)
+    rows = np.arange(len(alignments))
+    expected = [[al.score, al.read_end, al.pattern_end] for al in alignments]
     monkeypatch.setattr(tb, "_STRIPE_ROWS", 3)
     block_first = np.append(np.arange(0, len(rows), 8), len(rows)).astype(np.int64)
     block_width = np.maximum.reduceat(table.lengths[rows], block_first[:-1]).astype(np.int64)
@@ -1080,18 +1075,14 @@ def test_bands_past_the_budget_are_aligned_in_segments_of_rows(scoring, monkeypa
     across the segments' edges among them, none aligned lane by lane or
     over its box."""
     from bpbc import traceback as tb
-    from bpbc.patterns import PatternTable
 
-    pairs = list(gapped_pairs(89, 120))
-    codes, lengths = encode_reads([read for read, _ in pairs])
-    table = PatternTable.build([encode_pattern(p) for _, p in pairs], ("+",))
-    expected = [rule_traceback(codes[t, :lengths[t]], table.oriented(t), scoring) for t in range(len(pairs))]
+    codes, lengths, table, expected = gapped_case(89, 120, scoring)
     boxed, lone = [], []
     record_boxed(monkeypatch, boxed)
     monkeypatch.setattr(tb, "_banded", lambda *args, one_lane=False, inner=tb._banded: (
         lone.append(one_lane), inner(*args, one_lane=one_lane))[1])
     monkeypatch.setattr(tb, "_WINDOW_FROM", -1)  # every instance through the score pass
-    rows = np.arange(len(pairs))
+    rows = np.arange(len(expected))
     for bits, budget in ((16, 32 * 100), (32, 16 * 100), (16, 32 * 130)):  # rows of at most 100 columns fit
         monkeypatch.setattr(tb, "POINTER_BUDGET", budget)
         found, cigars = tb._run_batch(codes, lengths, rows, table, rows, scoring, True, np.zeros(len(rows), bool),
