@@ -38,6 +38,7 @@ if __package__ in (None, ""):  # run as a file: the repository root on the path,
     sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from bench.long_reads import lambda_sequences  # noqa: E402
+from bench.long_traceback import timed_parts  # noqa: E402
 
 PARTS = ("start_boxes", "_banded")
 
@@ -81,30 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         hit = ends[:, 0] >= args.threshold
         rows, ks, ends = rows[hit], ks[hit], ends[hit]
         np.savez(ends_path, rows=rows, ks=ks, ends=ends)
-    seconds: dict[str, list[float]] = {}
-
-    def timed(function, name):
-        def run(*call, **named):  # a call inside another of its name counted once
-            if name in depth:
-                return function(*call, **named)
-            depth.add(name)
-            wall, cpu = time.perf_counter(), time.process_time()
-            try:
-                return function(*call, **named)
-            finally:
-                depth.discard(name)
-                spent = seconds.setdefault(name, [0.0, 0.0])
-                spent[0] += time.perf_counter() - wall
-                spent[1] += time.process_time() - cpu
-        return run
-
-    depth: set[str] = set()
-    originals = {name: getattr(tb, name) for name in PARTS if hasattr(tb, name)}
-    for name, function in originals.items():
-        setattr(tb, name, timed(function, name))
     print(f"{len(rows)} hits of {len(reads)} reads, {int((ends[:, 1]).sum())} read bases to their ends, "
           f"{get_num_threads()} numba threads", file=sys.stderr)
-    try:
+    with timed_parts(tb, PARTS) as seconds:
         found = tb.align_hits(codes, lengths, rows, ks, table, strands, scoring, known_ends=ends)  # kernels loaded
         for _ in range(args.repeats):
             seconds.clear()
@@ -113,9 +93,6 @@ def main(argv: list[str] | None = None) -> int:
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             parts = "  ".join(f"{name} {w:.3f} s wall {c:.3f} thread-s" for name, (w, c) in seconds.items())
             print(f"align_hits {wall:.3f} s wall {cpu:.3f} thread-s  {parts}  digest {digest(found)}", flush=True)
-    finally:
-        for name, function in originals.items():
-            setattr(tb, name, function)
     wrong = int((found.score != ends[:, 0]).sum())
     print(f"scores unlike the end cells': {wrong}", flush=True)
     return 1 if wrong else 0

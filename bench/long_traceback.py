@@ -26,6 +26,8 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +39,40 @@ from bench.environment import RESULTS_DIR, environment, write_csv  # noqa: E402
 from bench.long_reads import lambda_sequences, parasail_scores  # noqa: E402
 
 PARTS = ("end_cells", "start_boxes", "_banded")
+
+
+@contextmanager
+def timed_parts(module, names) -> Iterator[dict[str, list[float]]]:
+    """The functions ``names`` of ``module`` (those it has) timed while
+    inside: the dict it gives fills with each one's [wall, CPU] seconds (the
+    process's CPU time: every numba thread's), a call inside another of its
+    name (the bands' lane-by-lane retry) counted once; clear it between runs."""
+    seconds: dict[str, list[float]] = {}
+    inside: set[str] = set()
+
+    def timed(name: str, function):
+        def run(*call, **named):
+            if name in inside:
+                return function(*call, **named)
+            inside.add(name)
+            wall, cpu = time.perf_counter(), time.process_time()
+            try:
+                return function(*call, **named)
+            finally:
+                inside.discard(name)
+                spent = seconds.setdefault(name, [0.0, 0.0])
+                spent[0] += time.perf_counter() - wall
+                spent[1] += time.process_time() - cpu
+        return run
+
+    originals = {name: getattr(module, name) for name in names if hasattr(module, name)}
+    for name, function in originals.items():
+        setattr(module, name, timed(name, function))
+    try:
+        yield seconds
+    finally:
+        for name, function in originals.items():
+            setattr(module, name, function)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,31 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     codes, lengths = encode_reads([reads[r] for r in hits.read])
     ks = hits.pattern * len(screener.strands) + hits.strand
     whole = ((codes, lengths, np.arange(len(hits)), ks, screener.table, screener.strands, screener.scoring), {})
-    seconds: dict[str, float] = {}
-    depth: dict[str, int] = {}
-
-    def timed(name: str):
-        function = getattr(tb, name)
-
-        def run(*call, **named):  # a call inside another of its name (the bands' lane-by-lane retry) counted once
-            depth[name] = depth.get(name, 0) + 1
-            started = time.perf_counter()
-            try:
-                return function(*call, **named)
-            finally:
-                depth[name] -= 1
-                if not depth[name]:
-                    seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - started
-
-        return function, run
-
-    originals = {}
-    for name in PARTS:
-        originals[name], wrapper = timed(name)
-        setattr(tb, name, wrapper)
     rows = []
     cores = len(os.sched_getaffinity(0))
-    try:
+    with timed_parts(tb, PARTS) as seconds:
         for path, (call, named) in (("windowed", windowed), ("whole", whole)):
             found = tb.align_hits(*call, **named)  # untimed: the kernels loaded
             for repeat in range(args.repeats):
@@ -106,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                 started = time.perf_counter()
                 found = tb.align_hits(*call, **named)
                 total = time.perf_counter() - started
-                row = {"path": path, "repeat": repeat, "hits": len(hits), "threads": cores,
-                       "seconds": round(total, 3), **{f"{name}_s": round(seconds.get(name, 0.0), 3) for name in PARTS}}
+                row = {"path": path, "repeat": repeat, "hits": len(hits), "threads": cores, "seconds": round(total, 3),
+                       **{f"{name}_s": round(seconds.get(name, [0.0])[0], 3) for name in PARTS}}
                 print(f"{path:9} {total:7.3f} s  " + "  ".join(f"{k} {v}" for k, v in row.items() if k.endswith("_s")),
                       file=sys.stderr, flush=True)
                 rows.append(row)
@@ -122,9 +136,6 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append({"path": "whole", "what": "parasail sw_striped_profile_32, both strands", "hits": len(hits),
                              "wrong": wrong})
                 print(f"parasail: {wrong} of {len(hits)} scores differ", file=sys.stderr, flush=True)
-    finally:
-        for name, function in originals.items():
-            setattr(tb, name, function)
     path = write_csv(args.out / args.csv, rows, environment(None))
     print(f"wrote {path}", file=sys.stderr)
     return 0
