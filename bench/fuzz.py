@@ -869,12 +869,12 @@ def _parallel_gzip_if_asked() -> None:
     With --blocks: single reads in plain FASTQ parsed in blocks
     (bpbc.fastq_blocks) on one thread too, blocks of 512 bytes with 4 KiB of
     room in front, so that the boundaries fall inside the small inputs."""
-    import bpbc.io
+    import bpbc.gzip_reader
 
     if os.environ.get(PARALLEL_GZIP_VARIABLE):
-        bpbc.io.PARALLEL_GZIP_MIN_THREADS = 1
-        bpbc.io.PARALLEL_GZIP_MIN_BYTES = 0
-        bpbc.io.GZIP_PROCESS_MIN_BYTES = 0
+        bpbc.gzip_reader.PARALLEL_GZIP_MIN_THREADS = 1
+        bpbc.gzip_reader.PARALLEL_GZIP_MIN_BYTES = 0
+        bpbc.gzip_reader.GZIP_PROCESS_MIN_BYTES = 0
     if os.environ.get(BLOCKS_VARIABLE):
         from bpbc import fastq_blocks
 

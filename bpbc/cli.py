@@ -418,6 +418,8 @@ def _screen(reads, patterns, threshold, min_score_fraction, reads2, interleaved,
     reads_files = _reads_files(reads or [], patterns, reads_from)
     distributed = dask is not None or dask_scheduler_file is not None
     many = reads_from is not None or len(reads_files) > 1
+    if not distributed and not many:
+        _start_reading_early([reads_files[0], reads2], settings.threads)
     from bpbc.engines import set_up_process  # numpy: the run's modules load from here on
 
     set_up_process()  # before numba may load its OpenMP runtime
@@ -481,8 +483,25 @@ def _screen(reads, patterns, threshold, min_score_fraction, reads2, interleaved,
     except KeyboardInterrupt:
         _error("interrupted")
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        gzip_reader = sys.modules.get("bpbc.gzip_reader")
+        if gzip_reader is not None:
+            gzip_reader.close_unused()  # what _start_reading_early started and no run took
     if not quiet:
         print(summary.format(), file=sys.stderr)
+
+
+def _start_reading_early(paths: list, threads: int | None) -> None:
+    """Large gzip reads files' decompression started now, on the threads the
+    run's plan gives reading (bpbc.gzip_reader.start_early): the child's
+    start and first chunks then run beside the imports still to come."""
+    from bpbc.gzip_reader import start_early
+    from bpbc.resources import plan_run
+
+    read_threads = plan_run(threads).read
+    for path in paths:
+        if path is not None and path != "-":
+            start_early(path, read_threads)
 
 
 def _reads_files(reads: list[str], patterns: str, reads_from: str | None) -> list[str]:

@@ -22,9 +22,11 @@ import os
 import pickle
 import re
 import signal
+import stat
 import struct
 import subprocess
 import sys
+import threading
 from collections import deque
 
 #: compressed bytes a rapidgzip thread decompresses at a time: its default 4 MiB
@@ -37,6 +39,18 @@ PARALLEL_GZIP_CHUNK = 1 << 20
 #: on the 64-core benchmark host (bench/results/host_scaling_x4_h200.txt), about
 #: 50 s for its 4.15 GB file of 32 members, where the whole run takes 14 s
 END_CHECK_MAX_BYTES = 64 << 20
+#: gzip input is decompressed by rapidgzip on this many threads or more (one
+#: ISA-L thread is faster below: 0.41 s against 0.77 s with 2 threads for 348 MB)
+PARALLEL_GZIP_MIN_THREADS = 4
+#: ... and only when the compressed file is at least this large: for a small
+#: file starting the threads costs more than they save, and rapidgzip reports
+#: some damage in a small file on stderr besides raising
+PARALLEL_GZIP_MIN_BYTES = 16 << 20
+#: ... in a process of its own from this size on (GzipProcess: beside the
+#: run's threads rapidgzip's reader in this process ran at a tenth of its
+#: speed); below, the process's start is not repaid
+GZIP_PROCESS_MIN_BYTES = 64 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
 #: the empty member that ends a BGZF file (the SAM/BAM specification, section 4.1.2)
 _BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 
@@ -363,3 +377,99 @@ def serve_in_child(argv: list[str]) -> None:
                 answer(lambda: stream.seek(value, extra))
     if stream is not None:
         stream.close()
+
+
+def _reader_for(path, threads: int) -> type | None:
+    """GzipProcess or ParallelGzip where decompressing ``path`` on
+    ``threads`` threads pays (see :func:`parallel_gzip`), else None."""
+    if threads < PARALLEL_GZIP_MIN_THREADS:
+        return None
+    size = os.path.getsize(path)
+    if not stat.S_ISREG(os.stat(path).st_mode) or size < PARALLEL_GZIP_MIN_BYTES:
+        return None
+    with open(path, "rb") as probe:
+        if probe.read(2) != _GZIP_MAGIC:
+            return None
+    return GzipProcess if size >= GZIP_PROCESS_MIN_BYTES and hasattr(os, "memfd_create") else ParallelGzip
+
+
+def parallel_gzip(path, threads: int | None):
+    """``path`` opened for parallel decompression when that pays: a regular
+    gzip file of at least PARALLEL_GZIP_MIN_BYTES and at least
+    PARALLEL_GZIP_MIN_THREADS threads to spend (``threads``, None: the
+    usable cores), decompressed in a process of its own
+    (:class:`GzipProcess`, the one :func:`start_early` started if it did)
+    from GZIP_PROCESS_MIN_BYTES on, else in this one (:class:`ParallelGzip`);
+    None for stdin, pipes, other formats and small files."""
+    from .resources import usable_cores
+
+    threads = usable_cores() if threads is None else threads
+    try:
+        started = _STARTED.pop(_started_key(path, threads), None)
+        if started is not None:
+            return started.result()
+        reader = _reader_for(path, threads)
+        return None if reader is None else reader(path, threads)
+    except ImportError:
+        return None  # rapidgzip missing: ISA-L on one thread
+
+
+class _Starting:
+    """A GzipProcess being started in a thread of its own (its child's
+    start: a Python process that imports rapidgzip and opens the file)."""
+
+    def __init__(self, path, threads: int):
+        self._made: GzipProcess | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._make, args=(path, threads), name="bpbc-gzip-start", daemon=True)
+        self._thread.start()
+
+    def _make(self, path, threads: int) -> None:
+        try:
+            self._made = GzipProcess(path, threads)
+        except BaseException as error:  # noqa: BLE001 - raised where the run opens the file
+            self._error = error
+
+    def result(self) -> GzipProcess:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._made is not None
+        return self._made
+
+
+#: the processes start_early started, by (absolute path, threads), until parallel_gzip takes them
+_STARTED: dict[tuple[str, int], _Starting] = {}
+
+
+def _started_key(path, threads: int) -> tuple[str, int]:
+    return os.path.abspath(os.fspath(path)), threads
+
+
+def start_early(path, threads: int) -> None:
+    """Start the decompressing process of ``path`` now, where
+    :func:`parallel_gzip` would start one for ``threads`` threads: the
+    command does so as soon as it knows its reads file, so that the child's
+    start and its first chunks run beside the command's imports, not after
+    them; parallel_gzip of the same path and threads takes it, and raises
+    any error it met. Nothing for any other file, or one that cannot be
+    looked at (the run names its problem)."""
+    try:
+        if _reader_for(path, threads) is not GzipProcess:
+            return
+    except OSError:
+        return
+    key = _started_key(path, threads)
+    if key not in _STARTED:
+        _STARTED[key] = _Starting(path, threads)
+
+
+def close_unused() -> None:
+    """End the processes :func:`start_early` started that no run took (the
+    command stopped before reading, or read the file otherwise)."""
+    while _STARTED:
+        _, starting = _STARTED.popitem()
+        try:
+            starting.result().close()
+        except Exception:  # noqa: BLE001, S110 - its error is of no use now: no run reads the file
+            pass

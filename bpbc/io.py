@@ -37,7 +37,7 @@ from xopen import xopen
 from bpbc.alphabet import SequenceError, encode_pattern
 from bpbc.buffers import BufferPool
 from bpbc.errors import InputError
-from bpbc.gzip_reader import GzipProcess, ParallelGzip
+from bpbc.gzip_reader import parallel_gzip
 
 STDIN = "-"
 _NON_ASCII = re.compile(rb"[\x80-\xff]")
@@ -414,18 +414,6 @@ class _ReadAhead(io.RawIOBase):
         super().close()
 
 
-#: gzip input is decompressed by rapidgzip on this many threads or more (one
-#: ISA-L thread is faster below: 0.41 s against 0.77 s with 2 threads for 348 MB)
-PARALLEL_GZIP_MIN_THREADS = 4
-#: ... and only when the compressed file is at least this large: for a small
-#: file starting the threads costs more than they save, and rapidgzip reports
-#: some damage in a small file on stderr besides raising
-PARALLEL_GZIP_MIN_BYTES = 16 << 20
-#: ... in a process of its own from this size on (bpbc.gzip_reader.GzipProcess:
-#: beside the run's threads rapidgzip's reader in this process ran at a
-#: tenth of its speed); below, the process's start is not repaid
-GZIP_PROCESS_MIN_BYTES = 64 << 20
-_GZIP_MAGIC = b"\x1f\x8b"
 def _plain_fastq(path):
     """``path`` opened unbuffered when it is a regular file whose first byte
     is '@' (plain FASTQ: compressed formats start otherwise), else None. The
@@ -438,33 +426,6 @@ def _plain_fastq(path):
         return handle
     handle.close()
     return None
-
-
-def parallel_gzip(path, threads: int | None):
-    """``path`` opened for parallel decompression when that pays: a regular
-    gzip file of at least PARALLEL_GZIP_MIN_BYTES and at least
-    PARALLEL_GZIP_MIN_THREADS threads to spend (``threads``, None: the
-    usable cores), decompressed in a process of its own
-    (:class:`~bpbc.gzip_reader.GzipProcess`) from GZIP_PROCESS_MIN_BYTES on,
-    else in this one (:class:`~bpbc.gzip_reader.ParallelGzip`); None for
-    stdin, pipes, other formats and small files."""
-    from .resources import usable_cores
-
-    threads = usable_cores() if threads is None else threads
-    if threads < PARALLEL_GZIP_MIN_THREADS:
-        return None
-    try:
-        size = os.path.getsize(path)
-        if not stat.S_ISREG(os.stat(path).st_mode) or size < PARALLEL_GZIP_MIN_BYTES:
-            return None
-        with open(path, "rb") as probe:
-            if probe.read(2) != _GZIP_MAGIC:
-                return None
-        if size >= GZIP_PROCESS_MIN_BYTES and hasattr(os, "memfd_create"):
-            return GzipProcess(path, threads)
-        return ParallelGzip(path, threads)
-    except ImportError:
-        return None  # rapidgzip missing: ISA-L on one thread
 
 
 #: bytes read from the input at a time on the raw FASTQ route

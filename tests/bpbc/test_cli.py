@@ -249,6 +249,42 @@ def test_compressed_reads(capsys, tmp_path, suffix, compress):
     assert status == 0 and out == golden("expected.paf")
 
 
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="a gzip reader process needs memfd_create (Linux)")
+def test_a_gzip_reads_file_is_decompressed_from_the_commands_start(capsys, tmp_path, monkeypatch):
+    """Where a gzip file is decompressed in a process of its own, the command
+    starts that process before its imports (gzip_reader.start_early), and
+    the run reads through it: one process, the same PAF; a damaged file
+    gives the run's one-line error, and no process is left either way."""
+    pytest.importorskip("rapidgzip")
+    import bpbc.gzip_reader
+
+    monkeypatch.setattr(bpbc.gzip_reader, "PARALLEL_GZIP_MIN_THREADS", 2)
+    monkeypatch.setattr(bpbc.gzip_reader, "PARALLEL_GZIP_MIN_BYTES", 0)
+    monkeypatch.setattr(bpbc.gzip_reader, "GZIP_PROCESS_MIN_BYTES", 0)
+    started, made = [], []
+    starting, making = bpbc.gzip_reader._Starting._make, bpbc.gzip_reader.GzipProcess.__init__
+    monkeypatch.setattr(bpbc.gzip_reader._Starting, "_make",
+                        lambda self, *args: (started.append(args), starting(self, *args))[1])
+    monkeypatch.setattr(bpbc.gzip_reader.GzipProcess, "__init__",
+                        lambda self, *args: (made.append(self), making(self, *args))[1])
+    path = tmp_path / "reads.fq.gz"
+    path.write_bytes(gzip.compress(READS.read_bytes()))
+    status, out, _ = run_cli(capsys, path, PATTERNS, "-t", "20", "-q", "--threads", "2")
+    assert status == 0 and out == golden("expected.paf")
+    assert started == [(str(path), 2)] and len(made) == 1 and not bpbc.gzip_reader._STARTED
+    path.write_bytes(gzip.compress(READS.read_bytes() * 20)[:-30])
+    status, out, err = run_cli(capsys, path, PATTERNS, "-t", "20", "-q", "--threads", "2")
+    assert status == 1 and out == ""
+    assert_one_line_error(err, path, "truncated")
+    assert len(started) == 2 and not bpbc.gzip_reader._STARTED
+    status, _, err = run_cli(capsys, path, PATTERNS, "-t", "20", "--threads", "2", "--gap-open", "0")
+    assert status == 1 and "gap_open" in err and len(started) == 2  # a usage error: nothing started
+    path.write_bytes(gzip.compress(READS.read_bytes()))
+    status, _, err = run_cli(capsys, path, tmp_path / "absent.fa", "-t", "20", "--threads", "2")
+    assert status == 1 and "absent.fa" in err and len(started) == 3  # started, then not read: ended
+    assert not bpbc.gzip_reader._STARTED and made[-1]._child is None and made[-1].closed
+
+
 def test_fasta_crlf_and_lowercase_reads_are_accepted(capsys, tmp_path):
     fasta = write_fasta(tmp_path / "reads.fa", line_length=25)
     crlf = tmp_path / "crlf.fa"

@@ -206,3 +206,65 @@ def test_a_file_gone_before_it_is_opened_again_is_a_gzip_error(tmp_path):
     finally:
         stream.close()
     assert str(caught.value) == f"Opening file '{path}' with mode 'rb' failed!"
+
+
+@pytest.fixture
+def every_gzip_in_a_process(monkeypatch):
+    """Every gzip file, however small, decompressed in a process of its own from 2 threads on."""
+    monkeypatch.setattr(bpbc.gzip_reader, "PARALLEL_GZIP_MIN_THREADS", 2)
+    monkeypatch.setattr(bpbc.gzip_reader, "PARALLEL_GZIP_MIN_BYTES", 0)
+    monkeypatch.setattr(bpbc.gzip_reader, "GZIP_PROCESS_MIN_BYTES", 0)
+    yield
+    bpbc.gzip_reader.close_unused()
+
+
+def test_a_process_started_early_is_the_one_the_reading_takes(tmp_path, monkeypatch, small_slots,
+                                                              every_gzip_in_a_process):
+    """start_early starts the process parallel_gzip would, for that path and
+    threads only (the same path, spelt relative, too); parallel_gzip takes
+    it, once, and it reads the file."""
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(gzip.compress(DATA))
+    plain = tmp_path / "r.fq"
+    plain.write_bytes(DATA)
+    bpbc.gzip_reader.start_early(path, 3)
+    bpbc.gzip_reader.start_early(plain, 3)  # not gzip: nothing started
+    bpbc.gzip_reader.start_early(path, 1)  # too few threads: nothing
+    bpbc.gzip_reader.start_early(tmp_path / "absent.fq.gz", 3)  # the run names that problem
+    started = bpbc.gzip_reader._STARTED
+    assert list(started) == [(str(path), 3)]
+    early = started[(str(path), 3)].result()
+    monkeypatch.chdir(tmp_path)
+    stream = bpbc.gzip_reader.parallel_gzip("r.fq.gz", 3)
+    try:
+        assert stream is early and not started
+        assert stream.read() == DATA
+    finally:
+        stream.close()
+    again = bpbc.gzip_reader.parallel_gzip(path, 3)  # a second opening starts its own
+    assert isinstance(again, GzipProcess) and again is not early
+    again.close()
+
+
+def test_a_process_started_early_raises_its_error_where_the_file_is_read(tmp_path, small_slots,
+                                                                          every_gzip_in_a_process):
+    """A file that rapidgzip refuses: the early start keeps the error, and
+    parallel_gzip raises it, as it raises the error of a process it starts."""
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(b"\x1f\x8b not gzip at all" * 100)
+    with pytest.raises(GzipError) as late:
+        bpbc.gzip_reader.parallel_gzip(path, 2).read()
+    bpbc.gzip_reader.start_early(path, 2)
+    with pytest.raises(GzipError) as early:
+        bpbc.gzip_reader.parallel_gzip(path, 2).read()
+    assert str(early.value) == str(late.value)
+
+
+def test_close_unused_ends_the_processes_no_reading_took(tmp_path, small_slots, every_gzip_in_a_process):
+    path = tmp_path / "r.fq.gz"
+    path.write_bytes(gzip.compress(DATA))
+    bpbc.gzip_reader.start_early(path, 2)
+    child = bpbc.gzip_reader._STARTED[(str(path), 2)].result()._child
+    assert child is not None and _alive(child.pid)
+    bpbc.gzip_reader.close_unused()
+    assert not bpbc.gzip_reader._STARTED and not _alive(child.pid)

@@ -911,9 +911,9 @@ def gzip_reader(request, monkeypatch) -> str:
     every gzip file."""
     if request.param != "isal":
         pytest.importorskip("rapidgzip")
-        monkeypatch.setattr(bpbc.io, "PARALLEL_GZIP_MIN_THREADS", 1)
-        monkeypatch.setattr(bpbc.io, "PARALLEL_GZIP_MIN_BYTES", 0)
-        monkeypatch.setattr(bpbc.io, "GZIP_PROCESS_MIN_BYTES", 0 if request.param == "process" else 1 << 62)
+        monkeypatch.setattr(bpbc.gzip_reader, "PARALLEL_GZIP_MIN_THREADS", 1)
+        monkeypatch.setattr(bpbc.gzip_reader, "PARALLEL_GZIP_MIN_BYTES", 0)
+        monkeypatch.setattr(bpbc.gzip_reader, "GZIP_PROCESS_MIN_BYTES", 0 if request.param == "process" else 1 << 62)
     return request.param
 
 
