@@ -60,6 +60,55 @@ def _igzip_threaded():
     return igzip_threaded
 
 
+class FixedBlockGzip(io.BufferedIOBase):
+    """python-isal's threaded gzip writer fed blocks of exactly ``block_size``
+    bytes (the last one shorter). That writer compresses each block it is
+    handed on its own (the previous block as dictionary) and its buffer hands
+    over whatever a write leaves it, so the compressed bytes followed the
+    sizes of the writes: the same run gave another ``--unmatched`` .gz each
+    time on a GPU host, the data identical. Here they depend on the data
+    alone, the same for any number of threads. :meth:`flush` hands over whole
+    blocks only; the rest goes at :meth:`close`."""
+
+    def __init__(self, path: str, mode: str, threads: int, block_size: int = COMPRESSION_BLOCK):
+        super().__init__()
+        self._file = _igzip_threaded().open(path, mode, compresslevel=1, threads=threads, block_size=block_size)
+        self._raw = self._file.raw  # written to directly: the buffered layer stays empty
+        self._block_size = block_size
+        self._pending = bytearray()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        size = len(view)
+        if self._pending:
+            room = self._block_size - len(self._pending)
+            self._pending += view[:room]
+            view = view[room:]
+            if len(self._pending) < self._block_size:
+                return size
+            self._raw.write(self._pending)  # copied there (bytes(...)): the buffer is reused
+            del self._pending[:]
+        whole = len(view) - len(view) % self._block_size
+        for start in range(0, whole, self._block_size):
+            self._raw.write(view[start:start + self._block_size])
+        self._pending += view[whole:]
+        return size
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if self._pending:
+                self._raw.write(self._pending)
+                self._pending = bytearray()
+        finally:
+            self._file.close()
+            super().close()
+
+
 def display_name(path) -> str:
     """How a path appears in messages and summaries."""
     return "<stdin>" if path == STDIN else os.fspath(path)
@@ -906,11 +955,10 @@ class AtomicOutput:
             else:
                 threads = self.compression_threads
         mode = "ab" if append else "wb"
-        if compression == "gz" and threads > 1 and _igzip_threaded() is not None:
-            # xopen runs ISA-L's threaded gzip writer with one thread at level
-            # 1; the same writer with several compresses several times faster
-            handle = _igzip_threaded().open(self.temp_path, mode, compresslevel=1, threads=threads,
-                                            block_size=COMPRESSION_BLOCK)
+        if compression == "gz" and threads > 0 and _igzip_threaded() is not None:
+            # ISA-L's threaded gzip writer at level 1, as xopen runs it with one
+            # thread; with several it compresses several times faster
+            handle = FixedBlockGzip(self.temp_path, mode, threads)
         else:
             handle = xopen(self.temp_path, mode, compresslevel=1, threads=threads, format=compression)  # type: ignore[call-overload]
         self._handles.append(handle)
