@@ -45,6 +45,9 @@ _NON_ASCII = re.compile(rb"[\x80-\xff]")
 #: bytes per block handed to a compression thread: ISA-L's default 1 MiB meant
 #: a few thousand thread handovers (each waiting for the GIL) per GB written
 COMPRESSION_BLOCK = 4 << 20
+#: bytes per write into a compressor in the writing thread (demultiplexed
+#: files, many open at once: each holds up to this many bytes pending)
+STREAM_BLOCK = 64 << 10
 #: a zstd frame holding no data (zstd.compress(b""))
 EMPTY_ZSTD_FRAME = bytes.fromhex("28b52ffd2000010000")
 #: output compression by file name suffix, as xopen names the formats
@@ -60,21 +63,23 @@ def _igzip_threaded():
     return igzip_threaded
 
 
-class FixedBlockGzip(io.BufferedIOBase):
-    """python-isal's threaded gzip writer fed blocks of exactly ``block_size``
-    bytes (the last one shorter). That writer compresses each block it is
+class FixedBlocks(io.BufferedIOBase):
+    """A compressed file fed writes of exactly ``block_size`` bytes (the last
+    one shorter), whatever the writes it is given, by ``write`` (by default
+    the file's own). ISA-L's compressors give other bytes for the same data
+    cut into other writes: its threaded writer compresses each block it is
     handed on its own (the previous block as dictionary) and its buffer hands
-    over whatever a write leaves it, so the compressed bytes followed the
-    sizes of the writes: the same run gave another ``--unmatched`` .gz each
-    time on a GPU host, the data identical. Here they depend on the data
-    alone, the same for any number of threads. :meth:`flush` hands over whole
-    blocks only; the rest goes at :meth:`close`."""
+    over whatever a write leaves it; its one-thread stream differs too. The
+    compressed bytes followed the sizes of the run's chunks: the same run gave
+    another ``--unmatched`` .gz each time on a GPU host, the data identical.
+    Here they follow the data alone, the same for any number of threads.
+    :meth:`flush` hands over whole blocks only; the rest goes at :meth:`close`,
+    which closes the file."""
 
-    def __init__(self, path: str, mode: str, threads: int, block_size: int = COMPRESSION_BLOCK):
+    def __init__(self, file, block_size: int, write: Callable | None = None):
         super().__init__()
-        self._file = _igzip_threaded().open(path, mode, compresslevel=1, threads=threads, block_size=block_size)
-        self._raw = self._file.raw  # written to directly: the buffered layer stays empty
-        self._block_size = block_size
+        self._file, self._block_size = file, block_size
+        self._write = write or file.write
         self._pending = bytearray()
 
     def writable(self) -> bool:
@@ -89,11 +94,11 @@ class FixedBlockGzip(io.BufferedIOBase):
             view = view[room:]
             if len(self._pending) < self._block_size:
                 return size
-            self._raw.write(self._pending)  # copied there (bytes(...)): the buffer is reused
+            self._write(self._pending)  # compressed or copied before it returns: the buffer is reused
             del self._pending[:]
         whole = len(view) - len(view) % self._block_size
         for start in range(0, whole, self._block_size):
-            self._raw.write(view[start:start + self._block_size])
+            self._write(view[start:start + self._block_size])
         self._pending += view[whole:]
         return size
 
@@ -102,7 +107,7 @@ class FixedBlockGzip(io.BufferedIOBase):
             return
         try:
             if self._pending:
-                self._raw.write(self._pending)
+                self._write(self._pending)
                 self._pending = bytearray()
         finally:
             self._file.close()
@@ -957,10 +962,15 @@ class AtomicOutput:
         mode = "ab" if append else "wb"
         if compression == "gz" and threads > 0 and _igzip_threaded() is not None:
             # ISA-L's threaded gzip writer at level 1, as xopen runs it with one
-            # thread; with several it compresses several times faster
-            handle = FixedBlockGzip(self.temp_path, mode, threads)
+            # thread; with several it compresses several times faster. Its blocks
+            # go straight to the threads: its buffered layer stays empty
+            file = _igzip_threaded().open(self.temp_path, mode, compresslevel=1, threads=threads,
+                                          block_size=COMPRESSION_BLOCK)
+            handle = FixedBlocks(file, COMPRESSION_BLOCK, file.raw.write)
         else:
             handle = xopen(self.temp_path, mode, compresslevel=1, threads=threads, format=compression)  # type: ignore[call-overload]
+            if compression:
+                handle = FixedBlocks(handle, COMPRESSION_BLOCK if threads else STREAM_BLOCK)
         self._handles.append(handle)
         return handle
 

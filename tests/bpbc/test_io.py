@@ -483,33 +483,43 @@ def test_several_devices_take_chunks_of_bounded_work():
     assert several_devices_chunk_size(100_000, screener([10_000] * 2000)) == SEVERAL_DEVICES_MIN_CHUNK
 
 
-@pytest.mark.parametrize("threads", [1, 3])
-def test_gzip_output_bytes_follow_the_data_not_the_writes(tmp_path, threads):
-    """The compressed bytes are the same however the data was cut into
-    writes and for any number of compression threads: ISA-L's threaded
-    writer compresses each block it is handed on its own, and its buffer had
-    handed over what each write left, so the same run's --unmatched .gz
-    differed from run to run on a GPU host (chunks of other sizes). Fails
-    with the writes handed to ISA-L's own buffered writer."""
+@pytest.mark.parametrize("threads", [0, 1, 3])
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+def test_compressed_output_bytes_follow_the_data_not_the_writes(tmp_path, monkeypatch, threads, suffix):
+    """An output's compressed bytes are the same however the data was cut
+    into writes, and for a gzip file whatever the number of compression
+    threads (0: compressed in the writing thread, as demultiplexed files are;
+    the one-thread stream differs from the blocks). ISA-L's threaded writer
+    compresses each block it is handed on its own, its one-thread stream
+    differs too, so the same run's --unmatched .gz differed from run to run
+    on a GPU host (chunks of other sizes). Fails with the writes handed to
+    ISA-L's writers as they come."""
     import numpy as np
+    from xopen import xopen
 
-    from bpbc.io import FixedBlockGzip
-
+    monkeypatch.setattr(bpbc.io, "COMPRESSION_BLOCK", 64 << 10)
+    monkeypatch.setattr(bpbc.io, "STREAM_BLOCK", 16 << 10)
     rng = np.random.default_rng(5)
-    data = rng.choice(np.frombuffer(b"ACGT\n", np.uint8), 3 * 4096 + 777).tobytes()
+    # (the one-thread stream gave other bytes from about 300 kB on)
+    data = rng.choice(np.frombuffer(b"ACGT\n", np.uint8), 4 * (64 << 10) + 77_777).tobytes()
 
     def written(cuts, threads):
-        path = tmp_path / f"{len(cuts)}-{threads}.gz"
-        with FixedBlockGzip(str(path), "wb", threads, block_size=4096) as handle:
-            for start, end in zip([0, *cuts], [*cuts, len(data)]):
-                assert handle.write(memoryview(data)[start:end]) == end - start
-        assert gzip.decompress(path.read_bytes()) == data
-        return path.read_bytes()
+        output = AtomicOutput(tmp_path / f"{len(cuts)}-{threads}{suffix}", "reads")
+        handle = output.open_binary(threads=threads)
+        for start, end in zip([0, *cuts], [*cuts, len(data)]):
+            assert handle.write(memoryview(data)[start:end]) == end - start
+        output.commit()
+        with xopen(output.path, "rb") as compressed:
+            assert compressed.read() == data
+        with open(output.path, "rb") as compressed:
+            return compressed.read()
 
-    one_write = written([], 1)
+    one_write = written([], threads)
+    if suffix == ".gz" and threads:
+        assert one_write == written([], 1)
     assert written(sorted(rng.choice(len(data), 40, replace=False).tolist()), threads) == one_write
     assert written(list(range(1000, len(data), 1000)), threads) == one_write
-    assert written([4096, 8192, 8193, 9000, 12288], threads) == one_write
+    assert written([16 << 10, 64 << 10, 128 << 10, (128 << 10) + 1, 200_000, 256 << 10], threads) == one_write
 
 
 def test_gzip_reads_output_written_from_a_thread_that_ends_first(tmp_path, monkeypatch):
