@@ -58,6 +58,10 @@ SECOND_PASS_COLUMN_SECONDS = 0.9e-6
 THREADS_PER_BLOCK = 128  #: matches __launch_bounds__ in sw.cu
 ROWS_PER_LANE = (4, 5, 3, 6, 2, 8, 7, 1)  #: candidates, best first on a tie
 PINNED_MASK_BITS = 64  #: sw.cu's: planes x rows per lane up to which the kernel keeps two register buffers
+#: planes x rows per lane at most in the second pass and the end cells' pass (which keep a
+#: best or a target): ptxas for sm_90 spilled at 16 x 4 (136 bytes) and 8 x 8 (52), not at
+#: 15 x 4, 16 x 3 or 18 x 3
+LATENCY_ROW_BITS = 63
 
 
 def chain_shape(pattern_length: int) -> tuple[int, int, int]:
@@ -81,14 +85,15 @@ def latency_shape(shape: tuple[int, int, int], pattern_length: int = 0, planes: 
     but for a chain or two and time is the serial sweep over the columns:
     at most 4 rows per lane, in twice the lanes while a warp has room (on
     the H100, 1 group of 1024 columns against 128 bp: 0.80 ms in (4, 32, 1),
-    1.18 in (8, 16, 1)); where a warp has none, 4 rows in more stripes if
-    ``planes`` of more rows would not fit in registers (H and E of R rows:
-    at 16 planes, 8 rows spill; at 11, 4 and 8 rows ran as fast, one H200)."""
+    1.18 in (8, 16, 1)); where a warp has none, fewer rows in more stripes
+    if ``planes`` of these rows would not fit in registers (at 11 planes,
+    4 and 8 rows ran as fast, one H200; see LATENCY_ROW_BITS)."""
     rows, lanes, stripes = shape
     while rows > 4 and lanes < 32:
         rows, lanes = -(-rows // 2), lanes * 2
-    if rows > 4 and planes * rows > PINNED_MASK_BITS:
-        rows, stripes = 4, -(-pattern_length // (4 * lanes))
+    if planes * rows > LATENCY_ROW_BITS:
+        rows = max(1, min(4, LATENCY_ROW_BITS // planes))
+        stripes = -(-pattern_length // (rows * lanes))
     return rows, lanes, stripes
 
 

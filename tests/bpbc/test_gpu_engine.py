@@ -111,22 +111,27 @@ def test_expand_hits_reads_the_records_lane_by_lane(second_pass, counting, monke
 
 def test_latency_shape_trades_rows_for_lanes_and_still_covers_the_pattern():
     """The second pass's chains over few word groups: at most 4 rows per
-    lane unless a warp has no room for more lanes, the same stripes."""
-    from bpbc.gpu_engine import chain_shape, latency_shape
+    lane unless a warp has no room for more lanes, the same stripes; fewer
+    where the planes of more would spill."""
+    from bpbc.gpu_engine import LATENCY_ROW_BITS, chain_shape, latency_shape
 
     assert latency_shape((8, 16, 1)) == (4, 32, 1)
     assert latency_shape((8, 8, 1)) == (4, 16, 1)
     assert latency_shape((5, 32, 2)) == (5, 32, 2)
-    # where a warp has no room and more rows would spill: 4 rows, the stripes that cover the pattern
-    assert latency_shape((8, 32, 190), 48_502, 16) == (4, 32, 379)
-    assert latency_shape((8, 32, 2), 500, 8) == (8, 32, 2)
+    # where a warp has no room and more rows would spill: fewer rows, the stripes that cover the pattern
+    assert latency_shape((8, 32, 190), 48_502, 16) == (3, 32, 506)
+    assert latency_shape((4, 32, 379), 48_502, 16) == (3, 32, 506)
+    assert latency_shape((8, 32, 190), 48_502, 11) == (4, 32, 379)
+    assert latency_shape((8, 32, 190), 48_502, 7) == (8, 32, 190)
+    assert latency_shape((8, 32, 2), 500, 8) == (4, 32, 4)
     for length in range(1, 700):
         shape = chain_shape(length)
         for planes in (0, 16):
             rows, lanes, stripes = latency_shape(shape, length, planes)
             assert 32 % lanes == 0 and rows * lanes * stripes >= length
             assert stripes == shape[2] or planes and stripes * rows * lanes - length < rows * lanes
-            assert rows <= 4 or lanes == 32 and rows * planes <= 64
+            assert rows <= 4 or lanes == 32
+            assert rows * planes <= LATENCY_ROW_BITS
 
 
 def _random_workload(rng, n_reads):
