@@ -381,10 +381,13 @@ def load(path_or_bytes) -> list[Record]:
     if isinstance(path_or_bytes, (bytes, bytearray)):
         data = bytes(path_or_bytes)
         if data[:2] in (b"\x1f\x8b", b"BZ") or data[:6] == b"\xfd7zXZ\x00" or data[:4] == b"\x28\xb5\x2f\xfd":
-            # in this process, as bpbc reads (threads=0): xopen's default ran the zstd
-            # program (1.5.4 here), which decodes a damaged frame without a checksum to
-            # other bytes than the library bpbc uses (1.5.7; fuzz seed 281, case 22699)
-            with xopen(io.BytesIO(data), "rb", threads=0) as handle:
+            # zstd in this process, as bpbc reads it: the zstd program (1.5.4 here)
+            # decoded a damaged frame without a checksum to other bytes than the
+            # library bpbc uses (1.5.7; fuzz seed 281, case 22699). The others through
+            # their programs, which bpbc holds itself to (xz -d takes stream padding,
+            # Python's lzma does not)
+            zstd = data[:4] == b"\x28\xb5\x2f\xfd"
+            with xopen(io.BytesIO(data), "rb", **({"threads": 0} if zstd else {})) as handle:
                 data = handle.read()
     else:
         with xopen(path_or_bytes, "rb", threads=0) as handle:
