@@ -59,9 +59,9 @@ THREADS_PER_BLOCK = 128  #: matches __launch_bounds__ in sw.cu
 ROWS_PER_LANE = (4, 5, 3, 6, 2, 8, 7, 1)  #: candidates, best first on a tie
 PINNED_MASK_BITS = 64  #: sw.cu's: planes x rows per lane up to which the kernel keeps two register buffers
 #: planes x rows per lane at most in the second pass and the end cells' pass (which keep a
-#: best or a target): ptxas for sm_90 spilled at 16 x 4 (136 bytes) and 8 x 8 (52), not at
-#: 15 x 4, 16 x 3 or 18 x 3
-LATENCY_ROW_BITS = 63
+#: best or a target): below the bound, where two full buffers spilled (ptxas for sm_90: 16 x 4
+#: 136 bytes, 8 x 8 52; none at 15 x 4, 16 x 3 or 18 x 3)
+LATENCY_ROW_BITS = PINNED_MASK_BITS - 1
 
 
 def chain_shape(pattern_length: int) -> tuple[int, int, int]:
