@@ -384,13 +384,13 @@ def _reader_for(path, threads: int) -> type | None:
     ``threads`` threads pays (see :func:`parallel_gzip`), else None."""
     if threads < PARALLEL_GZIP_MIN_THREADS:
         return None
-    size = os.path.getsize(path)
-    if not stat.S_ISREG(os.stat(path).st_mode) or size < PARALLEL_GZIP_MIN_BYTES:
+    status = os.stat(path)
+    if not stat.S_ISREG(status.st_mode) or status.st_size < PARALLEL_GZIP_MIN_BYTES:
         return None
     with open(path, "rb") as probe:
         if probe.read(2) != _GZIP_MAGIC:
             return None
-    return GzipProcess if size >= GZIP_PROCESS_MIN_BYTES and hasattr(os, "memfd_create") else ParallelGzip
+    return GzipProcess if status.st_size >= GZIP_PROCESS_MIN_BYTES and hasattr(os, "memfd_create") else ParallelGzip
 
 
 def parallel_gzip(path, threads: int | None):
