@@ -14,7 +14,6 @@ compiled (NVRTC, then cached by CuPy on disk) on first use only.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import threading
@@ -65,6 +64,7 @@ PINNED_MASK_BITS = 64  #: sw.cu's: planes x rows per lane up to which the kernel
 LATENCY_ROW_BITS = PINNED_MASK_BITS - 1
 
 
+@cache  # a panel's patterns share a few lengths, and each device cuts its table into launches
 def chain_shape(pattern_length: int) -> tuple[int, int, int]:
     """(rows per lane R, lanes per chain P, stripes) for a pattern: little
     padding first, then more rows per lane (fewer shuffles per cell)."""
@@ -453,11 +453,9 @@ def _warm_up() -> None:
     uses loaded (compiled where CuPy's cache is cold); any failure is left
     for the engine to meet, and report, where it would anyway."""
     try:
-        driver = threading.Thread(target=_start_driver, name="bpbc-gpu-driver-start", daemon=True)
-        driver.start()  # beside CuPy's import
-        import cupy
+        from .cuda_driver import import_cupy
 
-        driver.join()
+        cupy = import_cupy()  # the command's first moment has started the driver where it could
         others = [threading.Thread(target=_warm_up_device, args=(device,), name="bpbc-gpu-warm-up", daemon=True)
                   for device in range(1, cupy.cuda.runtime.getDeviceCount())]
         for thread in others:
@@ -467,37 +465,6 @@ def _warm_up() -> None:
             thread.join()
     except Exception:  # noqa: BLE001 - no usable GPU, or a broken one: the engine says so
         pass
-
-
-def _start_driver(library: str = "libcuda.so.1") -> int:
-    """Start CUDA and make every visible device's primary context, a thread
-    per device, through the driver's C API by ctypes, which lets go of the
-    GIL for each call; return the devices' count (0 where CUDA cannot start).
-    CuPy's first call (getDeviceCount, which starts the driver) and its
-    setDevice (which makes the primary context, in CUDA 12 and later) do this
-    work holding the GIL, so the thread reading the input stood still for it,
-    a few tenths of a second a device; after this they find it done. The
-    contexts retained here live as long as the process, as CuPy's do."""
-    try:
-        cuda = ctypes.CDLL(library)
-        count = ctypes.c_int(0)
-        if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
-            return 0
-    except (OSError, AttributeError):  # no driver here: CuPy's own start reports it
-        return 0
-
-    def retain(ordinal: int) -> None:
-        device, context = ctypes.c_int(0), ctypes.c_void_p()
-        if cuda.cuDeviceGet(ctypes.byref(device), ordinal) == 0:
-            cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device)
-
-    threads = [threading.Thread(target=retain, args=(ordinal,), name="bpbc-gpu-context", daemon=True)
-               for ordinal in range(count.value)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return count.value
 
 
 def _warm_up_device(device: int) -> None:

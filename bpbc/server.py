@@ -114,16 +114,18 @@ def may_use_gpu(argv: list[str]) -> bool:
 
 
 def start_cuda_early() -> threading.Thread:
-    """Import CuPy and create the CUDA context in a thread of its own from the
-    command's first moment, beside its own imports (numpy, numba: half a
-    second): the driver's start and the context (0.4 s on an H200 host)
-    wait on the driver, not on Python. Anything that fails here is met, and
+    """Import CuPy, start CUDA and create every device's context in a thread
+    of its own from the command's first moment, beside its own imports
+    (numpy, numba: half a second): the driver's start and the contexts (0.4 s
+    a device on an H200 host) wait on the driver, not on Python
+    (:mod:`bpbc.cuda_driver`). Anything that fails here is met, and
     reported, by the engine later; the GPU warm-up (bpbc.gpu_engine) goes on
     from here."""
     def start() -> None:
-        try:
-            import cupy
+        from bpbc.cuda_driver import import_cupy
 
+        try:
+            cupy = import_cupy()  # the driver started without the GIL, beside the import
             if cupy.cuda.runtime.getDeviceCount():
                 cupy.cuda.runtime.free(0)  # the current device's primary context, which every thread shares
         except Exception:  # noqa: BLE001, S110 - no CuPy or no usable GPU: the engine says so where it matters

@@ -473,62 +473,17 @@ def test_the_warm_up_never_raises_where_no_gpu_is_usable(monkeypatch):
     assert not thread.is_alive()
 
 
-class _FakeDriver:
-    """libcuda's calls that gpu_engine._start_driver makes, on ``devices`` devices, recorded."""
-
-    def __init__(self, devices: int, init_status: int = 0):
-        self.devices, self.init_status, self.calls = devices, init_status, []
-
-    def cuInit(self, flags):
-        self.calls.append("cuInit")
-        return self.init_status
-
-    def cuDeviceGetCount(self, count):
-        count._obj.value = self.devices
-        return 0
-
-    def cuDeviceGet(self, device, ordinal):
-        device._obj.value = 100 + ordinal
-        return 0
-
-    def cuDevicePrimaryCtxRetain(self, context, device):
-        self.calls.append(("retain", device.value))
-        return 0
-
-
-def test_the_driver_start_retains_every_devices_primary_context(monkeypatch):
-    import ctypes
-
-    from bpbc import gpu_engine
-
-    driver = _FakeDriver(3)
-    monkeypatch.setattr(ctypes, "CDLL", lambda name: driver)
-    assert gpu_engine._start_driver() == 3
-    assert driver.calls[0] == "cuInit" and sorted(driver.calls[1:]) == [("retain", 100), ("retain", 101), ("retain", 102)]
-
-
-def test_the_driver_start_is_a_quiet_zero_without_a_driver(monkeypatch, tmp_path):
-    import ctypes
-
-    from bpbc import gpu_engine
-
-    assert gpu_engine._start_driver(str(tmp_path / "libcuda-missing.so")) == 0  # OSError from dlopen
-    driver = _FakeDriver(2, init_status=100)  # CUDA_ERROR_NO_DEVICE
-    monkeypatch.setattr(ctypes, "CDLL", lambda name: driver)
-    assert gpu_engine._start_driver() == 0 and driver.calls == ["cuInit"]
-
-
 def test_the_warm_up_starts_the_driver_before_cupys_first_call(monkeypatch):
     """CuPy's first call starts CUDA holding the GIL: the warm-up has started it already, without."""
     import sys
     import types
 
-    from bpbc import gpu_engine
+    from bpbc import cuda_driver, gpu_engine
 
     events = []
     runtime = types.SimpleNamespace(getDeviceCount=lambda: events.append("cupy getDeviceCount") or 1)
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime)))
-    monkeypatch.setattr(gpu_engine, "_start_driver", lambda: events.append("driver started") or 1)
+    monkeypatch.setattr(cuda_driver, "start", lambda: events.append("driver started") or 1)
     monkeypatch.setattr(gpu_engine, "_warm_up_device", lambda device: events.append(f"device {device}"))
     gpu_engine._warm_up()
     assert events == ["driver started", "cupy getDeviceCount", "device 0"]
