@@ -14,6 +14,8 @@ calls this from its first moment, see :func:`bpbc.server.start_cuda_early`).
 from __future__ import annotations
 
 import ctypes
+import importlib.util
+import sys
 import threading
 
 LIBRARY = "libcuda.so.1"
@@ -36,7 +38,12 @@ def start(library: str = LIBRARY) -> int:
 
 def import_cupy():
     """``import cupy``, with :func:`start` running beside the import: CuPy's
-    first call then finds the driver started and the contexts made."""
+    first call then finds the driver started and the contexts made. Without
+    CuPy the import fails as it would, and no context is made: a CPU run on a
+    GPU host takes no device memory."""
+    installed = sys.modules["cupy"] is not None if "cupy" in sys.modules else importlib.util.find_spec("cupy")
+    if not installed:
+        import cupy  # noqa: F401 - raises the ImportError the caller expects
     driver = threading.Thread(target=start, name="bpbc-cuda-driver", daemon=True)
     driver.start()
     try:

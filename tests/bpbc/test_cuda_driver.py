@@ -67,3 +67,15 @@ def test_cupy_is_imported_beside_the_start(driver, monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
     assert cuda_driver.import_cupy() is fake_cupy
     assert cuda_driver._devices == 3  # started, and finished before import_cupy returned
+
+
+def test_without_cupy_no_driver_starts(driver, monkeypatch):
+    """A CPU run on a host with a driver but no CuPy makes no context (device memory on every GPU)."""
+    import importlib.util
+    import sys
+
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None)
+    with pytest.raises(ImportError):
+        cuda_driver.import_cupy()
+    assert driver.calls == [] and cuda_driver._devices is None
