@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .alphabet import reverse_complement_masks
+from .alphabet import COMPLEMENT_MASK
 
 @dataclass(eq=False)
 class PatternTable:
@@ -32,15 +32,22 @@ class PatternTable:
 
     @classmethod
     def build(cls, forward_masks, strands: tuple[str, ...] = ("+",)) -> PatternTable:
-        """The table of every pattern on every strand in ``strands`` ('+', '-')."""
-        oriented, pattern, strand = [], [], []
-        for p, forward in enumerate(forward_masks):
-            forward = np.asarray(forward, dtype=np.uint8)
-            for s, sign in enumerate(strands):
-                oriented.append(forward if sign == "+" else reverse_complement_masks(forward))
-                pattern.append(p)
-                strand.append(s)
-        return cls.of(oriented, np.array(pattern, np.int64), np.array(strand, np.int64))
+        """The table of every pattern on every strand in ``strands`` ('+', '-').
+        Every reverse complement comes from one lookup over all the patterns
+        back to back (reversed, they are each pattern's reverse complement in
+        the reverse order), not from a numpy call per pattern."""
+        forward = [np.asarray(masks, dtype=np.uint8) for masks in forward_masks]
+        count = len(forward)
+        if "-" in strands and count:
+            every = np.concatenate(forward)
+            ends = np.cumsum([len(masks) for masks in forward])
+            reverse = COMPLEMENT_MASK[every[::-1]]  # pattern p at [total - ends[p], total - ends[p] + len_p)
+            at = len(every) - ends
+            complements = [reverse[start:start + len(masks)] for start, masks in zip(at.tolist(), forward)]
+        oriented = [forward[p] if sign == "+" else complements[p] for p in range(count) for sign in strands]
+        pattern = np.repeat(np.arange(count, dtype=np.int64), len(strands))
+        strand = np.tile(np.arange(len(strands), dtype=np.int64), count)
+        return cls.of(oriented, pattern, strand)
 
     @classmethod
     def of(cls, oriented, pattern=None, strand=None) -> PatternTable:

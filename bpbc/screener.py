@@ -20,7 +20,7 @@ from typing import TypeVar, cast
 import numpy as np
 from numba import njit
 
-from .alphabet import as_bytes, encode_pattern, record_name
+from .alphabet import as_bytes, encode_patterns, record_name
 from .engines import EndCellEngine, TwoPassEngine, select_engine, set_up_process
 from .errors import InternalError
 from .order import first_of_runs
@@ -291,7 +291,7 @@ class Screener:
         self.pattern_names, sequences = _names_and_sequences(patterns, "pattern")
         if not sequences:
             raise ValueError("no patterns given")
-        forward = [encode_pattern(seq, name) for name, seq in zip(self.pattern_names, sequences)]
+        forward = encode_patterns(sequences, self.pattern_names)
         self.pattern_lengths = np.array([len(masks) for masks in forward], dtype=np.int64)
         self.thresholds = self._checked_thresholds(threshold)
         self.table = PatternTable.build(forward, self.strands)

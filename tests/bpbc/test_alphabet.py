@@ -12,6 +12,7 @@ from bpbc.alphabet import (
     INVALID,
     SequenceError,
     encode_pattern,
+    encode_patterns,
     encode_reads,
     matches,
     reverse_complement_masks,
@@ -215,3 +216,21 @@ def test_a_pattern_without_a_name_is_called_pattern():
     with pytest.raises(SequenceError) as error:
         encode_pattern("AXG", name="p7")
     assert str(error.value).startswith("pattern p7: character 'X'")
+
+
+def test_a_panel_encodes_as_its_patterns_one_at_a_time():
+    texts = ["ACGTN", "ryk", "T", "GATTACA" * 9]
+    encoded = encode_patterns(texts, ["a", "b", "c", "d"])
+    assert [masks.tolist() for masks in encoded] == [encode_pattern(t).tolist() for t in texts]
+    assert encode_patterns([], []) == []
+
+
+@pytest.mark.parametrize("texts", [["ACGT", "AXGT", ""], ["ACGT", "", "AXGT"], ["ACGT", "AC-T"]])
+def test_a_panel_raises_the_error_of_its_first_unusable_pattern(texts):
+    names = [f"p{k}" for k in range(len(texts))]
+    with pytest.raises(SequenceError) as one_at_a_time:
+        for text, name in zip(texts, names):
+            encode_pattern(text, name)
+    with pytest.raises(SequenceError) as panel:
+        encode_patterns(texts, names)
+    assert str(panel.value) == str(one_at_a_time.value)

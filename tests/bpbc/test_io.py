@@ -256,6 +256,10 @@ BAD_PATTERNS = {
     "duplicate names": (b">a x\nACGT\n>b\nAC\n>a y\nGG\n", "duplicate pattern name 'a' (records 1 and 3)"),
     "no name": (b">\nACGT\n", "record 1 has no name"),
     "bad character": (b">a\nACGT\n>b\nAC-GT\n", "record 2: pattern b: character '-' at position 3"),
+    # the first problem in record order, whichever kind comes later
+    "bad character, then a duplicate name": (b">a\nAXGT\n>a\nACGT\n", "record 1: pattern a: character 'X'"),
+    "duplicate name, then a bad character": (b">a\nACGT\n>a\nAXGT\n", "duplicate pattern name 'a' (records 1 and 2)"),
+    "empty pattern, then a bad character": (b">a\n>b\nAXGT\n", "pattern 'a' (record 1) has an empty sequence"),
 }
 
 

@@ -20,7 +20,7 @@ def reverse_complement(text: str) -> str:
     return "".join(COMPLEMENT[base] for base in reversed(text.upper()))
 
 
-@pytest.mark.parametrize("strands", [("+",), ("+", "-"), ("-",)])
+@pytest.mark.parametrize("strands", [("+",), ("+", "-"), ("-",), ("-", "+")])
 def test_table_holds_every_pattern_on_every_strand_in_order(strands):
     table = PatternTable.build([encode_pattern(p) for p in PATTERNS], strands)
     expected = [(p, s, text if sign == "+" else reverse_complement(text))
@@ -71,3 +71,19 @@ def test_masks_given_as_lists_are_stored_as_uint8():
     assert table.starts.tolist() == [0, 3, 5] and table.lengths.tolist() == [3, 2]
     built = PatternTable.build([[1, 2, 4]], ("+", "-"))
     assert built.masks.dtype == np.uint8 and built.masks.tolist() == [1, 2, 4, 2, 4, 8]
+
+
+def test_a_large_panel_gives_each_pattern_its_own_reverse_complement():
+    """The reverse complements come from one lookup over the whole panel: each still its own."""
+    rng = np.random.default_rng(5)
+    letters = np.array(list("ACGTRYKMSWBDHVN"))
+    texts = ["".join(rng.choice(letters, n)) for n in rng.integers(1, 40, 300)]
+    table = PatternTable.build([encode_pattern(t) for t in texts], ("+", "-"))
+    for p, text in enumerate(texts):
+        assert table.oriented(2 * p).tolist() == encode_pattern(text).tolist()
+        assert table.oriented(2 * p + 1).tolist() == encode_pattern(reverse_complement(text)).tolist()
+
+
+def test_an_empty_panel_gives_an_empty_table():
+    table = PatternTable.build([], ("+", "-"))
+    assert len(table) == 0 and table.masks.size == 0 and table.starts.tolist() == [0]
