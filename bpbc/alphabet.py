@@ -205,11 +205,6 @@ def encode_patterns(seqs, names) -> list[np.ndarray]:
     return np.split(masks, np.cumsum(lengths)[:-1]) if data else []
 
 
-def reverse_complement_masks(masks: np.ndarray) -> np.ndarray:
-    """Reverse complement of an encoded IUPAC pattern."""
-    return COMPLEMENT_MASK[masks[::-1]]
-
-
 def matches(read_code: int, pattern_mask: int) -> bool:
     """Whether one read code matches one pattern mask (the scoring rule)."""
     return read_code != INVALID and bool((pattern_mask >> read_code) & 1)

@@ -17,6 +17,7 @@ import sys
 import numpy as np
 from hypothesis import strategies as st
 
+from bpbc.alphabet import COMPLEMENT_MASK
 from bpbc.scoring import Scoring
 
 #: scorings every comparison runs under: the default (2, 3, 5, 2) plus unusual ratios
@@ -295,3 +296,9 @@ def write_three_reads_files(work, seed: int, first: int) -> None:
     (work / "two.fastq").write_text(planted_fastq(rng, 700, patterns, "y"))
     fasta = planted_fastq(rng, 500, patterns, "z").splitlines()
     (work / "three.fa").write_text("".join(f">{fasta[i][1:]}\n{fasta[i + 1]}\n" for i in range(0, len(fasta), 4)))
+
+
+def reverse_complement_masks(masks) -> np.ndarray:
+    """One encoded IUPAC pattern's reverse complement, pattern by pattern (the
+    package builds a whole panel's in one lookup: bpbc.patterns.PatternTable.build)."""
+    return COMPLEMENT_MASK[np.asarray(masks, dtype=np.uint8)[::-1]]

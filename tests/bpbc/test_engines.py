@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bpbc
-from bpbc.alphabet import SequenceError, encode_pattern, encode_reads, reverse_complement_masks
+from bpbc.alphabet import SequenceError, encode_pattern, encode_reads
 from bpbc.patterns import PatternTable
 from bpbc.reference import sw_score_codes
 from bpbc.scoring import Scoring, score_planes
@@ -30,10 +30,11 @@ from tests.bpbc.conftest import (
     parasail_sw_codes,
     pattern_texts,
     random_pattern,
-    raw_fastq_chunk,
     random_read,
+    raw_fastq_chunk,
     read_texts,
     related_pair,
+    reverse_complement_masks,
     scoring_id,
     scorings,
 )

@@ -7,7 +7,7 @@ import parasail
 import pytest
 from hypothesis import given, settings
 
-from bpbc.alphabet import encode_pattern, encode_reads, reverse_complement_masks
+from bpbc.alphabet import encode_pattern, encode_reads
 from bpbc.reference import sw_matrices, sw_score, sw_score_codes
 from bpbc.scoring import Scoring
 from tests.bpbc.conftest import (
@@ -20,6 +20,7 @@ from tests.bpbc.conftest import (
     random_read,
     read_texts,
     related_pair,
+    reverse_complement_masks,
     scoring_id,
     scorings,
 )

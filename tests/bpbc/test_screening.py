@@ -10,12 +10,12 @@ import pytest
 
 import bpbc
 from bpbc.engines import gpu_unavailable_reason, select_engine
-from bpbc.alphabet import encode_pattern, encode_reads, reverse_complement_masks
+from bpbc.alphabet import encode_pattern, encode_reads
 from bpbc.cpu_engine import CpuEngine
 from bpbc.reference import sw_score
 from bpbc.screener import Screener
 from tests.bpbc.alignments import cigar_score
-from tests.bpbc.conftest import random_read
+from tests.bpbc.conftest import random_read, reverse_complement_masks
 
 ADAPTER = "AGATCGGAAGAGCACACGTCTGAACTCCAGTCA"
 PRIMER = "GTGYCAGCMGCCGCGGTAA"  # degenerate (Y, M)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from bpbc.alphabet import INVALID, encode_pattern, encode_reads, reverse_complement_masks
+from bpbc.alphabet import INVALID, encode_pattern, encode_reads
 from bpbc.reference import sw_matrices, sw_score_codes
 from bpbc.result import Alignment
 from bpbc.scoring import Scoring
@@ -22,6 +22,7 @@ from tests.bpbc.conftest import (
     random_read,
     read_texts,
     related_pair,
+    reverse_complement_masks,
     scoring_id,
     scorings,
 )
