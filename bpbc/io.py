@@ -34,7 +34,7 @@ import numpy as np
 from dnaio.exceptions import FileFormatError, UnknownFileFormat
 from xopen import xopen
 
-from bpbc.alphabet import PATTERN_MASK, SequenceError, encode_pattern
+from bpbc.alphabet import SequenceError, encode_pattern, encode_patterns
 from bpbc.buffers import BufferPool
 from bpbc.errors import InputError
 from bpbc.gzip_reader import parallel_gzip
@@ -882,11 +882,14 @@ def read_patterns(path) -> list:
     name = source.name
     if not patterns:
         raise InputError(f"{name}: the pattern file holds no sequences")
-    # one table lookup for the whole panel; only where it finds a bad byte is
-    # each pattern encoded on its own, so that the first problem in record
-    # order is the one reported
-    encodable = PATTERN_MASK[np.frombuffer("".join(record.sequence for record in patterns).encode(
-        "utf-8", "surrogateescape"), dtype=np.uint8)].all()
+    # the whole panel in one table lookup; only where it holds an unusable
+    # pattern is each record encoded on its own below, so that the first
+    # problem in record order is the one reported
+    try:
+        encode_patterns([record.sequence for record in patterns], [record.id for record in patterns])
+        encodable = True
+    except SequenceError:
+        encodable = False
     first_record: dict[str, int] = {}
     for number, record in enumerate(patterns, start=1):
         pattern_id = record.id
