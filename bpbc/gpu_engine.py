@@ -620,15 +620,12 @@ class GpuEngine:
         return twin
 
     def _resident_threads(self, kernel) -> int:
-        """Threads of ``kernel`` that fit on the device at once (the driver's
-        occupancy figure, else one from its registers)."""
+        """Threads of ``kernel`` (a CuPy RawKernel, its CUDA function in
+        ``kernel.kernel``) that fit on the device at once: the driver's
+        occupancy figure."""
         import cupy
 
-        try:
-            blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.ptr, THREADS_PER_BLOCK, 0)
-        except Exception:  # noqa: BLE001 - an older CuPy or driver: estimate it
-            registers = -(-kernel.num_regs // 8) * 8 * THREADS_PER_BLOCK
-            blocks = min(2048 // THREADS_PER_BLOCK, 65536 // registers)
+        blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, THREADS_PER_BLOCK, 0)
         return self.multiprocessors * max(1, blocks) * THREADS_PER_BLOCK
 
     @_on_device

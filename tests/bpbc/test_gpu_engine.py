@@ -517,6 +517,33 @@ def test_chains_per_pattern_fills_the_device_in_whole_rounds():
     assert chains_per_pattern(10**6, 32, 10, resident) == 1
 
 
+@pytest.mark.gpu
+def test_resident_threads_are_the_drivers_occupancy_figure(monkeypatch):
+    """The chains of a launch are sized by the driver's figure for the kernel's
+    CUDA function (RawKernel has no handle of its own: an estimate from its
+    registers stood in for it, unnoticed, until session 31)."""
+    import cupy
+
+    from bpbc.gpu_engine import GpuEngine, _kernel
+    from bpbc.scoring import Scoring
+
+    engine = GpuEngine()
+    kernel = _kernel(5, 8, 16, Scoring(), engine.cell, 0, 0, engine.device)  # 128 bp patterns' flag pass
+    occupancy = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor
+    asked = []
+
+    def spy(function, block, shared):
+        asked.append(function)
+        return occupancy(function, block, shared)
+
+    monkeypatch.setattr(cupy.cuda.driver, "occupancyMaxActiveBlocksPerMultiprocessor", spy)
+    threads = engine._resident_threads(kernel)
+    assert asked == [kernel.kernel.ptr]
+    blocks = occupancy(kernel.kernel.ptr, THREADS_PER_BLOCK, 0)
+    assert threads == engine.multiprocessors * blocks * THREADS_PER_BLOCK
+    assert blocks * THREADS_PER_BLOCK * kernel.num_regs <= 65536  # an H100's or H200's register file per SM
+
+
 def test_striped_launches_are_cut_to_the_stripe_buffer_budget(monkeypatch):
     from bpbc import gpu_engine
 
