@@ -730,14 +730,14 @@ def test_the_engine_screens_off_the_default_stream(monkeypatch):
 
     class Recording:
         def __init__(self, kernel):
-            self.kernel = kernel
+            self.wrapped = kernel
 
-        def __getattr__(self, name):
-            return getattr(self.kernel, name)
+        def __getattr__(self, name):  # the RawKernel's own (its CUDA function: .kernel)
+            return getattr(self.wrapped, name)
 
         def __call__(self, *args):
             streams.append(cupy.cuda.get_current_stream().ptr)
-            return self.kernel(*args)
+            return self.wrapped(*args)
 
     monkeypatch.setattr(gpu_engine, "_kernel", lambda *args: Recording(loaded(*args)))
     screener = Screener([b"ACGTACGTAC"], threshold=10, device="gpu")
