@@ -8,8 +8,10 @@ for each k of ``--gpus`` the host has, each tree (``--trees``, as
 wall and stages, the devices the run used, the cells of the run (reads x read
 length x pattern bases x 2 strands) per second of ``--json`` wall and per
 device second (the ``device`` stage is added up over the devices), the
-speed-up over the one-device run of the same tree and round, and whether the
-PAF and the matched reads are byte for byte those of that run.
+speed-ups over the one-device run of the same tree and round by process wall
+(issue 40's measure) and by ``--json`` wall, and whether the PAF and the
+matched reads are byte for byte those of that run. A run that compiled
+kernels (its ``compile`` stage) says so where it is printed: its walls hold that.
 
 Panels: ``COUNTxLENGTH`` random patterns, or ``long2000``: 2000 patterns of
 100-10,000 bp, lengths uniform (issue 28's long-pattern panel). Reads:
@@ -139,12 +141,17 @@ def main(argv: list[str] | None = None) -> int:
                     base = next(r for r in rows if r["tree"] == tree and r["panel"] == name
                                 and r["round"] == repeat and r["gpus"] == 1) if gpus > 1 else None
                     if base is not None and base["exit"] == 0 and code == 0:
-                        row["speedup"] = round(base["json_wall_s"] / summary["wall_time_s"], 3)
+                        # issue 40's target is by process wall; a run that compiled kernels says so below
+                        row["speedup_by_process_wall"] = round(base["process_wall_s"] / row["process_wall_s"], 3)
+                        row["speedup_by_run"] = round(base["json_wall_s"] / summary["wall_time_s"], 3)
                         row["identical_to_one"] = all(filecmp.cmp(work / f"{one}{s}", work / f"{out}{s}", shallow=False)
                                                       for s in (".paf", ".fq"))
                     rows.append(row)
+                    compiled = stages.get("compile", 0.0)
                     print(f"{name:10} {tree:6} {gpus} GPU(s)  {wall:8.2f} s  --json {row['json_wall_s']}  "
-                          f"x{row.get('speedup', 1.0)}  identical {row.get('identical_to_one', '-')}",
+                          f"x{row.get('speedup_by_process_wall', 1.0)} by process wall, "
+                          f"x{row.get('speedup_by_run', 1.0)} by run  identical {row.get('identical_to_one', '-')}"
+                          + (f"  (compiled kernels for {compiled:.2f} s of it)" if compiled else ""),
                           file=sys.stderr, flush=True)
     gpu = gpu_info()
     stem = "several_gpus_quick" if args.quick else "several_gpus"
