@@ -468,25 +468,30 @@ def _warm_up() -> None:
 
 
 def _warm_up_device(device: int) -> None:
+    """:func:`_set_up_device`, any failure left for the engine (as :func:`_warm_up`)."""
+    try:
+        _set_up_device(device)
+    except Exception:  # noqa: BLE001 - as _warm_up
+        pass
+
+
+def _set_up_device(device: int) -> None:
     """:func:`_warm_up` on one device. The kernels: reading the reads
     (pack_bytes_gpu), the helpers and CuPy's (its first call on a device
     compiles or loads each) that every screen's two passes use."""
-    try:
-        import cupy
+    import cupy
 
-        from transpose.gpu import _kernels as transpose_kernels
+    from transpose.gpu import _kernels as transpose_kernels
 
-        with cupy.cuda.Device(device):
-            cupy.cuda.runtime.free(0)  # creates the device's (primary) context, which every thread then shares
-            transpose_kernels().get_function("pack_bytes_kernel")
-            _read_code_table()
-            for name in HELPER_KERNELS:
-                _helper(name, device)
-            _flagged_lanes(cupy.zeros((1, 1), cupy.uint32))
-            cupy.full(1, -1, cupy.int32)  # the second pass's fill
-            cupy.cuda.runtime.deviceSynchronize()
-    except Exception:  # noqa: BLE001 - as _warm_up
-        pass
+    with cupy.cuda.Device(device):
+        cupy.cuda.runtime.free(0)  # creates the device's (primary) context, which every thread then shares
+        transpose_kernels().get_function("pack_bytes_kernel")
+        _read_code_table()
+        for name in HELPER_KERNELS:
+            _helper(name, device)
+        _flagged_lanes(cupy.zeros((1, 1), cupy.uint32))
+        cupy.full(1, -1, cupy.int32)  # the second pass's fill
+        cupy.cuda.runtime.deviceSynchronize()
 
 
 def warm_up_in_background() -> threading.Thread:

@@ -501,6 +501,16 @@ def test_the_warm_up_loads_what_every_screen_uses_and_a_screen_follows():
     assert on_gpu.alignments == on_cpu.alignments and len(on_gpu.alignments) > 0
 
 
+@pytest.mark.gpu
+def test_a_devices_set_up_runs_to_its_end():
+    """The warm-up lets every failure pass (a run on a broken GPU meets it and
+    says so), so a bug in it would only make runs slower, unseen: its work on a
+    device, without that guard, raises nothing."""
+    from bpbc import gpu_engine
+
+    gpu_engine._set_up_device(0)
+
+
 def test_chains_per_pattern_fills_the_device_in_whole_rounds():
     from bpbc.gpu_engine import chains_per_pattern
 
