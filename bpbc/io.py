@@ -681,7 +681,9 @@ class SequenceSource:
         from bpbc.chunks import scan_fastq
         from bpbc.fastq_blocks import BlockChunks
 
-        head = np.frombuffer(self._pending, np.uint8)
+        # a writable copy: scan_fastq's kernel for the read-only view of bytes would be another
+        # (numba compiles one per array type; bpbc.prepare compiles the writable one)
+        head = np.frombuffer(self._pending, np.uint8).copy()
         starts = np.empty(1000, np.int64)
         found, stop, _ = scan_fastq(head, 0, len(head), len(starts), starts, np.empty_like(starts),
                                     np.empty_like(starts))

@@ -129,6 +129,17 @@ def _packing_task(from_bytes: bool) -> tuple[float, float]:
     return _timed(work)
 
 
+def _block_parsing_task() -> tuple[float, float]:
+    """The block parser's search for the first record of a block after the
+    first (plain FASTQ read in blocks, bpbc.fastq_blocks): the commands'
+    small files fit in one block and never reach it."""
+    import numpy as np
+
+    from .fastq_blocks import first_record
+
+    return _timed(lambda: first_record(np.frombuffer(b"x\n@r\nACGT\n+\nIIII\n", np.uint8).copy(), 0, 17, False))
+
+
 def _command_task(argv: list[str]) -> tuple[float, float]:
     from .cli import main
 
@@ -215,6 +226,7 @@ def prepare(thresholds=DEFAULT_THRESHOLDS, scoring: tuple[int, int, int, int] = 
         # first the kernels that need no files, in groups that share none
         kernels: list[Task] = [(f"traceback ({'parallel' if parallel else 'serial'}, int{bits} cells)", _traceback_task,
                                 (parallel, scoring, bits)) for bits in (8, 16, 32) for parallel in (True, False)]
+        kernels.append(("the block parser", _block_parsing_task, ()))
         if device != "gpu":
             kernels += [(f"engine kernel: {planes} planes{'' if best else ', flags only'}", _engine_task,
                          (planes, best, scoring)) for planes, best in engine_kernels(thresholds)]

@@ -217,12 +217,15 @@ class Statistics:
             self.pairs_passing += int(np.count_nonzero(passing))
         self.alignments += len(read)
         if len(read):
+            # contiguous columns: numba compiles a kernel for each mix of layouts a table's columns come in
+            read, pattern, strand, score, start, end = (np.ascontiguousarray(column) for column in (
+                read, hits.pattern_index, hits.strand, hits.score, hits.read_start, hits.read_end))
             starts, ends = self.hit_starts, self.hit_ends
-            top_start, top_end = _largest(hits.read_start, hits.read_end)
+            top_start, top_end = _largest(start, end)
             starts._fit(top_start)
             ends._fit(top_end)
-            readers, several = _count_hits(read, hits.pattern_index, hits.strand, hits.score, hits.read_start,
-                                           hits.read_end, mates, self.passing, self.sole_pattern, self.scores,
+            readers, several = _count_hits(read, pattern, strand, score, start, end, mates, self.passing,
+                                           self.sole_pattern, self.scores,
                                            starts.counts, starts.width.bit_length() - 1, ends.counts,
                                            ends.width.bit_length() - 1)
             self.reads_passing += readers
