@@ -178,6 +178,39 @@ def test_a_batch_is_counted_as_a_plain_count_of_its_hits_says(mates):
 
 
 
+def test_strided_hit_columns_are_counted_through_the_contiguous_kernel(monkeypatch):
+    """Hit columns may be views of wider tables; numba compiles a kernel of
+    _count_hits for each mix of layouts it is called with (a first large run
+    after bpbc.prepare compiled a fourth, session 31), so add_batch hands it
+    contiguous columns, and counts them as it counts contiguous ones."""
+    from bpbc import summary
+
+    layouts = []
+    count_hits = summary._count_hits
+
+    def spy(*args):
+        layouts.append([column.flags.c_contiguous for column in args[:6]])
+        return count_hits(*args)
+
+    monkeypatch.setattr(summary, "_count_hits", spy)
+    rng = np.random.default_rng(3)
+    wide = np.zeros((200, 12), np.int64)  # every other row and column of it: strided columns
+    wide[:, 0] = np.sort(rng.integers(0, 50, 200))
+    wide[:, 2], wide[:, 4], wide[:, 6] = rng.integers(0, 2, 200), rng.integers(0, 2, 200), rng.integers(10, 41, 200)
+    wide[:, 8] = rng.integers(0, 100, 200)
+    wide[:, 10] = wide[:, 8] + rng.integers(1, 30, 200)
+    rows = wide[::2]
+    strided = HitColumns(*(rows[:, c] for c in range(0, 12, 2)))
+    assert not strided.score.flags.c_contiguous
+    counted = []
+    for columns in (strided, HitColumns(*(np.ascontiguousarray(rows[:, c]) for c in range(0, 12, 2)))):
+        statistics = Statistics(["a", "b"], [20, 20], [10, 10], ["+", "-"], 1, match=2)
+        statistics.add_batch(np.full(50, 150, np.int64), columns, np.ones(50, bool))
+        counted.append((statistics.passing, statistics.scores, statistics.hit_starts.counts, statistics.reads_passing))
+    assert layouts == [[True] * 6] * 2
+    assert all(np.array_equal(a, b) for a, b in zip(*counted))
+
+
 def test_report_counts_equal_the_json_summary(tmp_path, capsys, monkeypatch):
     report = example_report(tmp_path, capsys, monkeypatch)
     data = embedded(report)
