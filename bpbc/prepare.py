@@ -6,8 +6,9 @@ lock per process, so a thread beside the run would gain nothing. This
 compiles them ahead (after an install, when an image is built, on the node
 type that will run the jobs: the kernels are specific to the CPU), in
 several processes at once: the engine's kernel for each plane count, the
-traceback's serial and parallel kernels, and the command itself on a small
-generated FASTQ (reading, encoding, formatting and writing), which finds the
+traceback's serial and parallel kernels, the block parser's search for a
+record start (only an input of several blocks reaches it), and the command
+itself on a small generated FASTQ (reading, encoding, formatting and writing), which finds the
 others cached as it reaches them. Then the command runs on the other input
 kinds (gzip, FASTA, paired, interleaved, one file per pattern, long reads
 screened as windows, with and without --ends), which compiles what only they
