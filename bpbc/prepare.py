@@ -8,11 +8,11 @@ type that will run the jobs: the kernels are specific to the CPU), in
 several processes at once: the engine's kernel for each plane count, the
 traceback's serial and parallel kernels, the block parser's search for a
 record start (only an input of several blocks reaches it), and the command
-itself on a small generated FASTQ (reading, encoding, formatting and writing), which finds the
-others cached as it reaches them. Then the command runs on the other input
-kinds (gzip, FASTA, paired, interleaved, one file per pattern, long reads
-screened as windows, with and without --ends), which compiles what only they
-use. Everything goes to the caches a run reads
+itself on a small generated FASTQ (reading, encoding, formatting and
+writing), which finds the others cached as it reaches them. Then the
+command runs on the other input kinds (gzip, FASTA, paired, interleaved, one
+file per pattern, long reads screened as windows, with and without --ends),
+which compiles what only they use. Everything goes to the caches a run reads
 (``~/.cache/bpbc`` or ``BPBC_CACHE_DIR``, and numba's beside bpbc's modules
 or in ``NUMBA_CACHE_DIR``).
 
@@ -138,7 +138,8 @@ def _block_parsing_task() -> tuple[float, float]:
 
     from .fastq_blocks import first_record
 
-    return _timed(lambda: first_record(np.frombuffer(b"x\n@r\nACGT\n+\nIIII\n", np.uint8).copy(), 0, 17, False))
+    block = np.frombuffer(b"x\n@r\nACGT\n+\nIIII\n", np.uint8).copy()  # writable, as the parser's buffers
+    return _timed(lambda: first_record(block, 0, len(block), False))
 
 
 def _command_task(argv: list[str]) -> tuple[float, float]:

@@ -23,19 +23,16 @@ def main() -> int:
     argv = argv[argv.index("--") + 1:] if "--" in argv else argv
     from numba.core import event
 
-    depth = threading.local()
-    started: dict[tuple[int, int], float] = {}
+    started = threading.local()  # each thread's compiles under way, outermost first: their start times
 
     class Listener(event.Listener):
         def on_start(self, event_) -> None:
-            level = getattr(depth, "value", 0)
-            depth.value = level + 1
-            started[(threading.get_ident(), level)] = time.perf_counter()
+            started.__dict__.setdefault("times", []).append(time.perf_counter())
 
         def on_end(self, event_) -> None:
-            level = getattr(depth, "value", 1) - 1
-            depth.value = level
-            seconds = time.perf_counter() - started.pop((threading.get_ident(), level), time.perf_counter())
+            times = started.__dict__.setdefault("times", [])
+            seconds = time.perf_counter() - times.pop() if times else 0.0  # 0: begun before the listener
+            level = len(times)
             dispatcher = event_.data.get("dispatcher")
             function = getattr(dispatcher, "py_func", None)
             name = f"{function.__module__}.{function.__qualname__}" if function is not None else repr(dispatcher)
