@@ -1,0 +1,323 @@
+"""One reads file cut into parts that Dask workers read on their own.
+
+A part is a byte range of the file that starts where reading can start
+afresh: any byte of an uncompressed file, the first byte of a gzip member
+(every BGZF block is one). Nothing of the file is decompressed or parsed to
+cut it (:func:`plan_parts`): a gzip member start is looked for in a small
+window after each cut point.
+
+A part's records are those that start in its bytes: it reads from the first
+record start at or after its first byte to the first record start at or after
+the next part's first byte (:class:`PartStream`), so the parts one after the
+other are the file's records, each once, in order. A record start is the byte
+after a newline where, in FASTA, a line begins with '>'; in FASTQ, a line
+begins with '@', the line two on begins with '+' and the line after that is as
+long as the line after the '@' line. Both rules are exact for the records the
+raw route reads (four lines each): a FASTQ quality line that begins with '@'
+has two lines on a sequence line, and no sequence begins with '+'.
+
+A gzip header found in the window but not really a member's (its magic bytes
+inside deflate data) would be caught when the part before it is read: that
+part's member walk does not land on it (:class:`PartBoundaryError`), and the
+run reads the file another way.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import zlib
+from dataclasses import dataclass
+
+#: a part holds at least this many bytes of the file: below, a task's start costs more than it saves
+MIN_PART_BYTES = 32 << 20
+#: bytes after a cut point searched for a gzip member's start (a BGZF block holds at most 64 KiB)
+MEMBER_SEARCH_BYTES = 4 << 20
+#: compressed bytes read at a time
+READ_BYTES = 1 << 20
+#: decompressed bytes made at a time from them (bounds what a highly compressed stretch takes)
+PIECE_BYTES = 4 << 20
+_GZIP_MAGIC = b"\x1f\x8b\x08"  # and deflate, the only method gzip has
+_GZIP_RESERVED_FLAGS = 0xE0
+_FORMATS = {b"@": "fastq", b">": "fasta"}
+
+
+def _inflate():
+    """zlib's interface at ISA-L's speed (xopen's dependency), else zlib's own."""
+    try:
+        from isal import isal_zlib
+
+        return isal_zlib
+    except ImportError:
+        return zlib
+
+
+class PartBoundaryError(RuntimeError):
+    """A part does not start where the part before it ends: a gzip header found
+    when the file was cut was not a member's. Not an input error: the file
+    can be read whole."""
+
+
+@dataclass(frozen=True)
+class FilePart:
+    """Bytes ``start`` to ``end`` of the file at ``path``: its records are
+    those that start there (the module's docstring). ``os.fspath`` of a part
+    is its file's path."""
+
+    path: str
+    start: int
+    end: int
+    #: gzip members (``start`` is one's first byte), else uncompressed
+    gzip: bool
+    #: 'fastq' or 'fasta'
+    fileformat: str
+    number: int
+    count: int
+
+    def __fspath__(self) -> str:
+        return self.path
+
+    @property
+    def last(self) -> bool:
+        return self.number == self.count - 1
+
+    def describe(self) -> str:
+        """Which part this is, for messages."""
+        return f"part {self.number + 1} of {self.count}, from byte {self.start}"
+
+    def open(self) -> PartStream:
+        return PartStream(self)
+
+
+def plan_parts(path, count: int, min_bytes: int = MIN_PART_BYTES) -> list[FilePart] | None:
+    """``path`` cut into at most ``count`` parts of at least ``min_bytes``,
+    or None where it cannot be cut: not a regular file, not FASTA or FASTQ
+    (uncompressed or gzip), too small, or gzip without another member start
+    near any cut point (one member: reading it means decompressing from its
+    start)."""
+    path = os.fspath(path)
+    try:
+        size = os.stat(path).st_size if stat.S_ISREG(os.stat(path).st_mode) else 0
+    except OSError:
+        return None
+    count = min(count, size // max(1, min_bytes))
+    if count < 2:
+        return None
+    with open(path, "rb") as handle:
+        head = handle.read(READ_BYTES)
+        gzip = head.startswith(_GZIP_MAGIC)
+        fileformat = _FORMATS.get(_first_decompressed_byte(head) if gzip else head[:1])
+        if fileformat is None:
+            return None
+        starts = [0]
+        for number in range(1, count):
+            cut = size * number // count
+            start = _member_start(handle, cut, min(size, cut + MEMBER_SEARCH_BYTES)) if gzip else cut
+            if start is not None and start > starts[-1] and start < size:
+                starts.append(start)
+    if len(starts) < 2:
+        return None
+    ends = starts[1:] + [size]
+    return [FilePart(path, start, end, gzip, fileformat, number, len(starts))
+            for number, (start, end) in enumerate(zip(starts, ends))]
+
+
+def _first_decompressed_byte(head: bytes) -> bytes:
+    try:
+        return zlib.decompressobj(31).decompress(head, 1)
+    except zlib.error:
+        return b""
+
+
+def _member_start(handle, offset: int, limit: int) -> int | None:
+    """The first offset in [offset, limit) where a gzip member starts: a gzip
+    header whose data decompresses (a fresh member refers to nothing before
+    it, so bytes that only look like a header fail within a few symbols)."""
+    handle.seek(offset)
+    window = handle.read(limit - offset)
+    at = window.find(_GZIP_MAGIC)
+    while at >= 0:
+        if at + 3 < len(window) and not window[at + 3] & _GZIP_RESERVED_FLAGS:
+            handle.seek(offset + at)
+            try:
+                zlib.decompressobj(31).decompress(handle.read(1 << 16), 1 << 12)
+                return offset + at
+            except zlib.error:
+                pass
+        at = window.find(_GZIP_MAGIC, at + 1)
+    return None
+
+
+class _Decompressed:
+    """The file's bytes from a part's first byte on, decompressed, to the end
+    of the file; :attr:`end_at` is where the part's last byte ends in them,
+    once the reading has got that far (from the start when uncompressed)."""
+
+    def __init__(self, part: FilePart):
+        self._part = part
+        self._file = open(part.path, "rb", buffering=0)
+        self._file.seek(part.start)
+        self.end_at: int | None = None if part.gzip else part.end - part.start
+        self.made = 0  # decompressed bytes made so far
+        self._inflate = _inflate()
+        self._decompressor = None  # of the member under way; None between members
+        self._input = b""  # compressed bytes not yet decompressed
+        self._input_at = part.start  # their offset in the file
+
+    def close(self) -> None:
+        self._file.close()
+
+    def read(self) -> bytes:
+        """The next piece; b"" at the end of the file."""
+        if not self._part.gzip:
+            return self._file.read(READ_BYTES)
+        while True:
+            if not self._input:
+                self._input_at = self._file.tell()
+                self._input = self._file.read(READ_BYTES)
+            if self._decompressor is None:  # a member starts here, or the file ends
+                self._at_member_start(self._input_at)
+                if not self._input:
+                    return b""
+                self._decompressor = self._inflate.decompressobj(wbits=31)
+            elif not self._input:
+                raise EOFError("compressed file ended before the end-of-stream marker was reached")
+            try:
+                piece = self._decompressor.decompress(self._input, PIECE_BYTES)
+            except self._inflate.error as error:
+                raise _corrupt(f"{error} (the gzip member from byte {self._input_at})") from None
+            rest = self._decompressor.unused_data if self._decompressor.eof else self._decompressor.unconsumed_tail
+            self._input_at += len(self._input) - len(rest)
+            self._input = rest
+            if self._decompressor.eof:
+                self._decompressor = None
+            self.made += len(piece)
+            if piece:
+                return piece
+
+    def _at_member_start(self, offset: int) -> None:
+        if self.end_at is None:
+            if offset == self._part.end:
+                self.end_at = self.made
+            elif offset > self._part.end:
+                raise PartBoundaryError(f"{self._part.path}: no gzip member starts at byte {self._part.end}, where "
+                                        f"{self._part.describe()} was cut (the member before ends at {offset})")
+
+
+def _corrupt(message: str) -> OSError:
+    from .gzip_reader import GzipError
+
+    return GzipError(message)
+
+
+class PartStream(io.RawIOBase):
+    """A part's records as a stream (decompressed): the file's bytes from the
+    first record start at or after the part's first byte to the first at or
+    after its last (the module's docstring)."""
+
+    def __init__(self, part: FilePart):
+        self._part = part
+        self._source = _Decompressed(part)
+        self._data = bytearray()  # decompressed bytes not yet handed out or passed over
+        self._data_at = 0  # the offset of its first byte in the decompressed part
+        self._at_end = False  # the source is spent
+        self._begin: int | None = None  # where the part's records begin, once found
+        self._stop: int | None = None  # ... and where they end
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        if not self.closed:
+            self._source.close()
+        super().close()
+
+    def readinto(self, buffer) -> int:
+        if self._begin is None:
+            self._begin = 0 if self._part.number == 0 else self._record_start(0)
+            self._pass_over(self._begin)
+        view = memoryview(buffer).cast("B")
+        while True:
+            limit = min(self._limit(), self._data_at + len(self._data))
+            if limit > self._data_at:
+                break
+            if self._stop is not None and self._data_at >= self._stop:
+                return 0
+            if not self._more():  # the file ends before the part's records do: they end with it
+                self._stop = self._data_at + len(self._data)
+        count = min(len(view), limit - self._data_at)
+        view[:count] = self._data[:count]
+        self._pass_over(self._data_at + count)
+        return count
+
+    def _limit(self) -> int:
+        """How far bytes may be handed out now: before the part's last byte is
+        reached, every byte made (they all lie before it); then up to it, and
+        past it to the first record start after it."""
+        end_at = self._source.end_at
+        if self._stop is not None or end_at is None or self._part.last:
+            return self._stop if self._stop is not None else self._data_at + len(self._data)
+        if self._data_at < end_at:
+            return end_at
+        # past the part's last byte: its records end at the next record start, which
+        # is the first one the part has where that lies past its last byte (an empty part)
+        self._stop = self._begin if self._data_at > end_at else self._record_start(end_at)
+        return self._stop
+
+    def _more(self) -> bool:
+        if self._at_end:
+            return False
+        piece = self._source.read()
+        if not piece:
+            self._at_end = True
+            return False
+        self._data += piece
+        return True
+
+    def _pass_over(self, offset: int) -> None:
+        """Drop the bytes before ``offset`` (read more where it lies beyond them)."""
+        while offset > self._data_at + len(self._data) and self._more():
+            pass
+        drop = min(offset - self._data_at, len(self._data))
+        del self._data[:drop]
+        self._data_at += drop
+
+    def _line_end(self, start: int) -> int:
+        """The offset of the newline that ends the line from ``start``; the end
+        of the file's bytes where none follows."""
+        while True:
+            at = self._data.find(b"\n", start - self._data_at)
+            if at >= 0:
+                return self._data_at + at
+            if not self._more():
+                return self._data_at + len(self._data)
+
+    def _record_start(self, offset: int) -> int:
+        """The first record start after a newline at or after ``offset``; the
+        end of the file's bytes where there is none."""
+        newline = self._line_end(offset)
+        while newline < self._data_at + len(self._data):
+            start = newline + 1
+            if self._is_record_start(start):
+                return start
+            newline = self._line_end(start)
+        return self._data_at + len(self._data)
+
+    def _byte(self, offset: int) -> int | None:
+        while offset >= self._data_at + len(self._data):
+            if not self._more():
+                return None
+        return self._data[offset - self._data_at]
+
+    def _is_record_start(self, start: int) -> bool:
+        first = self._byte(start)
+        if self._part.fileformat == "fasta":
+            return first == ord(">")
+        if first != ord("@"):
+            return False
+        ends = [self._line_end(start)]
+        for _ in range(3):
+            ends.append(self._line_end(ends[-1] + 1))
+        sequence, quality = ends[1] - ends[0], ends[3] - ends[2]
+        return self._byte(ends[1] + 1) == ord("+") and sequence == quality
