@@ -1,22 +1,33 @@
 """Screening over Dask (``distributed``): many GPUs, many hosts, the same output.
 
-Two ways to shard a run, both on top of :func:`bpbc.pipeline.screen_files`'s
+Three ways to shard a run, all on top of :func:`bpbc.pipeline.screen_files`'s
 pieces:
 
-* **One file** (:func:`screen_distributed` with one reads path): the client
-  reads and parses the file chunk by chunk, as the local pipeline does, and
-  ships each chunk's raw bytes to a worker (:func:`screen_chunk`, a Dask task).
-  The worker holds one :class:`~bpbc.screener.Screener` per run (built at its
-  first chunk), encodes, screens and aligns the chunk and sends back the PAF
-  bytes, which reads pass, and the counts. The client writes PAF, matched and
-  unmatched reads in input order, with at most ``in_flight`` chunks under way,
-  so memory stays bounded.
+* **One file in parts** (:func:`screen_distributed` with one reads path,
+  where the workers see it): the file is cut into byte ranges without being
+  decompressed or parsed (:mod:`bpbc.file_parts`: an uncompressed file
+  anywhere, a gzip file at member starts, so BGZF), two per worker thread,
+  and each is one Dask task (:func:`screen_file` on a
+  :class:`~bpbc.file_parts.FilePart`): the worker reads its part's records,
+  screens them with the local pipeline and writes its outputs under hidden
+  names, which the client joins in input order when every part is done.
+* **One file in chunks** (one reads path otherwise: stdin, a single gzip
+  member, PAF to stdout, workers that do not see the file): the client reads
+  and parses the file chunk by chunk, as the local pipeline does, and ships
+  each chunk's raw bytes to a worker (:func:`screen_chunk`). The worker holds
+  one :class:`~bpbc.screener.Screener` per run (built at its first chunk),
+  encodes, screens and aligns the chunk and sends back the PAF bytes, which
+  reads pass, and the counts. The client writes PAF, matched and unmatched
+  reads in input order, with at most ``in_flight`` chunks under way, so
+  memory stays bounded.
 * **Many files** (a list of reads paths): one Dask task per file
   (:func:`screen_file`), which runs the local pipeline on a worker that reads
   its file and writes its outputs itself, on storage that the workers share.
-  Output paths are templates holding ``{stem}``. Every output is written under
-  a hidden staging name and renamed into place only when every file has been
-  screened, so a failed run leaves none of them.
+  Output paths are templates holding ``{stem}``.
+
+With parts and with many files every output is written under a hidden
+staging name and put in place only when every task has succeeded, so a
+failed run leaves none of them.
 
 A worker that dies has its tasks run again elsewhere (Dask's own
 rescheduling); tasks are deterministic, so the outputs are those of a clean
@@ -33,6 +44,7 @@ import hashlib
 import os
 import pickle
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -42,6 +54,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from bpbc.engines import limit_numba_threads, set_up_process
+from bpbc.file_parts import FilePart, PartBoundaryError, plan_parts
 from bpbc.io import STDIN, AtomicOutput, InputError, SequenceSource, display_name, read_patterns
 from bpbc.outputs import RunFiles
 from bpbc.pipeline import (OrderedWorker, ScreenSettings, StageTimes, chunk_paf, chunk_size_for, cyclic_gc_paused,
@@ -50,17 +63,19 @@ from bpbc.pipeline import (OrderedWorker, ScreenSettings, StageTimes, chunk_paf,
 from bpbc.resources import CorePlan, plan_run, usable_cores
 from bpbc.result import Texts
 from bpbc.sinks import is_template
-from bpbc.summary import HitColumns, Summary, summary_json
+from bpbc.summary import HitColumns, Summary, combined_summary, summary_json
 
 #: in output paths: the reads file's name without directory, format and compression suffixes
 STEM_FIELD = "{stem}"
 _COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zstd")
 _FORMAT_SUFFIXES = (".fastq", ".fq", ".fasta", ".fa", ".fna", ".fas")
-#: chunks under way per worker thread (one file mode), unless ``in_flight`` says otherwise
+#: chunks under way per worker thread (one file in chunks), unless ``in_flight`` says otherwise
 IN_FLIGHT_PER_THREAD = 2
+#: parts of one file per worker thread: a worker done early takes over some of a slow one's share
+PARTS_PER_THREAD = 2
 #: Dask's warning about large task graphs: a chunk's bytes travel in its task
 _LARGE_TASK_BYTES = "1GiB"
-#: hidden names of outputs until the whole run has succeeded (many files mode)
+#: hidden names of outputs until the whole run has succeeded (parts and many files)
 _STAGING_PREFIX = ".bpbc-part-"
 #: a local cluster's scheduler without a dashboard, its HTTP server on a free port: it starts one
 #: whatever the dashboard address (8787 by default), and two runs at once warned of the port taken
@@ -241,22 +256,22 @@ def staging_path(path: str, token: str) -> str:
     return os.path.join(directory, f"{_STAGING_PREFIX}{token}.{base}")
 
 
-def screen_file(job: Job, reads_path: str, patterns_path: str, outputs: dict,
+def screen_file(job: Job, reads_path: str | FilePart, patterns_path: str, outputs: dict,
                 abort_event: str | None = None, plan: CorePlan | None = None) -> Summary:
-    """A Dask task: screen one whole file on this worker with the local
-    pipeline; ``outputs`` maps 'output', 'matched', 'unmatched', 'json' to
-    the staging paths (or None). The summary names the files as the user gave
-    them (``job``). When the run was given up meanwhile (Dask event
-    ``abort_event`` set), the files just written are removed. ``plan``: the
-    run's threads (None: this Dask worker's, :func:`worker_plan`; a process
-    of :mod:`bpbc.many_files` gives its own)."""
+    """A Dask task: screen one whole file, or a part of one, on this worker
+    with the local pipeline; ``outputs`` maps 'output', 'matched',
+    'unmatched', 'json' to the staging paths (or None). The summary names the
+    files as the user gave them (``job``). When the run was given up
+    meanwhile (Dask event ``abort_event`` set), the files just written are
+    removed. ``plan``: the run's threads (None: this Dask worker's,
+    :func:`worker_plan`; a process of :mod:`bpbc.many_files` gives its own)."""
     set_up_process()
     try:
         summary = screen_files(reads_path, patterns_path, job.settings, output=outputs["output"],
                                matched=outputs["matched"], unmatched=outputs["unmatched"],
                                plan=plan or worker_plan(job.settings.threads))
     except InputError as error:  # the files named as the user gave them, not as the worker opened them
-        raise InputError(str(error).replace(reads_path, job.reads_file)
+        raise InputError(str(error).replace(os.fspath(reads_path), job.reads_file)
                          .replace(patterns_path, job.patterns_file)) from None
     summary.reads_file = job.reads_file
     summary.patterns_file = job.patterns_file
@@ -294,6 +309,38 @@ def commit_files(renames: Sequence[tuple[str, str]]) -> None:
     for staged, final in renames:
         os.replace(staged, final)
     remove_files([staged for staged, _ in renames])  # the temporary files of attempts on killed workers
+
+
+def join_files(joins: Sequence[tuple[Sequence[str], str]]) -> None:
+    """Each list of staged outputs appended, in order, to its first one, which
+    then takes the final name. Compressed outputs join as they are: gzip,
+    bzip2, xz and zstd files each read as one when concatenated."""
+    for staged, final in joins:
+        with open(staged[0], "r+b", buffering=0) as out:
+            out.seek(0, os.SEEK_END)
+            for path in staged[1:]:
+                with open(path, "rb", buffering=0) as part:
+                    _append(part, out)
+        commit_files([(staged[0], final)])
+        remove_files(staged[1:])
+
+
+def _append(source, out) -> None:
+    """The rest of ``source`` appended to ``out`` (both unbuffered), within the kernel where it can."""
+    try:
+        while os.copy_file_range(source.fileno(), out.fileno(), 1 << 30):
+            pass
+        return
+    except OSError:  # not between these files: on from where it got, by reads and writes
+        shutil.copyfileobj(source, out, 1 << 22)
+
+
+def _sees(path: str, size: int, directories: Sequence[str]) -> bool:
+    """On a worker: whether it sees the reads file (its size) and can write where the outputs go."""
+    try:
+        return os.path.getsize(path) == size and all(os.access(d, os.W_OK) for d in directories)
+    except OSError:
+        return False
 
 
 # ---------------------------------------------------------------- client side
@@ -336,14 +383,19 @@ def screen_distributed(
     json_path=None,
     progress: Callable[[int], None] | None = None,
     in_flight: int | None = None,
+    split: bool = True,
 ):
     """Screen reads over the Dask cluster of ``client`` (a ``distributed.Client``).
 
-    ``reads`` is one path (``-``: stdin): the client reads it and the workers
-    screen its chunks; outputs as :func:`bpbc.pipeline.screen_files` writes
-    them, byte for byte, and its :class:`~bpbc.pipeline.Summary` (timing
-    aside). ``in_flight`` bounds the chunks under way (default: two per
-    worker thread).
+    ``reads`` is one path (``-``: stdin): outputs as
+    :func:`bpbc.pipeline.screen_files` writes them, byte for byte (compressed
+    ones: their contents), and its :class:`~bpbc.pipeline.Summary` (timing
+    aside). Where it can be cut (:func:`bpbc.file_parts.plan_parts`), the
+    outputs are files (not stdout) and every worker sees the reads and the
+    outputs' directories, the workers read its parts on their own; otherwise,
+    or without ``split``, the client reads it and the workers screen its
+    chunks, ``in_flight`` of them under way at most (default: two per worker
+    thread).
 
     ``reads`` a list of paths: each file is screened by one worker, which reads
     it and writes its outputs itself (storage the workers share; relative
@@ -360,19 +412,76 @@ def screen_distributed(
         if is_template(paths[kind]):
             raise InputError("demultiplexing ({name} in --matched) is not supported with --dask")
     if isinstance(reads, (str, bytes, os.PathLike)):
-        return _screen_one_file(client, reads, patterns_path, settings, paths, progress, in_flight)
+        return _screen_one_file(client, reads, patterns_path, settings, paths, progress, in_flight, split)
     return _screen_many_files(client, list(reads), patterns_path, settings, paths, progress)
 
 
-def _screen_one_file(client, reads_path, patterns_path, settings, paths, progress, in_flight) -> Summary:
-    import dask.config
-
-    started = time.perf_counter()
+def _screen_one_file(client, reads_path, patterns_path, settings, paths, progress, in_flight, split) -> Summary:
     if reads_path == STDIN and patterns_path == STDIN:
         raise InputError("only one input can be read from stdin ('-')")
     paths = {kind: fill_stem(path, reads_path) if reads_path != STDIN else path for kind, path in paths.items()}
     if any(STEM_FIELD in os.fspath(path) for path in paths.values() if path is not None):
         raise InputError(f"{STEM_FIELD} needs a reads file, not stdin")
+    parts = _file_parts(client, reads_path, paths) if split else None
+    if parts is not None:
+        try:
+            return _screen_parts(client, parts, reads_path, patterns_path, settings, paths, progress)
+        except PartBoundaryError:
+            pass  # a gzip header found when the file was cut was not a member's: the client reads it whole
+    return _screen_chunks(client, reads_path, patterns_path, settings, paths, progress, in_flight)
+
+
+def _file_parts(client, reads_path, paths: dict) -> list[FilePart] | None:
+    """The parts of ``reads_path`` that the workers will read on their own, or
+    None: it cannot be cut, the PAF goes to stdout, an output is not a
+    regular file, or a worker does not see the file or cannot write where
+    the outputs go."""
+    outputs = [os.path.abspath(path) for path in paths.values() if path is not None]
+    if reads_path == STDIN or paths["output"] is None or STDIN in paths.values():
+        return None
+    if any(os.path.exists(path) and not os.path.isfile(path) for path in outputs):
+        return None
+    reads_path = os.path.abspath(reads_path)
+    parts = plan_parts(reads_path, PARTS_PER_THREAD * _worker_threads(client))
+    if parts is None:
+        return None
+    directories = sorted({os.path.dirname(path) for path in outputs})
+    seen = client.run(_sees, reads_path, os.path.getsize(reads_path), directories)
+    return parts if seen and all(seen.values()) else None
+
+
+def _screen_parts(client, parts: list[FilePart], reads_path, patterns_path, settings, paths, progress) -> Summary:
+    """One file screened part by part, each part by a worker; its outputs staged, then joined in order."""
+    started = time.perf_counter()
+    patterns = read_patterns(patterns_path)
+    make_screener(replace(settings, device="cpu"), patterns, display_name(patterns_path))  # checks the settings
+    job = Job.of(settings, patterns, display_name(patterns_path), display_name(reads_path))
+    token = secrets.token_hex(4)
+    finals = {kind: os.path.abspath(path) for kind, path in paths.items() if path is not None and kind != "json"}
+    staged = [{kind: staging_path(finals[kind], f"{token}-{part.number}") if kind in finals else None
+               for kind in paths} for part in parts]
+    with ExitStack() as stack:
+        summary_file = None if paths["json"] is None else stack.enter_context(
+            AtomicOutput(paths["json"], "JSON summary"))
+
+        def finish(summaries: list[Summary]) -> None:
+            joins = [([files[kind] for files in staged], final) for kind, final in finals.items()]
+            client.submit(join_files, joins, key=f"bpbc-join-{token}", pure=False).result()
+
+        tasks = [(job, part, os.path.abspath(patterns_path), files) for part, files in zip(parts, staged)]
+        summaries = _run_file_tasks(client, token, tasks, progress, finish)
+        summary = combined_summary(summaries, time.perf_counter() - started)
+        summary.reads_file = job.reads_file
+        if summary_file is not None:
+            summary_file.open_binary().write(summary_json(summary))
+            summary_file.commit()
+    return summary
+
+
+def _screen_chunks(client, reads_path, patterns_path, settings, paths, progress, in_flight) -> Summary:
+    import dask.config
+
+    started = time.perf_counter()
     run_id = secrets.token_hex(4)
     with ExitStack() as stack:
         stack.enter_context(cyclic_gc_paused())
@@ -480,36 +589,65 @@ def many_files_paths(reads: list, paths: dict) -> list[dict]:
 
 
 def _screen_many_files(client, reads: list, patterns_path, settings, paths, progress) -> list[Summary]:
-    from distributed import Event, as_completed
-
     if patterns_path == STDIN:
         raise InputError("with several reads files, the patterns cannot come from stdin")
     per_file = many_files_paths([os.fspath(path) for path in reads], paths)
     patterns = read_patterns(patterns_path)
     make_screener(replace(settings, device="cpu"), patterns, display_name(patterns_path))  # checks the settings
     token = secrets.token_hex(4)
-    abort = f"bpbc-abort-{token}"
     staged = [{kind: None if path is None else staging_path(path, token) for kind, path in files.items()}
               for files in per_file]
-    all_staged = [path for files in staged for path in files.values() if path is not None]
-    futures = []
-    summaries: list[Summary | None] = [None] * len(reads)
-    done_reads = 0
-    try:
-        for index, (reads_path, files) in enumerate(zip(reads, staged)):
-            job = Job.of(settings, patterns, display_name(patterns_path), display_name(reads_path))
-            futures.append(client.submit(screen_file, job, os.path.abspath(reads_path), os.path.abspath(patterns_path),
-                                         files, abort, key=f"bpbc-file-{token}-{index}", pure=False))
-        index_of = {future.key: index for index, future in enumerate(futures)}
-        for future in as_completed(futures, loop=client.loop):
-            summary = future.result()
-            summaries[index_of[future.key]] = summary
-            done_reads += summary.reads
-            if progress is not None:
-                progress(done_reads)
+
+    def finish(summaries: list[Summary]) -> None:
         renames = [(staged_path, files[kind]) for staged_files, files in zip(staged, per_file)
                    for kind, staged_path in staged_files.items() if staged_path is not None]
         client.submit(commit_files, renames, key=f"bpbc-commit-{token}", pure=False).result()
+
+    tasks = [(Job.of(settings, patterns, display_name(patterns_path), display_name(reads_path)),
+              os.path.abspath(reads_path), os.path.abspath(patterns_path), files)
+             for reads_path, files in zip(reads, staged)]
+    return _run_file_tasks(client, token, tasks, progress, finish)
+
+
+def _error_of(future) -> BaseException | None:
+    """What ``future`` raised once done; None where it succeeded."""
+    try:
+        future.result()
+    except BaseException as error:  # noqa: BLE001 - handed back to be raised
+        return error
+    return None
+
+
+def _run_file_tasks(client, token: str, tasks: list[tuple], progress, finish: Callable[[list[Summary]], None]
+                    ) -> list[Summary]:
+    """One :func:`screen_file` task per ``(job, reads, patterns_path,
+    staged outputs)`` of ``tasks``; their summaries, in order, once
+    ``finish(summaries)`` has put the staged outputs in place. When a task
+    fails, the first failure in task order is raised (a part whose start was
+    wrong fails only after the part before it found that out), and every
+    staged output is removed (tasks still under way remove their own, told by
+    a Dask event)."""
+    from distributed import Event, as_completed
+
+    abort = f"bpbc-abort-{token}"
+    all_staged = [path for *_, files in tasks for path in files.values() if path is not None]
+    futures = []
+    summaries: list[Summary] = []
+    try:
+        futures = [client.submit(screen_file, job, reads, patterns_path, files, abort,
+                                 key=f"bpbc-file-{token}-{index}", pure=False)
+                   for index, (job, reads, patterns_path, files) in enumerate(tasks)]
+        index_of = {future.key: index for index, future in enumerate(futures)}
+        done: dict[int, Summary] = {}
+        for future in as_completed(futures, loop=client.loop):
+            index = index_of[future.key]
+            if future.status == "error":  # the first failure in input order is the one raised
+                raise next(error for error in map(_error_of, futures[:index + 1]) if error is not None)
+            done[index] = future.result()
+            if progress is not None:
+                progress(sum(summary.reads for summary in done.values()))
+        summaries = [done[index] for index in range(len(tasks))]
+        finish(summaries)
     except BaseException as error:
         client.cancel(futures)
         try:
@@ -520,7 +658,7 @@ def _screen_many_files(client, reads: list, patterns_path, settings, paths, prog
         if isinstance(error, _distributed_errors()):
             raise _cluster_failed(error) from None
         raise
-    return [summary for summary in summaries if summary is not None]  # every file has one by now
+    return summaries
 
 
 # ---------------------------------------------------------------- connecting

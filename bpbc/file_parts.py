@@ -29,6 +29,7 @@ import os
 import stat
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 #: a part holds at least this many bytes of the file: below, a task's start costs more than it saves
 MIN_PART_BYTES = 32 << 20
@@ -90,8 +91,9 @@ class FilePart:
         return PartStream(self)
 
 
-def plan_parts(path, count: int, min_bytes: int = MIN_PART_BYTES) -> list[FilePart] | None:
-    """``path`` cut into at most ``count`` parts of at least ``min_bytes``,
+def plan_parts(path, count: int, min_bytes: int | None = None) -> list[FilePart] | None:
+    """``path`` cut into at most ``count`` parts of at least ``min_bytes``
+    (default :data:`MIN_PART_BYTES`),
     or None where it cannot be cut: not a regular file, not FASTA or FASTQ
     (uncompressed or gzip), too small, or gzip without another member start
     near any cut point (one member: reading it means decompressing from its
@@ -101,7 +103,7 @@ def plan_parts(path, count: int, min_bytes: int = MIN_PART_BYTES) -> list[FilePa
         size = os.stat(path).st_size if stat.S_ISREG(os.stat(path).st_mode) else 0
     except OSError:
         return None
-    count = min(count, size // max(1, min_bytes))
+    count = min(count, size // max(1, MIN_PART_BYTES if min_bytes is None else min_bytes))
     if count < 2:
         return None
     with open(path, "rb") as handle:
@@ -161,7 +163,7 @@ class _Decompressed:
         self.end_at: int | None = None if part.gzip else part.end - part.start
         self.made = 0  # decompressed bytes made so far
         self._inflate = _inflate()
-        self._decompressor = None  # of the member under way; None between members
+        self._decompressor: Any = None  # of the member under way; None between members
         self._input = b""  # compressed bytes not yet decompressed
         self._input_at = part.start  # their offset in the file
 
@@ -262,8 +264,8 @@ class PartStream(io.RawIOBase):
             return end_at
         # past the part's last byte: its records end at the next record start, which
         # is the first one the part has where that lies past its last byte (an empty part)
-        self._stop = self._begin if self._data_at > end_at else self._record_start(end_at)
-        return self._stop
+        self._stop = stop = self._data_at if self._data_at > end_at else self._record_start(end_at)
+        return stop
 
     def _more(self) -> bool:
         if self._at_end:

@@ -37,6 +37,7 @@ from xopen import xopen
 from bpbc.alphabet import SequenceError, encode_pattern, encode_patterns
 from bpbc.buffers import BufferPool
 from bpbc.errors import InputError
+from bpbc.file_parts import FilePart
 from bpbc.gzip_reader import parallel_gzip
 
 STDIN = "-"
@@ -550,7 +551,10 @@ class SequenceSource:
             else:
                 if os.path.isdir(path):
                     raise InputError(f"{self.name}: is a directory, not a {kind} file")
-                if raw_fastq:
+                if isinstance(path, FilePart):  # a part of a file (bpbc.file_parts): decompressed on its own
+                    self.name = f"{self.name} ({path.describe()})"
+                    self._stream = path.open()
+                elif raw_fastq:
                     self._stream = _plain_fastq(path)
                 self._stream = self._stream or parallel_gzip(path, threads) or _strict(xopen(path, "rb", threads=0))
             head = self._stream.read(READ_BLOCK) if raw_fastq else b""

@@ -1,7 +1,8 @@
 """Screening over Dask (bpbc.distributed, bpbc-screen --dask): the same outputs as the local run.
 
 One local cluster of two worker processes (one thread each) serves the whole
-module: both ways to shard (one file in chunks, many files one task each),
+module: the three ways to shard (one file in parts or in chunks, many files
+one task each),
 a worker killed in the middle of a run, a failed run, the command line on
 that cluster's address, ``--dask local:1``, and an unreachable scheduler.
 Inputs are small and the chunks smaller, so that a run has many chunks.
@@ -25,6 +26,8 @@ import pytest
 distributed = pytest.importorskip("distributed", reason="distributed is not installed (pip install '.[dask]')")
 
 import bpbc  # noqa: E402
+import bpbc.distributed  # noqa: E402
+from bpbc import file_parts  # noqa: E402
 from bpbc.cli import main  # noqa: E402
 from bpbc.distributed import screen_distributed, stem, worker_addresses  # noqa: E402
 from bpbc.io import InputError  # noqa: E402
@@ -168,10 +171,88 @@ def test_stem():
 def test_one_file_in_chunks_gives_the_local_outputs(client, inputs, references, tmp_path, name):
     paths = {"output": tmp_path / "hits.paf", "matched": tmp_path / "m.fq.gz", "unmatched": tmp_path / "u.fq.gz",
              "json_path": tmp_path / "s.json"}
-    summary = screen_distributed(client, inputs / name, inputs / "p.fa", SETTINGS, in_flight=3, **paths)
+    summary = screen_distributed(client, inputs / name, inputs / "p.fa", SETTINGS, in_flight=3, split=False, **paths)
     assert_same_outputs(references[name], paths)
     assert summary.reads == json.loads(references[name]["json_path"].read_text())["reads"]
     assert summary.device == "cpu" and _leftovers(tmp_path) == []
+
+
+@pytest.fixture
+def small_parts(monkeypatch):
+    """Parts of a few kB, so that the test files are cut into several; the
+    number planned is kept, and a run in chunks fails."""
+    monkeypatch.setattr(file_parts, "MIN_PART_BYTES", 4096)
+    planned: list[int] = []
+    plan = bpbc.distributed.plan_parts
+
+    def counted(*args, **kwargs):
+        parts = plan(*args, **kwargs)
+        planned.append(len(parts or ()))
+        return parts
+
+    def no_chunks(*args, **kwargs):
+        raise AssertionError("the file was read by the client in chunks")
+
+    monkeypatch.setattr(bpbc.distributed, "plan_parts", counted)
+    monkeypatch.setattr(bpbc.distributed, "_screen_chunks", no_chunks)
+    return planned
+
+
+@pytest.fixture(scope="module")
+def members(inputs, references, tmp_path_factory):
+    """one.fq.gz as gzip members of 8 kB of FASTQ each (what concatenated gzip files are), and its local outputs."""
+    work = tmp_path_factory.mktemp("members")
+    data = gzip.decompress((inputs / "one.fq.gz").read_bytes())
+    path = work / "members.fq.gz"
+    path.write_bytes(b"".join(gzip.compress(data[i:i + 8192]) for i in range(0, len(data), 8192)))
+    return path, _local(path, inputs / "p.fa", work / "local")
+
+
+@pytest.mark.parametrize("name", ["two.fastq", "three.fa", "members.fq.gz"])
+def test_one_file_in_parts_gives_the_local_outputs(client, small_parts, inputs, references, members, tmp_path, name):
+    reads, reference = members if name == "members.fq.gz" else (inputs / name, references[name])
+    paths = {"output": tmp_path / "hits.paf", "matched": tmp_path / "m.fq.gz", "unmatched": tmp_path / "u.fq",
+             "json_path": tmp_path / "s.json"}
+    summary = screen_distributed(client, reads, inputs / "p.fa", SETTINGS, **paths)
+    assert small_parts == [4]  # two per worker thread
+    assert_same_outputs(reference, paths)
+    assert summary.reads == json.loads(reference["json_path"].read_text())["reads"] > 0
+    assert summary.reads_file == str(reads) and _leftovers(tmp_path) == []
+
+
+def test_a_killed_worker_changes_nothing_in_parts(client, small_parts, kill_once, inputs, references, tmp_path):
+    marker = kill_once(r"bpbc-file-.*-2")
+    paths = {"output": tmp_path / "hits.paf", "matched": tmp_path / "m.fq", "unmatched": tmp_path / "u.fq.gz",
+             "json_path": tmp_path / "s.json"}
+    screen_distributed(client, inputs / "two.fastq", inputs / "p.fa", SETTINGS, **paths)
+    assert marker.exists() and small_parts == [4]
+    assert_same_outputs(references["two.fastq"], paths)
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_wrong_cut_falls_back_to_chunks(client, inputs, members, tmp_path, monkeypatch):
+    """A gzip header that was not a member's start (here: one byte off a
+    real one): the part before it finds that out, and the client reads the
+    file in chunks; the outputs are the local run's."""
+    from dataclasses import replace
+
+    monkeypatch.setattr(file_parts, "MIN_PART_BYTES", 4096)
+    plan = bpbc.distributed.plan_parts
+    wrong: list[int] = []
+
+    def off_by_one(*args, **kwargs):
+        parts = plan(*args, **kwargs)
+        wrong.append(parts[2].start + 1)
+        return [replace(part, start=part.start + (part.number == 2), end=part.end + (part.number == 1))
+                for part in parts]
+
+    monkeypatch.setattr(bpbc.distributed, "plan_parts", off_by_one)
+    reads, reference = members
+    paths = {"output": tmp_path / "hits.paf", "matched": tmp_path / "m.fq.gz", "unmatched": tmp_path / "u.fq",
+             "json_path": tmp_path / "s.json"}
+    screen_distributed(client, reads, inputs / "p.fa", SETTINGS, **paths)
+    assert wrong and _leftovers(tmp_path) == []
+    assert_same_outputs(reference, paths)
 
 
 def test_an_empty_file(client, inputs, tmp_path):
@@ -231,6 +312,14 @@ def test_a_failed_run_leaves_no_output(client, inputs, tmp_path, monkeypatch):
     paths = {"output": out / "hits.paf", "matched": out / "m.fq.gz", "unmatched": out / "u.fq", "json_path": out / "s.json"}
     with pytest.raises(InputError, match=r"bad\.fq: read y600"):
         screen_distributed(client, bad, inputs / "p.fa", SETTINGS, **paths)
+    assert os.listdir(out) == []
+    # in parts: the error names the part; nor is any output left
+    monkeypatch.setattr(file_parts, "MIN_PART_BYTES", 4096)
+    with pytest.raises(InputError, match=r"bad\.fq \(part 4 of 4, from byte \d+\): read y600"):
+        screen_distributed(client, bad, inputs / "p.fa", SETTINGS, **paths)
+    deadline = time.monotonic() + 20
+    while os.listdir(out) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert os.listdir(out) == []
     # many files, the bad one among them: none of the good ones' outputs either
     templates = {"output": out / "{stem}.paf", "matched": out / "{stem}.m.fq.gz", "unmatched": out / "{stem}.u.fq",
