@@ -11,10 +11,11 @@ Rows, every command a new process (``python -m bpbc``) writing PAF,
 
 * ``single``: ``bpbc-screen whole.fq.gz --device gpu``, one process, one GPU:
   the reference of every ratio;
-* ``cluster_files``: many files, one task per file (sharding mode b), N quarter
-  or half files over a running cluster of N GPU workers (``--dask ADDRESS``),
-  N = 1, 2, 4 as far as there are GPUs; ``cluster_chunks``: the whole file in
-  chunks (mode a) over the same cluster. The cluster is started once per N
+* ``cluster_files``: many files, one task per file, N quarter or half files
+  over a running cluster of N GPU workers (``--dask ADDRESS``), N = 1, 2, 4 as
+  far as there are GPUs; ``cluster_one_file``: the whole file over the same
+  cluster, cut into parts that the workers read (``split``: the ``--json``
+  plan's ``dask``, ``N parts``; ``chunks`` where the client read it). The cluster is started once per N
   (``dask_cuda.LocalCUDACluster``, else one Nanny per GPU with its
   CUDA_VISIBLE_DEVICES) and warmed up on a small file, so these rows time
   screening, not the cluster's start: the throughput of a running cluster;
@@ -22,10 +23,10 @@ Rows, every command a new process (``python -m bpbc``) writing PAF,
   command, the cluster's start included.
 
 ``ratio_to_single`` = reads/s over the single run's reads/s (``target_ratio``:
->= 1.8 on 2 GPUs, >= 3.4 on 4, for sharding mode b). The stage
-columns come from the command's ``--json`` (mode b: the slowest file's);
-``read_share`` of mode (a) near 1 is the client's decompression and parsing
-bounding the run. ``--quick``: CPU workers, 4000 reads, about a minute (CI).
+>= 1.8 on 2 GPUs, >= 3.4 on 4). The stage columns come from the command's
+``--json`` (many files: the slowest file's; one file in parts: the parts'
+seconds added up); ``read_share`` near 1 in chunks is the client's
+decompression and parsing bounding the run. ``--quick``: CPU workers, 4000 reads, about a minute (CI).
 ``--serve``: every command, the single run's too, goes through one
 ``bpbc-serve`` started for the purpose (``BPBC_SERVER``, bpbc/server.py), so
 no row pays a process start: the rows then compare screening throughput.
@@ -202,7 +203,8 @@ def run(n: int = 10_000_000, quick: bool = False, counts=None, repeats: int = 1,
                        "seconds": f"{float(np.median(times)):.4g}", "repeats": " ".join(f"{t:.3f}" for t in times),
                        "reads_per_s": f"{reads / float(np.median(times)):.4g}",
                        "paf_lines": sum(summary["alignments"] for summary in summaries),
-                       "reads_passing": sum(summary["reads_passing"] for summary in summaries), **extra,
+                       "reads_passing": sum(summary["reads_passing"] for summary in summaries),
+                       "split": summaries[0]["plan"].get("dask", ""), **extra,
                        **_stage_columns(summaries)}
                 if check_reads:
                     row["reads_md5"] = _gunzip_md5([out / f"{s}.m.fq.gz" for s in stems]) + "/" + _gunzip_md5(
@@ -216,7 +218,7 @@ def run(n: int = 10_000_000, quick: bool = False, counts=None, repeats: int = 1,
                         row["reads_identical_to_single"] = row["reads_md5"] == reference.get("reads_md5")
                     if reference.get("seconds"):
                         row["ratio_to_single"] = f"{reference['seconds'] / float(np.median(times)):.3f}"
-                        row["target_ratio"] = {2: 1.8, 4: 3.4}.get(workers, "") if case != "cluster_chunks" else ""
+                        row["target_ratio"] = {2: 1.8, 4: 3.4}.get(workers, "")
             except Exception as error:  # noqa: BLE001 - a row that failed says why; the others go on
                 row = {"case": case, "method": method, "workers": workers, "basis": "error",
                        "error": error_text(error)}
@@ -240,7 +242,7 @@ def run(n: int = 10_000_000, quick: bool = False, counts=None, repeats: int = 1,
                     measure("cluster_files", f"bpbc-screen FILES... --dask ADDRESS ({kind}){via}",
                             base + dask + ["--reads-from", _listing(work, many), work / "panel.fa"] + outputs(True),
                             many, workers, cluster=kind, threads_per_worker=threads[1])
-                    measure("cluster_chunks", f"bpbc-screen whole.fq.gz --dask ADDRESS ({kind}){via}",
+                    measure("cluster_one_file", f"bpbc-screen whole.fq.gz --dask ADDRESS ({kind}){via}",
                             base + dask + [whole, work / "panel.fa"] + outputs(False), [whole], workers,
                             cluster=kind, threads_per_worker=threads[1])
             except Exception as error:  # noqa: BLE001

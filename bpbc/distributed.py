@@ -472,6 +472,7 @@ def _screen_parts(client, parts: list[FilePart], reads_path, patterns_path, sett
         summaries = _run_file_tasks(client, token, tasks, progress, finish)
         summary = combined_summary(summaries, time.perf_counter() - started)
         summary.reads_file = job.reads_file
+        summary.plan = {**summaries[0].plan, "dask": f"{len(parts)} parts"}  # a part's threads on its worker
         if summary_file is not None:
             summary_file.open_binary().write(summary_json(summary))
             summary_file.commit()
@@ -496,6 +497,7 @@ def _screen_chunks(client, reads_path, patterns_path, settings, paths, progress,
         job = Job.of(settings, patterns, display_name(patterns_path), source.name)
         summary = new_summary(checked, settings, plan, display_name(reads_path), display_name(patterns_path))
         summary.device = ""  # the workers' engine, known from their first result
+        summary.plan["dask"] = "chunks"
         statistics = summary.statistics
         assert statistics is not None
         stages = StageTimes()

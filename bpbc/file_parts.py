@@ -3,8 +3,8 @@
 A part is a byte range of the file that starts where reading can start
 afresh: any byte of an uncompressed file, the first byte of a gzip member
 (every BGZF block is one). Nothing of the file is decompressed or parsed to
-cut it (:func:`plan_parts`): a gzip member start is looked for in a small
-window after each cut point.
+cut it (:func:`plan_parts`): a gzip member start is looked for in a window of
+a few MiB around each cut point.
 
 A part's records are those that start in its bytes: it reads from the first
 record start at or after its first byte to the first record start at or after
@@ -33,7 +33,7 @@ from typing import Any
 
 #: a part holds at least this many bytes of the file: below, a task's start costs more than it saves
 MIN_PART_BYTES = 32 << 20
-#: bytes after a cut point searched for a gzip member's start (a BGZF block holds at most 64 KiB)
+#: bytes on either side of a cut point searched for a gzip member's start (a BGZF block holds at most 64 KiB)
 MEMBER_SEARCH_BYTES = 4 << 20
 #: compressed bytes read at a time
 READ_BYTES = 1 << 20
@@ -115,7 +115,8 @@ def plan_parts(path, count: int, min_bytes: int | None = None) -> list[FilePart]
         starts = [0]
         for number in range(1, count):
             cut = size * number // count
-            start = _member_start(handle, cut, min(size, cut + MEMBER_SEARCH_BYTES)) if gzip else cut
+            start = _member_start(handle, max(starts[-1] + 1, cut - MEMBER_SEARCH_BYTES), cut,
+                                  min(size, cut + MEMBER_SEARCH_BYTES)) if gzip else cut
             if start is not None and start > starts[-1] and start < size:
                 starts.append(start)
     if len(starts) < 2:
@@ -132,22 +133,25 @@ def _first_decompressed_byte(head: bytes) -> bytes:
         return b""
 
 
-def _member_start(handle, offset: int, limit: int) -> int | None:
-    """The first offset in [offset, limit) where a gzip member starts: a gzip
-    header whose data decompresses (a fresh member refers to nothing before
-    it, so bytes that only look like a header fail within a few symbols)."""
-    handle.seek(offset)
-    window = handle.read(limit - offset)
+def _member_start(handle, low: int, cut: int, high: int) -> int | None:
+    """The gzip member start in [low, high) nearest to ``cut``: a gzip header
+    whose data decompresses (a fresh member refers to nothing before it, so
+    bytes that only look like a header fail within a few symbols)."""
+    handle.seek(low)
+    window = handle.read(high - low)
+    candidates = []
     at = window.find(_GZIP_MAGIC)
     while at >= 0:
         if at + 3 < len(window) and not window[at + 3] & _GZIP_RESERVED_FLAGS:
-            handle.seek(offset + at)
-            try:
-                zlib.decompressobj(31).decompress(handle.read(1 << 16), 1 << 12)
-                return offset + at
-            except zlib.error:
-                pass
+            candidates.append(low + at)
         at = window.find(_GZIP_MAGIC, at + 1)
+    for start in sorted(candidates, key=lambda start: abs(start - cut)):
+        handle.seek(start)
+        try:
+            zlib.decompressobj(31).decompress(handle.read(1 << 16), 1 << 12)
+            return start
+        except zlib.error:
+            pass
     return None
 
 

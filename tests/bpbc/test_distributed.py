@@ -174,7 +174,7 @@ def test_one_file_in_chunks_gives_the_local_outputs(client, inputs, references, 
     summary = screen_distributed(client, inputs / name, inputs / "p.fa", SETTINGS, in_flight=3, split=False, **paths)
     assert_same_outputs(references[name], paths)
     assert summary.reads == json.loads(references[name]["json_path"].read_text())["reads"]
-    assert summary.device == "cpu" and _leftovers(tmp_path) == []
+    assert summary.device == "cpu" and _leftovers(tmp_path) == [] and summary.plan["dask"] == "chunks"
 
 
 @pytest.fixture
@@ -218,6 +218,7 @@ def test_one_file_in_parts_gives_the_local_outputs(client, small_parts, inputs, 
     assert_same_outputs(reference, paths)
     assert summary.reads == json.loads(reference["json_path"].read_text())["reads"] > 0
     assert summary.reads_file == str(reads) and _leftovers(tmp_path) == []
+    assert summary.plan["dask"] == json.loads(paths["json_path"].read_text())["plan"]["dask"] == "4 parts"
 
 
 def test_a_killed_worker_changes_nothing_in_parts(client, small_parts, kill_once, inputs, references, tmp_path):
