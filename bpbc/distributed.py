@@ -54,7 +54,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from bpbc.engines import limit_numba_threads, set_up_process
-from bpbc.file_parts import FilePart, PartBoundaryError, plan_parts
+from bpbc.file_parts import FilePart, UnreadablePart, plan_parts
 from bpbc.io import STDIN, AtomicOutput, InputError, SequenceSource, display_name, read_patterns
 from bpbc.outputs import RunFiles
 from bpbc.pipeline import (OrderedWorker, ScreenSettings, StageTimes, chunk_paf, chunk_size_for, cyclic_gc_paused,
@@ -426,7 +426,7 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
     if parts is not None:
         try:
             return _screen_parts(client, parts, reads_path, patterns_path, settings, paths, progress)
-        except PartBoundaryError:
+        except UnreadablePart:
             pass  # a gzip header found when the file was cut was not a member's: the client reads it whole
     return _screen_chunks(client, reads_path, patterns_path, settings, paths, progress, in_flight)
 

@@ -17,9 +17,9 @@ raw route reads (four lines each): a FASTQ quality line that begins with '@'
 has two lines on a sequence line, and no sequence begins with '+'.
 
 A gzip header found in the window but not really a member's (its magic bytes
-inside deflate data) would be caught when the part before it is read: that
-part's member walk does not land on it (:class:`PartBoundaryError`), and the
-run reads the file another way.
+inside deflate data) would be caught when the part before it is read: its
+members do not end there (:class:`UnreadablePart`), and the run reads the
+file whole instead.
 """
 
 from __future__ import annotations
@@ -54,10 +54,11 @@ def _inflate():
         return zlib
 
 
-class PartBoundaryError(RuntimeError):
-    """A part does not start where the part before it ends: a gzip header found
-    when the file was cut was not a member's. Not an input error: the file
-    can be read whole."""
+class UnreadablePart(RuntimeError):
+    """A gzip part that does not decompress to its end: a gzip header found
+    when the file was cut was not a member's, or the file is damaged. Not an
+    input error: the file is read whole instead, where damage is found and
+    named as a run of one process names it."""
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,9 @@ class FilePart:
         """Which part this is, for messages."""
         return f"part {self.number + 1} of {self.count}, from byte {self.start}"
 
-    def open(self) -> PartStream:
-        return PartStream(self)
+    def open(self, threads: int = 1) -> PartStream:
+        """The part's records, decompressed on ``threads`` threads where that pays."""
+        return PartStream(self, threads)
 
 
 def plan_parts(path, count: int, min_bytes: int | None = None) -> list[FilePart] | None:
@@ -155,29 +157,53 @@ def _member_start(handle, low: int, cut: int, high: int) -> int | None:
     return None
 
 
-class _Decompressed:
-    """The file's bytes from a part's first byte on, decompressed, to the end
-    of the file; :attr:`end_at` is where the part's last byte ends in them,
-    once the reading has got that far (from the start when uncompressed)."""
+class _PlainBytes:
+    """An uncompressed part's bytes, from its first on to the end of the file;
+    :attr:`end_at`: where the part's last byte ends in them."""
 
     def __init__(self, part: FilePart):
-        self._part = part
         self._file = open(part.path, "rb", buffering=0)
         self._file.seek(part.start)
-        self.end_at: int | None = None if part.gzip else part.end - part.start
-        self.made = 0  # decompressed bytes made so far
+        self.end_at: int | None = part.end - part.start
+        self.made = 0
+
+    def readinto(self, view) -> int:
+        """Bytes before :attr:`end_at` into ``view``; 0 where none is left."""
+        assert self.end_at is not None
+        got = self._file.readinto(view[:max(0, min(len(view), self.end_at - self.made))])
+        self.made += got
+        return got
+
+    def read(self) -> bytes:
+        piece = self._file.read(READ_BYTES)
+        self.made += len(piece)
+        return piece
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class _Members:
+    """The gzip members from file offset ``start`` on, decompressed one after
+    the other on this thread, to the end of the file; with ``end``, a member
+    must start there (:attr:`end_at`: where, in the decompressed bytes)."""
+
+    def __init__(self, path: str, start: int, end: int | None):
+        self._file = open(path, "rb", buffering=0)
+        self._file.seek(start)
+        self._end = end
+        self.end_at: int | None = None
+        self.made = 0
         self._inflate = _inflate()
         self._decompressor: Any = None  # of the member under way; None between members
         self._input = b""  # compressed bytes not yet decompressed
-        self._input_at = part.start  # their offset in the file
+        self._input_at = start  # their offset in the file
 
     def close(self) -> None:
         self._file.close()
 
     def read(self) -> bytes:
         """The next piece; b"" at the end of the file."""
-        if not self._part.gzip:
-            return self._file.read(READ_BYTES)
         while True:
             if not self._input:
                 self._input_at = self._file.tell()
@@ -188,11 +214,11 @@ class _Decompressed:
                     return b""
                 self._decompressor = self._inflate.decompressobj(wbits=31)
             elif not self._input:
-                raise EOFError("compressed file ended before the end-of-stream marker was reached")
+                raise UnreadablePart(f"the gzip member before byte {self._input_at} is cut short")
             try:
                 piece = self._decompressor.decompress(self._input, PIECE_BYTES)
             except self._inflate.error as error:
-                raise _corrupt(f"{error} (the gzip member from byte {self._input_at})") from None
+                raise UnreadablePart(f"{error} (the gzip member from byte {self._input_at})") from None
             rest = self._decompressor.unused_data if self._decompressor.eof else self._decompressor.unconsumed_tail
             self._input_at += len(self._input) - len(rest)
             self._input = rest
@@ -203,18 +229,63 @@ class _Decompressed:
                 return piece
 
     def _at_member_start(self, offset: int) -> None:
-        if self.end_at is None:
-            if offset == self._part.end:
+        if self._end is not None and self.end_at is None:
+            if offset == self._end:
                 self.end_at = self.made
-            elif offset > self._part.end:
-                raise PartBoundaryError(f"{self._part.path}: no gzip member starts at byte {self._part.end}, where "
-                                        f"{self._part.describe()} was cut (the member before ends at {offset})")
+            elif offset > self._end:
+                raise UnreadablePart(f"no gzip member starts at byte {self._end} (the member before ends at "
+                                     f"{offset})")
 
 
-def _corrupt(message: str) -> OSError:
-    from .gzip_reader import GzipError
+class _GzipBytes:
+    """A gzip part's bytes, from its first on to the end of the file: its
+    members decompressed by rapidgzip's threads where that pays (in a
+    process of its own for a large part, as a whole file would be), else
+    one after the other here; past its last byte the members after it, here
+    (the record that runs over into them)."""
 
-    return GzipError(message)
+    def __init__(self, part: FilePart, threads: int):
+        from .gzip_reader import parallel_gzip_range
+
+        self._part = part
+        self._parallel = parallel_gzip_range(part.path, threads, part.start, part.end)
+        self._members = None if self._parallel is not None else _Members(part.path, part.start, part.end)
+        self.end_at: int | None = None
+        self.made = 0
+
+    def readinto(self, view) -> int:
+        """Bytes before :attr:`end_at` into ``view``; 0 where none is left."""
+        if self._parallel is None:
+            return 0  # the members are read by pieces (read)
+        try:
+            got = self._parallel.readinto(view)
+        except (OSError, EOFError) as error:  # rapidgzip's errors, a cut that is not a member start among them
+            raise UnreadablePart(str(error)) from None
+        self.made += got
+        if not got:
+            self.end_at = self.made
+            self._parallel.close()
+            self._parallel = None
+            self._members = _Members(self._part.path, self._part.end, None)
+        return got
+
+    def read(self) -> bytes:
+        if self._parallel is not None:
+            buffer = bytearray(PIECE_BYTES)
+            got = self.readinto(memoryview(buffer))
+            if got:
+                return bytes(memoryview(buffer)[:got])
+        assert self._members is not None
+        piece = self._members.read()
+        if self.end_at is None:
+            self.end_at = self._members.end_at
+        self.made += len(piece)
+        return piece
+
+    def close(self) -> None:
+        for reader in (self._parallel, self._members):
+            if reader is not None:
+                reader.close()
 
 
 class PartStream(io.RawIOBase):
@@ -222,9 +293,9 @@ class PartStream(io.RawIOBase):
     first record start at or after the part's first byte to the first at or
     after its last (the module's docstring)."""
 
-    def __init__(self, part: FilePart):
+    def __init__(self, part: FilePart, threads: int = 1):
         self._part = part
-        self._source = _Decompressed(part)
+        self._source: Any = _GzipBytes(part, threads) if part.gzip else _PlainBytes(part)
         self._data = bytearray()  # decompressed bytes not yet handed out or passed over
         self._data_at = 0  # the offset of its first byte in the decompressed part
         self._at_end = False  # the source is spent
@@ -244,6 +315,11 @@ class PartStream(io.RawIOBase):
             self._begin = 0 if self._part.number == 0 else self._record_start(0)
             self._pass_over(self._begin)
         view = memoryview(buffer).cast("B")
+        if not self._data and self._stop is None:  # within the part, nothing held: straight from the decompressor
+            got = self._source.readinto(view)
+            if got:
+                self._data_at += got
+                return got
         while True:
             limit = min(self._limit(), self._data_at + len(self._data))
             if limit > self._data_at:

@@ -70,8 +70,39 @@ class _ChildGone(GzipError):
     """The decompressing process ended before it answered."""
 
 
+class FileRange(io.RawIOBase):
+    """Bytes ``start`` to ``end`` of the file at ``path`` as a file of their own."""
+
+    def __init__(self, path, start: int, end: int):
+        self._file = open(path, "rb", buffering=0)
+        self._start, self._size = start, end - start
+        self._file.seek(start)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._file.tell() - self._start
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.tell(), io.SEEK_END: self._size}[whence]
+        return self._file.seek(self._start + min(max(0, base + offset), self._size)) - self._start
+
+    def readinto(self, buffer) -> int:
+        view = memoryview(buffer).cast("B")
+        return self._file.readinto(view[:max(0, min(len(view), self._size - self.tell()))])
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
 class ParallelGzip(io.RawIOBase):
-    """A gzip (or BGZF) file decompressed by rapidgzip on ``threads`` threads.
+    """A gzip (or BGZF) file decompressed by rapidgzip on ``threads`` threads;
+    with ``start`` and ``end``, those bytes of it (whole gzip members).
 
     rapidgzip returns the data before a truncation without complaint: at the
     end of the stream this checks that the decompressor consumed the whole
@@ -79,17 +110,22 @@ class ParallelGzip(io.RawIOBase):
     (RuntimeError, ValueError) become the decompression errors that
     :meth:`SequenceSource._translate` names."""
 
-    def __init__(self, path, threads: int):
+    def __init__(self, path, threads: int, start: int = 0, end: int | None = None):
         self._path, self._threads = os.fspath(path), threads
-        self._size = os.path.getsize(path)
+        self._start, self._whole = start, start == 0 and end is None
+        self._size = (os.path.getsize(path) if end is None else end) - start
         self._end: int | None = None  # the decompressed size, once the end was read and the file released
         self._open()
+
+    def _compressed(self):
+        """The compressed bytes: the file, or its range."""
+        return self._path if self._whole else FileRange(self._path, self._start, self._start + self._size)
 
     def _open(self) -> None:
         import rapidgzip
 
         try:
-            self._file = rapidgzip.RapidgzipFile(self._path, parallelization=self._threads,
+            self._file = rapidgzip.RapidgzipFile(self._compressed(), parallelization=self._threads,
                                                  chunk_size=PARALLEL_GZIP_CHUNK)
         except (RuntimeError, ValueError) as error:  # no gzip header after all
             raise GzipError(_without_thread(str(error))) from None
@@ -150,15 +186,15 @@ class ParallelGzip(io.RawIOBase):
         if self._size > END_CHECK_MAX_BYTES:
             return  # not checked: decompressing it again on one thread would cost more than the run
         with open(self._path, "rb") as handle:
-            handle.seek(max(0, self._size - len(_BGZF_EOF)))
-            tail = handle.read()
+            handle.seek(self._start + max(0, self._size - len(_BGZF_EOF)))
+            tail = handle.read(min(self._size, len(_BGZF_EOF)))
         if tail == _BGZF_EOF or (size and len(tail) >= 8 and int.from_bytes(tail[-4:], "little") == size % (1 << 32)):
             return
         try:
             from isal import igzip as gzip  # gzip's checks, at ISA-L's speed
         except ImportError:
             import gzip  # type: ignore[no-redef]
-        with gzip.open(self._path, "rb") as whole:
+        with gzip.open(self._compressed(), "rb") as whole:
             while whole.read(_CHECK_BLOCK):
                 pass
 
@@ -193,7 +229,7 @@ class GzipProcess(io.RawIOBase):
     decompression. The child ends with this object's close (or this
     process: its command pipe closes)."""
 
-    def __init__(self, path, threads: int):
+    def __init__(self, path, threads: int, start: int = 0, end: int | None = None):
         self._child = None
         self._slot_size, self._slots = GZIP_PROCESS_SLOT, GZIP_PROCESS_SLOTS
         self._shm_fd = os.memfd_create("bpbc-gzip")
@@ -206,7 +242,8 @@ class GzipProcess(io.RawIOBase):
         try:
             self._child = subprocess.Popen(
                 [sys.executable, "-c", _CHILD, root, os.fspath(path), str(threads), str(self._slot_size),
-                 str(self._slots), str(self._shm_fd), str(command_r), str(answer_w)],
+                 str(self._slots), str(self._shm_fd), str(command_r), str(answer_w), str(start),
+                 str(-1 if end is None else end)],
                 pass_fds=(self._shm_fd, command_r, answer_w), stdin=subprocess.DEVNULL)
         finally:
             os.close(command_r)
@@ -343,7 +380,7 @@ def serve_in_child(argv: list[str]) -> None:
     end of the command pipe. Ctrl-C is the parent's to handle."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     path = argv[0]
-    threads, slot_size, slots, shm_fd, commands, answers = (int(arg) for arg in argv[1:7])
+    threads, slot_size, slots, shm_fd, commands, answers, start, end = (int(arg) for arg in argv[1:9])
     shm = mmap.mmap(shm_fd, slot_size * slots)
     stream = None
 
@@ -361,7 +398,7 @@ def serve_in_child(argv: list[str]) -> None:
 
     def opened() -> int:
         nonlocal stream
-        stream = ParallelGzip(path, threads)
+        stream = ParallelGzip(path, threads, start, None if end < 0 else end)
         return 0
 
     answer(opened)
@@ -379,18 +416,32 @@ def serve_in_child(argv: list[str]) -> None:
         stream.close()
 
 
-def _reader_for(path, threads: int) -> type | None:
-    """GzipProcess or ParallelGzip where decompressing ``path`` on
-    ``threads`` threads pays (see :func:`parallel_gzip`), else None."""
+def _reader_for(path, threads: int, start: int = 0, end: int | None = None) -> type | None:
+    """GzipProcess or ParallelGzip where decompressing ``path`` (bytes
+    ``start`` to ``end``) on ``threads`` threads pays (see
+    :func:`parallel_gzip`), else None."""
     if threads < PARALLEL_GZIP_MIN_THREADS:
         return None
     status = os.stat(path)
-    if not stat.S_ISREG(status.st_mode) or status.st_size < PARALLEL_GZIP_MIN_BYTES:
+    size = (status.st_size if end is None else end) - start
+    if not stat.S_ISREG(status.st_mode) or size < PARALLEL_GZIP_MIN_BYTES:
         return None
     with open(path, "rb") as probe:
+        probe.seek(start)
         if probe.read(2) != _GZIP_MAGIC:
             return None
-    return GzipProcess if status.st_size >= GZIP_PROCESS_MIN_BYTES and hasattr(os, "memfd_create") else ParallelGzip
+    return GzipProcess if size >= GZIP_PROCESS_MIN_BYTES and hasattr(os, "memfd_create") else ParallelGzip
+
+
+def parallel_gzip_range(path, threads: int, start: int, end: int):
+    """Bytes ``start`` to ``end`` of a gzip file (whole members) opened for
+    parallel decompression where that pays, as :func:`parallel_gzip` decides
+    for a whole file; else None."""
+    try:
+        reader = _reader_for(path, threads, start, end)
+        return None if reader is None else reader(path, threads, start, end)
+    except ImportError:
+        return None
 
 
 def parallel_gzip(path, threads: int | None):

@@ -553,7 +553,7 @@ class SequenceSource:
                     raise InputError(f"{self.name}: is a directory, not a {kind} file")
                 if isinstance(path, FilePart):  # a part of a file (bpbc.file_parts): decompressed on its own
                     self.name = f"{self.name} ({path.describe()})"
-                    self._stream = path.open()
+                    self._stream = path.open(threads or 1)
                 elif raw_fastq:
                     self._stream = _plain_fastq(path)
                 self._stream = self._stream or parallel_gzip(path, threads) or _strict(xopen(path, "rb", threads=0))

@@ -13,9 +13,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bpbc import file_parts
-from bpbc.file_parts import FilePart, PartBoundaryError, plan_parts
-from bpbc.io import InputError, SequenceSource
+from bpbc import file_parts, gzip_reader
+from bpbc.file_parts import FilePart, UnreadablePart, plan_parts
+from bpbc.io import InputError
 from bpbc.pipeline import ScreenSettings, screen_files
 
 
@@ -27,7 +27,7 @@ def _fastq(rng: np.random.Generator, count: int, newline: str = "\n") -> bytes:
         length = int(rng.integers(0, 40))
         sequence = "".join(rng.choice(list("ACGTN"), length))
         quality = "".join(rng.choice(list("@+F#:"), length))
-        plus = "+" if number % 3 else f"+r{number}"
+        plus = "+" if number % 3 else f"+r{number} x"
         records.append(newline.join([f"@r{number} x", sequence, plus, quality]) + newline)
     return "".join(records).encode()
 
@@ -59,19 +59,30 @@ def _bgzf(data: bytes, size: int = 4000) -> bytes:
     return b"".join(blocks) + bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 
 
-def _read_part(part: FilePart, size: int = 777) -> bytes:
+@pytest.fixture(params=["one thread", "rapidgzip", "rapidgzip in a process"])
+def threads(request, monkeypatch) -> int:
+    """How a gzip part is decompressed: member after member on one thread, or
+    by rapidgzip on four (here or in a child process), whatever its size."""
+    if request.param == "one thread":
+        return 1
+    monkeypatch.setattr(gzip_reader, "PARALLEL_GZIP_MIN_BYTES", 1)
+    monkeypatch.setattr(gzip_reader, "GZIP_PROCESS_MIN_BYTES", 1 if request.param.endswith("process") else 1 << 60)
+    return 4
+
+
+def _read_part(part: FilePart, size: int = 777, threads: int = 1) -> bytes:
     got = bytearray()
     buffer = bytearray(size)
-    with part.open() as stream:
+    with part.open(threads) as stream:
         while count := stream.readinto(buffer):
             got += buffer[:count]
     return bytes(got)
 
 
-def _assert_parts_are_the_records(path, data: bytes, count: int) -> list[FilePart]:
+def _assert_parts_are_the_records(path, data: bytes, count: int, threads: int = 1) -> list[FilePart]:
     parts = plan_parts(path, count, min_bytes=1)
     assert parts is not None and [part.number for part in parts] == list(range(len(parts)))
-    texts = [_read_part(part) for part in parts]
+    texts = [_read_part(part, 1 << 16, threads) for part in parts]
     assert b"".join(texts) == data
     first = data[:1]
     assert all(text[:1] in (first, b"") for text in texts)  # each begins with a record (or is empty)
@@ -92,11 +103,11 @@ def test_the_parts_of_a_plain_file_are_its_records(tmp_path, kind, count):
 
 @pytest.mark.parametrize("count", [2, 5, 40])
 @pytest.mark.parametrize("layout", ["members", "bgzf"])
-def test_the_parts_of_gzip_members_are_its_records(tmp_path, layout, count):
+def test_the_parts_of_gzip_members_are_its_records(tmp_path, layout, count, threads):
     data = _fastq(np.random.default_rng(7), 3000)
     path = tmp_path / "reads.fq.gz"
     path.write_bytes(_members(data, 9000) if layout == "members" else _bgzf(data))
-    parts = _assert_parts_are_the_records(path, data, count)
+    parts = _assert_parts_are_the_records(path, data, count, threads)
     assert len(parts) >= min(count, 3) and all(part.gzip for part in parts)
     with open(path, "rb") as handle:  # every part begins with a member
         for part in parts:
@@ -125,14 +136,24 @@ def test_files_that_cannot_be_cut(tmp_path):
     assert plan_parts(plain, 4) is None and len(data) < 2 * file_parts.MIN_PART_BYTES  # the default
 
 
-def test_a_cut_that_is_not_a_member_start_is_found(tmp_path):
+def test_a_part_that_does_not_decompress_to_its_end_is_unreadable(tmp_path, threads):
+    """A cut that is not a member start, or a damaged member: the part says so
+    (the run then reads the file whole, which names any damage)."""
     data = _fastq(np.random.default_rng(3), 3000)
     path = tmp_path / "reads.fq.gz"
-    path.write_bytes(_members(data, 9000))
+    compressed = _members(data, 9000)
+    path.write_bytes(compressed)
     parts = plan_parts(path, 4, min_bytes=1)
     assert parts is not None
-    with pytest.raises(PartBoundaryError, match="no gzip member starts at byte"):
-        _read_part(replace(parts[1], end=parts[1].end + 1))
+    with pytest.raises(UnreadablePart):
+        _read_part(replace(parts[1], end=parts[1].end + 1), threads=threads)  # the member after starts before
+    with pytest.raises(UnreadablePart):
+        _read_part(replace(parts[1], end=parts[1].end - 1), threads=threads)  # ... or after
+    with pytest.raises(UnreadablePart):
+        _read_part(replace(parts[2], start=parts[2].start + 1), threads=threads)  # not a member's start
+    path.write_bytes(compressed[:-5])  # the last member cut short
+    with pytest.raises(UnreadablePart):
+        _read_part(replace(parts[-1], end=len(compressed) - 5), threads=threads)
 
 
 def test_a_part_is_read_by_the_pipeline_as_its_records(tmp_path):
@@ -165,15 +186,16 @@ def test_a_part_is_read_by_the_pipeline_as_its_records(tmp_path):
 
 
 def test_errors_in_a_part_name_the_file_and_the_part(tmp_path):
-    data = _fastq(np.random.default_rng(5), 3000)
+    text = _fastq(np.random.default_rng(5), 3000).decode().splitlines(keepends=True)
+    text[4 * 2500 + 1] = "ACGT*ACGT\n"  # read r2500 of 3000: in the last of three parts
+    text[4 * 2500 + 3] = "IIIIIIIII\n"
     path = tmp_path / "reads.fq.gz"
-    compressed = _members(data, 9000)
-    path.write_bytes(compressed[:-5])  # the last member cut short
+    path.write_bytes(_members("".join(text).encode(), 9000))
     parts = plan_parts(path, 3, min_bytes=1)
-    assert parts is not None
-    last = parts[-1]
-    with pytest.raises(InputError, match=rf"reads\.fq\.gz \(part 3 of 3, from byte {last.start}\): the compressed "
-                                         r"file is truncated"):
-        with SequenceSource(last, raw_fastq=True, threads=1) as source:
-            for _ in source.chunks(100):
-                pass
+    assert parts is not None and len(parts) == 3
+    settings = ScreenSettings(threshold=20, device="cpu", threads=1)
+    patterns = tmp_path / "p.fa"
+    patterns.write_text(">a\nACGTACGTACGTACGTACGT\n")
+    screen_files(parts[0], patterns, settings, output=tmp_path / "p.paf")
+    with pytest.raises(InputError, match=rf"reads\.fq\.gz \(part 3 of 3, from byte {parts[2].start}\): read r2500"):
+        screen_files(parts[2], patterns, settings, output=tmp_path / "p.paf")
