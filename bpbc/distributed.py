@@ -54,7 +54,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from bpbc.engines import limit_numba_threads, set_up_process
-from bpbc.file_parts import FilePart, UnreadablePart, plan_parts
+from bpbc.file_parts import FilePart, UnreadablePart, needs_index, plan_parts, write_gzip_index
 from bpbc.io import STDIN, AtomicOutput, InputError, SequenceSource, display_name, read_patterns
 from bpbc.outputs import RunFiles
 from bpbc.pipeline import (OrderedWorker, ScreenSettings, StageTimes, chunk_paf, chunk_size_for, cyclic_gc_paused,
@@ -422,41 +422,67 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
     paths = {kind: fill_stem(path, reads_path) if reads_path != STDIN else path for kind, path in paths.items()}
     if any(STEM_FIELD in os.fspath(path) for path in paths.values() if path is not None):
         raise InputError(f"{STEM_FIELD} needs a reads file, not stdin")
-    parts = _file_parts(client, reads_path, paths) if split else None
-    if parts is not None:
-        try:
-            return _screen_parts(client, parts, reads_path, patterns_path, settings, paths, progress)
-        except UnreadablePart:
-            pass  # a gzip header found when the file was cut was not a member's: the client reads it whole
-    return _screen_chunks(client, reads_path, patterns_path, settings, paths, progress, in_flight)
+    started, token = time.perf_counter(), secrets.token_hex(4)
+    parts, index = _file_parts(client, reads_path, paths, settings.threads, token) if split else (None, None)
+    try:
+        if parts is not None:
+            try:
+                return _screen_parts(client, parts, reads_path, patterns_path, settings, paths, progress, token,
+                                     started)
+            except UnreadablePart:
+                pass  # a wrong cut, or damage: the client reads the file whole, and names any damage
+        return _screen_chunks(client, reads_path, patterns_path, settings, paths, progress, in_flight)
+    finally:
+        if index is not None:
+            client.submit(remove_files, [index], key=f"bpbc-index-gone-{token}", pure=False).result()
 
 
-def _file_parts(client, reads_path, paths: dict) -> list[FilePart] | None:
-    """The parts of ``reads_path`` that the workers will read on their own, or
-    None: it cannot be cut, the PAF goes to stdout, an output is not a
+def _file_parts(client, reads_path, paths: dict, threads: int | None, token: str
+                ) -> tuple[list[FilePart] | None, str | None]:
+    """The parts of ``reads_path`` that the workers will read on their own,
+    or None: it cannot be cut, the PAF goes to stdout, an output is not a
     regular file, or a worker does not see the file or cannot write where
-    the outputs go."""
+    the outputs go. A gzip file of one member is cut through rapidgzip's
+    index of it, which a worker makes first (decompressing the file once, on
+    its threads) beside the PAF under a hidden name: the second item, which
+    the run removes at its end."""
     outputs = [os.path.abspath(path) for path in paths.values() if path is not None]
     if reads_path == STDIN or paths["output"] is None or STDIN in paths.values():
-        return None
+        return None, None
     if any(os.path.exists(path) and not os.path.isfile(path) for path in outputs):
-        return None
+        return None, None
     reads_path = os.path.abspath(reads_path)
-    parts = plan_parts(reads_path, PARTS_PER_THREAD * _worker_threads(client))
-    if parts is None:
-        return None
+    count = PARTS_PER_THREAD * _worker_threads(client)
+    indexed = needs_index(reads_path, count)
+    parts = None if indexed else plan_parts(reads_path, count)
+    if not indexed and parts is None:
+        return None, None
     directories = sorted({os.path.dirname(path) for path in outputs})
     seen = client.run(_sees, reads_path, os.path.getsize(reads_path), directories)
-    return parts if seen and all(seen.values()) else None
+    if not seen or not all(seen.values()):
+        return None, None
+    if not indexed:
+        return parts, None
+    index = staging_path(os.path.abspath(os.fspath(paths["output"])) + ".gzidx", token)
+    try:
+        client.submit(_write_index, reads_path, index, threads, key=f"bpbc-index-{token}", pure=False).result()
+    except Exception:  # noqa: BLE001 - damage, say: the client reads the file whole, and names it
+        client.submit(remove_files, [index], key=f"bpbc-index-gone-{token}", pure=False).result()
+        return None, None
+    return plan_parts(reads_path, count, index=index), index
 
 
-def _screen_parts(client, parts: list[FilePart], reads_path, patterns_path, settings, paths, progress) -> Summary:
+def _write_index(reads_path: str, index: str, threads: int | None) -> None:
+    """A Dask task: rapidgzip's index of ``reads_path``, made on this worker's reading threads."""
+    write_gzip_index(reads_path, index, worker_plan(threads).read)
+
+
+def _screen_parts(client, parts: list[FilePart], reads_path, patterns_path, settings, paths, progress,
+                  token: str, started: float) -> Summary:
     """One file screened part by part, each part by a worker; its outputs staged, then joined in order."""
-    started = time.perf_counter()
     patterns = read_patterns(patterns_path)
     make_screener(replace(settings, device="cpu"), patterns, display_name(patterns_path))  # checks the settings
     job = Job.of(settings, patterns, display_name(patterns_path), display_name(reads_path))
-    token = secrets.token_hex(4)
     finals = {kind: os.path.abspath(path) for kind, path in paths.items() if path is not None and kind != "json"}
     staged = [{kind: staging_path(finals[kind], f"{token}-{part.number}") if kind in finals else None
                for kind in paths} for part in parts]

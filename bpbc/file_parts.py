@@ -68,14 +68,17 @@ class FilePart:
     is its file's path."""
 
     path: str
+    #: where the part's bytes start and end: offsets in the file; with ``index``, in its decompressed data
     start: int
     end: int
-    #: gzip members (``start`` is one's first byte), else uncompressed
-    gzip: bool
+    #: 'plain' (uncompressed), 'members' (gzip; ``start`` is a member's first byte) or 'indexed' (gzip, any
+    #: offsets of its data, reached through rapidgzip's ``index`` of the file)
+    kind: str
     #: 'fastq' or 'fasta'
     fileformat: str
     number: int
     count: int
+    index: str | None = None
 
     def __fspath__(self) -> str:
         return self.path
@@ -93,39 +96,81 @@ class FilePart:
         return PartStream(self, threads)
 
 
-def plan_parts(path, count: int, min_bytes: int | None = None) -> list[FilePart] | None:
-    """``path`` cut into at most ``count`` parts of at least ``min_bytes``
-    (default :data:`MIN_PART_BYTES`),
-    or None where it cannot be cut: not a regular file, not FASTA or FASTQ
-    (uncompressed or gzip), too small, or gzip without another member start
-    near any cut point (one member: reading it means decompressing from its
-    start)."""
-    path = os.fspath(path)
+def _layout(path) -> tuple[int, bool, str | None]:
+    """The size of a regular file, whether it is gzip, and its format (None: neither FASTA nor FASTQ)."""
     try:
-        size = os.stat(path).st_size if stat.S_ISREG(os.stat(path).st_mode) else 0
+        status = os.stat(path)
     except OSError:
-        return None
-    count = min(count, size // max(1, MIN_PART_BYTES if min_bytes is None else min_bytes))
-    if count < 2:
-        return None
+        return 0, False, None
+    if not stat.S_ISREG(status.st_mode):
+        return 0, False, None
     with open(path, "rb") as handle:
         head = handle.read(READ_BYTES)
-        gzip = head.startswith(_GZIP_MAGIC)
-        fileformat = _FORMATS.get(_first_decompressed_byte(head) if gzip else head[:1])
-        if fileformat is None:
-            return None
-        starts = [0]
+    gzip = head.startswith(_GZIP_MAGIC)
+    return status.st_size, gzip, _FORMATS.get(_first_decompressed_byte(head) if gzip else head[:1])
+
+
+def _part_count(size: int, count: int, min_bytes: int | None) -> int:
+    return min(count, size // max(1, MIN_PART_BYTES if min_bytes is None else min_bytes))
+
+
+def plan_parts(path, count: int, min_bytes: int | None = None, index: str | None = None) -> list[FilePart] | None:
+    """``path`` cut into at most ``count`` parts of at least ``min_bytes``
+    of the file (default :data:`MIN_PART_BYTES`), or None where it cannot be
+    cut: not a regular file, not FASTA or FASTQ (uncompressed or gzip), too
+    small, or gzip without another member start near any cut point (one
+    member: it can only be decompressed from its start) and without
+    ``index``, rapidgzip's index of the file (:func:`write_gzip_index`)."""
+    path = os.fspath(path)
+    size, gzip, fileformat = _layout(path)
+    count = _part_count(size, count, min_bytes)
+    if fileformat is None or count < 2:
+        return None
+    if gzip and index is not None:
+        data = _indexed_size(path, index)
+        starts = [data * number // count for number in range(count)]
+        return _parts(path, starts, data, "indexed", fileformat, index)
+    starts = [0]
+    with open(path, "rb") as handle:
         for number in range(1, count):
             cut = size * number // count
             start = _member_start(handle, max(starts[-1] + 1, cut - MEMBER_SEARCH_BYTES), cut,
                                   min(size, cut + MEMBER_SEARCH_BYTES)) if gzip else cut
             if start is not None and start > starts[-1] and start < size:
                 starts.append(start)
-    if len(starts) < 2:
-        return None
+    return _parts(path, starts, size, "members" if gzip else "plain", fileformat) if len(starts) > 1 else None
+
+
+def _parts(path: str, starts: list[int], size: int, kind: str, fileformat: str, index: str | None = None
+           ) -> list[FilePart]:
     ends = starts[1:] + [size]
-    return [FilePart(path, start, end, gzip, fileformat, number, len(starts))
+    return [FilePart(path, start, end, kind, fileformat, number, len(starts), index)
             for number, (start, end) in enumerate(zip(starts, ends))]
+
+
+def needs_index(path, count: int, min_bytes: int | None = None) -> bool:
+    """Whether ``path`` is FASTA or FASTQ in gzip, large enough for parts,
+    that :func:`plan_parts` cannot cut without an index."""
+    size, gzip, fileformat = _layout(path)
+    return gzip and fileformat is not None and _part_count(size, count, min_bytes) >= 2 and \
+        plan_parts(path, count, min_bytes) is None
+
+
+def write_gzip_index(path, index_path, threads: int) -> None:
+    """rapidgzip's index of the gzip file ``path`` written to ``index_path``:
+    the whole file decompressed once, on ``threads`` threads."""
+    import rapidgzip
+
+    with rapidgzip.RapidgzipFile(os.fspath(path), parallelization=threads) as reader:
+        reader.export_index(os.fspath(index_path))
+
+
+def _indexed_size(path: str, index: str) -> int:
+    import rapidgzip
+
+    with rapidgzip.RapidgzipFile(path, parallelization=1) as reader:
+        reader.import_index(index)
+        return reader.size()
 
 
 def _first_decompressed_byte(head: bytes) -> bytes:
@@ -161,7 +206,7 @@ class _PlainBytes:
     """An uncompressed part's bytes, from its first on to the end of the file;
     :attr:`end_at`: where the part's last byte ends in them."""
 
-    def __init__(self, part: FilePart):
+    def __init__(self, part: FilePart, threads: int = 1):
         self._file = open(part.path, "rb", buffering=0)
         self._file.seek(part.start)
         self.end_at: int | None = part.end - part.start
@@ -288,6 +333,40 @@ class _GzipBytes:
                 reader.close()
 
 
+class _IndexedBytes:
+    """The decompressed bytes of a gzip file from a part's first on, read by
+    rapidgzip from the checkpoint of its index before them (in a process of
+    its own for a large part, as a whole file would be read)."""
+
+    def __init__(self, part: FilePart, threads: int):
+        from .gzip_reader import open_indexed
+
+        assert part.index is not None
+        self._reader = open_indexed(part.path, threads, part.index, part.start, part.end)
+        self.end_at: int | None = part.end - part.start
+        self.made = 0
+
+    def readinto(self, view) -> int:
+        """Bytes before :attr:`end_at` into ``view``; 0 where none is left."""
+        assert self.end_at is not None
+        return self._read(view[:max(0, min(len(view), self.end_at - self.made))])
+
+    def read(self) -> bytes:
+        buffer = bytearray(PIECE_BYTES)
+        return bytes(memoryview(buffer)[:self._read(memoryview(buffer))])
+
+    def _read(self, view) -> int:
+        try:
+            got = self._reader.readinto(view) if len(view) else 0
+        except (OSError, EOFError) as error:
+            raise UnreadablePart(str(error)) from None
+        self.made += got
+        return got
+
+    def close(self) -> None:
+        self._reader.close()
+
+
 class PartStream(io.RawIOBase):
     """A part's records as a stream (decompressed): the file's bytes from the
     first record start at or after the part's first byte to the first at or
@@ -295,7 +374,8 @@ class PartStream(io.RawIOBase):
 
     def __init__(self, part: FilePart, threads: int = 1):
         self._part = part
-        self._source: Any = _GzipBytes(part, threads) if part.gzip else _PlainBytes(part)
+        sources = {"plain": _PlainBytes, "members": _GzipBytes, "indexed": _IndexedBytes}
+        self._source: Any = sources[part.kind](part, threads)
         self._data = bytearray()  # decompressed bytes not yet handed out or passed over
         self._data_at = 0  # the offset of its first byte in the decompressed part
         self._at_end = False  # the source is spent

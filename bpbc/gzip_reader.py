@@ -102,7 +102,8 @@ class FileRange(io.RawIOBase):
 
 class ParallelGzip(io.RawIOBase):
     """A gzip (or BGZF) file decompressed by rapidgzip on ``threads`` threads;
-    with ``start`` and ``end``, those bytes of it (whole gzip members).
+    with ``start`` and ``end``, those bytes of it (whole gzip members); with
+    ``index``, rapidgzip's index of it (seeks go to the checkpoint before).
 
     rapidgzip returns the data before a truncation without complaint: at the
     end of the stream this checks that the decompressor consumed the whole
@@ -110,8 +111,8 @@ class ParallelGzip(io.RawIOBase):
     (RuntimeError, ValueError) become the decompression errors that
     :meth:`SequenceSource._translate` names."""
 
-    def __init__(self, path, threads: int, start: int = 0, end: int | None = None):
-        self._path, self._threads = os.fspath(path), threads
+    def __init__(self, path, threads: int, start: int = 0, end: int | None = None, index: str | None = None):
+        self._path, self._threads, self._index = os.fspath(path), threads, index
         self._start, self._whole = start, start == 0 and end is None
         self._size = (os.path.getsize(path) if end is None else end) - start
         self._end: int | None = None  # the decompressed size, once the end was read and the file released
@@ -127,6 +128,8 @@ class ParallelGzip(io.RawIOBase):
         try:
             self._file = rapidgzip.RapidgzipFile(self._compressed(), parallelization=self._threads,
                                                  chunk_size=PARALLEL_GZIP_CHUNK)
+            if self._index is not None:
+                self._file.import_index(self._index)
         except (RuntimeError, ValueError) as error:  # no gzip header after all
             raise GzipError(_without_thread(str(error))) from None
 
@@ -229,7 +232,7 @@ class GzipProcess(io.RawIOBase):
     decompression. The child ends with this object's close (or this
     process: its command pipe closes)."""
 
-    def __init__(self, path, threads: int, start: int = 0, end: int | None = None):
+    def __init__(self, path, threads: int, start: int = 0, end: int | None = None, index: str | None = None):
         self._child = None
         self._slot_size, self._slots = GZIP_PROCESS_SLOT, GZIP_PROCESS_SLOTS
         self._shm_fd = os.memfd_create("bpbc-gzip")
@@ -243,7 +246,7 @@ class GzipProcess(io.RawIOBase):
             self._child = subprocess.Popen(
                 [sys.executable, "-c", _CHILD, root, os.fspath(path), str(threads), str(self._slot_size),
                  str(self._slots), str(self._shm_fd), str(command_r), str(answer_w), str(start),
-                 str(-1 if end is None else end)],
+                 str(-1 if end is None else end), index or ""],
                 pass_fds=(self._shm_fd, command_r, answer_w), stdin=subprocess.DEVNULL)
         finally:
             os.close(command_r)
@@ -381,6 +384,7 @@ def serve_in_child(argv: list[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     path = argv[0]
     threads, slot_size, slots, shm_fd, commands, answers, start, end = (int(arg) for arg in argv[1:9])
+    index = argv[9] or None
     shm = mmap.mmap(shm_fd, slot_size * slots)
     stream = None
 
@@ -398,7 +402,7 @@ def serve_in_child(argv: list[str]) -> None:
 
     def opened() -> int:
         nonlocal stream
-        stream = ParallelGzip(path, threads, start, None if end < 0 else end)
+        stream = ParallelGzip(path, threads, start, None if end < 0 else end, index)
         return 0
 
     answer(opened)
@@ -431,6 +435,21 @@ def _reader_for(path, threads: int, start: int = 0, end: int | None = None) -> t
         if probe.read(2) != _GZIP_MAGIC:
             return None
     return GzipProcess if size >= GZIP_PROCESS_MIN_BYTES and hasattr(os, "memfd_create") else ParallelGzip
+
+
+def open_indexed(path, threads: int, index: str, start: int, end: int):
+    """A gzip file read through rapidgzip's ``index`` of it from ``start`` (an
+    offset of its data) on: in a process of its own where bytes ``start`` to
+    ``end`` are as many as a whole file read so (GZIP_PROCESS_MIN_BYTES,
+    counted as data), else here."""
+    large = end - start >= GZIP_PROCESS_MIN_BYTES and hasattr(os, "memfd_create")
+    reader = (GzipProcess if large else ParallelGzip)(path, max(1, threads), index=index)
+    try:
+        reader.seek(start)
+    except BaseException:
+        reader.close()
+        raise
+    return reader
 
 
 def parallel_gzip_range(path, threads: int, start: int, end: int):

@@ -221,6 +221,17 @@ def test_one_file_in_parts_gives_the_local_outputs(client, small_parts, inputs, 
     assert summary.plan["dask"] == json.loads(paths["json_path"].read_text())["plan"]["dask"] == "4 parts"
 
 
+def test_one_gzip_member_in_parts_through_its_index(client, small_parts, inputs, references, tmp_path):
+    """A gzip file of one member: a worker makes rapidgzip's index of it, the
+    parts are cut through it, and the index is gone at the end."""
+    paths = {"output": tmp_path / "hits.paf", "matched": tmp_path / "m.fq.gz", "unmatched": tmp_path / "u.fq.gz",
+             "json_path": tmp_path / "s.json"}
+    summary = screen_distributed(client, inputs / "one.fq.gz", inputs / "p.fa", SETTINGS, **paths)
+    assert small_parts == [4] and summary.plan["dask"] == "4 parts"
+    assert_same_outputs(references["one.fq.gz"], paths)
+    assert _leftovers(tmp_path) == [] and sorted(os.listdir(tmp_path)) == ["hits.paf", "m.fq.gz", "s.json", "u.fq.gz"]
+
+
 def test_a_killed_worker_changes_nothing_in_parts(client, small_parts, kill_once, inputs, references, tmp_path):
     marker = kill_once(r"bpbc-file-.*-2")
     paths = {"output": tmp_path / "hits.paf", "matched": tmp_path / "m.fq", "unmatched": tmp_path / "u.fq.gz",

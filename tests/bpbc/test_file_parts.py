@@ -108,11 +108,33 @@ def test_the_parts_of_gzip_members_are_its_records(tmp_path, layout, count, thre
     path = tmp_path / "reads.fq.gz"
     path.write_bytes(_members(data, 9000) if layout == "members" else _bgzf(data))
     parts = _assert_parts_are_the_records(path, data, count, threads)
-    assert len(parts) >= min(count, 3) and all(part.gzip for part in parts)
+    assert len(parts) >= min(count, 3) and all(part.kind == "members" for part in parts)
     with open(path, "rb") as handle:  # every part begins with a member
         for part in parts:
             handle.seek(part.start)
             assert handle.read(3) == b"\x1f\x8b\x08"
+
+
+@pytest.mark.parametrize("count", [2, 7, 40])
+def test_the_parts_of_one_gzip_member_through_its_index_are_its_records(tmp_path, count, threads):
+    """One member (what gzip writes) cannot be cut by members; through
+    rapidgzip's index of it, at any offset of its data."""
+    data = _fastq(np.random.default_rng(count), 3000)
+    path = tmp_path / "reads.fq.gz"
+    path.write_bytes(gzip.compress(data))
+    assert plan_parts(path, count, min_bytes=1) is None and file_parts.needs_index(path, count, min_bytes=1)
+    index = tmp_path / "reads.gzidx"
+    file_parts.write_gzip_index(path, index, 2)
+    parts = plan_parts(path, count, min_bytes=1, index=str(index))
+    assert parts is not None and len(parts) == min(count, len(path.read_bytes()))
+    assert {part.kind for part in parts} == {"indexed"} and parts[-1].end == len(data)
+    assert b"".join(_read_part(part, 1 << 16, threads) for part in parts) == data
+    plain = tmp_path / "reads.fq"
+    plain.write_bytes(data)
+    members = tmp_path / "members.fq.gz"
+    members.write_bytes(_members(data, 9000))
+    assert not file_parts.needs_index(plain, count, min_bytes=1) and not file_parts.needs_index(members, 2, 1)
+    assert not file_parts.needs_index(path, count, min_bytes=len(path.read_bytes()))  # too small for two parts
 
 
 def test_files_that_cannot_be_cut(tmp_path):
