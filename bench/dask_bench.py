@@ -15,7 +15,10 @@ Rows, every command a new process (``python -m bpbc``) writing PAF,
   over a running cluster of N GPU workers (``--dask ADDRESS``), N = 1, 2, 4 as
   far as there are GPUs; ``cluster_one_file``: the whole file over the same
   cluster, cut into parts that the workers read (``split``: the ``--json``
-  plan's ``dask``, ``N parts``; ``chunks`` where the client read it). The cluster is started once per N
+  plan's ``dask``, ``N parts``; ``chunks`` where the client read it);
+  ``cluster_one_member``: the same reads as one gzip member (what gzip and
+  pigz write), cut through rapidgzip's index of it, which a worker makes
+  first (counted). The cluster is started once per N
   (``dask_cuda.LocalCUDACluster``, else one Nanny per GPU with its
   CUDA_VISIBLE_DEVICES) and warmed up on a small file, so these rows time
   screening, not the cluster's start: the throughput of a running cluster;
@@ -161,6 +164,8 @@ def run(n: int = 10_000_000, quick: bool = False, counts=None, repeats: int = 1,
         _concatenate(quarters[2:], halves[1])
         whole = work / "whole.fq.gz"
         _concatenate(quarters, whole)
+        one_member = work / "one.fq.gz"  # the same reads as one gzip member, as gzip and pigz write them
+        _one_member(whole, one_member, cores)
         warm = work / "warm.fq.gz"
         write_e2e_reads(str(warm), 2000 if quick else 20000, 150, rng, patterns, 3)
         (work / "panel.fa").write_text("".join(f">p{k}\n{p}\n" for k, p in enumerate(patterns)))
@@ -245,6 +250,9 @@ def run(n: int = 10_000_000, quick: bool = False, counts=None, repeats: int = 1,
                     measure("cluster_one_file", f"bpbc-screen whole.fq.gz --dask ADDRESS ({kind}){via}",
                             base + dask + [whole, work / "panel.fa"] + outputs(False), [whole], workers,
                             cluster=kind, threads_per_worker=threads[1])
+                    measure("cluster_one_member", f"bpbc-screen one.fq.gz --dask ADDRESS ({kind}){via}",
+                            base + dask + [one_member, work / "panel.fa"] + outputs(True), [one_member], workers,
+                            cluster=kind, threads_per_worker=threads[1])
             except Exception as error:  # noqa: BLE001
                 rows.append({"case": "cluster", "workers": workers, "basis": "error", "error": error_text(error)})
                 say(f"bench dask: {rows[-1]}")
@@ -259,6 +267,14 @@ def run(n: int = 10_000_000, quick: bool = False, counts=None, repeats: int = 1,
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
     return rows
+
+
+def _one_member(source: Path, path: Path, threads: int) -> None:
+    """``source``'s data as one gzip member (python-isal's threaded writer makes one)."""
+    from isal import igzip, igzip_threaded
+
+    with igzip.open(source, "rb") as data, igzip_threaded.open(path, "wb", threads=threads) as out:
+        shutil.copyfileobj(data, out, 1 << 24)
 
 
 def _listing(work: Path, files: list[Path]) -> Path:
