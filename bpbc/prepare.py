@@ -84,16 +84,20 @@ def _traceback_task(parallel: bool, scoring: tuple[int, int, int, int], cell_bit
     instances on; on int8 cells (short patterns: adapters, primers), int16
     cells (those of most other runs) or int32 cells (scores or reads too long
     for int16); against a short pattern and a long one (the
-    score pass and windows of patterns many times a read's length)."""
+    score pass and windows of patterns many times a read's length). The
+    int16 task aligns enough instances for the parallel CIGAR writer
+    (traceback._CIGARS_PARALLEL_FROM hits a batch, the same kernel whatever
+    the cells: a run with many hits compiled it for 2.3-2.8 s after a
+    prepare that left it out)."""
     import numpy as np
 
     from .alphabet import encode_pattern, encode_reads
     from .patterns import PatternTable
     from .scoring import Scoring
-    from .traceback import _PARALLEL_FROM, _run_batch
+    from .traceback import _CIGARS_PARALLEL_FROM, _PARALLEL_FROM, _run_batch
 
     def work() -> None:
-        count = _PARALLEL_FROM if parallel else 1
+        count = (_CIGARS_PARALLEL_FROM if cell_bits == 16 else _PARALLEL_FROM) if parallel else 1
         codes, lengths = encode_reads(["ACGTTGCAACGTAGGT"] * count)
         table = PatternTable.build([encode_pattern("ACGTTGCA"), encode_pattern("ACGTTGCAAC" * 8)], ("+", "-"))
         _run_batch(codes, lengths, np.arange(count), table, np.arange(count) % 4, Scoring(*scoring), False,
@@ -140,6 +144,21 @@ def _block_parsing_task() -> tuple[float, float]:
 
     block = np.frombuffer(b"x\n@r\nACGT\n+\nIIII\n", np.uint8).copy()  # writable, as the parser's buffers
     return _timed(lambda: first_record(block, 0, len(block), False))
+
+
+def _encoding_task() -> tuple[float, float]:
+    """The parallel encoder of reads (chunks of bpbc.chunks.ENCODE_PARALLEL_FROM
+    reads or more, with more than one numba thread): the commands' files are
+    smaller, and a GPU run reaches it when it encodes a batch's hit reads
+    again for their traceback."""
+    import numpy as np
+
+    from .chunks import ENCODE_PARALLEL_FROM, _encode_sequences
+
+    count = ENCODE_PARALLEL_FROM
+    data = np.frombuffer(bytearray(b"ACGTN" * count), np.uint8).copy()  # writable, as the chunks' buffers
+    starts = np.arange(count, dtype=np.int64) * 5
+    return _timed(lambda: _encode_sequences(data, starts, np.full(count, 5, np.int64), str))
 
 
 def _command_task(argv: list[str]) -> tuple[float, float]:
@@ -229,6 +248,7 @@ def prepare(thresholds=DEFAULT_THRESHOLDS, scoring: tuple[int, int, int, int] = 
         kernels: list[Task] = [(f"traceback ({'parallel' if parallel else 'serial'}, int{bits} cells)", _traceback_task,
                                 (parallel, scoring, bits)) for bits in (8, 16, 32) for parallel in (True, False)]
         kernels.append(("the block parser", _block_parsing_task, ()))
+        kernels.append(("the parallel encoder", _encoding_task, ()))
         if device != "gpu":
             kernels += [(f"engine kernel: {planes} planes{'' if best else ', flags only'}", _engine_task,
                          (planes, best, scoring)) for planes, best in engine_kernels(thresholds)]

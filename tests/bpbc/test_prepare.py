@@ -41,6 +41,36 @@ def test_after_prepare_a_run_compiles_nothing(tmp_path):
     assert json.loads(summary.read_text())["stage_seconds"]["compile"] == 0
 
 
+def test_prepare_runs_the_kernels_that_only_large_batches_reach(monkeypatch):
+    """The parallel CIGAR writer (from 4000 hits a batch) and the parallel
+    encoder (from 2000 reads, with more than one numba thread), with the
+    arguments a run gives them: a run on many hits compiled the first for
+    2.3-2.8 s after prepare (session 32)."""
+    import numba
+    import numpy as np
+
+    from bpbc import chunks, prepare, traceback
+
+    calls: dict[str, list] = {"cigars": [], "encode": []}
+
+    def spy(name, kernel):
+        def called(*args):
+            calls[name].append(tuple(numba.typeof(arg) for arg in args))
+            return kernel(*args)
+        return called
+
+    monkeypatch.setattr(traceback, "_cigars_parallel", spy("cigars", traceback._cigars_parallel))
+    prepare._traceback_task(True, (2, 3, 5, 2), 16)
+    assert len(calls["cigars"]) == 1
+    if numba.get_num_threads() > 1:  # one thread: no run takes the parallel encoder either
+        monkeypatch.setattr(chunks, "_encode_spans", spy("encode", chunks._encode_spans))
+        prepare._encoding_task()
+        data = np.frombuffer(bytearray(b"ACGT"), np.uint8)  # a chunk's buffer: writable
+        assert calls["encode"] == [(numba.typeof(data), numba.typeof(np.zeros(2, np.int64)),
+                                    numba.typeof(np.zeros(2, np.int64)), numba.typeof(chunks.READ_CODE),
+                                    numba.typeof(np.zeros((2, 2), np.uint8)))]
+
+
 def test_bad_options_are_usage_errors():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
     for args in (["-t", "0"], ["--match", "0"]):
