@@ -4,15 +4,17 @@ Three ways to shard a run, all on top of :func:`bpbc.pipeline.screen_files`'s
 pieces:
 
 * **One file in parts** (:func:`screen_distributed` with one reads path,
-  where the workers see it): the file is cut into byte ranges without being
-  decompressed or parsed (:mod:`bpbc.file_parts`: an uncompressed file
-  anywhere, a gzip file at member starts, so BGZF), two per worker thread,
-  and each is one Dask task (:func:`screen_file` on a
-  :class:`~bpbc.file_parts.FilePart`): the worker reads its part's records,
-  screens them with the local pipeline and writes its outputs under hidden
-  names, which the client joins in input order when every part is done.
-* **One file in chunks** (one reads path otherwise: stdin, a single gzip
-  member, PAF to stdout, workers that do not see the file): the client reads
+  where the workers see it): the file is cut into byte ranges, two per
+  worker thread, without being decompressed or parsed by the client
+  (:mod:`bpbc.file_parts`: an uncompressed file anywhere, a gzip file at
+  member starts, so BGZF, a gzip file of one member through rapidgzip's
+  index of it, which a worker makes first), and each is one Dask task
+  (:func:`screen_file` on a :class:`~bpbc.file_parts.FilePart`): the worker
+  reads its part's records, screens them with the local pipeline and writes
+  its outputs under hidden names, which are joined in input order when every
+  part is done.
+* **One file in chunks** (one reads path otherwise: stdin, other
+  compressions, PAF to stdout, workers that do not see the file): the client reads
   and parses the file chunk by chunk, as the local pipeline does, and ships
   each chunk's raw bytes to a worker (:func:`screen_chunk`). The worker holds
   one :class:`~bpbc.screener.Screener` per run (built at its first chunk),
@@ -434,7 +436,7 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
         return _screen_chunks(client, reads_path, patterns_path, settings, paths, progress, in_flight)
     finally:
         if index is not None:
-            client.submit(remove_files, [index], key=f"bpbc-index-gone-{token}", pure=False).result()
+            _discard(client, [index], f"bpbc-index-gone-{token}")
 
 
 def _file_parts(client, reads_path, paths: dict, threads: int | None, token: str
@@ -467,7 +469,7 @@ def _file_parts(client, reads_path, paths: dict, threads: int | None, token: str
     try:
         client.submit(_write_index, reads_path, index, threads, key=f"bpbc-index-{token}", pure=False).result()
     except Exception:  # noqa: BLE001 - damage, say: the client reads the file whole, and names it
-        client.submit(remove_files, [index], key=f"bpbc-index-gone-{token}", pure=False).result()
+        _discard(client, [index], f"bpbc-index-gone-{token}")
         return None, None
     return plan_parts(reads_path, count, index=index), index
 
@@ -637,6 +639,14 @@ def _screen_many_files(client, reads: list, patterns_path, settings, paths, prog
     return _run_file_tasks(client, token, tasks, progress, finish)
 
 
+def _discard(client, paths: list[str], key: str) -> None:
+    """Remove ``paths`` on a worker (storage the workers share), if the cluster still answers."""
+    try:
+        client.submit(remove_files, paths, key=key, pure=False).result(timeout=60)
+    except Exception:  # noqa: BLE001, S110 - best effort: the cluster may be gone
+        pass
+
+
 def _error_of(future) -> BaseException | None:
     """What ``future`` raised once done; None where it succeeded."""
     try:
@@ -680,9 +690,9 @@ def _run_file_tasks(client, token: str, tasks: list[tuple], progress, finish: Ca
         client.cancel(futures)
         try:
             Event(abort, client=client).set()
-            client.submit(remove_files, all_staged, key=f"bpbc-discard-{token}", pure=False).result(timeout=60)
-        except Exception:  # noqa: BLE001 - best effort: the cluster may be gone
+        except Exception:  # noqa: BLE001, S110 - best effort: the cluster may be gone
             pass
+        _discard(client, all_staged, f"bpbc-discard-{token}")
         if isinstance(error, _distributed_errors()):
             raise _cluster_failed(error) from None
         raise

@@ -4,7 +4,10 @@ A part is a byte range of the file that starts where reading can start
 afresh: any byte of an uncompressed file, the first byte of a gzip member
 (every BGZF block is one). Nothing of the file is decompressed or parsed to
 cut it (:func:`plan_parts`): a gzip member start is looked for in a window of
-a few MiB around each cut point.
+a few MiB around each cut point. A gzip file of one member is cut anywhere
+in its data instead, through rapidgzip's index of it (made by decompressing
+it once, :func:`write_gzip_index`): each part is read from the index's
+checkpoint before it.
 
 A part's records are those that start in its bytes: it reads from the first
 record start at or after its first byte to the first record start at or after
@@ -89,7 +92,8 @@ class FilePart:
 
     def describe(self) -> str:
         """Which part this is, for messages."""
-        return f"part {self.number + 1} of {self.count}, from byte {self.start}"
+        where = " of the decompressed data" if self.kind == "indexed" else ""
+        return f"part {self.number + 1} of {self.count}, from byte {self.start}{where}"
 
     def open(self, threads: int = 1) -> PartStream:
         """The part's records, decompressed on ``threads`` threads where that pays."""
