@@ -12,6 +12,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bpbc import file_parts, gzip_reader
 from bpbc.file_parts import FilePart, UnreadablePart, plan_parts
@@ -135,6 +137,32 @@ def test_the_parts_of_one_gzip_member_through_its_index_are_its_records(tmp_path
     members.write_bytes(_members(data, 9000))
     assert not file_parts.needs_index(plain, count, min_bytes=1) and not file_parts.needs_index(members, 2, 1)
     assert not file_parts.needs_index(path, count, min_bytes=len(path.read_bytes()))  # too small for two parts
+
+
+_LINE = st.text(alphabet="ACGTN@+F#:> ", max_size=12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=st.lists(st.tuples(_LINE, st.integers(0, 12), _LINE), max_size=40),
+       newline=st.sampled_from(["\n", "\r\n"]), count=st.integers(2, 60), layout=st.sampled_from(["plain",
+                                                                                               "members"]),
+       member_bytes=st.integers(1, 200), data=st.data())
+def test_any_fastq_cut_anyhow_is_its_records(tmp_path_factory, records, newline, count, layout, member_bytes, data):
+    """Records whose names, sequences and qualities begin with anything the
+    rules look at ('@', '+', '>'), cut into up to 60 parts: the parts, one
+    after the other, are the file, each beginning with a record (or empty)."""
+    sequences = [data.draw(st.text("ACGTN", min_size=length, max_size=length)) for _, length, _ in records]
+    text = "".join(newline.join([f"@{name}", sequence, "+", quality[:len(sequence)].ljust(len(sequence), "F")])
+                   + newline for (name, _, quality), sequence in zip(records, sequences)).encode()
+    path = tmp_path_factory.mktemp("parts") / "reads"
+    path.write_bytes(_members(text, member_bytes) if layout == "members" else text)
+    parts = plan_parts(path, count, min_bytes=1)
+    if parts is None:  # no records, too small, or one gzip member
+        assert not text or len(path.read_bytes()) < 2 or layout == "members" and len(text) <= member_bytes
+        return
+    texts = [_read_part(part, 5) for part in parts]
+    assert b"".join(texts) == text
+    assert all(piece[:1] in (b"@", b"") for piece in texts)
 
 
 def test_files_that_cannot_be_cut(tmp_path):
