@@ -115,7 +115,7 @@ def _packing_task(from_bytes: bool) -> tuple[float, float]:
     from transpose import unpack_flags, unpack_planes
 
     from .alphabet import encode_reads
-    from .cpu_engine import CpuEngine, PreparedReads, _second_pass_layout, lexsort2
+    from .cpu_engine import PARALLEL_GROUPS, CpuEngine, PreparedReads, _second_pass_layout, lexsort2
 
     def work() -> None:
         engine = CpuEngine(threads=1)
@@ -126,6 +126,9 @@ def _packing_task(from_bytes: bool) -> tuple[float, float]:
             codes, lengths = encode_reads(["ACGT", "ACGTTGCA"])
             engine.prepare(codes, lengths)
             PreparedReads(codes, lengths, np.array([1, 2, 0], np.int64), engine.words, padding=2)
+            # ... and in parallel from PARALLEL_GROUPS groups of lanes on (a second pass of many reads)
+            PreparedReads(codes, lengths, np.arange(PARALLEL_GROUPS * 64, dtype=np.int64) % 2, engine.words,
+                          padding=2)
             lexsort2(lengths, np.array([1, 0], np.int64))
             _second_pass_layout(np.array([1, 2], np.int64), engine.lanes)
             unpack_planes(np.zeros((1, 5), np.uint64), 64)

@@ -42,10 +42,11 @@ def test_after_prepare_a_run_compiles_nothing(tmp_path):
 
 
 def test_prepare_runs_the_kernels_that_only_large_batches_reach(monkeypatch):
-    """The parallel CIGAR writer (from 4000 hits a batch) and the parallel
-    encoder (from 2000 reads, with more than one numba thread), with the
-    arguments a run gives them: a run on many hits compiled the first for
-    2.3-2.8 s after prepare (session 32)."""
+    """The parallel CIGAR writer (from 4000 hits a batch), the CPU engine's
+    parallel packing of a second pass (from 64 groups of lanes) and the
+    parallel encoder (from 2000 reads, with more than one numba thread), with
+    the arguments a run gives them: a run on many hits compiled the first
+    for 2.3-2.8 s after prepare (session 32)."""
     import numba
     import numpy as np
 
@@ -62,6 +63,15 @@ def test_prepare_runs_the_kernels_that_only_large_batches_reach(monkeypatch):
     monkeypatch.setattr(traceback, "_cigars_parallel", spy("cigars", traceback._cigars_parallel))
     prepare._traceback_task(True, (2, 3, 5, 2), 16)
     assert len(calls["cigars"]) == 1
+    # the CPU engine's packing of a second pass of many reads, in parallel
+    from bpbc import cpu_engine
+
+    calls["pack"] = []
+    monkeypatch.setattr(cpu_engine, "_pack_lanes", spy("pack", cpu_engine._pack_lanes))
+    prepare._packing_task(False)
+    assert [types[:3] for types in calls["pack"]] == [(numba.typeof(np.zeros((2, 2), np.uint8)),
+                                                       numba.typeof(np.zeros(2, np.int64)),
+                                                       numba.typeof(np.zeros(2, np.int64)))]
     if numba.get_num_threads() > 1:  # one thread: no run takes the parallel encoder either
         monkeypatch.setattr(chunks, "_encode_spans", spy("encode", chunks._encode_spans))
         prepare._encoding_task()
