@@ -23,7 +23,8 @@ Rows, every command a new process (``python -m bpbc``) writing PAF,
   CUDA_VISIBLE_DEVICES) and warmed up on a small file, so these rows time
   screening, not the cluster's start: the throughput of a running cluster;
 * ``local``: ``bpbc-screen PARTS... --dask local:N --device gpu``, the whole
-  command, the cluster's start included.
+  command, the cluster's start included; ``local_one_file``: the whole file
+  so (in parts, a worker per GPU of this host).
 
 ``ratio_to_single`` = reads/s over the single run's reads/s (``target_ratio``:
 >= 1.8 on 2 GPUs, >= 3.4 on 4). The stage columns come from the command's
@@ -260,6 +261,9 @@ def run(n: int = 10_000_000, quick: bool = False, counts=None, repeats: int = 1,
             measure("local", f"bpbc-screen FILES... --dask local:{workers} --device {device} (cluster start included){via}",
                     base + ["--dask", f"local:{workers}", "--reads-from", _listing(work, many), work / "panel.fa"]
                     + outputs(True), many, workers)
+            measure("local_one_file", f"bpbc-screen whole.fq.gz --dask local:{workers} --device {device} (cluster "
+                    f"start included){via}", base + ["--dask", f"local:{workers}", whole, work / "panel.fa"]
+                    + outputs(False), [whole], workers)
     finally:
         if server is not None:
             server.terminate()
