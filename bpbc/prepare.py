@@ -130,6 +130,8 @@ def _packing_task(from_bytes: bool) -> tuple[float, float]:
             PreparedReads(codes, lengths, np.arange(PARALLEL_GROUPS * 64, dtype=np.int64) % 2, engine.words,
                           padding=2)
             lexsort2(lengths, np.array([1, 0], np.int64))
+            box = np.array([[1, 2], [2, 1]], np.int64)  # columns of a table, out of order (traceback._banded)
+            lexsort2(box[:, 0], box[:, 1])
             _second_pass_layout(np.array([1, 2], np.int64), engine.lanes)
             unpack_planes(np.zeros((1, 5), np.uint64), 64)
             unpack_flags(np.zeros(1, np.uint64), 64)
@@ -162,6 +164,60 @@ def _encoding_task() -> tuple[float, float]:
     data = np.frombuffer(bytearray(b"ACGTN" * count), np.uint8).copy()  # writable, as the chunks' buffers
     starts = np.arange(count, dtype=np.int64) * 5
     return _timed(lambda: _encode_sequences(data, starts, np.full(count, 5, np.int64), str))
+
+
+def _scanning_task() -> tuple[float, float]:
+    """The parallel scan of plain FASTQ records (bpbc.fastq_scan: paired,
+    interleaved, or single-end at 4-7 threads, a span of fastq_scan.MIN_SPAN
+    bytes or more): the commands' files are smaller."""
+    import numpy as np
+
+    from .fastq_scan import SEGMENT, _scan_parallel
+
+    buf = np.frombuffer(bytearray(b"@r\nACGT\n+\nIIII\n" * 4), np.uint8).copy()  # writable, as a chunk's buffer
+    rec_start, seq_start, seq_len = np.empty(8, np.int64), np.empty(8, np.int64), np.empty(8, np.int64)
+    return _timed(lambda: _scan_parallel(buf, 0, len(buf), 8, rec_start, seq_start, seq_len, SEGMENT))
+
+
+#: end-overlap passes compiled ahead: 1 to this many planes (trimming adapters up to about 64 bp)
+END_OVERLAP_PLANES = 8
+
+
+def _end_overlap_task(planes: int, scoring: tuple[int, int, int, int]) -> tuple[float, float]:
+    """Trimming's bit-sliced end-overlap pass of ``planes`` planes (its plane
+    count follows the adapters' lengths and score fractions, not only the
+    threshold: a 33 bp adapter at T = 36 took 5 planes where prepare's
+    patterns took 4), called as end_overlap.Decision.flags calls it."""
+    import numpy as np
+
+    from .end_overlap import _NO_BYTES, _NO_COLUMNS, _NO_ROWS, kernel_module
+    from .scoring import Scoring
+
+    one = np.zeros(1, np.int64)
+    return _timed(lambda: kernel_module(planes, Scoring(*scoring)).first_pass(
+        _NO_BYTES, _NO_ROWS, _NO_ROWS, _NO_ROWS, 0, np.zeros(256, np.uint8), _NO_COLUMNS, 0, 0, one,
+        np.zeros(2, np.int64), one, one, one, 16, 0, 1, np.zeros((0, 1), np.int32), _NO_ROWS))
+
+
+def _long_traceback_task(pattern_length: int, count: int, scoring: tuple[int, int, int, int]) -> tuple[float, float]:
+    """Hits of long reads against a long pattern, traced with the command's
+    cell choice (cell_bits None): the start pass (int16 under 8192 pattern
+    columns, else int32; parallel from _PARALLEL_CELLS cells) and the band of
+    each hit on a lane of its own (no more hits than threads: serial for
+    one, parallel for several with boxes of _PARALLEL_CELLS cells)."""
+    import numpy as np
+
+    from .alphabet import encode_pattern, encode_reads
+    from .patterns import PatternTable
+    from .scoring import Scoring
+    from .traceback import _run_batch
+
+    rng = np.random.default_rng(5)
+    pattern = "".join(np.array(list("ACGT"))[rng.integers(0, 4, pattern_length)])
+    codes, lengths = encode_reads([pattern[-3000:]] * count)  # a hit ending at the last column
+    table = PatternTable.build([encode_pattern(pattern)], ("+",))
+    return _timed(lambda: _run_batch(codes, lengths, np.arange(count), table, np.zeros(count, np.int64),
+                                     Scoring(*scoring), False, np.zeros(count, bool), None))
 
 
 def _command_task(argv: list[str]) -> tuple[float, float]:
@@ -252,6 +308,11 @@ def prepare(thresholds=DEFAULT_THRESHOLDS, scoring: tuple[int, int, int, int] = 
                                 (parallel, scoring, bits)) for bits in (8, 16, 32) for parallel in (True, False)]
         kernels.append(("the block parser", _block_parsing_task, ()))
         kernels.append(("the parallel encoder", _encoding_task, ()))
+        kernels.append(("the parallel FASTQ scan", _scanning_task, ()))
+        kernels += [(f"long traceback ({length} bp pattern, {count} hits)", _long_traceback_task,
+                     (length, count, scoring)) for length in (5000, 9000) for count in (1, 2)]
+        kernels += [(f"end-overlap pass: {planes} planes", _end_overlap_task, (planes, scoring))
+                    for planes in range(1, END_OVERLAP_PLANES + 1)]
         if device != "gpu":
             kernels += [(f"engine kernel: {planes} planes{'' if best else ', flags only'}", _engine_task,
                          (planes, best, scoring)) for planes, best in engine_kernels(thresholds)]
@@ -274,6 +335,8 @@ def prepare(thresholds=DEFAULT_THRESHOLDS, scoring: tuple[int, int, int, int] = 
                     f"{out}.t.fq"),
             command("FASTQ of long reads", str(paths["long.fq"]), patterns),
             command("FASTQ of long reads, their ends", str(paths["long.fq"]), patterns, "--ends", "150"),
+            command("FASTQ, trimmed on every strand screened", str(paths["reads.fq"]), patterns, "--action", "trim",
+                    "--strand", "forward", "--trimmed", f"{out}.tf.fq"),
             command("FASTQ, masked", str(paths["reads.fq"]), patterns, "--action", "mask", "--matched",
                     f"{out}.mm.fq"),
         ]]

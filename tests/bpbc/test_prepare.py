@@ -39,6 +39,12 @@ def test_after_prepare_a_run_compiles_nothing(tmp_path):
     assert run.returncode == 0, run.stderr
     assert COMPILE_NOTICE not in run.stderr.decode()
     assert json.loads(summary.read_text())["stage_seconds"]["compile"] == 0
+    # trimming on every strand screened hands the trimmer strided columns (0.3 s compiling before prepare ran it)
+    trimmed = run_subprocess(READS, patterns, "-t", "24", "--device", "cpu", "--action", "trim", "--strand", "forward",
+                             "--trimmed", tmp_path / "t.fq", "--json", summary, cwd=tmp_path,
+                             env={"BPBC_CACHE_DIR": env["BPBC_CACHE_DIR"]})
+    assert trimmed.returncode == 0, trimmed.stderr
+    assert json.loads(summary.read_text())["stage_seconds"]["compile"] == 0
 
 
 def test_prepare_runs_the_kernels_that_only_large_batches_reach(monkeypatch):
