@@ -6,13 +6,18 @@ lock per process, so a thread beside the run would gain nothing. This
 compiles them ahead (after an install, when an image is built, on the node
 type that will run the jobs: the kernels are specific to the CPU), in
 several processes at once: the engine's kernel for each plane count, the
-traceback's serial and parallel kernels, the block parser's search for a
-record start (only an input of several blocks reaches it), and the command
-itself on a small generated FASTQ (reading, encoding, formatting and
-writing), which finds the others cached as it reaches them. Then the
-command runs on the other input kinds (gzip, FASTA, paired, interleaved, one
-file per pattern, long reads screened as windows, with and without --ends),
-which compiles what only they use. Everything goes to the caches a run reads
+traceback's serial and parallel kernels (the parallel CIGAR writer of
+batches of many hits, and long hits' start and band passes among them),
+trimming's end-overlap pass for adapters up to about 64 bp, and what only
+large inputs reach (the block parser's search for a record start, the
+parallel scan, encoder and packing), and the command itself on a small
+generated FASTQ (reading, encoding, formatting and writing), which finds the
+others cached as it reaches them. Then the command runs on the other input
+kinds (gzip, FASTA, paired, interleaved, one file per pattern, trimmed,
+masked, long reads screened as windows, with and without --ends), which
+compiles what only they use. Thresholds that are not given with -t (say,
+those --min-score-fraction sets per pattern) need their engine kernels
+compiled by the first run that uses them. Everything goes to the caches a run reads
 (``~/.cache/bpbc`` or ``BPBC_CACHE_DIR``, and numba's beside bpbc's modules
 or in ``NUMBA_CACHE_DIR``).
 
