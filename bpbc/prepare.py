@@ -15,13 +15,14 @@ generated FASTQ (reading, encoding, formatting and writing), which finds the
 others cached as it reaches them. Then the command runs on the other input
 kinds (gzip, FASTA, paired, interleaved, one file per pattern, trimmed,
 masked, long reads screened as windows, with and without --ends), which
-compiles what only they use. Thresholds that are not given with -t (say,
-those --min-score-fraction sets per pattern) need their engine kernels
-compiled by the first run that uses them. Everything goes to the caches a run reads
+compiles what only they use. Runs that set their thresholds per pattern
+(``--min-score-fraction``, ``threshold=`` in headers) give prepare their
+patterns (``--patterns``, and the fraction) for those thresholds' kernels. Everything goes to the caches a run reads
 (``~/.cache/bpbc`` or ``BPBC_CACHE_DIR``, and numba's beside bpbc's modules
 or in ``NUMBA_CACHE_DIR``).
 
-    python -m bpbc.prepare [-t T ...] [--match 2 --mismatch 3 --gap-open 5 --gap-extend 2]
+    python -m bpbc.prepare [-t T ...] [--patterns FASTA [--min-score-fraction F]]
+                           [--match 2 --mismatch 3 --gap-open 5 --gap-extend 2]
                            [--device auto|cpu|gpu] [--jobs N]
 """
 
@@ -59,6 +60,18 @@ def engine_kernels(thresholds, exact_scores: bool = False) -> list[tuple[int, bo
             kernels.add((planes - 1, False))
         kernels.add((planes, True))
     return sorted(kernels)
+
+
+def patterns_thresholds(path, scoring, threshold: int, min_score_fraction: float | None = None) -> list[int]:
+    """The thresholds a run over the patterns of ``path`` screens them at
+    (bpbc.thresholds: their headers, the fraction, else ``threshold``): with
+    --min-score-fraction every length of pattern has its own, and so perhaps
+    a plane count that no -t gave."""
+    from .io import display_name, read_patterns
+    from .thresholds import pattern_thresholds
+
+    found = pattern_thresholds(read_patterns(path), display_name(path), scoring, threshold, min_score_fraction)
+    return sorted(set(found)) if isinstance(found, list) else [found]
 
 
 # ---------------------------------------------------------------- tasks (one process each)
@@ -364,6 +377,10 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-t", "--threshold", type=int, action="append", metavar="T",
                         help=f"a threshold the runs will use (repeat for several) [default: {DEFAULT_THRESHOLDS[0]}]")
+    parser.add_argument("--patterns", metavar="FASTA",
+                        help="the runs' patterns: their thresholds too (from their headers, or --min-score-fraction)")
+    parser.add_argument("--min-score-fraction", type=float, metavar="F",
+                        help="with --patterns: each pattern's threshold is ceil(F x its best score), as in the runs")
     parser.add_argument("--match", type=int, default=2)
     parser.add_argument("--mismatch", type=int, default=3)
     parser.add_argument("--gap-open", type=int, default=5)
@@ -382,6 +399,16 @@ def main(argv: list[str] | None = None) -> int:
     thresholds = args.threshold or list(DEFAULT_THRESHOLDS)
     if min(thresholds) < 1:
         parser.error("thresholds must be at least 1")
+    if args.min_score_fraction is not None and args.patterns is None:
+        parser.error("--min-score-fraction needs --patterns")
+    if args.patterns is not None:
+        from .errors import InputError
+
+        try:
+            thresholds += patterns_thresholds(args.patterns, scoring, thresholds[0], args.min_score_fraction)
+        except InputError as error:
+            print(f"bpbc.prepare: error: {error}", file=sys.stderr)
+            return 1
 
     def log(line: str) -> None:
         if not args.quiet:

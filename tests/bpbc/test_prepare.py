@@ -87,9 +87,30 @@ def test_prepare_runs_the_kernels_that_only_large_batches_reach(monkeypatch):
                                     numba.typeof(np.zeros((2, 2), np.uint8)))]
 
 
+def test_the_thresholds_of_a_runs_patterns(tmp_path):
+    """--patterns: the thresholds the runs will screen them at, from the
+    fraction (each length its own) or their headers; a bad file is one line
+    and exit 1."""
+    from bpbc.prepare import patterns_thresholds
+    from bpbc.scoring import Scoring
+
+    patterns = tmp_path / "adapters.fa"
+    patterns.write_text(">a\n" + "A" * 20 + "\n>b\n" + "C" * 33 + "\n>c threshold=50\n" + "G" * 40 + "\n")
+    scoring = Scoring(2, 3, 5, 2)
+    assert patterns_thresholds(patterns, scoring, 36, 0.8) == [32, 50, 53]  # ceil(0.8 x 2 x 20), header, 0.8 x 66
+    assert patterns_thresholds(patterns, scoring, 36) == [36, 50]
+    (tmp_path / "plain.fa").write_text(">a\nACGT\n")
+    assert patterns_thresholds(tmp_path / "plain.fa", scoring, 36) == [36]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
+    (tmp_path / "bad.fa").write_text(">a\nAC*GT\n")
+    done = subprocess.run([sys.executable, "-m", "bpbc.prepare", "--patterns", str(tmp_path / "bad.fa")],
+                          capture_output=True, env=env, timeout=120)
+    assert done.returncode == 1 and done.stderr.decode().count("\n") == 1 and b"bad.fa" in done.stderr
+
+
 def test_bad_options_are_usage_errors():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
-    for args in (["-t", "0"], ["--match", "0"]):
+    for args in (["-t", "0"], ["--match", "0"], ["--min-score-fraction", "0.8"]):
         done = subprocess.run([sys.executable, "-m", "bpbc.prepare", *args], capture_output=True, env=env,
                               timeout=120)
         assert done.returncode == 2 and done.stderr.decode().count("\n") >= 1 and b"Traceback" not in done.stderr
