@@ -58,7 +58,7 @@ import numpy as np
 from bpbc.engines import limit_numba_threads, set_up_process
 from bpbc.file_parts import FilePart, UnreadablePart, needs_index, plan_parts, write_gzip_index
 from bpbc.io import STDIN, AtomicOutput, InputError, SequenceSource, display_name, read_patterns
-from bpbc.outputs import RunFiles
+from bpbc.outputs import RunFiles, check_distinct_files
 from bpbc.pipeline import (OrderedWorker, ScreenSettings, StageTimes, chunk_paf, chunk_size_for, cyclic_gc_paused,
                            encode_chunk, make_screener, new_summary, passing_units, prefetched, quick_gil_handoff,
                            read_chunks, screen_files)
@@ -67,6 +67,8 @@ from bpbc.result import Texts
 from bpbc.sinks import is_template
 from bpbc.summary import HitColumns, Summary, combined_summary, summary_json
 
+#: the options that name each output, for messages
+_OPTIONS = {"output": "-o/--output", "matched": "--matched", "unmatched": "--unmatched", "json": "--json"}
 #: in output paths: the reads file's name without directory, format and compression suffixes
 STEM_FIELD = "{stem}"
 _COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zstd")
@@ -424,6 +426,8 @@ def _screen_one_file(client, reads_path, patterns_path, settings, paths, progres
     paths = {kind: fill_stem(path, reads_path) if reads_path != STDIN else path for kind, path in paths.items()}
     if any(STEM_FIELD in os.fspath(path) for path in paths.values() if path is not None):
         raise InputError(f"{STEM_FIELD} needs a reads file, not stdin")
+    check_distinct_files({"the reads file": reads_path, "the patterns file": patterns_path},
+                         {_OPTIONS[kind]: path for kind, path in paths.items()})
     started, token = time.perf_counter(), secrets.token_hex(4)
     parts, index = _file_parts(client, reads_path, paths, settings.threads, token) if split else (None, None)
     try:
@@ -614,8 +618,11 @@ def many_files_paths(reads: list, paths: dict) -> list[dict]:
             raise InputError(f"{display_name(seen[name])} and {display_name(path)} have the same stem {name!r}: "
                              "their outputs would be the same files")
         seen[name] = path
-    return [{kind: None if path is None else os.path.abspath(fill_stem(path, reads_path))
-             for kind, path in paths.items()} for reads_path in reads]
+    per_file = [{kind: None if path is None else os.path.abspath(fill_stem(path, reads_path))
+                 for kind, path in paths.items()} for reads_path in reads]
+    for reads_path, files in zip(reads, per_file):
+        check_distinct_files({"the reads file": reads_path}, {_OPTIONS[kind]: path for kind, path in files.items()})
+    return per_file
 
 
 def _screen_many_files(client, reads: list, patterns_path, settings, paths, progress) -> list[Summary]:

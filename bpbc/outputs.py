@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from bpbc.io import STDIN, AtomicOutput, ReadsOutput
+from bpbc.io import STDIN, AtomicOutput, InputError, ReadsOutput
 from bpbc.sinks import DemuxSink, FileSink, is_template
 
 
@@ -92,3 +92,24 @@ class RunFiles:
             self._json.open_binary().write(summary_json())
         for out in self._files:
             out.commit()
+
+
+def check_distinct_files(inputs: dict, outputs: dict) -> None:
+    """Refuse an output that is an input or another output (``{option: path}``;
+    None and '-' are left out): the run would overwrite its input, or one
+    output the other. Outputs that exist and are not regular files
+    (``/dev/null``, a pipe) are written in place and may be shared."""
+    seen: dict[str, str] = {}
+    for kind, named in (("input", inputs), ("output", outputs)):
+        for option, path in named.items():
+            if path is None or path == STDIN:
+                continue
+            text = os.fspath(path)
+            if os.path.exists(text) and not os.path.isfile(text):
+                continue
+            key = os.path.realpath(text)
+            if kind == "output" and key in seen:
+                raise InputError(f"{option} and {seen[key]} are the same file ({text}): give each output a file "
+                                 "of its own, other than the inputs")
+            seen.setdefault(key, option)
+

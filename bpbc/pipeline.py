@@ -33,7 +33,7 @@ from bpbc.engines import limit_numba_threads
 from bpbc.errors import InternalError
 from bpbc.io import STDIN, InputError, SequenceSource, display_name, read_patterns
 from bpbc.pairs import interleaved_pairs, two_file_pairs
-from bpbc.outputs import RunFiles
+from bpbc.outputs import RunFiles, check_distinct_files
 from bpbc.paf import paf_lines
 from bpbc.resources import CorePlan, plan_run
 from bpbc.result import Texts
@@ -561,10 +561,14 @@ def make_screener(settings: ScreenSettings, patterns, patterns_file: str = "patt
         raise InputError(str(error)) from None
 
 
-def _check_inputs(reads_path, reads2, patterns_path, interleaved: bool, paths: dict) -> None:
+def _check_inputs(reads_path, reads2, patterns_path, interleaved: bool, paths: dict, output=None,
+                  json_path=None) -> None:
     """Reject combinations of inputs and outputs that do not make sense (InputError)."""
     if STDIN in (reads_path, reads2) and patterns_path == STDIN or reads_path == reads2 == STDIN:
         raise InputError("only one input can be read from stdin ('-')")
+    check_distinct_files({"the reads file": reads_path, "--reads2": reads2, "the patterns file": patterns_path},
+                         {"-o/--output": output, **{f"--{kind}": path for kind, path in paths.items()},
+                          "--json": json_path})
     paired = reads2 is not None or interleaved
     if reads2 is not None and interleaved:
         raise InputError("give --reads2 or --interleaved, not both")
@@ -756,7 +760,7 @@ def screen_files(
     started = time.perf_counter()
     paths = {"matched": matched, "unmatched": unmatched, "matched2": matched2, "unmatched2": unmatched2,
              "trimmed": trimmed, "trimmed2": trimmed2}
-    _check_inputs(reads_path, reads2, patterns_path, interleaved, paths)
+    _check_inputs(reads_path, reads2, patterns_path, interleaved, paths, output, json_path)
     trimming = _trimming_module(settings, trimmed is not None or trimmed2 is not None)
     mates = 2 if reads2 is not None or interleaved else 1
     with ExitStack() as stack:

@@ -309,3 +309,26 @@ def test_demultiplexed_reads_keep_their_order_in_a_large_chunk(tmp_path):
     default sort is not stable, and on this CPU it reordered 16 of them)."""
     check_run(tmp_path, generated_reads(12, 200, prefix="o"), patterns_file(tmp_path / "p.fa"), Options(threshold=24),
               demux=True, chunk_size=100_000)
+
+
+@pytest.mark.parametrize("options", [["--matched", "{out}/same.fq", "--unmatched", "{out}/same.fq"],
+                                     ["-o", "{reads}"], ["-o", "{out}/x", "--json", "{out}/x"],
+                                     ["--unmatched", "{patterns}"]])
+def test_an_output_that_is_an_input_or_another_output_is_refused(tmp_path, capsys, options):
+    """One line, exit 1, nothing written and the inputs untouched (before,
+    the run overwrote its reads, or one output the other)."""
+    from bpbc.cli import main
+
+    reads, patterns, out = tmp_path / "reads.fq", tmp_path / "p.fa", tmp_path / "out"
+    out.mkdir()
+    reads.write_text("@r1\nACGTACGTTTGACCAGGTACAGTACGT\n+\nIIIIIIIIIIIIIIIIIIIIIIIIIII\n")
+    patterns.write_text(">a\nTTGACCAGGTACAGT\n")
+    before = reads.read_bytes(), patterns.read_bytes()
+    argv = [option.format(out=out, reads=reads, patterns=patterns) for option in options]
+    assert main([str(reads), str(patterns), "-t", "20", "--device", "cpu", "-q", *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "are the same file" in err
+    assert (reads.read_bytes(), patterns.read_bytes()) == before and os.listdir(out) == []
+    # outputs that are not regular files are written in place, and may be shared
+    assert main([str(reads), str(patterns), "-t", "20", "--device", "cpu", "-q", "-o", os.devnull, "--matched",
+                 os.devnull, "--unmatched", os.devnull]) == 0
