@@ -56,7 +56,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from bpbc.engines import limit_numba_threads, set_up_process
-from bpbc.file_parts import FilePart, UnreadablePart, needs_index, plan_parts, write_gzip_index
+from bpbc.file_parts import FilePart, UnreadablePart, indexable, plan_parts, write_gzip_index
 from bpbc.io import STDIN, AtomicOutput, InputError, SequenceSource, display_name, read_patterns
 from bpbc.outputs import RunFiles, check_distinct_files
 from bpbc.pipeline import (OrderedWorker, ScreenSettings, StageTimes, chunk_paf, chunk_size_for, cyclic_gc_paused,
@@ -459,9 +459,9 @@ def _file_parts(client, reads_path, paths: dict, threads: int | None, token: str
         return None, None
     reads_path = os.path.abspath(reads_path)
     count = PARTS_PER_THREAD * _worker_threads(client)
-    indexed = needs_index(reads_path, count)
-    parts = None if indexed else plan_parts(reads_path, count)
-    if not indexed and parts is None:
+    parts = plan_parts(reads_path, count)
+    indexed = parts is None and indexable(reads_path, count)
+    if parts is None and not indexed:
         return None, None
     directories = sorted({os.path.dirname(path) for path in outputs})
     seen = client.run(_sees, reads_path, os.path.getsize(reads_path), directories)

@@ -152,12 +152,11 @@ def _parts(path: str, starts: list[int], size: int, kind: str, fileformat: str, 
             for number, (start, end) in enumerate(zip(starts, ends))]
 
 
-def needs_index(path, count: int, min_bytes: int | None = None) -> bool:
-    """Whether ``path`` is FASTA or FASTQ in gzip, large enough for parts,
-    that :func:`plan_parts` cannot cut without an index."""
+def indexable(path, count: int, min_bytes: int | None = None) -> bool:
+    """Whether ``path`` is FASTA or FASTQ in gzip, large enough for parts:
+    :func:`plan_parts` cuts it through an index where it cannot without."""
     size, gzip, fileformat = _layout(path)
-    return gzip and fileformat is not None and _part_count(size, count, min_bytes) >= 2 and \
-        plan_parts(path, count, min_bytes) is None
+    return gzip and fileformat is not None and _part_count(size, count, min_bytes) >= 2
 
 
 def write_gzip_index(path, index_path, threads: int) -> None:

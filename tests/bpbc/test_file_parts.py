@@ -124,7 +124,7 @@ def test_the_parts_of_one_gzip_member_through_its_index_are_its_records(tmp_path
     data = _fastq(np.random.default_rng(count), 3000)
     path = tmp_path / "reads.fq.gz"
     path.write_bytes(gzip.compress(data))
-    assert plan_parts(path, count, min_bytes=1) is None and file_parts.needs_index(path, count, min_bytes=1)
+    assert plan_parts(path, count, min_bytes=1) is None and file_parts.indexable(path, count, min_bytes=1)
     index = tmp_path / "reads.gzidx"
     file_parts.write_gzip_index(path, index, 2)
     parts = plan_parts(path, count, min_bytes=1, index=str(index))
@@ -135,8 +135,8 @@ def test_the_parts_of_one_gzip_member_through_its_index_are_its_records(tmp_path
     plain.write_bytes(data)
     members = tmp_path / "members.fq.gz"
     members.write_bytes(_members(data, 9000))
-    assert not file_parts.needs_index(plain, count, min_bytes=1) and not file_parts.needs_index(members, 2, 1)
-    assert not file_parts.needs_index(path, count, min_bytes=len(path.read_bytes()))  # too small for two parts
+    assert not file_parts.indexable(plain, count, min_bytes=1) and file_parts.indexable(members, 2, 1)
+    assert not file_parts.indexable(path, count, min_bytes=len(path.read_bytes()))  # too small for two parts
 
 
 _LINE = st.text(alphabet="ACGTN@+F#:> ", max_size=12)
