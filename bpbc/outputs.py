@@ -112,4 +112,3 @@ def check_distinct_files(inputs: dict, outputs: dict) -> None:
                 raise InputError(f"{option} and {seen[key]} are the same file ({text}): give each output a file "
                                  "of its own, other than the inputs")
             seen.setdefault(key, option)
-
