@@ -343,16 +343,23 @@ def test_a_run_over_parts_adds_up_to_the_run_over_the_whole(tmp_path):
 
 
 @pytest.mark.dask
-def test_a_dask_run_counts_as_the_local_run(tmp_path):
-    """One file over Dask: the workers' chunks counted on the client (take()) as the local run counts its batches."""
+@pytest.mark.parametrize("split", ["chunks", "parts"])
+def test_a_dask_run_counts_as_the_local_run(tmp_path, monkeypatch, split):
+    """One file over Dask: the workers' chunks counted on the client (take())
+    as the local run counts its batches; or its parts' summaries added up
+    (here the example's one gzip member, cut through its index)."""
     distributed = pytest.importorskip("distributed", reason="distributed is not installed (pip install '.[dask]')")
+    from bpbc import file_parts
     from bpbc.distributed import NO_DASHBOARD, screen_distributed
 
+    monkeypatch.setattr(file_parts, "MIN_PART_BYTES", 4096)
     settings = ScreenSettings(threshold=30, chunk_size=250, threads=1)
     local = screen_files(EXAMPLE[0], EXAMPLE[1], settings, output=tmp_path / "local.paf")
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, **NO_DASHBOARD,
                             set_as_default=False) as client:
-        remote = screen_distributed(client, EXAMPLE[0], EXAMPLE[1], settings, output=tmp_path / "dask.paf")
+        remote = screen_distributed(client, EXAMPLE[0], EXAMPLE[1], settings, output=tmp_path / "dask.paf",
+                                    split=split == "parts")
+    assert remote.plan["dask"] == ("4 parts" if split == "parts" else "chunks")
     assert remote.statistics.as_dict() == local.statistics.as_dict()
     assert without_timing(remote.as_dict()) == without_timing(local.as_dict())
 
