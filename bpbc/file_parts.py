@@ -285,6 +285,12 @@ class _Members:
                                      f"{offset})")
 
 
+def _piece(readinto) -> bytes:
+    """Up to PIECE_BYTES bytes read by ``readinto`` (b"": none left)."""
+    buffer = bytearray(PIECE_BYTES)
+    return bytes(memoryview(buffer)[:readinto(memoryview(buffer))])
+
+
 class _GzipBytes:
     """A gzip part's bytes, from its first on to the end of the file: its
     members decompressed by rapidgzip's threads where that pays (in a
@@ -318,11 +324,8 @@ class _GzipBytes:
         return got
 
     def read(self) -> bytes:
-        if self._parallel is not None:
-            buffer = bytearray(PIECE_BYTES)
-            got = self.readinto(memoryview(buffer))
-            if got:
-                return bytes(memoryview(buffer)[:got])
+        if self._parallel is not None and (piece := _piece(self.readinto)):
+            return piece
         assert self._members is not None
         piece = self._members.read()
         if self.end_at is None:
@@ -355,8 +358,7 @@ class _IndexedBytes:
         return self._read(view[:max(0, min(len(view), self.end_at - self.made))])
 
     def read(self) -> bytes:
-        buffer = bytearray(PIECE_BYTES)
-        return bytes(memoryview(buffer)[:self._read(memoryview(buffer))])
+        return _piece(self._read)
 
     def _read(self, view) -> int:
         try:
