@@ -19,6 +19,7 @@ from bpbc import file_parts, gzip_reader
 from bpbc.file_parts import FilePart, UnreadablePart, plan_parts
 from bpbc.io import InputError
 from bpbc.pipeline import ScreenSettings, screen_files
+from tests.bpbc.conftest import planted_fastq
 
 
 def _fastq(rng: np.random.Generator, count: int, newline: str = "\n") -> bytes:
@@ -208,15 +209,8 @@ def test_a_part_that_does_not_decompress_to_its_end_is_unreadable(tmp_path, thre
 
 def test_a_part_is_read_by_the_pipeline_as_its_records(tmp_path):
     """Each part screened on its own: PAF and matched reads joined are the whole file's."""
-    rng = np.random.default_rng(11)
     adapter = "AGATCGGAAGAGCACACGTCTGAACTCCAGTCA"
-    records = []
-    for number in range(4000):
-        sequence = "".join(rng.choice(list("ACGT"), 150))
-        if number % 7 == 0:
-            sequence = sequence[:60] + adapter + sequence[60 + len(adapter):]
-        records.append(f"@q{number}\n{sequence}\n+\n{'F' * 150}\n")
-    data = "".join(records).encode()
+    data = planted_fastq(np.random.default_rng(11), 4000, [adapter], "q").encode()
     path = tmp_path / "reads.fq.gz"
     path.write_bytes(_members(data, 50_000))
     patterns = tmp_path / "p.fa"
