@@ -87,6 +87,40 @@ def test_prepare_runs_the_kernels_that_only_large_batches_reach(monkeypatch):
                                     numba.typeof(np.zeros((2, 2), np.uint8)))]
 
 
+def test_prepare_calls_the_end_overlap_pass_as_trimming_does(monkeypatch):
+    """prepare's end-overlap task passes the kernel what Decision.flags passes
+    it in a trimming run (the types numba compiles for), the reads' bytes
+    aside (a run's chunk buffer is writable, as prepare's; the test's is not)."""
+    from fractions import Fraction
+
+    import numba
+
+    from bpbc import end_overlap, prepare
+    from bpbc.scoring import Scoring
+    from bpbc.trimming import _END3
+    from tests.bpbc.test_end_overlap import decided, tasks_of
+
+    calls: list[tuple] = []
+    kernel_module = end_overlap.kernel_module
+
+    def spying(planes, scoring):
+        module = kernel_module(planes, scoring)
+
+        class Spy:
+            def first_pass(self, *args):
+                calls.append((planes, tuple(numba.typeof(arg) for arg in args[1:])))
+                return module.first_pass(*args)
+        return Spy()
+
+    monkeypatch.setattr(end_overlap, "kernel_module", spying)
+    scoring = Scoring(2, 3, 5, 2)
+    decided(["ACGTTTAGATCGGAAGAGC"], tasks_of(["AGATCGGAAGAGCACACGTCTGAACTCCAGTCA"], [_END3], [Fraction(4, 5)],
+                                              scoring), 3, scoring)
+    (planes, trimming), = calls
+    prepare._end_overlap_task(planes, (2, 3, 5, 2))
+    assert calls[1] == (planes, trimming)
+
+
 def test_the_thresholds_of_a_runs_patterns(tmp_path):
     """--patterns: the thresholds the runs will screen them at, from the
     fraction (each length its own) or their headers; a bad file is one line
