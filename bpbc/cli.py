@@ -418,22 +418,18 @@ def _screen(reads, patterns, threshold, min_score_fraction, reads2, interleaved,
     reads_files = _reads_files(reads or [], patterns, reads_from)
     distributed = dask is not None or dask_scheduler_file is not None
     many = reads_from is not None or len(reads_files) > 1
-    trimming = action is not Action.none or trimmed is not None or trimmed2 is not None
-    paired = reads2 is not None or interleaved or matched2 is not None or unmatched2 is not None
-    outputs = {"output": output, "matched": matched, "unmatched": unmatched, "trimmed": trimmed, "json": json_path}
-    split = None
-    if not distributed and not many and not paired:
-        split = _split_early(reads_files[0], settings, outputs)
-    if not distributed and not many and split is None:
+    if not distributed and not many:
         _start_reading_early([reads_files[0], reads2], settings.threads)
     from bpbc.engines import set_up_process  # numpy: the run's modules load from here on
 
     set_up_process()  # before numba may load its OpenMP runtime
-    if device is not Device.cpu and not distributed and not many and split is None:
+    if device is not Device.cpu and not distributed and not many:
         from bpbc.gpu_engine import warm_up_in_background
 
         warm_up_in_background()  # the GPU's set-up beside the reading, where there is one
     try:
+        trimming = action is not Action.none or trimmed is not None or trimmed2 is not None
+        paired = reads2 is not None or interleaved or matched2 is not None or unmatched2 is not None
         if distributed and trimming:
             raise InputError("--action trim or mask runs on one host, not with --dask")
         if dask is not None and dask_scheduler_file is not None:
@@ -455,7 +451,7 @@ def _screen(reads, patterns, threshold, min_score_fraction, reads2, interleaved,
                 summaries = _screen_many_here(reads_files, patterns, settings, quiet, output=output, matched=matched,
                                               unmatched=unmatched, json_path=json_path)
             else:
-                summaries = [_screen_here(reads_files[0], patterns, settings, quiet, split, reads2=reads2,
+                summaries = [_screen_here(reads_files[0], patterns, settings, quiet, reads2=reads2,
                                           interleaved=interleaved, output=output, matched=matched,
                                           unmatched=unmatched, matched2=matched2, unmatched2=unmatched2,
                                           trimmed=trimmed, trimmed2=trimmed2, json_path=json_path)]
@@ -488,8 +484,6 @@ def _screen(reads, patterns, threshold, min_score_fraction, reads2, interleaved,
         _error("interrupted")
         raise typer.Exit(EXIT_INTERRUPTED) from None
     finally:
-        if split is not None:
-            split.workers.stop()  # where the run stopped before it took them
         gzip_reader = sys.modules.get("bpbc.gzip_reader")
         if gzip_reader is not None:
             gzip_reader.close_unused()  # what _start_reading_early started and no run took
@@ -508,18 +502,6 @@ def _start_reading_early(paths: list, threads: int | None) -> None:
     for path in paths:
         if path is not None and path != "-":
             start_early(path, read_threads)
-
-
-def _split_early(reads, settings, outputs: dict):
-    """Where one large reads file is screened in parts by several processes
-    of this host (bpbc.split_file), its parts, the workers started now: their
-    imports and device set-up run beside the command's own."""
-    from bpbc.stems import fill_stem
-    from bpbc.split_file import start_split
-
-    if reads == "-":
-        return None
-    return start_split(reads, settings, {kind: fill_stem(path, reads) for kind, path in outputs.items()})
 
 
 def _reads_files(reads: list[str], patterns: str, reads_from: str | None) -> list[str]:
@@ -546,7 +528,7 @@ def _reads_files(reads: list[str], patterns: str, reads_from: str | None) -> lis
 def _report_paths(report, multiqc, reads_files: list[str], many: bool) -> tuple[str | None, str | None]:
     """The report's and the MultiQC file's paths, {stem} filled (one reads
     file); with several reads files each is one file for the run."""
-    from bpbc.stems import STEM_FIELD, fill_stem
+    from bpbc.distributed import STEM_FIELD, fill_stem  # no Dask in it
 
     paths = (report, multiqc)
     for path, option in zip(paths, ("--report", "--multiqc")):
@@ -557,11 +539,9 @@ def _report_paths(report, multiqc, reads_files: list[str], many: bool) -> tuple[
     return fill_stem(report, reads_files[0]), fill_stem(multiqc, reads_files[0])
 
 
-def _screen_here(reads, patterns, settings, quiet, split, output, matched, unmatched, json_path, **paired):
-    """The local run: one process, on this host's CPU or every GPU it sees
-    (docs/gpu.md), or several, each on a part of the file (``split``, of
-    :func:`_split_early`)."""
-    from bpbc.stems import fill_stem
+def _screen_here(reads, patterns, settings, quiet, output, matched, unmatched, json_path, **paired):
+    """The local run: one process, on this host's CPU or every GPU it sees (docs/gpu.md)."""
+    from bpbc.distributed import fill_stem  # no Dask in it
     from bpbc.pipeline import screen_files  # numba and the engines: imported where a run needs them
 
     if reads != "-":  # {stem}: the reads file's name, as with --dask
@@ -576,16 +556,6 @@ def _screen_here(reads, patterns, settings, quiet, split, output, matched, unmat
     # error stays one line, and the summary says how long the compiling took
     notice = compiling if not quiet and sys.stderr.isatty() else None
     with _progress_bar(_show_progress(quiet, output)) as progress, watching_compiles(notice):
-        if split is not None:
-            from bpbc.file_parts import UnreadablePart
-            from bpbc.split_file import screen_split
-
-            try:
-                return screen_split(split, reads, patterns, settings, {
-                    "output": output, "matched": matched, "unmatched": unmatched, "json": json_path,
-                    "trimmed": paired["trimmed"]}, progress)
-            except UnreadablePart:
-                pass  # a wrong cut, or damage: this process reads the file whole, and names any damage
         return screen_files(reads, patterns, settings, output=output, matched=matched, unmatched=unmatched,
                             json_path=json_path, progress=progress, **paired)
 

@@ -63,13 +63,16 @@ from bpbc.pipeline import (OrderedWorker, ScreenSettings, StageTimes, chunk_paf,
                            encode_chunk, make_screener, new_summary, passing_units, prefetched, quick_gil_handoff,
                            read_chunks, screen_files)
 from bpbc.resources import CorePlan, plan_run, usable_cores
-from bpbc.stems import STEM_FIELD, fill_stem, stem
 from bpbc.result import Texts
 from bpbc.sinks import is_template
 from bpbc.summary import HitColumns, Summary, combined_summary, summary_json
 
 #: the options that name each output, for messages
 _OPTIONS = {"output": "-o/--output", "matched": "--matched", "unmatched": "--unmatched", "json": "--json"}
+#: in output paths: the reads file's name without directory, format and compression suffixes
+STEM_FIELD = "{stem}"
+_COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zstd")
+_FORMAT_SUFFIXES = (".fastq", ".fq", ".fasta", ".fa", ".fna", ".fas")
 #: chunks under way per worker thread (one file in chunks), unless ``in_flight`` says otherwise
 IN_FLIGHT_PER_THREAD = 2
 #: parts of one file per worker thread: a worker done early takes over some of a slow one's share
@@ -81,6 +84,26 @@ _STAGING_PREFIX = ".bpbc-part-"
 #: a local cluster's scheduler without a dashboard, its HTTP server on a free port: it starts one
 #: whatever the dashboard address (8787 by default), and two runs at once warned of the port taken
 NO_DASHBOARD = {"dashboard_address": ":0", "scheduler_kwargs": {"dashboard": False}}
+
+
+def stem(path) -> str:
+    """``{stem}``: the file name without directory, compression and format suffixes
+    (``runs/S1_R1.fastq.gz`` -> ``S1_R1``)."""
+    name = os.path.basename(os.fspath(path))
+    lower = name.lower()
+    for suffixes in (_COMPRESSION_SUFFIXES, _FORMAT_SUFFIXES):
+        for suffix in suffixes:
+            if lower.endswith(suffix) and len(name) > len(suffix):
+                name, lower = name[:-len(suffix)], lower[:-len(suffix)]
+                break
+    return name
+
+
+def fill_stem(path, reads_path):
+    """``path`` with ``{stem}`` replaced by the stem of ``reads_path`` (None stays None)."""
+    if path is None:
+        return None
+    return os.fspath(path).replace(STEM_FIELD, stem(reads_path))
 
 
 # ---------------------------------------------------------------- worker side
@@ -241,17 +264,16 @@ def screen_file(job: Job, reads_path: str | FilePart, patterns_path: str, output
                 abort_event: str | None = None, plan: CorePlan | None = None) -> Summary:
     """A Dask task: screen one whole file, or a part of one, on this worker
     with the local pipeline; ``outputs`` maps 'output', 'matched',
-    'unmatched', 'json' (and 'trimmed', in a process of this host) to the
-    staging paths (or None). The summary names the
+    'unmatched', 'json' to the staging paths (or None). The summary names the
     files as the user gave them (``job``). When the run was given up
     meanwhile (Dask event ``abort_event`` set), the files just written are
     removed. ``plan``: the run's threads (None: this Dask worker's,
-    :func:`worker_plan`; a process of :mod:`bpbc.processes` gives its own)."""
+    :func:`worker_plan`; a process of :mod:`bpbc.many_files` gives its own)."""
     set_up_process()
     try:
         summary = screen_files(reads_path, patterns_path, job.settings, output=outputs["output"],
                                matched=outputs["matched"], unmatched=outputs["unmatched"],
-                               trimmed=outputs.get("trimmed"), plan=plan or worker_plan(job.settings.threads))
+                               plan=plan or worker_plan(job.settings.threads))
     except InputError as error:  # the files named as the user gave them, not as the worker opened them
         raise InputError(str(error).replace(os.fspath(reads_path), job.reads_file)
                          .replace(patterns_path, job.patterns_file)) from None
@@ -463,26 +485,7 @@ def _write_index(reads_path: str, index: str, threads: int | None) -> None:
 
 def _screen_parts(client, parts: list[FilePart], reads_path, patterns_path, settings, paths, progress,
                   token: str, started: float) -> Summary:
-    """One file screened part by part, each part by a Dask worker."""
-
-    def run(tasks: list[tuple], joins: list) -> list[Summary]:
-        return _run_file_tasks(client, token, tasks, progress, lambda _: client.submit(
-            join_files, joins, key=f"bpbc-join-{token}", pure=False).result())
-
-    return screen_parts(parts, reads_path, patterns_path, settings, paths, token, started, run,
-                        {"dask": f"{len(parts)} parts"})
-
-
-def screen_parts(parts: list[FilePart], reads_path, patterns_path, settings: ScreenSettings, paths: dict,
-                 token: str, started: float, run: Callable[[list[tuple], list], list[Summary]], plan: dict
-                 ) -> Summary:
-    """One file screened part by part: one :func:`screen_file` task per part,
-    each part's outputs (``paths``: 'output', 'matched', 'unmatched',
-    'trimmed', 'json') under staging names, joined in order into the final
-    ones. ``run(tasks, joins)`` runs the tasks, then :func:`join_files` of
-    ``joins``, and returns the tasks' summaries in order; on a failure it
-    removes every staged output. The summary is the one-process run's,
-    ``plan`` added to its plan (a part's threads); it goes to ``paths['json']``."""
+    """One file screened part by part, each part by a worker; its outputs staged, then joined in order."""
     patterns = read_patterns(patterns_path)
     make_screener(replace(settings, device="cpu"), patterns, display_name(patterns_path))  # checks the settings
     job = Job.of(settings, patterns, display_name(patterns_path), display_name(reads_path))
@@ -492,11 +495,16 @@ def screen_parts(parts: list[FilePart], reads_path, patterns_path, settings: Scr
     with ExitStack() as stack:
         summary_file = None if paths["json"] is None else stack.enter_context(
             AtomicOutput(paths["json"], "JSON summary"))
+
+        def finish(summaries: list[Summary]) -> None:
+            joins = [([files[kind] for files in staged], final) for kind, final in finals.items()]
+            client.submit(join_files, joins, key=f"bpbc-join-{token}", pure=False).result()
+
         tasks = [(job, part, os.path.abspath(patterns_path), files) for part, files in zip(parts, staged)]
-        summaries = run(tasks, [([files[kind] for files in staged], final) for kind, final in finals.items()])
+        summaries = _run_file_tasks(client, token, tasks, progress, finish)
         summary = combined_summary(summaries, time.perf_counter() - started)
         summary.reads_file = job.reads_file
-        summary.plan = {**summaries[0].plan, **plan}
+        summary.plan = {**summaries[0].plan, "dask": f"{len(parts)} parts"}  # a part's threads on its worker
         if summary_file is not None:
             summary_file.open_binary().write(summary_json(summary))
             summary_file.commit()

@@ -54,7 +54,7 @@ class RunInfo:
 
 def sample_name(summary: Summary) -> str:
     """The run's name in MultiQC and in the report: its reads file's stem (``{stem}``)."""
-    from bpbc.stems import stem
+    from bpbc.distributed import stem  # no Dask in it
 
     return "stdin" if summary.reads_file == "<stdin>" else stem(summary.reads_file)
 

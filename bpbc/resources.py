@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -43,10 +42,6 @@ CORES_PER_PROCESS = 16
 #: each) took 6.5-7.5 s in two processes against 5.9-6.6 s in turn in one;
 #: two of 5M reads (520 MB each) gained as above
 MIN_BYTES_PER_PROCESS = 500_000_000
-#: overrides :func:`file_processes` (a number; 1: one process), for A/B runs
-PROCESSES_VARIABLE = "BPBC_PROCESSES"
-_DEVICE_NODES = "/dev"
-_GPU_NODE = re.compile(r"nvidia[0-9]+")
 _CGROUP_V2_MAX = "/sys/fs/cgroup/cpu.max"
 _CGROUP_V1_QUOTA = "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"
 _CGROUP_V1_PERIOD = "/sys/fs/cgroup/cpu/cpu.cfs_period_us"
@@ -153,36 +148,15 @@ def plan_run(threads: int | None = None, source: str | None = None) -> CorePlan:
     )
 
 
-def file_processes(files: int | None, input_bytes: int, cores: int, gpus: Callable[[], int]) -> int:
-    """Processes that screen ``files`` reads files (``input_bytes`` in all),
-    or one file in parts (``files`` None), at once on this host: one per GPU
-    (``gpus()``, asked only where the input is large enough for several),
-    else one per :data:`CORES_PER_PROCESS` of ``cores``; never more than
-    there are files or :data:`MIN_BYTES_PER_PROCESS` of input. One means this
-    process screens them in turn (the file whole). ``BPBC_PROCESSES``
-    (:data:`PROCESSES_VARIABLE`) overrides it, for A/B runs."""
-    forced = os.environ.get(PROCESSES_VARIABLE, "")
-    if forced.isdigit() and int(forced) > 0:
-        return int(forced) if files is None else min(int(forced), files)
-    most = input_bytes // MIN_BYTES_PER_PROCESS if files is None else min(files, input_bytes // MIN_BYTES_PER_PROCESS)
+def file_processes(files: int, input_bytes: int, cores: int, gpus: Callable[[], int]) -> int:
+    """Processes that screen ``files`` reads files (``input_bytes`` in all)
+    at once on this host: one per GPU (``gpus()``, asked only where the
+    input is large enough for several), else one per
+    :data:`CORES_PER_PROCESS` of ``cores``; never more than there are files
+    or :data:`MIN_BYTES_PER_PROCESS` of input. One means this process
+    screens them in turn."""
+    most = min(files, input_bytes // MIN_BYTES_PER_PROCESS)
     if most < 2:
         return 1
     per_host = gpus() or cores // CORES_PER_PROCESS
     return max(1, min(most, per_host))
-
-
-def visible_gpus() -> list[str]:
-    """The GPUs this process may use, each as ``CUDA_VISIBLE_DEVICES`` names
-    it for a process of its own, found without starting CUDA (the command
-    decides before its imports): the names ``CUDA_VISIBLE_DEVICES`` lists,
-    else one per NVIDIA device node (``/dev/nvidia0``, ...). None where
-    neither shows one: a host without an NVIDIA GPU, or whose devices are
-    not so named, where one process uses whatever CUDA finds."""
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        return [name.strip() for name in listed.split(",") if name.strip()]
-    try:
-        nodes = os.listdir(_DEVICE_NODES)
-    except OSError:
-        return []
-    return [str(number) for number in sorted(int(name[6:]) for name in nodes if _GPU_NODE.fullmatch(name))]

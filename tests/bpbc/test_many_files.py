@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import bpbc
-from bpbc import processes
+from bpbc import many_files
 from bpbc.engines import gpu_unavailable_reason
 from bpbc.io import InputError
 from bpbc.many_files import screen_many_files
@@ -169,7 +169,7 @@ def test_a_worker_takes_its_gpu_and_its_share(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3")
     previous = signal.getsignal(signal.SIGINT)
     try:
-        plan = processes.start_worker("3", 5, 2)
+        plan = many_files._start_worker("3", 5, 2)
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -309,7 +309,7 @@ elif __name__ == "__main__":
 
 #: per way the run is stopped: the last line of its stderr
 ENDS = {"ctrl-c": "KeyboardInterrupt", "failure": "bpbc.errors.InputError: {fifo}: read r1: character '*'",
-        "killed": "bpbc.errors.InputError: a process screening the reads ended abruptly"}
+        "killed": "bpbc.errors.InputError: a process screening the reads files ended abruptly"}
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux's /proc")
