@@ -6,14 +6,14 @@ a Dask worker does), its outputs under hidden staging names until every file
 has been screened, so that a failed run leaves none of them (docs/dask.md:
 the same templates and checks as with ``--dask``).
 
-The files are shared out among worker processes, one per GPU (each sees only
-its own through ``CUDA_VISIBLE_DEVICES``) or, on the CPU, one per
+The files are shared out among worker processes, one per two GPUs (each
+sees only its own through ``CUDA_VISIBLE_DEVICES``) or, on the CPU, one per
 :data:`bpbc.resources.CORES_PER_PROCESS` cores, each with its share of the
-cores (:func:`bpbc.resources.file_processes` decides): one process kept
-10-11 of a 32-core host's cores busy, where two, each on its own GPU and
-half the reads, took 0.8x its time together (bench/results/
+cores (:func:`bpbc.resources.file_processes` decides): one process keeps
+two GPUs and 32 cores busy, but not four and 64 (bench/results/
 many_files_x2_h200.txt). Where one process is all the host calls for (one
-GPU, a small CPU, small files), this one screens the files in turn.
+or two GPUs, up to 63 cores, small files), this one screens the files in
+turn.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import cast
 from bpbc.distributed import Job, commit_files, many_files_paths, remove_files, screen_file, staging_path
 from bpbc.io import STDIN, InputError, display_name, read_patterns
 from bpbc.pipeline import ScreenSettings, make_screener
-from bpbc.resources import CorePlan, file_processes, plan_run, usable_cores
+from bpbc.resources import CorePlan, file_processes, gpu_groups, plan_run, usable_cores
 from bpbc.sinks import is_template
 from bpbc.summary import Summary
 
@@ -74,7 +74,7 @@ def screen_many_files(
     cores = settings.threads or usable_cores()
     processes = processes or file_processes(len(tasks), sum(_size(path) for path in reads), cores,
                                             lambda: 0 if settings.device == "cpu" else len(visible_gpus()))
-    devices = [] if processes == 1 or settings.device == "cpu" else visible_gpus()
+    devices = [] if processes == 1 or settings.device == "cpu" else gpu_groups(visible_gpus(), processes)
     try:
         if processes == 1:
             summaries = _in_turn(tasks, plan_run(settings.threads), progress)
@@ -123,8 +123,8 @@ def _in_turn(tasks: list, plan: CorePlan, progress) -> list[Summary]:
 
 def _in_processes(tasks: list, processes: int, devices: list[str], threads: int, progress) -> list[Summary]:
     """The tasks shared out among ``processes`` worker processes, each on one
-    of ``devices`` (GPUs; none: the CPU) and ``threads`` cores, one task at a
-    time. On any failure, Ctrl-C included, the workers are killed and waited
+    of ``devices`` (``CUDA_VISIBLE_DEVICES`` values; none: the CPU) and
+    ``threads`` cores, one task at a time. On any failure, Ctrl-C included, the workers are killed and waited
     for before the caller removes what they wrote.
 
     This thread alone reads the workers' answers, and only what has come
@@ -206,7 +206,7 @@ def _ended_abruptly() -> InputError:
 
 
 def _start_worker(device: str | None, threads: int, processes: int) -> CorePlan:
-    """A worker process's start: its GPU (None: the CPU); its plan returned.
+    """A worker process's start: its GPUs (None: the CPU); its plan returned.
     Ctrl-C is left to the parent, which stops the workers and cleans up."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if device is not None:

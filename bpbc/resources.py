@@ -30,17 +30,20 @@ COMPRESSION_THREADS = 8
 TRACEBACKS = 2
 TRACEBACKS_FROM = 8
 
-#: cores that one process of a run over several reads files gets at most
-#: (:func:`file_processes`): a process keeps only part of a large host busy
-#: (10M reads on two H200s of a 32-core host, every output: 5.6-5.8 s, 10-11
-#: cores busy, reading the bound), where two processes, each on its own GPU,
-#: 16 cores and half the reads (5M), took 4.4-4.6 s together
-CORES_PER_PROCESS = 16
+#: cores and GPUs that one process of a run over several reads files gets at
+#: most (:func:`file_processes`). One process keeps 2 GPUs and 32 cores as
+#: busy as two processes, each on one GPU and 16 cores, would (2 x H200, 32-core
+#: Xeon, 2026-11-30, bench/results/many_files_x2_h200.txt: two 5M-read files in
+#: turn in one process 4.61-4.85 s, in two processes 5.03-5.32 s; one 10M file
+#: split between two processes 5.16-5.42 s against 4.48-4.68 s in one), while
+#: on 4 GPUs and 64 cores one process gave only 1.15-1.27x one GPU and 16 cores
+#: (session 24)
+CORES_PER_PROCESS = 32
+GPUS_PER_PROCESS = 2
 #: input (bytes on disk) that a process of such a run must have to pay for
 #: its start (a worker's imports, CUDA context and kernel loads: 1.2-1.9 s
 #: more for its first file on that host). Eight files of 1.25M reads (104 MB
-#: each) took 6.5-7.5 s in two processes against 5.9-6.6 s in turn in one;
-#: two of 5M reads (520 MB each) gained as above
+#: each) took 6.5-7.5 s in two processes against 5.9-6.6 s in turn in one
 MIN_BYTES_PER_PROCESS = 500_000_000
 _CGROUP_V2_MAX = "/sys/fs/cgroup/cpu.max"
 _CGROUP_V1_QUOTA = "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"
@@ -150,13 +153,23 @@ def plan_run(threads: int | None = None, source: str | None = None) -> CorePlan:
 
 def file_processes(files: int, input_bytes: int, cores: int, gpus: Callable[[], int]) -> int:
     """Processes that screen ``files`` reads files (``input_bytes`` in all)
-    at once on this host: one per GPU (``gpus()``, asked only where the
-    input is large enough for several), else one per
+    at once on this host: one per :data:`GPUS_PER_PROCESS` GPUs (``gpus()``,
+    asked only where the input is large enough for several), else one per
     :data:`CORES_PER_PROCESS` of ``cores``; never more than there are files
     or :data:`MIN_BYTES_PER_PROCESS` of input. One means this process
     screens them in turn."""
     most = min(files, input_bytes // MIN_BYTES_PER_PROCESS)
     if most < 2:
         return 1
-    per_host = gpus() or cores // CORES_PER_PROCESS
+    count = gpus()
+    per_host = -(-count // GPUS_PER_PROCESS) if count else cores // CORES_PER_PROCESS
     return max(1, min(most, per_host))
+
+
+def gpu_groups(gpus: list[str], processes: int) -> list[str]:
+    """``gpus`` (``CUDA_VISIBLE_DEVICES`` names) shared out among
+    ``processes`` processes in runs of neighbours (GPUs next to each other
+    often share a switch), each group as its ``CUDA_VISIBLE_DEVICES``."""
+    size, extra = divmod(len(gpus), processes)
+    starts = [index * size + min(index, extra) for index in range(processes + 1)]
+    return [",".join(gpus[start:end]) for start, end in zip(starts, starts[1:]) if end > start]

@@ -27,7 +27,7 @@ from bpbc.engines import gpu_unavailable_reason
 from bpbc.io import InputError
 from bpbc.many_files import screen_many_files
 from bpbc.pipeline import ScreenSettings, screen_files
-from bpbc.resources import CORES_PER_PROCESS, MIN_BYTES_PER_PROCESS, file_processes
+from bpbc.resources import CORES_PER_PROCESS, MIN_BYTES_PER_PROCESS, file_processes, gpu_groups
 from tests.bpbc.conftest import write_three_reads_files
 from tests.bpbc.test_cli import run_cli
 
@@ -88,21 +88,31 @@ def _assert_each_files_own_outputs(out: Path, references: dict, device: str = "c
 
 
 def test_the_processes_a_host_calls_for():
-    big = 4 * MIN_BYTES_PER_PROCESS
-    assert file_processes(4, big, 32, lambda: 2) == 2  # one per GPU
+    big = 8 * MIN_BYTES_PER_PROCESS
+    assert file_processes(4, big, 32, lambda: 2) == 1  # two GPUs: one process drives both
+    assert file_processes(4, big, 64, lambda: 4) == 2  # one per two GPUs
+    assert file_processes(8, big, 128, lambda: 8) == 4
+    assert file_processes(8, big, 64, lambda: 3) == 2  # the third GPU: a process of its own
     assert file_processes(1, big, 64, lambda: 4) == 1  # never more than files
-    assert file_processes(3, big, 64, lambda: 4) == 3
-    assert file_processes(8, big, 64, lambda: 0) == 4 == 64 // CORES_PER_PROCESS  # the CPU: one per share of cores
-    assert file_processes(8, big, CORES_PER_PROCESS - 1, lambda: 0) == 1
+    assert file_processes(8, big, 128, lambda: 0) == 4 == 128 // CORES_PER_PROCESS  # the CPU: one per share of cores
+    assert file_processes(8, big, 2 * CORES_PER_PROCESS - 1, lambda: 0) == 1
     assert file_processes(8, big, 2 * CORES_PER_PROCESS, lambda: 0) == 2
-    assert file_processes(8, big, 64, lambda: 1) == 1  # one GPU: one process, whatever the cores
-    assert file_processes(8, 3 * MIN_BYTES_PER_PROCESS - 1, 64, lambda: 4) == 2  # each process its share of input
+    assert file_processes(8, big, 128, lambda: 1) == 1  # one GPU: one process, whatever the cores
+    assert file_processes(8, 3 * MIN_BYTES_PER_PROCESS - 1, 128, lambda: 8) == 2  # each process its share of input
 
     def no_gpus_asked() -> int:
         raise AssertionError("the GPUs were counted for a run that one process screens anyway")
 
     assert file_processes(8, 2 * MIN_BYTES_PER_PROCESS - 1, 64, no_gpus_asked) == 1
     assert file_processes(1, big, 64, no_gpus_asked) == 1
+
+
+def test_the_gpus_are_shared_out_in_runs_of_neighbours():
+    assert gpu_groups(["0", "1", "2", "3"], 2) == ["0,1", "2,3"]
+    assert gpu_groups(["0", "1", "2"], 2) == ["0,1", "2"]
+    assert gpu_groups(["3", "5"], 2) == ["3", "5"]
+    assert gpu_groups(["GPU-a", "GPU-b", "GPU-c", "GPU-d", "GPU-e", "GPU-f", "GPU-g", "GPU-h"], 4) == [
+        "GPU-a,GPU-b", "GPU-c,GPU-d", "GPU-e,GPU-f", "GPU-g,GPU-h"]
 
 
 @pytest.mark.parametrize("processes", [1, 2])
