@@ -46,18 +46,20 @@ DEFAULT_THRESHOLDS = (DEFAULT_THRESHOLD,)
 _MIN_TWO_PASS_PLANES = 4
 
 
-def engine_kernels(thresholds, exact_scores: bool = False) -> list[tuple[int, bool]]:
+def engine_kernels(thresholds, scoring: tuple[int, int, int, int] = (2, 3, 5, 2), exact_scores: bool = False
+                   ) -> list[tuple[int, bool]]:
     """(planes, track_best) of every CPU engine kernel a screen at these
-    thresholds runs: a threshold of b bits is screened one plane short
-    without scores, then with scores in b planes on the flagged instances
-    (from 4 planes on), or in one pass of b planes."""
-    from .scoring import score_planes
+    thresholds runs: a threshold of b bits is screened without scores in
+    fewer planes (one short, or fewer for long instances:
+    bpbc.scoring.cpu_flag_planes), then with scores in b planes on the
+    flagged instances (from 4 planes on), or in one pass of b planes."""
+    from .scoring import Scoring, cpu_flag_plane_counts, score_planes
 
     kernels = set()
     for threshold in thresholds:
         planes = score_planes(threshold)
         if planes >= _MIN_TWO_PASS_PLANES and not exact_scores:
-            kernels.add((planes - 1, False))
+            kernels.update((flags, False) for flags in cpu_flag_plane_counts(Scoring(*scoring), planes))
         kernels.add((planes, True))
     return sorted(kernels)
 
@@ -333,7 +335,7 @@ def prepare(thresholds=DEFAULT_THRESHOLDS, scoring: tuple[int, int, int, int] = 
                     for planes in range(1, END_OVERLAP_PLANES + 1)]
         if device != "gpu":
             kernels += [(f"engine kernel: {planes} planes{'' if best else ', flags only'}", _engine_task,
-                         (planes, best, scoring)) for planes, best in engine_kernels(thresholds)]
+                         (planes, best, scoring)) for planes, best in engine_kernels(thresholds, scoring)]
             kernels += [(f"the engine's packing from {'bytes' if from_bytes else 'codes'}", _packing_task,
                          (from_bytes,)) for from_bytes in (True, False)]
         phases = [kernels, [

@@ -28,7 +28,7 @@ from .patterns import PatternTable
 from .settings import strands_of
 from .reads import Reads
 from .result import AlignmentTable
-from .scoring import Scoring, check_threshold, score_planes
+from .scoring import Scoring, check_threshold, cpu_flag_planes, score_planes
 from .windows import Oriented, WindowedBatch, WindowPlan, fit_check, read_hits, vector_hits, vector_scores
 from .windows import align as align_windows
 from .windows import prepare as prepare_windows
@@ -429,7 +429,9 @@ class Screener:
                 thresholds = self.table_thresholds[ks]
                 if self._two_pass(planes):
                     two_pass = cast(TwoPassEngine, engine)
-                    reads_, local = two_pass.flagged(batch.prepared, table, scoring, planes - 1)
+                    cells = int(batch.lengths.max()) * int(table.lengths.max())
+                    reads_, local = two_pass.flagged(batch.prepared, table, scoring,
+                                                     cpu_flag_planes(scoring, cells, planes))
                     values, overflow = self._pair_scores(batch, reads_, local, table, planes)
                 else:
                     reads_, local, values, overflow = engine.hits(batch.prepared, table, scoring, planes, thresholds,

@@ -17,6 +17,9 @@ def test_engine_kernels_are_those_of_the_thresholds_plane_counts():
     assert engine_kernels([40, 63]) == [(5, False), (6, True)]
     assert engine_kernels([7, 30]) == [(3, True), (4, False), (5, True)]
     assert engine_kernels([40], exact_scores=True) == [(6, True)]
+    # long instances are flagged in fewer planes (bpbc.scoring.cpu_flag_planes): every count they may take
+    assert engine_kernels([300]) == [(5, False), (6, False), (7, False), (9, True)]
+    assert engine_kernels([300], (1, 1, 1, 1)) == [(5, False), (6, False), (9, True)]
 
 
 def test_after_prepare_a_run_compiles_nothing(tmp_path):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bpbc.scoring import Scoring, flag_pass_planes, karlin_lambda, random_best_score
+from bpbc.scoring import (MIN_CPU_FLAG_PLANES, Scoring, cpu_flag_plane_counts, cpu_flag_planes, flag_pass_planes,
+                          karlin_lambda, random_best_score)
 from tests.bpbc.conftest import parasail_sw, random_read
 
 #: the default, and a match 1 in 4 worth as much as a mismatch costs (lambda ln 3)
@@ -52,3 +53,20 @@ def test_flag_pass_is_below_the_screen():
             assert flag_pass_planes(Scoring(), cells, planes) <= planes - 1
     assert flag_pass_planes(Scoring(), 150 * 24, 6) == 5
     assert flag_pass_planes(Scoring(), 20_000 * 48_502, 11) == 7
+
+
+@pytest.mark.parametrize("scoring", [*SCORINGS, Scoring(3, 1, 5, 2)], ids=lambda s: f"{s.match}-{s.mismatch}")
+def test_the_cpu_flag_pass_takes_a_plane_count_prepare_compiles(scoring):
+    """The CPU engine's flags-only pass: one plane short on short instances
+    (never below MIN_CPU_FLAG_PLANES where one short is more), fewer on long
+    ones, and always one of the counts bpbc.prepare compiles kernels for."""
+    for planes in range(4, 17):
+        counts = cpu_flag_plane_counts(scoring, planes)
+        for cells in (2, 99, 150 * 24, 150 * 128, 2000 * 1000, 10**9, 10**12):
+            flags = cpu_flag_planes(scoring, cells, planes)
+            assert min(planes - 1, MIN_CPU_FLAG_PLANES) <= flags <= planes - 1
+            assert flags >= flag_pass_planes(scoring, cells, planes)
+            assert flags in counts
+    assert cpu_flag_planes(Scoring(), 150 * 24, 6) == 5  # the default run: as before
+    assert cpu_flag_planes(Scoring(), 2000 * 1000, 9) == 6  # 1-2 kb reads against 1 kb, T = 300
+    assert cpu_flag_plane_counts(Scoring(), 11) == [5, 6, 7]

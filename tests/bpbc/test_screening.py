@@ -14,6 +14,7 @@ from bpbc.alphabet import encode_pattern, encode_reads
 from bpbc.cpu_engine import CpuEngine
 from bpbc.reference import sw_score
 from bpbc.screener import Screener
+from bpbc.scoring import Scoring
 from tests.bpbc.alignments import cigar_score
 from tests.bpbc.conftest import random_read, reverse_complement_masks
 
@@ -146,6 +147,46 @@ def test_two_pass_scores_equal_one_pass(reads, threshold):
     read, k = np.nonzero((one >= threshold) | overflow)
     assert np.array_equal(hits.read, read) and np.array_equal(hits.pattern * 2 + hits.strand, k)
     assert np.array_equal(hits.score, one[read, k]) and np.array_equal(hits.capped, overflow[read, k])
+
+
+def test_long_instances_flag_in_fewer_planes_and_every_hit_is_parasails(monkeypatch):
+    """Reads of 1-2 kb against a 1 kb pattern at T = 300 (9 planes): the
+    flags-only pass runs at 6 planes (bpbc.scoring.cpu_flag_planes), not 8,
+    and the hits and their scores are parasail's. Planted pieces of 40-240
+    bases score on both sides of 2**6, 2**8 and T, so the pass flags lanes
+    that one at 8 planes would not, and passes lanes from 300 up."""
+    from tests.bpbc.conftest import parasail_sw
+
+    rng = np.random.default_rng(41)
+    pattern = random_read(rng, 1000)
+    reads = []
+    for i in range(48):
+        read = list(random_read(rng, int(rng.integers(1000, 2001))))
+        length = [0, 40, 80, 140, 180, 240][i % 6]
+        if length:
+            start = int(rng.integers(0, 1000 - length))
+            piece = list(pattern[start:start + length])
+            for at in rng.integers(0, length, length // 30):
+                piece[at] = "ACGT"[(("ACGT".index(piece[at])) + 1) % 4]
+            text = "".join(piece) if i % 2 else revcomp("".join(piece))
+            at = int(rng.integers(0, len(read) - length))
+            read[at:at + length] = text
+        reads.append("".join(read))
+    engine = CpuEngine()
+    used = []
+    flagged = engine.flagged
+    monkeypatch.setattr(engine, "flagged", lambda prepared, table, scoring, planes: (
+        used.append(planes), flagged(prepared, table, scoring, planes))[1])
+    result = bpbc.screen(reads, [pattern], threshold=300, engine=engine)
+    assert used == [6]
+    expected = np.array([[parasail_sw(read, pattern, Scoring()), parasail_sw(revcomp(read), pattern, Scoring())]
+                         for read in reads])
+    assert ((expected >= 1 << 6) & (expected < 1 << 8)).any() and (expected >= 300).sum() >= 8
+    passing = expected >= 300
+    assert np.array_equal(result.scores[:, 0, :] >= 300, passing)
+    cap = (1 << 9) - 1
+    assert np.array_equal(result.scores[:, 0, :][passing], np.minimum(expected, cap)[passing])
+    assert np.array_equal(result.capped[:, 0, :][passing], expected[passing] > cap)
 
 
 def test_prepared_batch_gives_the_same_result(reads, result):
