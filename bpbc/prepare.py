@@ -55,7 +55,7 @@ def engine_kernels(thresholds, scoring: tuple[int, int, int, int] = (2, 3, 5, 2)
     flagged instances (from 4 planes on), or in one pass of b planes."""
     from .scoring import Scoring, cpu_flag_plane_counts, score_planes
 
-    kernels = set()
+    kernels: set[tuple[int, bool]] = set()
     for threshold in thresholds:
         planes = score_planes(threshold)
         if planes >= _MIN_TWO_PASS_PLANES and not exact_scores:
