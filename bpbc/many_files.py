@@ -124,8 +124,9 @@ def _in_turn(tasks: list, plan: CorePlan, progress) -> list[Summary]:
 def _in_processes(tasks: list, processes: int, devices: list[str], threads: int, progress) -> list[Summary]:
     """The tasks shared out among ``processes`` worker processes, each on one
     of ``devices`` (``CUDA_VISIBLE_DEVICES`` values; none: the CPU) and
-    ``threads`` cores, one task at a time. On any failure, Ctrl-C included, the workers are killed and waited
-    for before the caller removes what they wrote.
+    ``threads`` cores, one task at a time. On any failure, Ctrl-C included,
+    the workers are killed and waited for before the caller removes what
+    they wrote.
 
     This thread alone reads the workers' answers, and only what has come
     (an answer may come in parts), so that it never waits inside a read:
