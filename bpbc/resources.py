@@ -34,8 +34,9 @@ TRACEBACKS_FROM = 8
 #: most (:func:`file_processes`). One process keeps 2 GPUs and 32 cores as
 #: busy as two processes, each on one GPU and 16 cores, would (2 x H200, 32-core
 #: Xeon, 2026-11-30, bench/results/many_files_x2_h200.txt: two 5M-read files in
-#: turn in one process 4.61-4.85 s, in two processes 5.03-5.32 s; one 10M file
-#: split between two processes 5.16-5.42 s against 4.48-4.68 s in one), while
+#: turn in one process 4.61-4.85 s, in two processes 5.03-5.32 s; of one gzip
+#: member each, 4.86-5.50 s against 5.43-5.65 s; one 10M file split between two
+#: processes 5.16-5.42 s against 4.48-4.68 s in one), while
 #: on 4 GPUs and 64 cores one process gave only 1.15-1.27x one GPU and 16 cores
 #: (session 24)
 CORES_PER_PROCESS = 32
