@@ -111,6 +111,8 @@ def test_the_gpus_are_shared_out_in_runs_of_neighbours():
     assert gpu_groups(["0", "1", "2", "3"], 2) == ["0,1", "2,3"]
     assert gpu_groups(["0", "1", "2"], 2) == ["0,1", "2"]
     assert gpu_groups(["3", "5"], 2) == ["3", "5"]
+    assert gpu_groups(["0"], 2) == ["0"]  # more processes than GPUs: they share it
+    assert gpu_groups([], 2) == []  # no usable GPU: the workers run on the CPU
     assert gpu_groups(["GPU-a", "GPU-b", "GPU-c", "GPU-d", "GPU-e", "GPU-f", "GPU-g", "GPU-h"], 4) == [
         "GPU-a,GPU-b", "GPU-c,GPU-d", "GPU-e,GPU-f", "GPU-g,GPU-h"]
 
