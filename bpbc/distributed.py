@@ -496,7 +496,7 @@ def _screen_parts(client, parts: list[FilePart], reads_path, patterns_path, sett
         summary_file = None if paths["json"] is None else stack.enter_context(
             AtomicOutput(paths["json"], "JSON summary"))
 
-        def finish(summaries: list[Summary]) -> None:
+        def finish() -> None:
             joins = [([files[kind] for files in staged], final) for kind, final in finals.items()]
             client.submit(join_files, joins, key=f"bpbc-join-{token}", pure=False).result()
 
@@ -635,7 +635,7 @@ def _screen_many_files(client, reads: list, patterns_path, settings, paths, prog
     staged = [{kind: None if path is None else staging_path(path, token) for kind, path in files.items()}
               for files in per_file]
 
-    def finish(summaries: list[Summary]) -> None:
+    def finish() -> None:
         renames = [(staged_path, files[kind]) for staged_files, files in zip(staged, per_file)
                    for kind, staged_path in staged_files.items() if staged_path is not None]
         client.submit(commit_files, renames, key=f"bpbc-commit-{token}", pure=False).result()
@@ -663,11 +663,10 @@ def _error_of(future) -> BaseException | None:
     return None
 
 
-def _run_file_tasks(client, token: str, tasks: list[tuple], progress, finish: Callable[[list[Summary]], None]
-                    ) -> list[Summary]:
+def _run_file_tasks(client, token: str, tasks: list[tuple], progress, finish: Callable[[], None]) -> list[Summary]:
     """One :func:`screen_file` task per ``(job, reads, patterns_path,
     staged outputs)`` of ``tasks``; their summaries, in order, once
-    ``finish(summaries)`` has put the staged outputs in place. When a task
+    ``finish()`` has put the staged outputs in place. When a task
     fails, the first failure in task order is raised (a part whose start was
     wrong fails only after the part before it found that out), and every
     staged output is removed (tasks still under way remove their own, told by
@@ -692,7 +691,7 @@ def _run_file_tasks(client, token: str, tasks: list[tuple], progress, finish: Ca
             if progress is not None:
                 progress(sum(summary.reads for summary in done.values()))
         summaries = [done[index] for index in range(len(tasks))]
-        finish(summaries)
+        finish()
     except BaseException as error:
         client.cancel(futures)
         try:

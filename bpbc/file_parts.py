@@ -299,10 +299,10 @@ class _GzipBytes:
     (the record that runs over into them)."""
 
     def __init__(self, part: FilePart, threads: int):
-        from .gzip_reader import parallel_gzip_range
+        from .gzip_reader import parallel_gzip
 
         self._part = part
-        self._parallel = parallel_gzip_range(part.path, threads, part.start, part.end)
+        self._parallel = parallel_gzip(part.path, threads, part.start, part.end)
         self._members = None if self._parallel is not None else _Members(part.path, part.start, part.end)
         self.end_at: int | None = None
         self.made = 0

@@ -452,34 +452,25 @@ def open_indexed(path, threads: int, index: str, start: int, end: int):
     return reader
 
 
-def parallel_gzip_range(path, threads: int, start: int, end: int):
-    """Bytes ``start`` to ``end`` of a gzip file (whole members) opened for
-    parallel decompression where that pays, as :func:`parallel_gzip` decides
-    for a whole file; else None."""
-    try:
-        reader = _reader_for(path, threads, start, end)
-        return None if reader is None else reader(path, threads, start, end)
-    except ImportError:
-        return None
-
-
-def parallel_gzip(path, threads: int | None):
+def parallel_gzip(path, threads: int | None, start: int = 0, end: int | None = None):
     """``path`` opened for parallel decompression when that pays: a regular
     gzip file of at least PARALLEL_GZIP_MIN_BYTES and at least
     PARALLEL_GZIP_MIN_THREADS threads to spend (``threads``, None: the
     usable cores), decompressed in a process of its own
     (:class:`GzipProcess`, the one :func:`start_early` started if it did)
     from GZIP_PROCESS_MIN_BYTES on, else in this one (:class:`ParallelGzip`);
-    None for stdin, pipes, other formats and small files."""
+    None for stdin, pipes, other formats and small files. With ``start``
+    and ``end``, those bytes of it (whole gzip members), decided as for a
+    file of their size."""
     from .resources import usable_cores
 
     threads = usable_cores() if threads is None else threads
     try:
-        started = _STARTED.pop(_started_key(path, threads), None)
+        started = _STARTED.pop(_started_key(path, threads), None) if start == 0 and end is None else None
         if started is not None:
             return started.result()
-        reader = _reader_for(path, threads)
-        return None if reader is None else reader(path, threads)
+        reader = _reader_for(path, threads, start, end)
+        return None if reader is None else reader(path, threads, start, end)
     except ImportError:
         return None  # rapidgzip missing: ISA-L on one thread
 
