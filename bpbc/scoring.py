@@ -85,15 +85,21 @@ def karlin_lambda(scoring: Scoring) -> float | None:
 
 def random_best_score(scoring: Scoring, cells: int) -> float:
     """A score that the best local alignment of unrelated random bases over
-    ``cells`` cells seldom reaches: it grows with the log of the cells over
-    lambda (:func:`karlin_lambda`), and gaps add to it. 2.2 ln(cells) /
-    lambda is above every one of 64 random windows of 1-10 kb against 5 kb
-    measured with the default scoring (at most 36) and with 1, 1, 1, 1 (at
-    most 33). Where lambda is none, random bases score in proportion to
-    their length: no bound (inf). Only a cost depends on it (how many lanes
-    a flags-only pass flags), never a result."""
+    ``cells`` cells seldom reaches: 1.5 (ln(cells) + 4) / lambda
+    (:func:`karlin_lambda`, ungapped). The best score of random bases grows
+    by ln(cells) / lambda (Karlin-Altschul's extreme-value law), gaps lower
+    lambda (the factor 1.5), and its tail falls as exp(-lambda x). Fitted to
+    the best of random pairs scored by parasail, 2026-11-30: with the
+    default scoring, at most 26 of 4000 150 x 24 bp pairs (the bound 28.8),
+    35 of 60 5 x 5 kb (49.7), 36 of 40 20 x 48.5 kb (58.3); with 1, 1, 1, 1
+    (cheap gaps: the slope says lambda 0.65, not 1.1), 13 of 4000 150 x 24
+    (16.6), 25 of 200 2 x 1 kb (25.3), 31 of 60 5 x 5 kb (28.7), 32 of 20 20
+    x 48.5 kb (33.7). A flags-only pass flags at the next power of two, so
+    very few random lanes. Where lambda is none, random bases score in
+    proportion to their length: no bound (inf). Only a cost depends on it
+    (how many lanes a flags-only pass flags), never a result."""
     lam = karlin_lambda(scoring)
-    return math.inf if lam is None else 2.2 * math.log(max(cells, 2)) / lam
+    return math.inf if lam is None else 1.5 * (math.log(max(cells, 2)) + 4) / lam
 
 
 def flag_pass_planes(scoring: Scoring, cells: int, planes: int) -> int:
