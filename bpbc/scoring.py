@@ -125,8 +125,8 @@ def cpu_flag_planes(scoring: Scoring, cells: int, planes: int) -> int:
     :func:`flag_pass_planes`, but not below :data:`MIN_CPU_FLAG_PLANES`
     (nor above one short). 1-2 kb reads against a 1 kb pattern at T = 300
     (9 planes) flag at 6 planes instead of 8: the screen's stage 1.5x faster
-    on 2 cores, the same on a 16-core Xeon, where it is bound elsewhere
-    (bench/results/cpu_flag_planes_ab_cpu.txt)."""
+    on 2 cores, 1.25x on a 16-core Xeon (bench/results/cpu_flag_planes_ab_cpu.txt,
+    cpu_flag_planes_16core_h200.txt)."""
     return max(min(planes - 1, MIN_CPU_FLAG_PLANES), flag_pass_planes(scoring, cells, planes))
 
 
