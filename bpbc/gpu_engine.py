@@ -19,7 +19,7 @@ import os
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -180,7 +180,7 @@ PREPARING_PRIORITY = -1 << 10
 
 
 #: sw.cu's kernels other than sw_screen (extern "C", the same for every screen)
-HELPER_KERNELS = ("hit_records", "flagged_lanes", "second_pass_ranges", "gather_lanes")
+HELPER_KERNELS = ("hit_records", "flagged_lanes", "second_pass_ranges", "gather_lanes", "end_row_blocks")
 
 
 @cache
@@ -256,6 +256,10 @@ class PreparedReads:
     order: np.ndarray
     planes: Any  # cupy uint32 (G, L, 3)
     group_length: Any  # cupy int32 (G,), each >= 1
+    #: the pattern rows that hold every cell at a hit's score, where the second
+    #: pass found them (:meth:`GpuEngine.end_cells` cuts the patterns there):
+    #: (keys, rows) per call, keys as :func:`_hit_keys`
+    end_rows: list = field(default_factory=list)
 
     @property
     def groups(self) -> int:
@@ -711,7 +715,8 @@ class GpuEngine:
 
     @_on_device
     def launch(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, track_best: bool = True,
-               group_ranges: Any = None, latency: bool = False, end_cells: tuple[Any, Any] | None = None):
+               group_ranges: Any = None, latency: bool = False, end_cells: tuple[Any, Any] | None = None,
+               launches: list[_Launch] | None = None, block_best: tuple[Any, int] | None = None):
         """Run the SW kernel on every oriented pattern of ``table``; returns
         the device arrays best planes (K, G, planes, or 0 planes without
         ``track_best``: the flag-only kernel) and flags (K, G). With
@@ -724,18 +729,23 @@ class GpuEngine:
         ``end_cells``: (targets, ends), with ``group_ranges`` only, the end
         cells' kernel (no best): each lane's score as ``targets`` (uint32
         (G, planes), transposed), and ``ends`` (uint64 (G, 32), all ones)
-        gets its first cell at that score ((read end) << 32 | pattern end)."""
+        gets its first cell at that score ((read end) << 32 | pattern end).
+        ``launches``: these instead of the table's (:func:`_cut_launches`).
+        ``block_best``: (array, stride), with ``group_ranges`` and a best,
+        each thread's best at a group's end into the uint32 array (G,
+        stride, planes) by row block (:func:`_end_rows` reads it)."""
         import cupy
 
         groups = prepared.groups
         leading = (len(table),) if group_ranges is None else ()
-        if end_cells is not None and group_ranges is None:
-            raise ValueError("end cells are found in ranged launches only")
+        if (end_cells is not None or launches is not None or block_best is not None) and group_ranges is None:
+            raise ValueError("end cells, launches and row blocks are for ranged launches only")
         best_kind = 2 if end_cells is not None else int(track_best)
         targets, ends = end_cells if end_cells is not None else (_unused(), _unused())
         best = cupy.zeros(leading + (groups, planes if best_kind == 1 else 0), cupy.uint32)
         flag = cupy.zeros(leading + (groups,), cupy.uint32)
-        for launch in _launches(table, latency, planes):
+        blocks, stride = block_best if block_best is not None and best_kind == 1 else (_unused(), 0)
+        for launch in launches if launches is not None else _launches(table, latency, planes):
             striped = stripe_mode(launch.stripes)
             kernel = _kernel(planes, launch.rows, launch.lanes, scoring, self.cell, best_kind, striped, _device())
             resident = self._resident_threads(kernel)
@@ -780,7 +790,7 @@ class GpuEngine:
                     group_count[a:] if group_ranges is not None else group_count,
                     np.int32(group_ranges is not None), np.int32(count), np.int32(groups),
                     np.int32(prepared.width), np.int32(chains), progress, ticket,
-                    targets, ends,
+                    targets, ends, np.int32(launch.stripes), blocks, np.int32(stride),
                 ))
                 if not contiguous:
                     on_device = launch.ks_on_device[a:b]
@@ -820,7 +830,9 @@ class GpuEngine:
         flagged lanes alone, gathered into word groups of their own on the
         device. Each lane that can pass is computed in full, so the result
         is the one-pass result, lane for lane; but in ``exact_planes``
-        planes where more than ``planes``, so that fewer overflow."""
+        planes where more than ``planes``, so that fewer overflow: then (the
+        caller will ask for the hits' end cells) the second pass also keeps
+        where each hit's score lies (``prepared.end_rows``)."""
 
         thresholds = np.asarray(thresholds, np.int64)
         if prepared.n == 0:
@@ -830,7 +842,7 @@ class GpuEngine:
                 self.flag_first or (self.flag_first is None and flag_first_pays(prepared, table, flag_planes,
                                                                                 planes))):
             return self._hits_of_flagged_lanes(prepared, table, scoring, max(planes, exact_planes), flag_planes,
-                                               thresholds)
+                                               thresholds, keep_end_rows=exact_planes > 0)
         import cupy
 
         count, groups = len(table), prepared.groups
@@ -844,8 +856,8 @@ class GpuEngine:
         return expand_hits(packed, planes, groups, prepared.order, np.zeros(0, np.int64))
 
     def _hits_of_flagged_lanes(self, prepared: PreparedReads, table, scoring: Scoring, planes: int,
-                               flag_planes: int,
-                               thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                               flag_planes: int, thresholds: np.ndarray,
+                               keep_end_rows: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`hits` in two passes (see there), the first at ``flag_planes`` planes."""
         count, groups = len(table), prepared.groups
         self._load_passes(table, scoring, planes, flag_planes)
@@ -856,8 +868,8 @@ class GpuEngine:
         with self._in_device_order():
             _, flag = self.launch(prepared, table, scoring, flag_planes, track_best=False)
             rank, counts = _flagged_lanes(flag)
-            second = self._second_pass(prepared, table, scoring, planes, flag, rank, counts, thresholds_on_device,
-                                       new_groups)
+            second, end_rows = self._second_pass(prepared, table, scoring, planes, flag, rank, counts,
+                                                 thresholds_on_device, new_groups, keep_end_rows)
         copied = counts.get()
         sizes = -(-copied[:count].astype(np.int64) // WORD_BITS)  # each pattern's new word groups
         needed = int(sizes.sum())
@@ -867,9 +879,11 @@ class GpuEngine:
             self._second_pass_words = 2 * needed * 3 * prepared.width
             with self._in_device_order():
                 counts[count:] = 0
-                second = self._second_pass(prepared, table, scoring, planes, flag, rank, counts,
-                                           thresholds_on_device, needed)
+                second, end_rows = self._second_pass(prepared, table, scoring, planes, flag, rank, counts,
+                                                     thresholds_on_device, needed, keep_end_rows)
             copied = counts.get()
+        if end_rows is not None:
+            prepared.end_rows.append(_end_rows(table, planes, needed, *end_rows))
         packed = second.fetch(int(copied[count]))  # (new group, hit mask, flag, best planes, positions)
         group_pattern = np.repeat(np.arange(count), sizes)
         return expand_hits(packed, planes, 1, prepared.order, group_pattern)
@@ -890,12 +904,15 @@ class GpuEngine:
         table.engine_cache[key] = True
 
     def _second_pass(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, flag, rank, counts,
-                     thresholds, new_groups: int):
+                     thresholds, new_groups: int, keep_end_rows: bool = False):
         """Enqueue the second pass of :meth:`_hits_of_flagged_lanes` into
         ``new_groups`` word groups: the flagged lanes (first pass's flags,
         their ranks, their counts per pattern in ``counts[:K]``) gathered in
         the order of the batch, screened with scores, and their hit records
-        written (counted in ``counts[K]``): the :class:`_HitRecords`."""
+        written (counted in ``counts[K]``): the :class:`_HitRecords`; and,
+        with ``keep_end_rows``, the device arrays :func:`_end_rows` takes
+        (each lane's row blocks, each group's pattern, the lanes' batch
+        positions), else None."""
         import cupy
 
         count, groups = len(table), prepared.groups
@@ -909,9 +926,19 @@ class GpuEngine:
             flag, rank, cursor, src_position, word_pattern, np.int32(count), np.int32(groups),
             np.int64(new_groups * WORD_BITS)))
         gathered, lane_mask = _gathered(prepared, src_position, new_groups)
-        best, flag = self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True)
+        block_best = end_rows = None
+        if keep_end_rows:
+            stride = max(launch.stripes * launch.lanes for launch in _launches(table, True, planes))
+            block_best = (cupy.zeros((new_groups, stride, planes), cupy.uint32), stride)
+        best, flag = self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True,
+                                 block_best=block_best)
+        if block_best is not None:
+            blocks = cupy.empty((new_groups, WORD_BITS), cupy.int32)
+            _helper("end_row_blocks", _device())((_blocks(new_groups * WORD_BITS),), (256,), (
+                block_best[0], best, blocks, np.int32(new_groups), np.int32(block_best[1]), np.int32(planes)))
+            end_rows = (blocks, word_pattern, src_position, flag)
         return _HitRecords(self, best, flag, thresholds, 1, new_groups, planes, counts[count:],
-                           ranged=(word_pattern, lane_mask, src_position))
+                           ranged=(word_pattern, lane_mask, src_position)), end_rows
 
     @_on_device
     def end_cells(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, reads: np.ndarray,
@@ -924,7 +951,12 @@ class GpuEngine:
         that :func:`bpbc.traceback.end_cells` gives. The instances' lanes
         are gathered into word groups of their own, each pattern's together,
         screened with scores at ``planes`` where a score is not known, then
-        by the end cells' kernel; -1 rows where none was found (none should be)."""
+        by the end cells' kernel; -1 rows where none was found (none should be).
+        Where the second pass of :meth:`hits` kept where the instances'
+        scores lie (``prepared.end_rows``), each word group's pattern is cut
+        after the last row that holds a cell at one of its lanes' scores
+        (the rows above a cell are all its value depends on), in groups of
+        instances sorted by those rows."""
         import cupy
 
         from transpose import pack_values, unpack_flags, unpack_planes
@@ -937,7 +969,9 @@ class GpuEngine:
             return found
         position = np.empty(prepared.n, np.int64)  # each read's lane in the batch, sorted by length
         position[prepared.order] = np.arange(prepared.n)
-        by_pattern = np.argsort(ks, kind="stable")
+        lengths = table.lengths[ks]
+        rows_needed = np.where(scores >= 0, _kept_rows(prepared, table, position[reads], ks, lengths), lengths)
+        by_pattern = np.lexsort((rows_needed, ks))
         counts = np.bincount(ks, minlength=len(table))
         sizes = -(-counts // WORD_BITS)
         first = np.cumsum(sizes) - sizes
@@ -959,10 +993,17 @@ class GpuEngine:
         known = scores[by_pattern] >= 0
         lane_scores = np.zeros(lanes, np.int64)
         lane_scores[slot[known]] = scores[by_pattern][known]
+        group_rows = np.zeros(new_groups, np.int64)  # the rows each group's pattern needs: its lanes' most
+        np.maximum.at(group_rows, slot // WORD_BITS, rows_needed[by_pattern])
+        group_k = np.repeat(np.arange(len(table)), sizes)
+        cut = None
+        if (group_rows < table.lengths[group_k]).any():
+            cut = _cut_launches(table, group_k, group_rows, planes)
+            ranges = cupy.asarray(np.stack([np.arange(new_groups), np.ones(new_groups)]).astype(np.int32))
         with self._in_device_order():
             ends = cupy.full((new_groups, WORD_BITS), np.iinfo(np.uint64).max, cupy.uint64)
             self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True,
-                        end_cells=(cupy.asarray(pack_values(lane_scores, planes, WORD_BITS)), ends))
+                        end_cells=(cupy.asarray(pack_values(lane_scores, planes, WORD_BITS)), ends), launches=cut)
         keys = ends.reshape(-1).get()[slot]
         hit = (keys != np.iinfo(np.uint64).max) & known
         rows = by_pattern[hit]
@@ -970,6 +1011,72 @@ class GpuEngine:
         found[rows, 1] = (keys[hit] >> np.uint64(32)).astype(np.int64)
         found[rows, 2] = (keys[hit] & np.uint64(0xFFFFFFFF)).astype(np.int64)
         return found
+
+
+def _hit_keys(table, positions: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    """An instance's key in ``PreparedReads.end_rows``: its lane's batch
+    position, pattern and strand (one in any of the batch's tables)."""
+    return (positions.astype(np.int64) << 32) | (table.pattern[ks] << 1) | table.strand[ks]
+
+
+def _end_rows(table, planes: int, groups: int, blocks, word_pattern, src_position, flag) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, rows) of the second pass's lanes in its first ``groups``
+    groups (device arrays: each lane's row blocks from end_row_blocks,
+    each group's pattern in ``table``, each lane's batch position, each
+    group's overflow flags): the pattern rows that hold every cell at the
+    lane's score, sorted by key. Lanes that overflowed have no exact
+    score there, and none."""
+    from transpose import unpack_flags
+
+    blocks, k = blocks[:groups].get().reshape(-1), np.repeat(word_pattern[:groups].get().astype(np.int64), WORD_BITS)
+    positions = src_position[:groups * WORD_BITS].get()
+    lengths = table.lengths[k]
+    rows_per_block = np.array([latency_shape(chain_shape(m), m, planes)[0] for m in table.lengths.tolist()])[k]
+    kept = (positions >= 0) & (blocks > 0) & ~unpack_flags(flag[:groups].get(), groups * WORD_BITS).astype(bool)
+    keys = _hit_keys(table, positions[kept], k[kept])
+    order = np.argsort(keys)
+    return keys[order], np.minimum(blocks[kept] * rows_per_block[kept], lengths[kept])[order]
+
+
+def _kept_rows(prepared: PreparedReads, table, positions: np.ndarray, ks: np.ndarray,
+               lengths: np.ndarray) -> np.ndarray:
+    """The rows each instance's end cell needs (:func:`_end_rows`), its
+    pattern's length where the second pass kept none."""
+    rows = lengths.copy()
+    keys = _hit_keys(table, positions, ks)
+    for kept_keys, kept_rows in prepared.end_rows:
+        at = np.minimum(np.searchsorted(kept_keys, keys), max(0, len(kept_keys) - 1))
+        found = (kept_keys[at] == keys) if len(kept_keys) else np.zeros(len(keys), bool)
+        rows[found] = kept_rows[at[found]]
+    return rows
+
+
+def _cut_launches(table, group_k: np.ndarray, group_rows: np.ndarray, planes: int) -> list[_Launch]:
+    """Launches of one pattern per word group, group g's (``group_k[g]``)
+    cut to its first ``group_rows[g]`` rows, in its whole pattern's chain
+    shape at ``planes`` (:func:`latency_shape`): the cells kept are the
+    whole pattern's. Patterns cut short have fewer stripes than others of
+    their launch: only where a chain is a whole warp (lanes = 32, the
+    kernel's early return for a stripe past a pattern's is then the
+    warp's); chains of fewer lanes keep their whole patterns."""
+    import cupy
+
+    shapes: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+    for g, (k, rows) in enumerate(zip(group_k.tolist(), group_rows.tolist())):
+        m = int(table.lengths[k])
+        whole = latency_shape(chain_shape(m), m, planes)
+        cut = whole[1] == WORD_BITS
+        shapes.setdefault(whole[:2] if cut else whole, []).append((g, rows if cut else m))
+    launches = []
+    for key, members in shapes.items():
+        rows_per_lane, lanes = key[:2]
+        part = np.array([g for g, _ in members], np.int64)
+        patterns = [table.oriented(int(group_k[g]))[:rows] for g, rows in members]
+        starts = np.concatenate([[0], np.cumsum([len(p) for p in patterns])]).astype(np.int64)
+        stripes = max(-(-rows // (rows_per_lane * lanes)) for _, rows in members)
+        launches.append(_Launch(part, cupy.asarray(part), rows_per_lane, lanes, stripes,
+                                cupy.asarray(np.concatenate(patterns)), cupy.asarray(starts)))
+    return launches
 
 
 def _gathered(prepared: PreparedReads, src_position, new_groups: int) -> tuple[PreparedReads, Any]:

@@ -160,7 +160,14 @@ __global__ void __launch_bounds__(128) sw_screen(
     unsigned* __restrict__ progress, unsigned* __restrict__ ticket,
     // BEST = 2 only: (K, G, B) each lane's score, transposed ((G, B) with
     // ranged); (K, G, 32) its end cell's key, all ones before
-    const unsigned* __restrict__ targets, unsigned long long* __restrict__ ends) {
+    const unsigned* __restrict__ targets, unsigned long long* __restrict__ ends,
+    // the launch's most stripes: the stride of `progress` (its patterns may
+    // take fewer each: the end cells' pass cuts each group's pattern short)
+    int launch_stripes,
+    // BEST = 1 with ranged, where `block_stride` > 0: each thread's best over
+    // its R rows at a group's end, (G, block_stride, B) by row block
+    // (stripe * P + lane): where a lane's score lies (see end_row_blocks)
+    unsigned* __restrict__ block_best, int block_stride) {
     static_assert(32 % P == 0, "a chain must not span warps");
     constexpr bool SYNTHESISED = CELL == 1 && SwCell<B, MA, MI, OE, EX>::available;
     constexpr bool TRACK_BEST = BEST == 1, END_CELLS = BEST == 2;
@@ -175,7 +182,7 @@ __global__ void __launch_bounds__(128) sw_screen(
     // pattern, every pattern and strand in one launch, and a warp's chains
     // may belong to several patterns (with few chains per pattern, a grid
     // row per pattern left most of each warp idle). Every pattern of a
-    // launch has the same chain shape, so the same number of stripes.
+    // launch has the same chain shape (and, unless cut short, stripes).
     long long global_chain = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / P;
     int first_stripe = 0;  // STRIPED = 2: this warp's stripe
     if constexpr (STRIPED == 2) {
@@ -194,9 +201,11 @@ __global__ void __launch_bounds__(128) sw_screen(
     const int m = (int)(pattern_start[k + 1] - pattern_start[k]);
     const int stripes = STRIPED ? (m + P * R - 1) / (P * R) : 1;
     // the warps past the last stripe (the grid is rounded up to blocks)
-    if (STRIPED == 2 && first_stripe >= stripes) return;  // uniform: the stripes are the launch's
+    // uniform: a launch's patterns have the same stripes, or (the end cells'
+    // pass, each group's pattern cut short) P = 32, a warp a chain
+    if (STRIPED == 2 && first_stripe >= stripes) return;
     const int end_stripe = STRIPED == 2 ? first_stripe + 1 : stripes;
-    unsigned* const published = progress + (size_t)(idle ? 0 : global_chain) * stripes;  // STRIPED = 2: by stripe
+    unsigned* const published = progress + (size_t)(idle ? 0 : global_chain) * launch_stripes;  // STRIPED = 2: by stripe
     if (!ranged) {
         out_best += (size_t)k * groups * B;
         out_flag += (size_t)k * groups;
@@ -216,6 +225,7 @@ __global__ void __launch_bounds__(128) sw_screen(
         out_flag += first;
         targets += first * B;
         ends += first * 32;
+        block_best += first * block_stride * B;
     }
 
     for (int stripe = first_stripe; stripe < end_stripe; ++stripe) {
@@ -394,7 +404,14 @@ __global__ void __launch_bounds__(128) sw_screen(
                         }
                         in_flag = stripe == 0 ? 0u : STRIPED == 2 ? __ldcg(above + B) : above[B];
                     }
-                    if constexpr (TRACK_BEST) select_into<B>(pub_best, best, in_best, greater<B>(best, in_best));
+                    if constexpr (TRACK_BEST) {
+                        select_into<B>(pub_best, best, in_best, greater<B>(best, in_best));
+                        if (block_stride > 0 && ranged) {
+                            unsigned* mine = block_best + ((size_t)g * block_stride + stripe * P + lane) * B;
+#pragma unroll
+                            for (int k = 0; k < B; ++k) mine[k] = best[k];
+                        }
+                    }
                     pub_flag = flag | in_flag;
                     if (lane == P - 1) {
                         const bool last = stripe + 1 == stripes;
@@ -603,4 +620,37 @@ extern "C" __global__ void gather_lanes(const unsigned* __restrict__ planes,    
         for (int offset = 16; offset > 0; offset /= 2) longest = max(longest, __shfl_xor_sync(FULL_MASK, longest, offset));
         if (lane == 0) out_length[h] = longest;
     }
+}
+
+// Where each lane's score lies, from the second pass's block_best: one warp
+// per word group. Row block b (R rows of stripe b / P, chain lane b % P)
+// holds a cell at lane i's score (bit i of the group's (B,) planes `best`)
+// where its thread's best there equals it (a thread's best is at most the
+// lane's, and equal where one of its cells reaches it). blocks[g * 32 + i] =
+// 1 + the last such block (the lane's pattern cut after it keeps every cell
+// at its score), 0 where none. The warp goes down 32 blocks a turn (thread t
+// compares block base + t), until every lane has found its block.
+extern "C" __global__ void end_row_blocks(const unsigned* __restrict__ block_best, // (G, stride, B)
+                                          const unsigned* __restrict__ best,       // (G, B)
+                                          int* __restrict__ blocks,                // (G, 32)
+                                          int groups, int stride, int planes) {
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x & 31;
+    if (warp >= groups) return;  // uniform
+    const unsigned* own = best + warp * planes;
+    const unsigned* by_block = block_best + warp * (long long)stride * planes;
+    int found = 0;
+    for (int base = (stride - 1) / 32 * 32; base >= 0 && !__all_sync(FULL_MASK, found != 0); base -= 32) {
+        const int b = base + lane;
+        unsigned equal = 0;
+        if (b < stride) {
+            equal = FULL_MASK;
+            for (int k = 0; k < planes; ++k) equal &= ~(by_block[(long long)b * planes + k] ^ own[k]);
+        }
+        for (int i = 0; i < 32; ++i) {
+            const unsigned at = __ballot_sync(FULL_MASK, (equal >> i) & 1u);  // the blocks where lane i's score lies
+            if (lane == i && found == 0 && at != 0) found = base + (31 - __clz(at)) + 1;
+        }
+    }
+    blocks[warp * 32 + lane] = found;
 }

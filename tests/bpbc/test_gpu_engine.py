@@ -826,6 +826,16 @@ def test_end_cells_are_the_tracebacks(mode, monkeypatch):
     unknown = expected[:, 0].copy()
     unknown[::3] = -1  # capped by the screen: the scores are found first
     np.testing.assert_array_equal(engine.end_cells(prepared, table, scoring, 11, rows, ks, unknown), expected)
+    # each group's pattern cut after its lanes' end cells (the tightest the second pass of hits can keep)
+    position = np.empty(prepared.n, np.int64)
+    position[prepared.order] = np.arange(prepared.n)
+    keys = gpu_engine._hit_keys(table, position[rows], ks)
+    order = np.argsort(keys)
+    prepared.end_rows.append((keys[order], np.maximum(expected[:, 2], 1)[order]))
+    assert gpu_engine.latency_shape(chain_shape(700), 700, 11) == (4, 32, 6)  # a chain a warp: patterns cut
+    assert (expected[:, 2] < 700 // 3).sum() > 50  # many instances end in the first third
+    np.testing.assert_array_equal(engine.end_cells(prepared, table, scoring, 11, rows, ks, expected[:, 0]), expected)
+    np.testing.assert_array_equal(engine.end_cells(prepared, table, scoring, 11, rows, ks, unknown), expected)
 
 
 @pytest.mark.gpu
@@ -845,19 +855,21 @@ def test_alignments_from_the_gpus_end_cells_are_the_cpus(flag_first, monkeypatch
     pattern = random_pattern(rng, 3000, iupac_rate=0.01)
     reads = _reads_with_pieces(rng, pattern, 200)
     assert banded(np.array([len(r) for r in reads]), 3000).sum() > 100
-    found_by_gpu, unknown = [], []
+    found_by_gpu, unknown, cut = [], [], []
     end_cells = GpuEngine.end_cells
 
     def counted(self, *args):
         found = end_cells(self, *args)
         found_by_gpu.append(int((found[:, 0] >= 0).sum()))
         unknown.append(int((args[-1] < 0).sum()))
+        cut.append(sum(int((rows < 3000).sum()) for _, rows in args[0].end_rows))  # kept by the second pass
         return found
 
     monkeypatch.setattr(GpuEngine, "end_cells", counted)
     found = bpbc.screen(reads, [pattern], threshold=150, device="gpu")
     assert sum(found_by_gpu) > 100
     assert (sum(unknown) == 0) == (flag_first == "1")
+    assert (sum(cut) > 50) == (flag_first == "1")
     cpu = bpbc.screen(reads, [pattern], threshold=150, device="cpu")
     monkeypatch.setattr(GpuEngine, "end_cells", None)
     searched = bpbc.screen(reads, [pattern], threshold=150, device="gpu")
