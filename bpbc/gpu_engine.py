@@ -744,7 +744,7 @@ class GpuEngine:
         targets, ends = end_cells if end_cells is not None else (_unused(), _unused())
         best = cupy.zeros(leading + (groups, planes if best_kind == 1 else 0), cupy.uint32)
         flag = cupy.zeros(leading + (groups,), cupy.uint32)
-        blocks, stride = block_best if block_best is not None and best_kind == 1 else (_unused(), 0)
+        by_block, stride = block_best if block_best is not None and best_kind == 1 else (_unused(), 0)
         for launch in launches if launches is not None else _launches(table, latency, planes):
             striped = stripe_mode(launch.stripes)
             kernel = _kernel(planes, launch.rows, launch.lanes, scoring, self.cell, best_kind, striped, _device())
@@ -790,7 +790,7 @@ class GpuEngine:
                     group_count[a:] if group_ranges is not None else group_count,
                     np.int32(group_ranges is not None), np.int32(count), np.int32(groups),
                     np.int32(prepared.width), np.int32(chains), progress, ticket,
-                    targets, ends, np.int32(launch.stripes), blocks, np.int32(stride),
+                    targets, ends, np.int32(launch.stripes), by_block, np.int32(stride),
                 ))
                 if not contiguous:
                     on_device = launch.ks_on_device[a:b]
