@@ -716,7 +716,8 @@ class GpuEngine:
     @_on_device
     def launch(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, track_best: bool = True,
                group_ranges: Any = None, latency: bool = False, end_cells: tuple[Any, Any] | None = None,
-               launches: list[_Launch] | None = None, block_best: tuple[Any, int] | None = None):
+               launches: list[_Launch] | None = None, block_best: tuple[Any, int] | None = None,
+               most_groups: int | None = None):
         """Run the SW kernel on every oriented pattern of ``table``; returns
         the device arrays best planes (K, G, planes, or 0 planes without
         ``track_best``: the flag-only kernel) and flags (K, G). With
@@ -730,7 +731,9 @@ class GpuEngine:
         cells' kernel (no best): each lane's score as ``targets`` (uint32
         (G, planes), transposed), and ``ends`` (uint64 (G, 32), all ones)
         gets its first cell at that score ((read end) << 32 | pattern end).
-        ``launches``: these instead of the table's (:func:`_cut_launches`).
+        ``launches``: these instead of the table's (:func:`_cut_launches`);
+        ``most_groups``: the most word groups a pattern's range holds, where
+        known (else all the batch's), for the chains per pattern.
         ``block_best``: (array, stride), with ``group_ranges`` and a best,
         each thread's best at a group's end into the uint32 array (G,
         stride, planes) by row block (:func:`_end_rows` reads it)."""
@@ -771,7 +774,7 @@ class GpuEngine:
                 # spread evenly
                 # (with the stripes in parallel, each of a chain's stripes is a chain's worth of threads)
                 layers = launch.stripes if striped == STRIPE_MODES["parallel"] else 1
-                chains = chains_per_pattern(count * layers, launch.lanes, groups, resident)
+                chains = chains_per_pattern(count * layers, launch.lanes, most_groups or groups, resident)
                 if striped:
                     stripe_columns = cupy.empty((buffers, groups, prepared.width, 2 * planes), cupy.uint32)
                     stripe_best = cupy.empty((buffers, groups, planes + 1), cupy.uint32)
@@ -1003,7 +1006,8 @@ class GpuEngine:
         with self._in_device_order():
             ends = cupy.full((new_groups, WORD_BITS), np.iinfo(np.uint64).max, cupy.uint64)
             self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True,
-                        end_cells=(cupy.asarray(pack_values(lane_scores, planes, WORD_BITS)), ends), launches=cut)
+                        end_cells=(cupy.asarray(pack_values(lane_scores, planes, WORD_BITS)), ends), launches=cut,
+                        most_groups=1 if cut is not None else int(sizes.max()))
         keys = ends.reshape(-1).get()[slot]
         hit = (keys != np.iinfo(np.uint64).max) & known
         rows = by_pattern[hit]
@@ -1058,7 +1062,10 @@ def _cut_launches(table, group_k: np.ndarray, group_rows: np.ndarray, planes: in
     whole pattern's. Patterns cut short have fewer stripes than others of
     their launch: only where a chain is a whole warp (lanes = 32, the
     kernel's early return for a stripe past a pattern's is then the
-    warp's); chains of fewer lanes keep their whole patterns."""
+    warp's); chains of fewer lanes keep their whole patterns. A launch's
+    patterns go longest first: one stripe's warps take consecutive
+    tickets, so the stripes that only the longest have fill whole blocks
+    (a block holds its slot until its last warp ends)."""
     import cupy
 
     shapes: dict[tuple[int, ...], list[tuple[int, int]]] = {}
@@ -1070,6 +1077,7 @@ def _cut_launches(table, group_k: np.ndarray, group_rows: np.ndarray, planes: in
     launches = []
     for key, members in shapes.items():
         rows_per_lane, lanes = key[:2]
+        members.sort(key=lambda member: -member[1])
         part = np.array([g for g, _ in members], np.int64)
         patterns = [table.oriented(int(group_k[g]))[:rows] for g, rows in members]
         starts = np.concatenate([[0], np.cumsum([len(p) for p in patterns])]).astype(np.int64)
