@@ -258,8 +258,9 @@ class PreparedReads:
     group_length: Any  # cupy int32 (G,), each >= 1
     #: the pattern rows that hold every cell at a hit's score, where the second
     #: pass found them (:meth:`GpuEngine.end_cells` cuts the patterns there):
-    #: (keys, rows) per call, keys as :func:`_hit_keys`
-    end_rows: list = field(default_factory=list)
+    #: by scoring and oriented pattern (its masks), (batch positions, scores,
+    #: rows) sorted by position
+    end_rows: dict = field(default_factory=dict)
 
     @property
     def groups(self) -> int:
@@ -886,7 +887,7 @@ class GpuEngine:
                                                      thresholds_on_device, needed, keep_end_rows)
             copied = counts.get()
         if end_rows is not None:
-            prepared.end_rows.append(_end_rows(table, planes, needed, *end_rows))
+            prepared.end_rows.update(_end_rows(table, scoring, planes, needed, *end_rows))
         packed = second.fetch(int(copied[count]))  # (new group, hit mask, flag, best planes, positions)
         group_pattern = np.repeat(np.arange(count), sizes)
         return expand_hits(packed, planes, 1, prepared.order, group_pattern)
@@ -939,7 +940,7 @@ class GpuEngine:
             blocks = cupy.empty((new_groups, WORD_BITS), cupy.int32)
             _helper("end_row_blocks", _device())((_blocks(new_groups * WORD_BITS),), (256,), (
                 block_best[0], best, blocks, np.int32(new_groups), np.int32(block_best[1]), np.int32(planes)))
-            end_rows = (blocks, word_pattern, src_position, flag)
+            end_rows = (blocks, word_pattern, src_position, best, flag)
         return _HitRecords(self, best, flag, thresholds, 1, new_groups, planes, counts[count:],
                            ranged=(word_pattern, lane_mask, src_position)), end_rows
 
@@ -972,8 +973,7 @@ class GpuEngine:
             return found
         position = np.empty(prepared.n, np.int64)  # each read's lane in the batch, sorted by length
         position[prepared.order] = np.arange(prepared.n)
-        lengths = table.lengths[ks]
-        rows_needed = np.where(scores >= 0, _kept_rows(prepared, table, position[reads], ks, lengths), lengths)
+        rows_needed = _kept_rows(prepared, table, scoring, position[reads], ks, scores)
         by_pattern = np.lexsort((rows_needed, ks))
         counts = np.bincount(ks, minlength=len(table))
         sizes = -(-counts // WORD_BITS)
@@ -1017,41 +1017,47 @@ class GpuEngine:
         return found
 
 
-def _hit_keys(table, positions: np.ndarray, ks: np.ndarray) -> np.ndarray:
-    """An instance's key in ``PreparedReads.end_rows``: its lane's batch
-    position, pattern and strand (one in any of the batch's tables)."""
-    return (positions.astype(np.int64) << 32) | (table.pattern[ks] << 1) | table.strand[ks]
+def _end_rows(table, scoring: Scoring, planes: int, groups: int, blocks, word_pattern, src_position, best,
+              flag) -> dict[tuple[Scoring, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:attr:`PreparedReads.end_rows` of the second pass's lanes in its
+    first ``groups`` groups (device arrays: each lane's row blocks from
+    end_row_blocks, each group's pattern in ``table``, each lane's batch
+    position, each group's best planes and overflow flags): the pattern
+    rows that hold every cell at the lane's score. Lanes that overflowed
+    have no exact score there, and none."""
+    from transpose import unpack_flags, unpack_planes
 
-
-def _end_rows(table, planes: int, groups: int, blocks, word_pattern, src_position, flag) -> tuple[np.ndarray, np.ndarray]:
-    """(keys, rows) of the second pass's lanes in its first ``groups``
-    groups (device arrays: each lane's row blocks from end_row_blocks,
-    each group's pattern in ``table``, each lane's batch position, each
-    group's overflow flags): the pattern rows that hold every cell at the
-    lane's score, sorted by key. Lanes that overflowed have no exact
-    score there, and none."""
-    from transpose import unpack_flags
-
+    lanes = groups * WORD_BITS
     blocks, k = blocks[:groups].get().reshape(-1), np.repeat(word_pattern[:groups].get().astype(np.int64), WORD_BITS)
-    positions = src_position[:groups * WORD_BITS].get()
-    lengths = table.lengths[k]
-    rows_per_block = np.array([latency_shape(chain_shape(m), m, planes)[0] for m in table.lengths.tolist()])[k]
-    kept = (positions >= 0) & (blocks > 0) & ~unpack_flags(flag[:groups].get(), groups * WORD_BITS).astype(bool)
-    keys = _hit_keys(table, positions[kept], k[kept])
-    order = np.argsort(keys)
-    return keys[order], np.minimum(blocks[kept] * rows_per_block[kept], lengths[kept])[order]
+    positions = src_position[:lanes].get().astype(np.int64)
+    scores = unpack_planes(best[:groups].get(), lanes)
+    kept = (positions >= 0) & (blocks > 0) & ~unpack_flags(flag[:groups].get(), lanes).astype(bool)
+    found = {}
+    for pattern in np.unique(k[kept]).tolist():
+        mine = np.flatnonzero(kept & (k == pattern))
+        mine = mine[np.argsort(positions[mine])]
+        m = int(table.lengths[pattern])
+        rows = np.minimum(blocks[mine] * latency_shape(chain_shape(m), m, planes)[0], m)
+        found[(scoring, table.oriented(pattern).tobytes())] = (positions[mine], scores[mine], rows)
+    return found
 
 
-def _kept_rows(prepared: PreparedReads, table, positions: np.ndarray, ks: np.ndarray,
-               lengths: np.ndarray) -> np.ndarray:
-    """The rows each instance's end cell needs (:func:`_end_rows`), its
-    pattern's length where the second pass kept none."""
-    rows = lengths.copy()
-    keys = _hit_keys(table, positions, ks)
-    for kept_keys, kept_rows in prepared.end_rows:
-        at = np.minimum(np.searchsorted(kept_keys, keys), max(0, len(kept_keys) - 1))
-        found = (kept_keys[at] == keys) if len(kept_keys) else np.zeros(len(keys), bool)
-        rows[found] = kept_rows[at[found]]
+def _kept_rows(prepared: PreparedReads, table, scoring: Scoring, positions: np.ndarray, ks: np.ndarray,
+               scores: np.ndarray) -> np.ndarray:
+    """The rows each instance's end cell needs (:func:`_end_rows`; an
+    instance of the batch's lane ``positions``, oriented pattern ``ks``,
+    score ``scores``): its pattern's length where the second pass kept none
+    for it at that score."""
+    rows = table.lengths[ks].copy()
+    for pattern in np.unique(ks).tolist():
+        kept = prepared.end_rows.get((scoring, table.oriented(pattern).tobytes()))
+        if kept is None:
+            continue
+        kept_positions, kept_scores, kept_rows = kept
+        mine = np.flatnonzero(ks == pattern)
+        at = np.minimum(np.searchsorted(kept_positions, positions[mine]), len(kept_positions) - 1)
+        found = (kept_positions[at] == positions[mine]) & (kept_scores[at] == scores[mine])
+        rows[mine[found]] = kept_rows[at[found]]
     return rows
 
 

@@ -795,6 +795,64 @@ def _reads_with_pieces(rng, pattern: str, count: int) -> list[str]:
     return reads
 
 
+class _OnDevice(np.ndarray):
+    """A numpy array standing in for a CuPy one where only ``get`` is called."""
+
+    def get(self):
+        return np.asarray(self)
+
+
+def test_the_rows_the_second_pass_keeps_are_found_for_the_end_cells():
+    """The host side of the end cells' cut (no GPU): gpu_engine._end_rows
+    keeps, per scoring and oriented pattern, each exact lane's rows (its
+    last row block at its score, in the pattern's rows per lane, at most the
+    pattern), and _kept_rows finds them for the same lane, pattern and score
+    only; any other instance keeps its whole pattern."""
+    from bpbc import gpu_engine
+    from bpbc.alphabet import encode_pattern
+    from bpbc.patterns import PatternTable
+    from bpbc.scoring import Scoring
+    from transpose import pack_flags, pack_values
+
+    table = PatternTable.build([encode_pattern("ACGTT" * 400), encode_pattern("TTGCA" * 20)], ("+", "-"))
+    scoring, planes = Scoring(), 13
+    rows_per_block = [gpu_engine.latency_shape(chain_shape(m), m, planes)[0] for m in (2000, 100)]
+    rng = np.random.default_rng(3)
+    groups = 3  # of 4: the last is past the pass's groups
+    word_pattern = np.array([0, 0, 3, 0], np.int32)  # pattern 0 (+) twice, the second pattern (-)
+    positions = rng.permutation(1000)[:4 * 32].astype(np.int32)
+    positions[[5, 40]] = -1  # empty lanes
+    blocks = rng.integers(0, 800, 4 * 32).astype(np.int32)
+    blocks[[7, 70]] = 0  # no block at the score
+    scores = rng.integers(100, 5000, 4 * 32)
+    overflow = np.zeros(4 * 32, bool)
+    overflow[9] = True
+    end_rows = gpu_engine._end_rows(
+        table, scoring, planes, groups, blocks.reshape(4, 32).view(_OnDevice), word_pattern.view(_OnDevice),
+        positions.view(_OnDevice), pack_values(scores, planes, 32).view(_OnDevice),
+        pack_flags(overflow, 32).view(_OnDevice))
+    assert set(end_rows) == {(scoring, table.oriented(0).tobytes()), (scoring, table.oriented(3).tobytes())}
+    kept = np.arange(3 * 32)
+    kept = kept[(positions[kept] >= 0) & (blocks[kept] > 0) & ~overflow[kept]]
+    ks = np.repeat(word_pattern, 32)[kept].astype(np.int64)
+    expected = np.minimum(blocks[kept] * np.where(ks == 0, *rows_per_block), table.lengths[ks])
+    assert (expected < table.lengths[ks]).any() and (expected == 2000).any()  # cut, and capped at the pattern
+    prepared = type("Prepared", (), {"end_rows": end_rows})()
+    found = gpu_engine._kept_rows(prepared, table, scoring, positions[kept].astype(np.int64), ks, scores[kept])
+    np.testing.assert_array_equal(found, expected)
+    # another score, pattern, scoring, or a lane the pass did not keep: the whole pattern
+    others = [(scores[kept] + 1, ks, scoring), (scores[kept], np.where(ks == 0, 1, 2), scoring),
+              (scores[kept], ks, Scoring(1, 1, 1, 1))]
+    for other_scores, other_ks, other_scoring in others:
+        found = gpu_engine._kept_rows(prepared, table, other_scoring, positions[kept].astype(np.int64), other_ks,
+                                      other_scores)
+        np.testing.assert_array_equal(found, table.lengths[other_ks])
+    dropped = np.array([7, 9, 3 * 32 + 1])  # no block, overflowed, past the pass's groups
+    found = gpu_engine._kept_rows(prepared, table, scoring, positions[dropped].astype(np.int64),
+                                  np.zeros(3, np.int64), scores[dropped])
+    np.testing.assert_array_equal(found, [2000] * 3)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", ["parallel", "turn"])
 def test_end_cells_are_the_tracebacks(mode, monkeypatch):
@@ -829,9 +887,11 @@ def test_end_cells_are_the_tracebacks(mode, monkeypatch):
     # each group's pattern cut after its lanes' end cells (the tightest the second pass of hits can keep)
     position = np.empty(prepared.n, np.int64)
     position[prepared.order] = np.arange(prepared.n)
-    keys = gpu_engine._hit_keys(table, position[rows], ks)
-    order = np.argsort(keys)
-    prepared.end_rows.append((keys[order], np.maximum(expected[:, 2], 1)[order]))
+    for k in (0, 1):
+        mine = np.flatnonzero(ks == k)
+        mine = mine[np.argsort(position[rows[mine]])]
+        prepared.end_rows[(scoring, table.oriented(k).tobytes())] = (
+            position[rows[mine]], expected[mine, 0], np.maximum(expected[mine, 2], 1))
     assert gpu_engine.latency_shape(chain_shape(700), 700, 11) == (4, 32, 6)  # a chain a warp: patterns cut
     assert (expected[:, 2] < 700 // 3).sum() > 50  # many instances end in the first third
     np.testing.assert_array_equal(engine.end_cells(prepared, table, scoring, 11, rows, ks, expected[:, 0]), expected)
@@ -862,7 +922,7 @@ def test_alignments_from_the_gpus_end_cells_are_the_cpus(flag_first, monkeypatch
         found = end_cells(self, *args)
         found_by_gpu.append(int((found[:, 0] >= 0).sum()))
         unknown.append(int((args[-1] < 0).sum()))
-        cut.append(sum(int((rows < 3000).sum()) for _, rows in args[0].end_rows))  # kept by the second pass
+        cut.append(sum(int((rows < 3000).sum()) for _, _, rows in args[0].end_rows.values()))  # the second pass's
         return found
 
     monkeypatch.setattr(GpuEngine, "end_cells", counted)
