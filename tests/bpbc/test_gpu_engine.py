@@ -40,7 +40,7 @@ def test_block_size_is_the_kernels_launch_bound():
 def test_sw_kernel_compiles_for_sm90(tmp_path):
     args = ("const unsigned*, const int*, const unsigned char*, const long long*, unsigned*, unsigned*, unsigned*, "
             "unsigned*, const int*, const int*, int, int, int, int, int, unsigned*, unsigned*, const unsigned*, "
-            "unsigned long long*")
+            "unsigned long long*, int, unsigned*, int")
     source = tmp_path / "instantiate.cu"
     source.write_text(f'#include "{KERNEL_PATH}"\n' + "".join(
         f"template __global__ void sw_screen<{','.join(map(str, t))}>({args});\n" for t in INSTANTIATIONS))
