@@ -102,6 +102,30 @@ def random_best_score(scoring: Scoring, cells: int) -> float:
     return math.inf if lam is None else 1.5 * (math.log(max(cells, 2)) + 4) / lam
 
 
+#: Karlin-Altschul's parameters of gapped local alignments of random bases,
+#: fitted where the ungapped lambda is known to be no guide's equal: (lambda,
+#: ln K), the mean best score over c cells (ln(c) + ln K + 0.577) / lambda.
+#: The default scoring, from parasail's best of random pairs (2026-11-30):
+#: means 11.4, 14.5, 16.7, 21.0, 26.5 and 31.8 over 150 x 24 bp to 20 x
+#: 48.5 kb (3600 to 9.7e8 cells), a slope of 1.6 a unit of ln(cells), as the
+#: ungapped lambda (0.635) gives: its gaps cost too much to help random bases.
+GAPPED_RANDOM = {Scoring(): (0.62, -1.55)}
+
+
+def random_score_share(scoring: Scoring, cells: int, share: float) -> float | None:
+    """The score that about ``share`` of unrelated random instances of
+    ``cells`` cells reach (their best follows an extreme-value law: the tail
+    beyond the mode falls as exp(-lambda x)), where :data:`GAPPED_RANDOM`
+    has the scoring's fit; else None. For the default scoring and 1 %:
+    18.1 over 150 x 24 bp (4000 random pairs: 5 reached 20 or more), 31.3
+    over windows of 2.5 x 5 kb, 38.3 over 20 x 48.5 kb."""
+    fit = GAPPED_RANDOM.get(scoring)
+    if fit is None:
+        return None
+    lam, ln_k = fit
+    return (math.log(max(cells, 2)) + ln_k + math.log(1 / share)) / lam
+
+
 def flag_pass_planes(scoring: Scoring, cells: int, planes: int) -> int:
     """The planes of a flags-only first pass before a screen at ``planes``
     planes, over instances of ``cells`` cells: one short, or fewer where

@@ -41,7 +41,7 @@ import numpy as np
 
 from .alphabet import SequenceError
 from .order import first_of_runs
-from .scoring import Scoring, flag_pass_planes, score_planes
+from .scoring import Scoring, flag_pass_planes, random_score_share, score_planes
 
 #: reads (or regions) up to this many bases are never cut
 MIN_WINDOW = 2048
@@ -374,6 +374,26 @@ def flag_planes(scoring: Scoring, window: int, longest_pattern: int, planes: int
     return p if p >= MIN_FLAG_PLANES else 0
 
 
+#: the share of random windows a flags-only pass may flag, where the scoring's
+#: random best is known (bpbc.scoring.random_score_share): a flagged window
+#: costs a vector pass over the plan's windows it meets, while a plane fewer
+#: saves a quarter of every window's flags pass (400 reads of 5-10 kb against
+#: 5 kb at T = 2000: 5 planes instead of 6, the screen's stage 0.77x on 2 cores,
+#: bench/results/cpu_windows_flag5_cpu.txt)
+FLAGGED_SHARE = 0.01
+
+
+def shared_flag_planes(scoring: Scoring, window: int, longest_pattern: int, planes: int) -> int:
+    """``planes`` (of :func:`flag_planes`), or fewer where the scoring's
+    random best is known and about FLAGGED_SHARE of random windows reach
+    2**p at fewer. Only once the flags pass is chosen: the choice between
+    it and the vector pass alone does not count the vector pass over what
+    it flags (one 50 kb read against 5 kb at T = 1000 would take the flags
+    at 5 planes, 0.19 s against the vector pass's 0.14)."""
+    likely = random_score_share(scoring, window * longest_pattern, FLAGGED_SHARE)
+    return planes if likely is None else max(MIN_FLAG_PLANES, min(planes, int(likely).bit_length()))
+
+
 class Oriented:
     """What choosing how to screen a batch needs of the run's oriented
     patterns: their lengths and thresholds, the fewest and most planes
@@ -465,6 +485,11 @@ def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, oriented: Orien
         return Choice(vector_window, vector=True)
     if flag_plan is None:
         return Choice(window)
+    fewer = shared_flag_planes(scoring, flag_window, oriented.longest, flags)
+    if fewer != flags:
+        flags = fewer
+        flag_plan = WindowPlan(oriented.flag_overlap(flags), plan.ends)
+        flag_window = flag_plan.window_length(lengths, engine_packing)[0] or longest
     # the plan's windows: only those that meet a flagged one are screened, by the vector pass; the
     # flags' own where the overlaps are the same (one cut)
     window = flag_window if flag_plan.overlap == plan.overlap else \

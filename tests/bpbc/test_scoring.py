@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bpbc.scoring import (MIN_CPU_FLAG_PLANES, Scoring, cpu_flag_plane_counts, cpu_flag_planes, flag_pass_planes,
-                          karlin_lambda, random_best_score)
+                          karlin_lambda, random_best_score, random_score_share)
 from tests.bpbc.conftest import parasail_sw, random_read
 
 #: the default, and a match 1 in 4 worth as much as a mismatch costs (lambda ln 3)
@@ -70,3 +70,20 @@ def test_the_cpu_flag_pass_takes_a_plane_count_prepare_compiles(scoring):
     assert cpu_flag_planes(Scoring(), 150 * 24, 6) == 5  # the default run: as before
     assert cpu_flag_planes(Scoring(), 2000 * 1000, 9) == 6  # 1-2 kb reads against 1 kb, T = 300
     assert cpu_flag_plane_counts(Scoring(), 11) == [5, 6, 7]
+
+
+def test_random_pairs_reach_the_fitted_share_score_about_that_often():
+    """random_score_share, for the default scoring (the one fitted): of 4000
+    random pairs of 150 x 24 bp and 300 of 2 kb x 1 kb, at most 3 % reach
+    its 1 % score (the tail is lighter than the law's: none of the long
+    pairs), at most 0.5 % its 0.1 % one, and most reach half its 1 %
+    score; no fit, no figure."""
+    rng = np.random.default_rng(11)
+    for read_length, pattern_length, pairs in ((150, 24, 4000), (2000, 1000, 300)):
+        best = np.array([parasail_sw(random_read(rng, read_length), random_read(rng, pattern_length), Scoring())
+                         for _ in range(pairs)])
+        cells = read_length * pattern_length
+        assert (best >= random_score_share(Scoring(), cells, 0.01)).mean() <= 0.03
+        assert (best >= random_score_share(Scoring(), cells, 0.001)).mean() <= 0.005
+        assert (best >= random_score_share(Scoring(), cells, 0.01) / 2).mean() > 0.5
+    assert random_score_share(Scoring(1, 1, 1, 1), 10**6, 0.01) is None

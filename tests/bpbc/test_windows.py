@@ -14,6 +14,7 @@ import bpbc.traceback as tb
 import bpbc.windows as windows
 from bpbc.alphabet import encode_pattern, encode_reads
 from bpbc.cli import main
+from bpbc.cpu_engine import CpuEngine
 from bpbc.patterns import PatternTable
 from bpbc.reference import sw_score
 from bpbc.scoring import Scoring
@@ -175,6 +176,37 @@ def test_flag_overlap_is_the_span_over_the_pieces(scoring):
     assert oriented.flag_overlap(3) < int(span.max()) // 4
     with pytest.raises(ValueError):
         oriented.flag_overlap(7)  # 2**7 above the threshold 64
+
+
+def test_windows_flag_at_a_share_of_random_windows_where_the_scoring_is_fitted():
+    """Windows of 2.5 kb against a 5 kb pattern at T = 2000 (11 planes): the
+    bound's 6 planes; then, once the flags pass is chosen, 5 with the default
+    scoring, whose random best is fitted (about 1 % of random windows reach
+    32), the same 6 with cheaper gaps and the same lambda (not fitted); and
+    never more than it was given."""
+    assert windows.flag_planes(Scoring(), 2500, 5000, 11) == 6
+    assert windows.shared_flag_planes(Scoring(), 2500, 5000, 6) == 5
+    assert windows.shared_flag_planes(Scoring(2, 3, 3, 1), 2500, 5000, 6) == 6
+    assert windows.shared_flag_planes(Scoring(), 2500, 5000, 4) == 4
+    assert windows.shared_flag_planes(Scoring(), 20_000, 48_502, 6) == 6
+
+
+@pytest.mark.parametrize("case, flags", [("batch", 5), ("pair", 0)])
+def test_the_flags_pass_takes_fewer_planes_only_once_chosen(case, flags):
+    """The issue's long-read cases: 400 reads of 5-10 kb against 5 kb (T =
+    2000) are flagged at 5 planes; one 50 kb read against 5 kb (T = 1000)
+    goes to the vector pass alone, as at the bound's 6 planes (the choice
+    between them does not count the vector pass over flagged windows)."""
+    rng = np.random.default_rng(2)
+    if case == "batch":
+        lengths, pattern, threshold = rng.integers(5000, 10_001, 400), 5000, 2000
+    else:
+        lengths, pattern, threshold = np.array([50_000]), 5000, 1000
+    table = PatternTable.build([encode_pattern(random_pattern(rng, pattern))], ("+", "-"))
+    oriented = windows.Oriented(table.lengths, np.full(len(table), threshold), Scoring())
+    plan = WindowPlan.of(table.lengths, np.full(len(table), threshold), Scoring())
+    choice = windows.how_to_screen(lengths, CpuEngine(threads=2), plan, oriented, 2)
+    assert choice.flag_planes == flags and choice.vector == (flags == 0)
 
 
 def test_flag_overlap_keeps_a_piece_one_less_loses_it(monkeypatch):
