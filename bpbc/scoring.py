@@ -103,8 +103,9 @@ def random_best_score(scoring: Scoring, cells: int) -> float:
 
 
 #: Karlin-Altschul's parameters of gapped local alignments of random bases,
-#: fitted where the ungapped lambda is known to be no guide's equal: (lambda,
-#: ln K), the mean best score over c cells (ln(c) + ln K + 0.577) / lambda.
+#: fitted per scoring (random_best_score must allow for cheap gaps, whose
+#: lambda is well below the ungapped one; a fit need not): (lambda, ln K), the
+#: mean best score over c cells being (ln(c) + ln K + 0.577) / lambda.
 #: The default scoring, from parasail's best of random pairs (2026-11-30):
 #: means 11.4, 14.5, 16.7, 21.0, 26.5 and 31.8 over 150 x 24 bp to 20 x
 #: 48.5 kb (3600 to 9.7e8 cells), a slope of 1.6 a unit of ln(cells), as the
