@@ -459,20 +459,23 @@ def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, oriented: Orien
     longest = int(lengths.max())
     if engine.name != "cpu" or longest <= MIN_WINDOW:
         return Choice(plan.window_length(lengths, engine_packing)[0])
+
+    def flag_cut(planes: int) -> tuple[WindowPlan, int, float]:
+        """The flags' windows at ``planes`` planes: their plan, length and cost."""
+        cut = WindowPlan(oriented.flag_overlap(planes), plan.ends)
+        length, cost = cut.window_length(lengths, engine_packing)
+        return cut, length or longest, cost
+
     flags = 0 if dense else flag_planes(scoring, min(longest, 4 * MIN_WINDOW), oriented.longest, oriented.planes[0])
     flag_plan, flag_window = None, 0
     if not flags:
         window, cost = plan.window_length(lengths, engine_packing)
     else:
-        flag_plan = WindowPlan(oriented.flag_overlap(flags), plan.ends)
-        flag_window_, cost = flag_plan.window_length(lengths, engine_packing)
-        flag_window = flag_window_ or longest
+        flag_plan, flag_window, cost = flag_cut(flags)
         fewer = flag_planes(scoring, flag_window, oriented.longest, oriented.planes[0])
         if fewer and fewer != flags:  # the random best over the windows chosen
             flags = fewer
-            flag_plan = WindowPlan(oriented.flag_overlap(flags), plan.ends)
-            flag_window_, cost = flag_plan.window_length(lengths, engine_packing)
-            flag_window = flag_window_ or longest
+            flag_plan, flag_window, cost = flag_cut(flags)
     cost *= _plane_cost(engine, flags or oriented.planes[1], scoring)
     vector_window, vector_cost = plan.window_length(lengths, Packing(32, tasks, 1, threads))
     vector_window = vector_window or longest
@@ -488,8 +491,7 @@ def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, oriented: Orien
     fewer = shared_flag_planes(scoring, flag_window, oriented.longest, flags)
     if fewer != flags:
         flags = fewer
-        flag_plan = WindowPlan(oriented.flag_overlap(flags), plan.ends)
-        flag_window = flag_plan.window_length(lengths, engine_packing)[0] or longest
+        flag_plan, flag_window, _ = flag_cut(flags)
     # the plan's windows: only those that meet a flagged one are screened, by the vector pass; the
     # flags' own where the overlaps are the same (one cut)
     window = flag_window if flag_plan.overlap == plan.overlap else \
