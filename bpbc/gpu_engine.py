@@ -887,7 +887,7 @@ class GpuEngine:
                                                      thresholds_on_device, needed, keep_end_rows)
             copied = counts.get()
         if end_rows is not None:
-            prepared.end_rows.update(_end_rows(table, scoring, planes, needed, *end_rows))
+            prepared.end_rows.update(_end_rows(table, scoring, needed, *end_rows))
         packed = second.fetch(int(copied[count]))  # (new group, hit mask, flag, best planes, positions)
         group_pattern = np.repeat(np.arange(count), sizes)
         return expand_hits(packed, planes, 1, prepared.order, group_pattern)
@@ -914,9 +914,8 @@ class GpuEngine:
         their ranks, their counts per pattern in ``counts[:K]``) gathered in
         the order of the batch, screened with scores, and their hit records
         written (counted in ``counts[K]``): the :class:`_HitRecords`; and,
-        with ``keep_end_rows``, the device arrays :func:`_end_rows` takes
-        (each lane's row blocks, each group's pattern, the lanes' batch
-        positions), else None."""
+        with ``keep_end_rows``, what :func:`_end_rows` takes (each pattern's
+        rows per lane, and the device arrays), else None."""
         import cupy
 
         count, groups = len(table), prepared.groups
@@ -932,15 +931,19 @@ class GpuEngine:
         gathered, lane_mask = _gathered(prepared, src_position, new_groups)
         block_best = end_rows = None
         if keep_end_rows:
-            stride = max(launch.stripes * launch.lanes for launch in _launches(table, True, planes))
+            launches = _launches(table, True, planes)  # the launch below takes the same (cached)
+            stride = max(launch.stripes * launch.lanes for launch in launches)
             block_best = (cupy.zeros((new_groups, stride, planes), cupy.uint32), stride)
+            rows_per_lane = np.zeros(count, np.int64)  # each pattern's rows a row block, as the launch ran it
+            for launch in launches:
+                rows_per_lane[launch.ks] = launch.rows
         best, flag = self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True,
                                  block_best=block_best)
         if block_best is not None:
             blocks = cupy.empty((new_groups, WORD_BITS), cupy.int32)
             _helper("end_row_blocks", _device())((_blocks(new_groups * WORD_BITS),), (256,), (
                 block_best[0], best, blocks, np.int32(new_groups), np.int32(block_best[1]), np.int32(planes)))
-            end_rows = (blocks, word_pattern, src_position, best, flag)
+            end_rows = (rows_per_lane, blocks, word_pattern, src_position, best, flag)
         return _HitRecords(self, best, flag, thresholds, 1, new_groups, planes, counts[count:],
                            ranged=(word_pattern, lane_mask, src_position)), end_rows
 
@@ -1017,14 +1020,15 @@ class GpuEngine:
         return found
 
 
-def _end_rows(table, scoring: Scoring, planes: int, groups: int, blocks, word_pattern, src_position, best,
-              flag) -> dict[tuple[Scoring, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _end_rows(table, scoring: Scoring, groups: int, rows_per_lane: np.ndarray, blocks, word_pattern, src_position,
+              best, flag) -> dict[tuple[Scoring, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """:attr:`PreparedReads.end_rows` of the second pass's lanes in its
-    first ``groups`` groups (device arrays: each lane's row blocks from
-    end_row_blocks, each group's pattern in ``table``, each lane's batch
-    position, each group's best planes and overflow flags): the pattern
-    rows that hold every cell at the lane's score. Lanes that overflowed
-    have no exact score there, and none."""
+    first ``groups`` groups (each pattern's rows a row block in its launch;
+    device arrays: each lane's row blocks from end_row_blocks, each group's
+    pattern in ``table``, each lane's batch position, each group's best
+    planes and overflow flags): the pattern rows that hold every cell at
+    the lane's score. Lanes that overflowed have no exact score there, and
+    none."""
     from transpose import unpack_flags, unpack_planes
 
     lanes = groups * WORD_BITS
@@ -1036,8 +1040,7 @@ def _end_rows(table, scoring: Scoring, planes: int, groups: int, blocks, word_pa
     for pattern in np.unique(k[kept]).tolist():
         mine = np.flatnonzero(kept & (k == pattern))
         mine = mine[np.argsort(positions[mine])]
-        m = int(table.lengths[pattern])
-        rows = np.minimum(blocks[mine] * latency_shape(chain_shape(m), m, planes)[0], m)
+        rows = np.minimum(blocks[mine] * rows_per_lane[pattern], table.lengths[pattern])
         found[(scoring, table.oriented(pattern).tobytes())] = (positions[mine], scores[mine], rows)
     return found
 
@@ -1048,7 +1051,7 @@ def _kept_rows(prepared: PreparedReads, table, scoring: Scoring, positions: np.n
     instance of the batch's lane ``positions``, oriented pattern ``ks``,
     score ``scores``): its pattern's length where the second pass kept none
     for it at that score."""
-    rows = table.lengths[ks].copy()
+    rows = table.lengths[ks]  # a copy (fancy indexing)
     for pattern in np.unique(ks).tolist():
         kept = prepared.end_rows.get((scoring, table.oriented(pattern).tobytes()))
         if kept is None:

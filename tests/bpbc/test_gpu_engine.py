@@ -827,8 +827,9 @@ def test_the_rows_the_second_pass_keeps_are_found_for_the_end_cells():
     scores = rng.integers(100, 5000, 4 * 32)
     overflow = np.zeros(4 * 32, bool)
     overflow[9] = True
+    rows_per_lane = np.array([gpu_engine.latency_shape(chain_shape(m), m, planes)[0] for m in table.lengths])
     end_rows = gpu_engine._end_rows(
-        table, scoring, planes, groups, blocks.reshape(4, 32).view(_OnDevice), word_pattern.view(_OnDevice),
+        table, scoring, groups, rows_per_lane, blocks.reshape(4, 32).view(_OnDevice), word_pattern.view(_OnDevice),
         positions.view(_OnDevice), pack_values(scores, planes, 32).view(_OnDevice),
         pack_flags(overflow, 32).view(_OnDevice))
     assert set(end_rows) == {(scoring, table.oriented(0).tobytes()), (scoring, table.oriented(3).tobytes())}
