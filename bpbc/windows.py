@@ -114,15 +114,16 @@ class WindowPlan:
         length = np.where(two[read], self.ends, lengths[read])
         return read, start, length
 
-    def window_length(self, lengths: np.ndarray, packing: Packing) -> tuple[int | None, float]:
+    def window_length(self, lengths: np.ndarray, packing: Packing, least: int | None = None) -> tuple[int | None, float]:
         """(the window length for a batch of reads of ``lengths``, None where
         no read, no region, is cut; its cost): the one of least
-        :meth:`Packing.cost`, longer than overlap + MIN_STEP and MIN_WINDOW,
+        :meth:`Packing.cost`, longer than overlap + MIN_STEP and ``least``
+        (default MIN_WINDOW),
         among lengths about 8 % apart and those that just fit the windows
         into whole blocks of lanes; the longest where costs tie."""
         length = np.sort(np.asarray(lengths, dtype=np.int64) if self.ends is None else self.regions(lengths)[2])
         longest = int(length.max(initial=0))
-        least = max(MIN_WINDOW, self.overlap + 1 + MIN_STEP)
+        least = max(MIN_WINDOW if least is None else least, self.overlap + 1 + MIN_STEP)
         if longest <= least:
             window = max(longest, 1)
             return None if self.ends is None else window, self.cost(length, window, packing)
@@ -210,7 +211,19 @@ class Packing:
         longest = np.where(at >= len(whole) + len(lasts), window,
                            np.where(is_last, lasts[np.maximum(before - 1, 0)] if len(lasts) else 0,
                                     whole[in_whole] if len(whole) else 0))
-        return max(float(longest.sum()) * self.tasks / self.threads, float(longest.max()))
+        return self.makespan(longest)
+
+    def makespan(self, longest: np.ndarray) -> float:
+        """The time of blocks whose longest lanes are ``longest``, each run
+        ``tasks`` times, on the threads: at least their sum over the threads,
+        and for every k at least k + 1 times the (k x threads + 1)-th longest
+        task, as k + 1 of the k x threads + 1 longest share a thread (so 18
+        equal tasks on 16 threads take two tasks' time, not 18/16 of one)."""
+        descending = np.sort(np.asarray(longest, dtype=np.float64))[::-1]
+        rounds = -(-len(descending) * self.tasks // self.threads)
+        k = np.arange(rounds, dtype=np.int64)
+        in_rounds = float(((k + 1) * descending[k * self.threads // self.tasks]).max(initial=0.0))
+        return max(float(descending.sum()) * self.tasks / self.threads, in_rounds)
 
 
 def _window_counts(length: np.ndarray, window: int, overlap: int) -> np.ndarray:
@@ -461,9 +474,12 @@ def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, oriented: Orien
         return Choice(plan.window_length(lengths, engine_packing)[0])
 
     def flag_cut(planes: int) -> tuple[WindowPlan, int, float]:
-        """The flags' windows at ``planes`` planes: their plan, length and cost."""
+        """The flags' windows at ``planes`` planes: their plan, length and cost.
+        Shorter than MIN_WINDOW where that gives the threads tasks enough:
+        they overlap little (400 reads of 5-10 kb against 5 kb at 5 planes:
+        145 bases), and in windows of 2 kb those reads are 6 tasks."""
         cut = WindowPlan(oriented.flag_overlap(planes), plan.ends)
-        length, cost = cut.window_length(lengths, engine_packing)
+        length, cost = cut.window_length(lengths, engine_packing, least=0)
         return cut, length or longest, cost
 
     flags = 0 if dense else flag_planes(scoring, min(longest, 4 * MIN_WINDOW), oriented.longest, oriented.planes[0])

@@ -127,7 +127,7 @@ def test_overlap_of_span_minus_one_keeps_the_alignment_one_less_loses_it(scoring
     def screened(overlap: int):
         screener = bpbc.Screener([pattern], threshold, scoring, strand="forward", device="cpu")
         screener.windows = WindowPlan(overlap)
-        monkeypatch.setattr(WindowPlan, "window_length", lambda self, *args: (self.overlap + 2, 1.0))
+        monkeypatch.setattr(WindowPlan, "window_length", lambda self, *args, **kwargs: (self.overlap + 2, 1.0))
         batch = screener.prepare([read])
         assert isinstance(batch, windows.WindowedBatch) and len(batch.windows) > 10
         assert not batch.windows.whole.any()
@@ -191,22 +191,54 @@ def test_windows_flag_at_a_share_of_random_windows_where_the_scoring_is_fitted()
     assert windows.shared_flag_planes(Scoring(), 20_000, 48_502, 6) == 6
 
 
-@pytest.mark.parametrize("case, flags", [("batch", 5), ("pair", 0)])
-def test_the_flags_pass_takes_fewer_planes_only_once_chosen(case, flags):
-    """The issue's long-read cases: 400 reads of 5-10 kb against 5 kb (T =
-    2000) are flagged at 5 planes; one 50 kb read against 5 kb (T = 1000)
-    goes to the vector pass alone, as at the bound's 6 planes (the choice
-    between them does not count the vector pass over flagged windows)."""
+def _long_read_case(case: str):
+    """(read lengths, oriented patterns, their plan) of the issue's long-read
+    cases: 400 reads of 5-10 kb against 5 kb at T = 2000, one 50 kb read
+    against 5 kb at T = 1000."""
     rng = np.random.default_rng(2)
     if case == "batch":
         lengths, pattern, threshold = rng.integers(5000, 10_001, 400), 5000, 2000
     else:
         lengths, pattern, threshold = np.array([50_000]), 5000, 1000
     table = PatternTable.build([encode_pattern(random_pattern(rng, pattern))], ("+", "-"))
-    oriented = windows.Oriented(table.lengths, np.full(len(table), threshold), Scoring())
-    plan = WindowPlan.of(table.lengths, np.full(len(table), threshold), Scoring())
+    thresholds = np.full(len(table), threshold)
+    return lengths, windows.Oriented(table.lengths, thresholds, Scoring()), WindowPlan.of(table.lengths, thresholds,
+                                                                                         Scoring())
+
+
+@pytest.mark.parametrize("case", ["batch", "pair"])
+def test_the_long_read_cases_are_flagged_at_a_share_of_random_windows(case):
+    """Both cases take the flags pass at 5 planes (the bound's 6 before the
+    random share), on windows shorter than MIN_WINDOW: they overlap by 145
+    and 306 bases only, and the pair's 50 kb fill one block of lanes in
+    windows of 432 bases (before, in windows of 2 kb or more, it went to
+    the vector pass alone)."""
+    lengths, oriented, plan = _long_read_case(case)
     choice = windows.how_to_screen(lengths, CpuEngine(threads=2), plan, oriented, 2)
-    assert choice.flag_planes == flags and choice.vector == (flags == 0)
+    assert choice.flag_planes == 5 and not choice.vector and choice.flag_window < windows.MIN_WINDOW
+
+
+def test_the_flags_windows_give_every_thread_a_task():
+    """On 16 threads the batch's flags windows are cut short enough for 16
+    tasks (8 blocks of lanes, two strands): in windows of 2 kb or more its
+    3 Mb are 6 or 8 tasks, and it went to the vector pass alone, 25 blocks
+    of 32 lanes."""
+    lengths, oriented, plan = _long_read_case("batch")
+    engine = CpuEngine(threads=16)
+    for threads, least in ((2, 1), (16, 16)):
+        choice = windows.how_to_screen(lengths, engine, plan, oriented, threads)
+        flagged = WindowPlan(choice.flag_overlap).cut(lengths, choice.flag_window)
+        assert choice.flag_planes and len(oriented) * -(-len(flagged) // engine.lanes) >= least
+
+
+def test_the_makespan_counts_rounds_of_tasks():
+    """18 equal tasks on 16 threads take two tasks' time; 16 take one; on
+    one thread the sum; never less than the longest task."""
+    sixteen = windows.Packing(lanes=512, copies=1, tasks=2, threads=16)
+    assert sixteen.makespan(np.full(9, 100)) == 200
+    assert sixteen.makespan(np.full(8, 100)) == 100
+    assert sixteen.makespan(np.array([500, 10, 10])) == 500
+    assert windows.Packing(512, 1, 2, 1).makespan(np.array([100, 50, 25])) == 350
 
 
 def test_flag_overlap_keeps_a_piece_one_less_loses_it(monkeypatch):
@@ -224,7 +256,7 @@ def test_flag_overlap_keeps_a_piece_one_less_loses_it(monkeypatch):
     monkeypatch.setattr(windows, "VECTOR_CELL", float("inf"))
     monkeypatch.setattr(windows, "VECTOR_CELL32", float("inf"))
     monkeypatch.setattr(windows, "flag_planes", lambda *args: 4)
-    monkeypatch.setattr(WindowPlan, "window_length", lambda self, *args: (self.overlap + 1, 1.0))
+    monkeypatch.setattr(WindowPlan, "window_length", lambda self, *args, **kwargs: (self.overlap + 1, 1.0))
     edge = windows.Oriented([32], [64], scoring).flag_overlap(4)
     assert edge == 7
 
