@@ -401,8 +401,9 @@ def shared_flag_planes(scoring: Scoring, window: int, longest_pattern: int, plan
     random best is known and about FLAGGED_SHARE of random windows reach
     2**p at fewer. Only once the flags pass is chosen: the choice between
     it and the vector pass alone does not count the vector pass over what
-    it flags (one 50 kb read against 5 kb at T = 1000 would take the flags
-    at 5 planes, 0.19 s against the vector pass's 0.14)."""
+    it flags (in windows of 2 kb or more, one 50 kb read against 5 kb at
+    T = 1000 would have taken the flags at 5 planes, 0.19 s against the
+    vector pass's 0.14)."""
     likely = random_score_share(scoring, window * longest_pattern, FLAGGED_SHARE)
     return planes if likely is None else max(MIN_FLAG_PLANES, min(planes, int(likely).bit_length()))
 
