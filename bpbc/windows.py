@@ -118,9 +118,9 @@ class WindowPlan:
         """(the window length for a batch of reads of ``lengths``, None where
         no read, no region, is cut; its cost): the one of least
         :meth:`Packing.cost`, longer than overlap + MIN_STEP and ``least``
-        (default MIN_WINDOW),
-        among lengths about 8 % apart and those that just fit the windows
-        into whole blocks of lanes; the longest where costs tie."""
+        (default MIN_WINDOW), among lengths about 8 % apart and those that
+        just fit the windows into whole blocks of lanes; the longest where
+        costs tie."""
         length = np.sort(np.asarray(lengths, dtype=np.int64) if self.ends is None else self.regions(lengths)[2])
         longest = int(length.max(initial=0))
         least = max(MIN_WINDOW if least is None else least, self.overlap + 1 + MIN_STEP)
