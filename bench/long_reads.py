@@ -14,6 +14,9 @@ cached beforehand; the peers run on the same reads, their models named:
   parasail's on the same cells with as many threads; every read's best
   score on each strand is parasail's (``wrong`` counts the reads whose PAF
   lines differ from parasail's scores: a score, or a read passing or not);
+  with ``--threads N ...`` at each of those thread counts (bpbc's
+  ``--threads N``, parasail's N threads: how both grow with the cores),
+  else on every core with bpbc's default;
 * ``ends``: 2000 reads of 5-10 kb, a third carrying a 24 bp barcode of the
   panel (96 x 24 bp) within 100 bases of an end, T = 36: the whole reads, and
   ``--ends 150``, each in fresh processes and through a ``bpbc-serve``
@@ -234,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="no untimed run first (kernels already cached: the big case's run is minutes)")
     parser.add_argument("--csv", default="long_reads_cpu.csv", help="the file written under --out")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="gpu", help="lambda: the engine (default gpu)")
+    parser.add_argument("--threads", type=int, nargs="+", metavar="N",
+                        help="batch: bpbc (--threads N) and parasail at each of these thread counts "
+                             "(default: every core, bpbc's default)")
     parser.add_argument("--lambda-reads", type=int, default=100_000,
                         help="lambda: reads of 5-20 kb (default 100000; 10000 runs in about 3 minutes on one H200)")
     parser.add_argument("--lambda-planted", type=float, default=0.1, help="lambda: the fraction carrying a piece")
@@ -248,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
 
     def bpbc(case: str, what: str, reads: Path, patterns: Path, threshold: int, *options, cells: float = 0.0,
-             served: str | None = None):
+             served: str | None = None, threads: int | None = None):
         command = [sys.executable, "-m", "bpbc", str(reads), str(patterns), "-t", str(threshold), "--device", "cpu",
                    "-q", "-o", str(args.work / f"{case}.paf"), "--json", str(args.work / "summary.json"),
                    *map(str, options)]
@@ -264,16 +270,16 @@ def main(argv: list[str] | None = None) -> int:
                    "reads_passing": summary["reads_passing"],
                    **{f"stage_{k}_s": v for k, v in summary["stage_seconds"].items()}}
             if cells:
-                row["gcups_per_core"] = round(cells / run / cores / 1e9, 2)
+                row["gcups_per_core"] = round(cells / run / (threads or cores) / 1e9, 2)
             print(f"{case:6} {what:44} {wall:7.2f} s (run {run:.2f} s)  rss {rss * 1000:6.0f} MB", file=sys.stderr,
                   flush=True)
             rows.append(row)
         return rows[-1]
 
-    def peer(case: str, what: str, seconds: float, cells: float = 0.0, **extra) -> None:
+    def peer(case: str, what: str, seconds: float, cells: float = 0.0, threads: int | None = None, **extra) -> None:
         row = {"case": case, "what": what, "run_wall_s": round(seconds, 3), **extra}
         if cells:
-            row["gcups_per_core"] = round(cells / seconds / cores / 1e9, 2)
+            row["gcups_per_core"] = round(cells / seconds / (threads or cores) / 1e9, 2)
         print(f"{case:6} {what:44} {seconds:7.2f} s", file=sys.stderr, flush=True)
         rows.append(row)
 
@@ -385,16 +391,21 @@ def main(argv: list[str] | None = None) -> int:
                 peer(case, "parasail sw_striped_profile_32, 1 thread", seconds, cells, score=max(scores[0]),
                      wrong=int(found != expected))
         elif case == "batch":
-            bpbc(case, f"bpbc-screen, {cores} threads", reads_path, patterns_path, 2000, cells=cells)
-            scores, seconds = parasail_scores(reads, patterns[0], cores)
-            found = paf_scores(args.work / f"{case}.paf")
-            expected = {(i, strand): s for i, pair in enumerate(scores) for strand, s in zip("+-", pair) if s >= 2000}
-            wrong = len({key[0] for key in set(found.items()) ^ set(expected.items())})
-            peer(case, f"parasail sw_striped_profile_sat, {cores} threads", seconds, cells, wrong=wrong,
-                 hits=len(expected))
-            # side by side: bpbc's median run over parasail's time, on the same cells with as many threads
-            runs = sorted(row["run_wall_s"] for row in rows if row["case"] == case and "exit" in row)
-            rows[-1]["ratio_to_peer"] = round(seconds / runs[len(runs) // 2], 2)
+            for threads in args.threads or [None]:
+                n = threads or cores
+                on = f"{n} thread{'s' if n > 1 else ''}"
+                what = f"bpbc-screen, {on}"
+                options = () if threads is None else ("--threads", threads)
+                bpbc(case, what, reads_path, patterns_path, 2000, *options, cells=cells, threads=n)
+                scores, seconds = parasail_scores(reads, patterns[0], n)
+                found = paf_scores(args.work / f"{case}.paf")
+                expected = {(i, strand): s for i, pair in enumerate(scores) for strand, s in zip("+-", pair)
+                            if s >= 2000}
+                wrong = len({key[0] for key in set(found.items()) ^ set(expected.items())})
+                peer(case, f"parasail sw_striped_profile_sat, {on}", seconds, cells, threads=n, wrong=wrong,
+                     hits=len(expected))
+                # side by side: bpbc's median run over parasail's time, on the same cells with as many threads
+                rows[-1]["ratio_to_peer"] = round(seconds / median(what, "run_wall_s"), 2)
         else:
             ends_runs(reads_path, patterns_path)
     gpu = None
