@@ -136,7 +136,8 @@ def kernel_expression(planes: int, rows: int, lanes: int, scoring: Scoring, cell
                       striped: int = 0) -> str:
     """The name expression of the sw_screen instance for one launch (``best``
     0 or False: the flag-only kernel of the two-pass screen's first pass; 2:
-    the end cells' kernel; ``striped``: :func:`stripe_mode` of the launch's patterns)."""
+    the end cells' kernel; 3: the best and where each thread's lies;
+    ``striped``: :func:`stripe_mode` of the launch's patterns)."""
     return (f"sw_screen<{planes},{rows},{lanes},{scoring.match},{scoring.mismatch},"
             f"{scoring.first_gap},{scoring.gap_extend},{cell},{int(best)},{int(striped)}>")
 
@@ -180,7 +181,7 @@ PREPARING_PRIORITY = -1 << 10
 
 
 #: sw.cu's kernels other than sw_screen (extern "C", the same for every screen)
-HELPER_KERNELS = ("hit_records", "flagged_lanes", "second_pass_ranges", "gather_lanes", "end_row_blocks")
+HELPER_KERNELS = ("hit_records", "flagged_lanes", "second_pass_ranges", "gather_lanes", "end_cells_of_blocks")
 
 
 @cache
@@ -256,11 +257,10 @@ class PreparedReads:
     order: np.ndarray
     planes: Any  # cupy uint32 (G, L, 3)
     group_length: Any  # cupy int32 (G,), each >= 1
-    #: the pattern rows that hold every cell at a hit's score, where the second
-    #: pass found them (:meth:`GpuEngine.end_cells` cuts the patterns there):
-    #: by scoring and oriented pattern (its masks), (batch positions, scores,
-    #: rows) sorted by position
-    end_rows: dict = field(default_factory=dict)
+    #: the hits' end cells the second pass found (:meth:`GpuEngine.end_cells`
+    #: looks them up): by scoring and oriented pattern (its masks), (batch
+    #: positions, scores, read ends, pattern ends) sorted by position
+    known_ends: dict = field(default_factory=dict)
 
     @property
     def groups(self) -> int:
@@ -717,8 +717,7 @@ class GpuEngine:
     @_on_device
     def launch(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, track_best: bool = True,
                group_ranges: Any = None, latency: bool = False, end_cells: tuple[Any, Any] | None = None,
-               launches: list[_Launch] | None = None, block_best: tuple[Any, int] | None = None,
-               most_groups: int | None = None):
+               blocks: tuple[Any, Any, int] | None = None, most_groups: int | None = None):
         """Run the SW kernel on every oriented pattern of ``table``; returns
         the device arrays best planes (K, G, planes, or 0 planes without
         ``track_best``: the flag-only kernel) and flags (K, G). With
@@ -732,24 +731,24 @@ class GpuEngine:
         cells' kernel (no best): each lane's score as ``targets`` (uint32
         (G, planes), transposed), and ``ends`` (uint64 (G, 32), all ones)
         gets its first cell at that score ((read end) << 32 | pattern end).
-        ``launches``: these instead of the table's (:func:`_cut_launches`);
         ``most_groups``: the most word groups a pattern's range holds, where
         known (else all the batch's), for the chains per pattern.
-        ``block_best``: (array, stride), with ``group_ranges`` and a best,
-        each thread's best at a group's end into the uint32 array (G,
-        stride, planes) by row block (:func:`_end_rows` reads it)."""
+        ``blocks``: (best, first, stride), with ``group_ranges`` and a best,
+        each thread's best at a group's end into the uint32 array ``best``
+        (G, stride, planes) by row block, and its first cell at it, lane by
+        lane, into ``first`` (G, stride, 32) (end_cells_of_blocks reads them)."""
         import cupy
 
         groups = prepared.groups
         leading = (len(table),) if group_ranges is None else ()
-        if (end_cells is not None or launches is not None or block_best is not None) and group_ranges is None:
-            raise ValueError("end cells, launches and row blocks are for ranged launches only")
-        best_kind = 2 if end_cells is not None else int(track_best)
+        if (end_cells is not None or blocks is not None) and group_ranges is None:
+            raise ValueError("end cells and row blocks are for ranged launches only")
+        best_kind = 2 if end_cells is not None else 3 if blocks is not None and track_best else int(track_best)
         targets, ends = end_cells if end_cells is not None else (_unused(), _unused())
-        best = cupy.zeros(leading + (groups, planes if best_kind == 1 else 0), cupy.uint32)
+        best = cupy.zeros(leading + (groups, planes if best_kind in (1, 3) else 0), cupy.uint32)
         flag = cupy.zeros(leading + (groups,), cupy.uint32)
-        by_block, stride = block_best if block_best is not None and best_kind == 1 else (_unused(), 0)
-        for launch in launches if launches is not None else _launches(table, latency, planes):
+        block_best, block_first, stride = blocks if best_kind == 3 else (_unused(), _unused(), 0)
+        for launch in _launches(table, latency, planes):
             striped = stripe_mode(launch.stripes)
             kernel = _kernel(planes, launch.rows, launch.lanes, scoring, self.cell, best_kind, striped, _device())
             resident = self._resident_threads(kernel)
@@ -794,7 +793,7 @@ class GpuEngine:
                     group_count[a:] if group_ranges is not None else group_count,
                     np.int32(group_ranges is not None), np.int32(count), np.int32(groups),
                     np.int32(prepared.width), np.int32(chains), progress, ticket,
-                    targets, ends, np.int32(launch.stripes), by_block, np.int32(stride),
+                    targets, ends, block_best, block_first, np.int32(stride),
                 ))
                 if not contiguous:
                     on_device = launch.ks_on_device[a:b]
@@ -835,8 +834,8 @@ class GpuEngine:
         device. Each lane that can pass is computed in full, so the result
         is the one-pass result, lane for lane; but in ``exact_planes``
         planes where more than ``planes``, so that fewer overflow: then (the
-        caller will ask for the hits' end cells) the second pass also keeps
-        where each hit's score lies (``prepared.end_rows``)."""
+        caller will ask for the hits' end cells) the second pass also finds
+        them (``prepared.known_ends``)."""
 
         thresholds = np.asarray(thresholds, np.int64)
         if prepared.n == 0:
@@ -846,7 +845,7 @@ class GpuEngine:
                 self.flag_first or (self.flag_first is None and flag_first_pays(prepared, table, flag_planes,
                                                                                 planes))):
             return self._hits_of_flagged_lanes(prepared, table, scoring, max(planes, exact_planes), flag_planes,
-                                               thresholds, keep_end_rows=exact_planes > 0)
+                                               thresholds, find_ends=exact_planes > 0)
         import cupy
 
         count, groups = len(table), prepared.groups
@@ -861,10 +860,10 @@ class GpuEngine:
 
     def _hits_of_flagged_lanes(self, prepared: PreparedReads, table, scoring: Scoring, planes: int,
                                flag_planes: int, thresholds: np.ndarray,
-                               keep_end_rows: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                               find_ends: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`hits` in two passes (see there), the first at ``flag_planes`` planes."""
         count, groups = len(table), prepared.groups
-        self._load_passes(table, scoring, planes, flag_planes)
+        self._load_passes(table, scoring, planes, flag_planes, find_ends)
         thresholds_on_device = _thresholds_on_device(table, thresholds)
         # the second pass goes into buffers of the room the last batch needed (no copy to the host
         # between the passes, so the host runs ahead of the device), and once more where they fell short
@@ -872,8 +871,8 @@ class GpuEngine:
         with self._in_device_order():
             _, flag = self.launch(prepared, table, scoring, flag_planes, track_best=False)
             rank, counts = _flagged_lanes(flag)
-            second, end_rows = self._second_pass(prepared, table, scoring, planes, flag, rank, counts,
-                                                 thresholds_on_device, new_groups, keep_end_rows)
+            second, ends = self._second_pass(prepared, table, scoring, planes, flag, rank, counts,
+                                             thresholds_on_device, new_groups, find_ends)
         copied = counts.get()
         sizes = -(-copied[:count].astype(np.int64) // WORD_BITS)  # each pattern's new word groups
         needed = int(sizes.sum())
@@ -883,39 +882,39 @@ class GpuEngine:
             self._second_pass_words = 2 * needed * 3 * prepared.width
             with self._in_device_order():
                 counts[count:] = 0
-                second, end_rows = self._second_pass(prepared, table, scoring, planes, flag, rank, counts,
-                                                     thresholds_on_device, needed, keep_end_rows)
+                second, ends = self._second_pass(prepared, table, scoring, planes, flag, rank, counts,
+                                                 thresholds_on_device, needed, find_ends)
             copied = counts.get()
-        if end_rows is not None:
-            prepared.end_rows.update(_end_rows(table, scoring, needed, *end_rows))
+        if ends is not None:
+            prepared.known_ends.update(_known_ends(table, scoring, needed, *ends))
         packed = second.fetch(int(copied[count]))  # (new group, hit mask, flag, best planes, positions)
         group_pattern = np.repeat(np.arange(count), sizes)
         return expand_hits(packed, planes, 1, prepared.order, group_pattern)
 
-    def _load_passes(self, table, scoring: Scoring, planes: int, flag_planes: int) -> None:
+    def _load_passes(self, table, scoring: Scoring, planes: int, flag_planes: int, find_ends: bool) -> None:
         """The launches and kernels of both passes over ``table`` made on
         this device before the first pass runs, once: beside a running
         kernel, allocating device memory (the launches' tables) waits for
         it to end, and a run's first second pass waited so for its first
         pass."""
-        key = ("passes", planes, flag_planes, scoring, self.cell, _device())
+        key = ("passes", planes, flag_planes, find_ends, scoring, self.cell, _device())
         if key in table.engine_cache:
             return
-        for latency, kernel_planes, best in ((False, flag_planes, False), (True, planes, True)):
+        for latency, kernel_planes, best in ((False, flag_planes, 0), (True, planes, 3 if find_ends else 1)):
             for launch in _launches(table, latency, kernel_planes):
                 _kernel(kernel_planes, launch.rows, launch.lanes, scoring, self.cell, best,
                         stripe_mode(launch.stripes), _device())
         table.engine_cache[key] = True
 
     def _second_pass(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, flag, rank, counts,
-                     thresholds, new_groups: int, keep_end_rows: bool = False):
+                     thresholds, new_groups: int, find_ends: bool = False):
         """Enqueue the second pass of :meth:`_hits_of_flagged_lanes` into
         ``new_groups`` word groups: the flagged lanes (first pass's flags,
         their ranks, their counts per pattern in ``counts[:K]``) gathered in
         the order of the batch, screened with scores, and their hit records
         written (counted in ``counts[K]``): the :class:`_HitRecords`; and,
-        with ``keep_end_rows``, what :func:`_end_rows` takes (each pattern's
-        rows per lane, and the device arrays), else None."""
+        with ``find_ends``, the device arrays :func:`_known_ends` takes (each
+        lane's end cell among them), else None."""
         import cupy
 
         count, groups = len(table), prepared.groups
@@ -929,23 +928,24 @@ class GpuEngine:
             flag, rank, cursor, src_position, word_pattern, np.int32(count), np.int32(groups),
             np.int64(new_groups * WORD_BITS)))
         gathered, lane_mask = _gathered(prepared, src_position, new_groups)
-        block_best = end_rows = None
-        if keep_end_rows:
+        blocks = ends = None
+        if find_ends:
             launches = _launches(table, True, planes)  # the launch below takes the same (cached)
             stride = max(launch.stripes * launch.lanes for launch in launches)
-            block_best = (cupy.zeros((new_groups, stride, planes), cupy.uint32), stride)
-            rows_per_lane = np.zeros(count, np.int64)  # each pattern's rows a row block, as the launch ran it
+            blocks = (cupy.zeros((new_groups, stride, planes), cupy.uint32),
+                      cupy.empty((new_groups, stride, WORD_BITS), cupy.uint32), stride)
+            rows_per_lane = np.zeros(count, np.int32)  # each pattern's rows a row block, as the launch ran it
             for launch in launches:
                 rows_per_lane[launch.ks] = launch.rows
-        best, flag = self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True,
-                                 block_best=block_best)
-        if block_best is not None:
-            blocks = cupy.empty((new_groups, WORD_BITS), cupy.int32)
-            _helper("end_row_blocks", _device())((_blocks(new_groups * WORD_BITS),), (256,), (
-                block_best[0], best, blocks, np.int32(new_groups), np.int32(block_best[1]), np.int32(planes)))
-            end_rows = (rows_per_lane, blocks, word_pattern, src_position, best, flag)
+        best, flag = self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True, blocks=blocks)
+        if blocks is not None:
+            found = cupy.full((new_groups, WORD_BITS), np.iinfo(np.uint64).max, cupy.uint64)
+            _helper("end_cells_of_blocks", _device())((_blocks(new_groups * stride),), (256,), (
+                blocks[0], blocks[1], best, flag, cupy.asarray(rows_per_lane)[word_pattern], found,
+                np.int32(new_groups), np.int32(stride), np.int32(planes)))
+            ends = (found, word_pattern, src_position, best, flag)
         return _HitRecords(self, best, flag, thresholds, 1, new_groups, planes, counts[count:],
-                           ranged=(word_pattern, lane_mask, src_position)), end_rows
+                           ranged=(word_pattern, lane_mask, src_position)), ends
 
     @_on_device
     def end_cells(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, reads: np.ndarray,
@@ -955,29 +955,36 @@ class GpuEngine:
         where the screen capped it; every score below 2**planes) by the
         traceback's tie rule (the first cell at the score in (read, pattern)
         order): the int64 (t, 3) table of score, read end and pattern end
-        that :func:`bpbc.traceback.end_cells` gives. The instances' lanes
-        are gathered into word groups of their own, each pattern's together,
-        screened with scores at ``planes`` where a score is not known, then
-        by the end cells' kernel; -1 rows where none was found (none should be).
-        Where the second pass of :meth:`hits` kept where the instances'
-        scores lie (``prepared.end_rows``), each word group's pattern is cut
-        after the last row that holds a cell at one of its lanes' scores
-        (the rows above a cell are all its value depends on), in groups of
-        instances sorted by those rows."""
+        that :func:`bpbc.traceback.end_cells` gives; -1 rows where none was
+        found (none should be). Those the second pass of :meth:`hits` found
+        (``prepared.known_ends``) are taken from there, the others searched
+        for on the device."""
+        reads, ks = np.asarray(reads, np.int64), np.asarray(ks, np.int64)
+        scores = np.asarray(scores, np.int64).copy()
+        found = np.full((len(reads), 3), -1, np.int64)
+        position = np.empty(prepared.n, np.int64)  # each read's lane in the batch, sorted by length
+        position[prepared.order] = np.arange(prepared.n)
+        known = _looked_up_ends(prepared, table, scoring, position[reads], ks, scores)
+        found[known[:, 0] >= 0] = known[known[:, 0] >= 0]
+        left = np.flatnonzero(known[:, 0] < 0)
+        if len(left):
+            found[left] = self._searched_ends(prepared, table, scoring, planes, position[reads[left]], ks[left],
+                                              scores[left])
+        return found
+
+    def _searched_ends(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, positions: np.ndarray,
+                       ks: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """:meth:`end_cells` of instances the second pass did not find (batch
+        lanes ``positions``): their lanes gathered into word groups of their
+        own, each pattern's together, screened with scores at ``planes``
+        where a score is not known, then by the end cells' kernel."""
         import cupy
 
         from transpose import pack_values, unpack_flags, unpack_planes
 
-        reads, ks = np.asarray(reads, np.int64), np.asarray(ks, np.int64)
-        scores = np.asarray(scores, np.int64).copy()
         unknown = bool((scores < 0).any())
-        found = np.full((len(reads), 3), -1, np.int64)
-        if not len(reads):
-            return found
-        position = np.empty(prepared.n, np.int64)  # each read's lane in the batch, sorted by length
-        position[prepared.order] = np.arange(prepared.n)
-        rows_needed = _kept_rows(prepared, table, scoring, position[reads], ks, scores)
-        by_pattern = np.lexsort((rows_needed, ks))
+        found = np.full((len(ks), 3), -1, np.int64)
+        by_pattern = np.argsort(ks, kind="stable")
         counts = np.bincount(ks, minlength=len(table))
         sizes = -(-counts // WORD_BITS)
         first = np.cumsum(sizes) - sizes
@@ -985,7 +992,7 @@ class GpuEngine:
         sorted_ks = ks[by_pattern]
         slot = WORD_BITS * first[sorted_ks] + np.arange(len(ks)) - (np.cumsum(counts) - counts)[sorted_ks]
         src_position = np.full(new_groups * WORD_BITS, -1, np.int32)  # -1: an empty lane
-        src_position[slot] = position[reads[by_pattern]]
+        src_position[slot] = positions[by_pattern]
         lanes = new_groups * WORD_BITS
         with self._in_device_order():
             gathered, _ = _gathered(prepared, cupy.asarray(src_position), new_groups)
@@ -999,18 +1006,11 @@ class GpuEngine:
         known = scores[by_pattern] >= 0
         lane_scores = np.zeros(lanes, np.int64)
         lane_scores[slot[known]] = scores[by_pattern][known]
-        group_rows = np.zeros(new_groups, np.int64)  # the rows each group's pattern needs: its lanes' most
-        np.maximum.at(group_rows, slot // WORD_BITS, rows_needed[by_pattern])
-        group_k = np.repeat(np.arange(len(table)), sizes)
-        cut = None
-        if (group_rows < table.lengths[group_k]).any():
-            cut = _cut_launches(table, group_k, group_rows, planes)
-            ranges = cupy.asarray(np.stack([np.arange(new_groups), np.ones(new_groups)]).astype(np.int32))
         with self._in_device_order():
             ends = cupy.full((new_groups, WORD_BITS), np.iinfo(np.uint64).max, cupy.uint64)
             self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True,
-                        end_cells=(cupy.asarray(pack_values(lane_scores, planes, WORD_BITS)), ends), launches=cut,
-                        most_groups=1 if cut is not None else int(sizes.max()))
+                        end_cells=(cupy.asarray(pack_values(lane_scores, planes, WORD_BITS)), ends),
+                        most_groups=int(sizes.max()))
         keys = ends.reshape(-1).get()[slot]
         hit = (keys != np.iinfo(np.uint64).max) & known
         rows = by_pattern[hit]
@@ -1020,80 +1020,46 @@ class GpuEngine:
         return found
 
 
-def _end_rows(table, scoring: Scoring, groups: int, rows_per_lane: np.ndarray, blocks, word_pattern, src_position,
-              best, flag) -> dict[tuple[Scoring, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """:attr:`PreparedReads.end_rows` of the second pass's lanes in its
-    first ``groups`` groups (each pattern's rows a row block in its launch;
-    device arrays: each lane's row blocks from end_row_blocks, each group's
-    pattern in ``table``, each lane's batch position, each group's best
-    planes and overflow flags): the pattern rows that hold every cell at
-    the lane's score. Lanes that overflowed have no exact score there, and
-    none."""
+def _known_ends(table, scoring: Scoring, groups: int, ends, word_pattern, src_position, best,
+                flag) -> dict[tuple[Scoring, bytes], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """:attr:`PreparedReads.known_ends` of the second pass's lanes in its
+    first ``groups`` groups (device arrays: each lane's end cell key from
+    end_cells_of_blocks, each group's pattern in ``table``, each lane's
+    batch position, each group's best planes and overflow flags). Lanes that
+    overflowed have no exact score there, and none."""
     from transpose import unpack_flags, unpack_planes
 
     lanes = groups * WORD_BITS
-    blocks, k = blocks[:groups].get().reshape(-1), np.repeat(word_pattern[:groups].get().astype(np.int64), WORD_BITS)
+    keys, k = ends[:groups].get().reshape(-1), np.repeat(word_pattern[:groups].get().astype(np.int64), WORD_BITS)
     positions = src_position[:lanes].get().astype(np.int64)
     scores = unpack_planes(best[:groups].get(), lanes)
-    kept = (positions >= 0) & (blocks > 0) & ~unpack_flags(flag[:groups].get(), lanes).astype(bool)
+    kept = (positions >= 0) & (keys != np.iinfo(np.uint64).max) & ~unpack_flags(flag[:groups].get(), lanes).astype(bool)
     found = {}
     for pattern in np.unique(k[kept]).tolist():
         mine = np.flatnonzero(kept & (k == pattern))
         mine = mine[np.argsort(positions[mine])]
-        rows = np.minimum(blocks[mine] * rows_per_lane[pattern], table.lengths[pattern])
-        found[(scoring, table.oriented(pattern).tobytes())] = (positions[mine], scores[mine], rows)
+        found[(scoring, table.oriented(pattern).tobytes())] = (
+            positions[mine], scores[mine], (keys[mine] >> np.uint64(32)).astype(np.int64),
+            (keys[mine] & np.uint64(0xFFFFFFFF)).astype(np.int64))
     return found
 
 
-def _kept_rows(prepared: PreparedReads, table, scoring: Scoring, positions: np.ndarray, ks: np.ndarray,
-               scores: np.ndarray) -> np.ndarray:
-    """The rows each instance's end cell needs (:func:`_end_rows`; an
-    instance of the batch's lane ``positions``, oriented pattern ``ks``,
-    score ``scores``): its pattern's length where the second pass kept none
-    for it at that score."""
-    rows = table.lengths[ks]  # a copy (fancy indexing)
+def _looked_up_ends(prepared: PreparedReads, table, scoring: Scoring, positions: np.ndarray, ks: np.ndarray,
+                    scores: np.ndarray) -> np.ndarray:
+    """The (t, 3) score, read end and pattern end of each instance (batch
+    lane ``positions``, oriented pattern ``ks``, score ``scores``) that
+    ``prepared.known_ends`` holds at that score; -1 rows for the others."""
+    found = np.full((len(ks), 3), -1, np.int64)
     for pattern in np.unique(ks).tolist():
-        kept = prepared.end_rows.get((scoring, table.oriented(pattern).tobytes()))
+        kept = prepared.known_ends.get((scoring, table.oriented(pattern).tobytes()))
         if kept is None:
             continue
-        kept_positions, kept_scores, kept_rows = kept
+        kept_positions, kept_scores, read_ends, pattern_ends = kept
         mine = np.flatnonzero(ks == pattern)
         at = np.minimum(np.searchsorted(kept_positions, positions[mine]), len(kept_positions) - 1)
-        found = (kept_positions[at] == positions[mine]) & (kept_scores[at] == scores[mine])
-        rows[mine[found]] = kept_rows[at[found]]
-    return rows
-
-
-def _cut_launches(table, group_k: np.ndarray, group_rows: np.ndarray, planes: int) -> list[_Launch]:
-    """Launches of one pattern per word group, group g's (``group_k[g]``)
-    cut to its first ``group_rows[g]`` rows, in its whole pattern's chain
-    shape at ``planes`` (:func:`latency_shape`): the cells kept are the
-    whole pattern's. Patterns cut short have fewer stripes than others of
-    their launch: only where a chain is a whole warp (lanes = 32, the
-    kernel's early return for a stripe past a pattern's is then the
-    warp's); chains of fewer lanes keep their whole patterns. A launch's
-    patterns go longest first: one stripe's warps take consecutive
-    tickets, so the stripes that only the longest have fill whole blocks
-    (a block holds its slot until its last warp ends)."""
-    import cupy
-
-    shapes: dict[tuple[int, ...], list[tuple[int, int]]] = {}
-    for g, (k, rows) in enumerate(zip(group_k.tolist(), group_rows.tolist())):
-        m = int(table.lengths[k])
-        whole = latency_shape(chain_shape(m), m, planes)
-        cut = whole[1] == WORD_BITS
-        shapes.setdefault(whole[:2] if cut else whole, []).append((g, rows if cut else m))
-    launches = []
-    for key, members in shapes.items():
-        rows_per_lane, lanes = key[:2]
-        members.sort(key=lambda member: -member[1])
-        part = np.array([g for g, _ in members], np.int64)
-        patterns = [table.oriented(int(group_k[g]))[:rows] for g, rows in members]
-        starts = np.concatenate([[0], np.cumsum([len(p) for p in patterns])]).astype(np.int64)
-        stripes = max(-(-rows // (rows_per_lane * lanes)) for _, rows in members)
-        launches.append(_Launch(part, cupy.asarray(part), rows_per_lane, lanes, stripes,
-                                cupy.asarray(np.concatenate(patterns)), cupy.asarray(starts)))
-    return launches
+        hit = (kept_positions[at] == positions[mine]) & (kept_scores[at] == scores[mine])
+        found[mine[hit]] = np.stack([scores[mine[hit]], read_ends[at[hit]], pattern_ends[at[hit]]], axis=1)
+    return found
 
 
 def _gathered(prepared: PreparedReads, src_position, new_groups: int) -> tuple[PreparedReads, Any]:

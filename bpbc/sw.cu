@@ -59,11 +59,12 @@ __device__ __forceinline__ unsigned subtract_const(unsigned (&dst)[B], const uns
 }
 
 // The hand-written cell of one row: the spec of the synthesised ones (same
-// arguments as SwCell::update). h = the cell's H; e, f, best and flag are
-// updated in place (e: E of this row, f: F from the row above -> F below).
+// arguments as SwCell::update, and `rose`: the lanes whose best rose). h =
+// the cell's H; e, f, best and flag are updated in place (e: E of this row,
+// f: F from the row above -> F below).
 template <int B, int MA, int MI, int OE, int EX>
 __device__ __forceinline__ void hand_cell(unsigned match, const unsigned (&hd)[B], unsigned (&e)[B], unsigned (&f)[B],
-                                          unsigned (&best)[B], unsigned& flag, unsigned (&h)[B]) {
+                                          unsigned (&best)[B], unsigned& flag, unsigned (&h)[B], unsigned& rose) {
     constexpr unsigned LIMIT_MASK = (1u << B) - 1u;
     constexpr bool MATCH_BIG = MA >= (1 << B);   // every match overflows
     constexpr bool MISMATCH_OK = MI < (1 << B);  // a mismatch can stay >= 0
@@ -83,7 +84,8 @@ __device__ __forceinline__ void hand_cell(unsigned match, const unsigned (&hd)[B
     unsigned t[B];
     select_into<B>(t, d, e, greater<B>(d, e) & diag_ok);
     select_into<B>(h, t, f, greater<B>(t, f));
-    select_into<B>(best, h, best, greater<B>(h, best));
+    rose = greater<B>(h, best);
+    select_into<B>(best, h, best, rose);
     unsigned hoe[B], ye[B], yf[B];
     const unsigned hoe_keep = ~subtract_const<B, OE>(hoe, h);
 #pragma unroll
@@ -129,6 +131,10 @@ __device__ __forceinline__ unsigned wait_for_column(const unsigned* where, unsig
 // is the lane's score (its bits in `targets`), as ((read end) << 32 |
 // pattern end) atomicMin'd into `ends` (the traceback starts there: the
 // host need not search a long read against a long pattern for it).
+// 3 = best score and flag, and (ranged, with `block_stride`) where each
+// thread's best lies: the first cell of its rows, in (read, pattern) order,
+// at its best, kept in shared memory as it rises (end_cells_of_blocks takes
+// each lane's end cell from them, so no end cells' pass follows).
 // STRIPED: 0 = every pattern of the launch fits one stripe (P R rows), so
 // the stripe boundary's loads and stores are not compiled in: with one warp
 // per scheduler (small batches) each branch the warp takes costs fetch stalls.
@@ -161,16 +167,18 @@ __global__ void __launch_bounds__(128) sw_screen(
     // BEST = 2 only: (K, G, B) each lane's score, transposed ((G, B) with
     // ranged); (K, G, 32) its end cell's key, all ones before
     const unsigned* __restrict__ targets, unsigned long long* __restrict__ ends,
-    // the launch's most stripes: the stride of `progress` (its patterns may
-    // take fewer each: the end cells' pass cuts each group's pattern short)
-    int launch_stripes,
-    // BEST = 1 with ranged, where `block_stride` > 0: each thread's best over
+    // BEST = 3 with ranged, where `block_stride` > 0: each thread's best over
     // its R rows at a group's end, (G, block_stride, B) by row block
-    // (stripe * P + lane): where a lane's score lies (see end_row_blocks)
-    unsigned* __restrict__ block_best, int block_stride) {
+    // (stripe * P + lane), and for each of the word's lanes the first cell
+    // at it, (G, block_stride, 32), as column << 3 | row of the thread's R
+    unsigned* __restrict__ block_best, unsigned* __restrict__ block_first, int block_stride) {
     static_assert(32 % P == 0, "a chain must not span warps");
     constexpr bool SYNTHESISED = CELL == 1 && SwCell<B, MA, MI, OE, EX>::available;
-    constexpr bool TRACK_BEST = BEST == 1, END_CELLS = BEST == 2;
+    constexpr bool TRACK_BEST = BEST == 1 || BEST == 3, END_CELLS = BEST == 2, FIRST_AT = BEST == 3;
+    static_assert(!FIRST_AT || R <= 8, "a thread's row takes 3 bits of a first cell");
+    // FIRST_AT: each thread's first cell at its best, lane by lane (a column
+    // for each thread: the lanes' stores on a rise go to distinct banks)
+    __shared__ unsigned first_at[FIRST_AT ? 32 : 1][FIRST_AT ? 128 : 1];
     // keep the 4R pattern words in registers (else rebuilt every column) only
     // where they fit: at B R > 64 (B = 9, 10 at R = 8) pinning them spills
     constexpr bool PIN_MASKS = B * R <= 64;
@@ -182,7 +190,7 @@ __global__ void __launch_bounds__(128) sw_screen(
     // pattern, every pattern and strand in one launch, and a warp's chains
     // may belong to several patterns (with few chains per pattern, a grid
     // row per pattern left most of each warp idle). Every pattern of a
-    // launch has the same chain shape (and, unless cut short, stripes).
+    // launch has the same chain shape, so the same number of stripes.
     long long global_chain = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / P;
     int first_stripe = 0;  // STRIPED = 2: this warp's stripe
     if constexpr (STRIPED == 2) {
@@ -201,11 +209,9 @@ __global__ void __launch_bounds__(128) sw_screen(
     const int m = (int)(pattern_start[k + 1] - pattern_start[k]);
     const int stripes = STRIPED ? (m + P * R - 1) / (P * R) : 1;
     // the warps past the last stripe (the grid is rounded up to blocks)
-    // uniform: a launch's patterns have the same stripes, or (the end cells'
-    // pass, each group's pattern cut short) P = 32, a warp a chain
-    if (STRIPED == 2 && first_stripe >= stripes) return;
+    if (STRIPED == 2 && first_stripe >= stripes) return;  // uniform: the stripes are the launch's
     const int end_stripe = STRIPED == 2 ? first_stripe + 1 : stripes;
-    unsigned* const published = progress + (size_t)(idle ? 0 : global_chain) * launch_stripes;  // STRIPED = 2: by stripe
+    unsigned* const published = progress + (size_t)(idle ? 0 : global_chain) * stripes;  // STRIPED = 2: by stripe
     if (!ranged) {
         out_best += (size_t)k * groups * B;
         out_flag += (size_t)k * groups;
@@ -226,6 +232,7 @@ __global__ void __launch_bounds__(128) sw_screen(
         targets += first * B;
         ends += first * 32;
         block_best += first * block_stride * B;
+        block_first += first * block_stride * 32;
     }
 
     for (int stripe = first_stripe; stripe < end_stripe; ++stripe) {
@@ -347,10 +354,25 @@ __global__ void __launch_bounds__(128) sw_screen(
                 const unsigned (&hd)[B] = r == 0 ? Ac : Hc[r > 0 ? r - 1 : 0];
 #pragma unroll
                 for (int k = 0; k < B; ++k) En[r][k] = Ec[r][k];
+                // the lanes whose best rose here (strictly: the first cell at a value stays)
+                unsigned rose = 0;
                 if constexpr (SYNTHESISED) {
+                    unsigned before[B];
+#pragma unroll
+                    for (int k = 0; k < B; ++k) before[k] = best[k];
                     SwCell<B, MA, MI, OE, EX>::update(match, hd, En[r], f, cell_best, flag, h);
+                    if constexpr (FIRST_AT) {
+#pragma unroll
+                        for (int k = 0; k < B; ++k) rose |= before[k] ^ best[k];
+                    }
                 } else {
-                    hand_cell<B, MA, MI, OE, EX>(match, hd, En[r], f, cell_best, flag, h);
+                    hand_cell<B, MA, MI, OE, EX>(match, hd, En[r], f, cell_best, flag, h, rose);
+                }
+                if constexpr (FIRST_AT) {
+                    if (rose != 0 && active) {
+                        const unsigned at = ((unsigned)j << 3) | (unsigned)r;
+                        for (; rose != 0; rose &= rose - 1) first_at[__ffs(rose) - 1][threadIdx.x] = at;
+                    }
                 }
                 if constexpr (END_CELLS) {
                     unsigned at_score = va_now;  // a read's real columns only
@@ -406,10 +428,12 @@ __global__ void __launch_bounds__(128) sw_screen(
                     }
                     if constexpr (TRACK_BEST) {
                         select_into<B>(pub_best, best, in_best, greater<B>(best, in_best));
-                        if (block_stride > 0 && ranged) {
-                            unsigned* mine = block_best + ((size_t)g * block_stride + stripe * P + lane) * B;
+                        if (FIRST_AT && block_stride > 0 && ranged) {
+                            const size_t block = (size_t)g * block_stride + stripe * P + lane;
 #pragma unroll
-                            for (int k = 0; k < B; ++k) mine[k] = best[k];
+                            for (int k = 0; k < B; ++k) block_best[block * B + k] = best[k];
+#pragma unroll
+                            for (int i = 0; i < 32; ++i) block_first[block * 32 + i] = first_at[i][threadIdx.x];
                         }
                     }
                     pub_flag = flag | in_flag;
@@ -622,35 +646,36 @@ extern "C" __global__ void gather_lanes(const unsigned* __restrict__ planes,    
     }
 }
 
-// Where each lane's score lies, from the second pass's block_best: one warp
-// per word group. Row block b (R rows of stripe b / P, chain lane b % P)
-// holds a cell at lane i's score (bit i of the group's (B,) planes `best`)
-// where its thread's best there equals it (a thread's best is at most the
-// lane's, and equal where one of its cells reaches it). blocks[g * 32 + i] =
-// 1 + the last such block (the lane's pattern cut after it keeps every cell
-// at its score), 0 where none. The warp goes down 32 blocks a turn (thread t
-// compares block base + t), until every lane has found its block.
-extern "C" __global__ void end_row_blocks(const unsigned* __restrict__ block_best, // (G, stride, B)
-                                          const unsigned* __restrict__ best,       // (G, B)
-                                          int* __restrict__ blocks,                // (G, 32)
-                                          int groups, int stride, int planes) {
-    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane = threadIdx.x & 31;
-    if (warp >= groups) return;  // uniform
-    const unsigned* own = best + warp * planes;
-    const unsigned* by_block = block_best + warp * (long long)stride * planes;
-    int found = 0;
-    for (int base = (stride - 1) / 32 * 32; base >= 0 && !__all_sync(FULL_MASK, found != 0); base -= 32) {
-        const int b = base + lane;
-        unsigned equal = 0;
-        if (b < stride) {
-            equal = FULL_MASK;
-            for (int k = 0; k < planes; ++k) equal &= ~(by_block[(long long)b * planes + k] ^ own[k]);
+// Each lane's end cell from the second pass's row blocks (BEST = 3): row
+// block b (R rows of stripe b / P, chain lane b % P) holds a cell at lane
+// i's score (bit i of the group's (B,) planes `best`) where its thread's
+// best there equals it (a thread's best is at most the lane's), and its
+// first such cell is block_first's. The lane's end cell, the first at its
+// score in (read, pattern) order, is the least of those over the blocks, as
+// ((read end) << 32 | pattern end), 1-based, atomicMin'd into ends (G, 32),
+// all ones before; lanes that overflowed or score 0 are left so. A thread
+// per (group, block), grid-stride.
+extern "C" __global__ void end_cells_of_blocks(const unsigned* __restrict__ block_best,  // (G, stride, B)
+                                               const unsigned* __restrict__ block_first, // (G, stride, 32)
+                                               const unsigned* __restrict__ best,        // (G, B)
+                                               const unsigned* __restrict__ flag,        // (G,)
+                                               const int* __restrict__ rows_per_lane,    // (G,): R of each group
+                                               unsigned long long* __restrict__ ends,    // (G, 32)
+                                               int groups, int stride, int planes) {
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < (long long)groups * stride;
+         t += (long long)gridDim.x * blockDim.x) {
+        const int g = (int)(t / stride), b = (int)(t % stride);
+        const unsigned* own = best + (size_t)g * planes;
+        unsigned equal = ~flag[g], scored = 0;
+        for (int k = 0; k < planes; ++k) {
+            equal &= ~(block_best[t * planes + k] ^ own[k]);
+            scored |= own[k];
         }
-        for (int i = 0; i < 32; ++i) {
-            const unsigned at = __ballot_sync(FULL_MASK, (equal >> i) & 1u);  // the blocks where lane i's score lies
-            if (lane == i && found == 0 && at != 0) found = base + (31 - __clz(at)) + 1;
+        for (equal &= scored; equal != 0; equal &= equal - 1) {
+            const int i = __ffs(equal) - 1;
+            const unsigned at = block_first[t * 32 + i];
+            const unsigned row = (unsigned)b * rows_per_lane[g] + (at & 7u);
+            atomicMin(ends + (size_t)g * 32 + i, ((unsigned long long)((at >> 3) + 1) << 32) | (row + 1));
         }
     }
-    blocks[warp * 32 + lane] = found;
 }

@@ -22,13 +22,15 @@ from tests.bpbc.conftest import mutate, random_pattern, random_read, related_pai
 #: (B, R, P, MA, MI, OE, EX, CELL, BEST, STRIPED): synthesised cells (B = 6, 9
 #: at the default scoring, CELL 1), the hand-written one asked for (CELL 0) and
 #: as the fallback where no circuit exists (CELL 1, other B or scoring); with
-#: the best score (BEST 1), the flag-only first pass (BEST 0) and end cells (BEST 2); without the
-#: stripe boundary's code (STRIPED 0), the stripes in turn (1) and in parallel (2)
+#: the best score (BEST 1), the flag-only first pass (BEST 0), end cells (BEST 2) and the best with
+#: where each thread's lies (BEST 3, synthesised and hand-written); without the stripe boundary's code
+#: (STRIPED 0), the stripes in turn (1) and in parallel (2)
 INSTANTIATIONS = [(6, 4, 32, 2, 3, 7, 2, 1, 1, 0), (6, 8, 16, 2, 3, 7, 2, 0, 1, 1), (9, 8, 16, 2, 3, 7, 2, 1, 1, 0),
                   (1, 1, 32, 2, 3, 7, 2, 1, 1, 1), (11, 8, 8, 5, 4, 11, 3, 1, 1, 2), (3, 5, 4, 1, 9, 20, 9, 0, 1, 0),
                   (5, 8, 16, 2, 3, 7, 2, 1, 0, 0), (5, 8, 16, 2, 3, 7, 2, 0, 0, 2), (10, 8, 8, 5, 4, 11, 3, 1, 0, 1),
                   (11, 8, 32, 2, 3, 7, 2, 1, 0, 2), (11, 8, 32, 2, 3, 7, 2, 1, 1, 2), (11, 8, 32, 2, 3, 7, 2, 1, 2, 2),
-                  (6, 4, 32, 2, 3, 7, 2, 1, 2, 0), (5, 8, 16, 2, 3, 7, 2, 0, 2, 1)]
+                  (6, 4, 32, 2, 3, 7, 2, 1, 2, 0), (5, 8, 16, 2, 3, 7, 2, 0, 2, 1), (9, 4, 32, 2, 3, 7, 2, 1, 3, 2),
+                  (16, 3, 32, 2, 3, 7, 2, 1, 3, 2), (11, 4, 8, 5, 4, 11, 3, 0, 3, 1)]
 
 
 def test_block_size_is_the_kernels_launch_bound():
@@ -40,7 +42,7 @@ def test_block_size_is_the_kernels_launch_bound():
 def test_sw_kernel_compiles_for_sm90(tmp_path):
     args = ("const unsigned*, const int*, const unsigned char*, const long long*, unsigned*, unsigned*, unsigned*, "
             "unsigned*, const int*, const int*, int, int, int, int, int, unsigned*, unsigned*, const unsigned*, "
-            "unsigned long long*, int, unsigned*, int")
+            "unsigned long long*, unsigned*, unsigned*, int")
     source = tmp_path / "instantiate.cu"
     source.write_text(f'#include "{KERNEL_PATH}"\n' + "".join(
         f"template __global__ void sw_screen<{','.join(map(str, t))}>({args});\n" for t in INSTANTIATIONS))
@@ -802,12 +804,12 @@ class _OnDevice(np.ndarray):
         return np.asarray(self)
 
 
-def test_the_rows_the_second_pass_keeps_are_found_for_the_end_cells():
-    """The host side of the end cells' cut (no GPU): gpu_engine._end_rows
-    keeps, per scoring and oriented pattern, each exact lane's rows (its
-    last row block at its score, in the pattern's rows per lane, at most the
-    pattern), and _kept_rows finds them for the same lane, pattern and score
-    only; any other instance keeps its whole pattern."""
+def test_the_ends_the_second_pass_finds_are_looked_up():
+    """The host side of the second pass's end cells (no GPU):
+    gpu_engine._known_ends keeps, per scoring and oriented pattern, each
+    exact lane's end cell (the key end_cells_of_blocks gives: (read end) <<
+    32 | pattern end), and _looked_up_ends finds it for the same lane,
+    pattern and score only."""
     from bpbc import gpu_engine
     from bpbc.alphabet import encode_pattern
     from bpbc.patterns import PatternTable
@@ -816,42 +818,74 @@ def test_the_rows_the_second_pass_keeps_are_found_for_the_end_cells():
 
     table = PatternTable.build([encode_pattern("ACGTT" * 400), encode_pattern("TTGCA" * 20)], ("+", "-"))
     scoring, planes = Scoring(), 13
-    rows_per_block = [gpu_engine.latency_shape(chain_shape(m), m, planes)[0] for m in (2000, 100)]
     rng = np.random.default_rng(3)
     groups = 3  # of 4: the last is past the pass's groups
     word_pattern = np.array([0, 0, 3, 0], np.int32)  # pattern 0 (+) twice, the second pattern (-)
     positions = rng.permutation(1000)[:4 * 32].astype(np.int32)
     positions[[5, 40]] = -1  # empty lanes
-    blocks = rng.integers(0, 800, 4 * 32).astype(np.int32)
-    blocks[[7, 70]] = 0  # no block at the score
+    read_ends, pattern_ends = rng.integers(1, 5000, 4 * 32), rng.integers(1, 2000, 4 * 32)
+    keys = (read_ends.astype(np.uint64) << np.uint64(32)) | pattern_ends.astype(np.uint64)
+    keys[[7, 70]] = np.iinfo(np.uint64).max  # no end cell found
     scores = rng.integers(100, 5000, 4 * 32)
     overflow = np.zeros(4 * 32, bool)
     overflow[9] = True
-    rows_per_lane = np.array([gpu_engine.latency_shape(chain_shape(m), m, planes)[0] for m in table.lengths])
-    end_rows = gpu_engine._end_rows(
-        table, scoring, groups, rows_per_lane, blocks.reshape(4, 32).view(_OnDevice), word_pattern.view(_OnDevice),
+    known = gpu_engine._known_ends(
+        table, scoring, groups, keys.reshape(4, 32).view(_OnDevice), word_pattern.view(_OnDevice),
         positions.view(_OnDevice), pack_values(scores, planes, 32).view(_OnDevice),
         pack_flags(overflow, 32).view(_OnDevice))
-    assert set(end_rows) == {(scoring, table.oriented(0).tobytes()), (scoring, table.oriented(3).tobytes())}
+    assert set(known) == {(scoring, table.oriented(0).tobytes()), (scoring, table.oriented(3).tobytes())}
     kept = np.arange(3 * 32)
-    kept = kept[(positions[kept] >= 0) & (blocks[kept] > 0) & ~overflow[kept]]
+    kept = kept[(positions[kept] >= 0) & (keys[kept] != np.iinfo(np.uint64).max) & ~overflow[kept]]
     ks = np.repeat(word_pattern, 32)[kept].astype(np.int64)
-    expected = np.minimum(blocks[kept] * np.where(ks == 0, *rows_per_block), table.lengths[ks])
-    assert (expected < table.lengths[ks]).any() and (expected == 2000).any()  # cut, and capped at the pattern
-    prepared = type("Prepared", (), {"end_rows": end_rows})()
-    found = gpu_engine._kept_rows(prepared, table, scoring, positions[kept].astype(np.int64), ks, scores[kept])
-    np.testing.assert_array_equal(found, expected)
-    # another score, pattern, scoring, or a lane the pass did not keep: the whole pattern
+    prepared = type("Prepared", (), {"known_ends": known})()
+    found = gpu_engine._looked_up_ends(prepared, table, scoring, positions[kept].astype(np.int64), ks, scores[kept])
+    np.testing.assert_array_equal(found, np.stack([scores[kept], read_ends[kept], pattern_ends[kept]], axis=1))
+    # another score, pattern, scoring, or a lane the pass did not keep: not found
     others = [(scores[kept] + 1, ks, scoring), (scores[kept], np.where(ks == 0, 1, 2), scoring),
               (scores[kept], ks, Scoring(1, 1, 1, 1))]
     for other_scores, other_ks, other_scoring in others:
-        found = gpu_engine._kept_rows(prepared, table, other_scoring, positions[kept].astype(np.int64), other_ks,
-                                      other_scores)
-        np.testing.assert_array_equal(found, table.lengths[other_ks])
-    dropped = np.array([7, 9, 3 * 32 + 1])  # no block, overflowed, past the pass's groups
-    found = gpu_engine._kept_rows(prepared, table, scoring, positions[dropped].astype(np.int64),
-                                  np.zeros(3, np.int64), scores[dropped])
-    np.testing.assert_array_equal(found, [2000] * 3)
+        found = gpu_engine._looked_up_ends(prepared, table, other_scoring, positions[kept].astype(np.int64),
+                                           other_ks, other_scores)
+        assert (found == -1).all()
+    dropped = np.array([7, 9, 3 * 32 + 1])  # no end cell, overflowed, past the pass's groups
+    found = gpu_engine._looked_up_ends(prepared, table, scoring, positions[dropped].astype(np.int64),
+                                       np.zeros(3, np.int64), scores[dropped])
+    assert (found == -1).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["parallel", "turn"])
+def test_the_second_pass_finds_the_tracebacks_end_cells(mode, monkeypatch):
+    """GpuEngine.hits in two passes with planes enough for every score (as
+    the Screener asks where end cells follow) finds each hit's end cell on
+    the way (sw.cu BEST = 3, end_cells_of_blocks): every one is
+    bpbc.traceback.end_cells' (the first cell at the score in (read,
+    pattern) order; pieces twice give ties), and end_cells takes them from
+    there without searching."""
+    from bpbc import gpu_engine
+    from bpbc.alphabet import encode_pattern, encode_reads
+    from bpbc.gpu_engine import GpuEngine
+    from bpbc.patterns import PatternTable
+    from bpbc.scoring import Scoring
+    from bpbc.traceback import end_cells
+
+    monkeypatch.setenv(gpu_engine.STRIPES_ENV, mode)
+    monkeypatch.setenv(gpu_engine.FLAG_FIRST_ENV, "1")
+    rng = np.random.default_rng(8)
+    pattern = random_pattern(rng, 700, iupac_rate=0.02)
+    codes, lengths = encode_reads(_reads_with_pieces(rng, pattern, 160))
+    table = PatternTable.build([encode_pattern(pattern)], ("+", "-"))
+    scoring, threshold = Scoring(), 64
+    engine = GpuEngine()
+    prepared = engine.prepare(codes, lengths)
+    reads, ks, scores, overflow = engine.hits(prepared, table, scoring, 7, np.full(2, threshold), exact_planes=11)
+    assert len(reads) > 100 and not overflow.any() and scores.max() >= 1 << 7
+    expected = end_cells(codes, lengths, reads, table, ks, scoring)
+    np.testing.assert_array_equal(expected[:, 0], scores)
+    searched = []
+    monkeypatch.setattr(GpuEngine, "_searched_ends", lambda self, *args: searched.append(args) or None)
+    np.testing.assert_array_equal(engine.end_cells(prepared, table, scoring, 11, reads, ks, scores), expected)
+    assert not searched
 
 
 @pytest.mark.gpu
@@ -885,18 +919,6 @@ def test_end_cells_are_the_tracebacks(mode, monkeypatch):
     unknown = expected[:, 0].copy()
     unknown[::3] = -1  # capped by the screen: the scores are found first
     np.testing.assert_array_equal(engine.end_cells(prepared, table, scoring, 11, rows, ks, unknown), expected)
-    # each group's pattern cut after its lanes' end cells (the tightest the second pass of hits can keep)
-    position = np.empty(prepared.n, np.int64)
-    position[prepared.order] = np.arange(prepared.n)
-    for k in (0, 1):
-        mine = np.flatnonzero(ks == k)
-        mine = mine[np.argsort(position[rows[mine]])]
-        prepared.end_rows[(scoring, table.oriented(k).tobytes())] = (
-            position[rows[mine]], expected[mine, 0], np.maximum(expected[mine, 2], 1))
-    assert gpu_engine.latency_shape(chain_shape(700), 700, 11) == (4, 32, 6)  # a chain a warp: patterns cut
-    assert (expected[:, 2] < 700 // 3).sum() > 50  # many instances end in the first third
-    np.testing.assert_array_equal(engine.end_cells(prepared, table, scoring, 11, rows, ks, expected[:, 0]), expected)
-    np.testing.assert_array_equal(engine.end_cells(prepared, table, scoring, 11, rows, ks, unknown), expected)
 
 
 @pytest.mark.gpu
@@ -916,21 +938,21 @@ def test_alignments_from_the_gpus_end_cells_are_the_cpus(flag_first, monkeypatch
     pattern = random_pattern(rng, 3000, iupac_rate=0.01)
     reads = _reads_with_pieces(rng, pattern, 200)
     assert banded(np.array([len(r) for r in reads]), 3000).sum() > 100
-    found_by_gpu, unknown, cut = [], [], []
+    found_by_gpu, unknown, kept = [], [], []
     end_cells = GpuEngine.end_cells
 
     def counted(self, *args):
         found = end_cells(self, *args)
         found_by_gpu.append(int((found[:, 0] >= 0).sum()))
         unknown.append(int((args[-1] < 0).sum()))
-        cut.append(sum(int((rows < 3000).sum()) for _, _, rows in args[0].end_rows.values()))  # the second pass's
+        kept.append(sum(len(ends[0]) for ends in args[0].known_ends.values()))  # the second pass's
         return found
 
     monkeypatch.setattr(GpuEngine, "end_cells", counted)
     found = bpbc.screen(reads, [pattern], threshold=150, device="gpu")
     assert sum(found_by_gpu) > 100
     assert (sum(unknown) == 0) == (flag_first == "1")
-    assert (sum(cut) > 50) == (flag_first == "1")
+    assert (sum(kept) > 100) == (flag_first == "1")
     cpu = bpbc.screen(reads, [pattern], threshold=150, device="cpu")
     monkeypatch.setattr(GpuEngine, "end_cells", None)
     searched = bpbc.screen(reads, [pattern], threshold=150, device="gpu")
