@@ -717,7 +717,7 @@ class GpuEngine:
     @_on_device
     def launch(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, track_best: bool = True,
                group_ranges: Any = None, latency: bool = False, end_cells: tuple[Any, Any] | None = None,
-               blocks: tuple[Any, Any, int] | None = None, most_groups: int | None = None):
+               row_blocks: tuple[Any, Any, int] | None = None, most_groups: int | None = None):
         """Run the SW kernel on every oriented pattern of ``table``; returns
         the device arrays best planes (K, G, planes, or 0 planes without
         ``track_best``: the flag-only kernel) and flags (K, G). With
@@ -733,7 +733,7 @@ class GpuEngine:
         gets its first cell at that score ((read end) << 32 | pattern end).
         ``most_groups``: the most word groups a pattern's range holds, where
         known (else all the batch's), for the chains per pattern.
-        ``blocks``: (best, first, stride), with ``group_ranges`` and a best,
+        ``row_blocks``: (best, first, stride), with ``group_ranges`` and a best,
         each thread's best at a group's end into the uint32 array ``best``
         (G, stride, planes) by row block, and its first cell at it, lane by
         lane, into ``first`` (G, stride, 32) (end_cells_of_blocks reads them)."""
@@ -741,13 +741,13 @@ class GpuEngine:
 
         groups = prepared.groups
         leading = (len(table),) if group_ranges is None else ()
-        if (end_cells is not None or blocks is not None) and group_ranges is None:
+        if (end_cells is not None or row_blocks is not None) and group_ranges is None:
             raise ValueError("end cells and row blocks are for ranged launches only")
-        best_kind = 2 if end_cells is not None else 3 if blocks is not None and track_best else int(track_best)
+        best_kind = 2 if end_cells is not None else 3 if row_blocks is not None and track_best else int(track_best)
         targets, ends = end_cells if end_cells is not None else (_unused(), _unused())
         best = cupy.zeros(leading + (groups, planes if best_kind in (1, 3) else 0), cupy.uint32)
         flag = cupy.zeros(leading + (groups,), cupy.uint32)
-        block_best, block_first, stride = blocks if best_kind == 3 else (_unused(), _unused(), 0)
+        block_best, block_first, stride = (_unused(), _unused(), 0) if row_blocks is None or best_kind != 3 else row_blocks
         for launch in _launches(table, latency, planes):
             striped = stripe_mode(launch.stripes)
             kernel = _kernel(planes, launch.rows, launch.lanes, scoring, self.cell, best_kind, striped, _device())
@@ -937,7 +937,8 @@ class GpuEngine:
             rows_per_lane = np.zeros(count, np.int32)  # each pattern's rows a row block, as the launch ran it
             for launch in launches:
                 rows_per_lane[launch.ks] = launch.rows
-        best, flag = self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True, blocks=blocks)
+        best, flag = self.launch(gathered, table, scoring, planes, group_ranges=ranges, latency=True,
+                                 row_blocks=blocks)
         if blocks is not None:
             found = cupy.full((new_groups, WORD_BITS), np.iinfo(np.uint64).max, cupy.uint64)
             _helper("end_cells_of_blocks", _device())((_blocks(new_groups * stride),), (256,), (
