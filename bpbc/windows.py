@@ -420,16 +420,17 @@ class Oriented:
         planes = [score_planes(int(t)) for t in np.unique(self.thresholds)]
         self.planes = (min(planes), max(planes))
         self.longest = int(self.lengths.max())
-        self._overlaps: dict[int, int] = {}
+        self._overlaps: dict[tuple[int, int | None], int] = {}
 
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def flag_overlap(self, planes: int) -> int:
+    def flag_overlap(self, planes: int, longest_read: int | None = None) -> int:
         """The overlap of the windows of a flags-only pass at ``planes``
         planes such that every read (or region) holding an alignment that
         reaches its threshold T has a window flagged (score at least 2**p):
-        the alignment spans R <= L = read_span(m, T) read bases; cut at
+        the alignment spans R <= L = read_span(m, T) read bases, and no more
+        than the read: R <= the batch's ``longest_read`` where given; cut at
         read bases into c = ceil(R / s) pieces of at most s read bases each
         (a pattern gap goes with the read base before it), the pieces'
         column scores add up to its score S >= T, so one of them scores at
@@ -437,14 +438,19 @@ class Oriented:
         out (they score below 0), is a local alignment of its own and lies
         in one window (windows overlapping by s - 1 hold every stretch of s
         bases). So s = ceil(L / floor(T / 2**p)) gives S / c >= 2**p: the
-        overlap is s - 1, the most over the patterns (2**p at most every T)."""
-        if planes not in self._overlaps:
+        overlap is s - 1, the most over the patterns (2**p at most every T).
+        A long pattern's L is twice its length or so: 96 kb for 48.5 kb at T
+        = 2000, where reads of 20 kb at most make the overlap 645, not 3096."""
+        key = (planes, longest_read)
+        if key not in self._overlaps:
             pieces = self.thresholds >> planes
             if not (pieces >= 1).all():
                 raise ValueError(f"a flags-only pass at {planes} planes is above a threshold")
             span = read_span(self.lengths, self.thresholds, self.scoring)
-            self._overlaps[planes] = int((-(-span // pieces)).max()) - 1
-        return self._overlaps[planes]
+            if longest_read is not None:
+                span = np.minimum(span, longest_read)
+            self._overlaps[key] = int((-(-span // pieces)).max()) - 1
+        return self._overlaps[key]
 
 
 @dataclass(frozen=True)
@@ -479,7 +485,7 @@ def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, oriented: Orien
         Shorter than MIN_WINDOW where that gives the threads tasks enough:
         they overlap little (400 reads of 5-10 kb against 5 kb at 5 planes:
         145 bases), and in windows of 2 kb those reads are 6 tasks."""
-        cut = WindowPlan(oriented.flag_overlap(planes), plan.ends)
+        cut = WindowPlan(oriented.flag_overlap(planes, longest), plan.ends)
         length, cost = cut.window_length(lengths, engine_packing, least=0)
         return cut, length or longest, cost
 

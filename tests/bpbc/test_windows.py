@@ -165,7 +165,8 @@ def test_every_window_plan_covers_each_span(monkeypatch):
 @pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
 def test_flag_overlap_is_the_span_over_the_pieces(scoring):
     """The flags-only pass's windows overlap by ceil(L / floor(T / 2**p)) - 1:
-    fewer bases than the plan's where the threshold holds several 2**p."""
+    fewer bases than the plan's where the threshold holds several 2**p; L
+    no more than the longest read where given."""
     lengths, thresholds = np.array([32, 500, 500]), np.array([64, 300, 900])
     oriented = windows.Oriented(lengths, thresholds, scoring)
     span = read_span(lengths, thresholds, scoring)
@@ -174,6 +175,10 @@ def test_flag_overlap_is_the_span_over_the_pieces(scoring):
     alone = windows.Oriented(lengths[:1], thresholds[:1], scoring)  # 64 holds one 2**6: the plan's overlap
     assert alone.flag_overlap(6) == int(span[0]) - 1
     assert oriented.flag_overlap(3) < int(span.max()) // 4
+    for longest in (100, 10_000):  # reads no longer than that: the span no longer either
+        assert oriented.flag_overlap(5, longest) == max(
+            -(-min(int(s), longest) // (int(t) >> 5)) for s, t in zip(span, thresholds)) - 1
+    assert oriented.flag_overlap(5, 100) < oriented.flag_overlap(5) == oriented.flag_overlap(5, 10_000)
     with pytest.raises(ValueError):
         oriented.flag_overlap(7)  # 2**7 above the threshold 64
 
@@ -241,27 +246,37 @@ def test_the_makespan_counts_rounds_of_tasks():
     assert windows.Packing(512, 1, 2, 1).makespan(np.array([100, 50, 25])) == 350
 
 
-def test_flag_overlap_keeps_a_piece_one_less_loses_it(monkeypatch):
+@pytest.mark.parametrize("bound", ["pattern", "read"])
+def test_flag_overlap_keeps_a_piece_one_less_loses_it(bound, monkeypatch):
     """The flags-only pass's bound at its edge: a perfect copy of 32 bases
     (T = 64) in windows of overlap + 1 bases, flagged at 2**4: windows
     overlapping by the flag overlap (7) hold 8 of its bases (16 = 2**4)
     and flag it, so the vector pass finds the hit; by one base less no
-    window reaches 16 and the screen misses it (so the test can fail)."""
+    window reaches 16 and the screen misses it (so the test can fail).
+    "pattern": the pattern is the copy, its read_span bounds the span;
+    "read": the read is the copy, of a pattern of 64 bases whose read_span
+    (93) alone would give 23, so the read's length bounds it."""
     rng = np.random.default_rng(23)
-    pattern = random_read(rng, 32)
-    read = "".join("T" if c != "T" else "A" for c in random_read(rng, 30)) + pattern + \
-        "".join("C" if c != "C" else "G" for c in random_read(rng, 30))
+    if bound == "pattern":
+        pattern = random_read(rng, 32)
+        read = "".join("T" if c != "T" else "A" for c in random_read(rng, 30)) + pattern + \
+            "".join("C" if c != "C" else "G" for c in random_read(rng, 30))
+        copy = (30, 62)
+    else:
+        pattern = random_read(rng, 64)
+        read, copy = pattern[16:48], (0, 32)
     scoring = Scoring()
     monkeypatch.setattr(windows, "MIN_WINDOW", 1)
     monkeypatch.setattr(windows, "VECTOR_CELL", float("inf"))
     monkeypatch.setattr(windows, "VECTOR_CELL32", float("inf"))
     monkeypatch.setattr(windows, "flag_planes", lambda *args: 4)
     monkeypatch.setattr(WindowPlan, "window_length", lambda self, *args, **kwargs: (self.overlap + 1, 1.0))
-    edge = windows.Oriented([32], [64], scoring).flag_overlap(4)
-    assert edge == 7
+    oriented = windows.Oriented([len(pattern)], [64], scoring)
+    edge = oriented.flag_overlap(4, len(read))
+    assert edge == 7 and oriented.flag_overlap(4) == (7 if bound == "pattern" else 23)
 
     def screened(shorter: int):
-        monkeypatch.setattr(windows.Oriented, "flag_overlap", lambda self, p: edge - shorter)
+        monkeypatch.setattr(windows.Oriented, "flag_overlap", lambda self, p, longest=None: edge - shorter)
         screener = bpbc.Screener([pattern], 64, scoring, strand="forward", device="cpu")
         batch = screener.prepare([read])
         assert isinstance(batch, windows.WindowedBatch) and batch.flag_planes == 4
@@ -270,7 +285,7 @@ def test_flag_overlap_keeps_a_piece_one_less_loses_it(monkeypatch):
 
     kept = screened(0)
     assert kept.hits.score.tolist() == [64]
-    assert (kept.alignments.to_list()[0].read_start, kept.alignments.to_list()[0].read_end) == (30, 62)
+    assert (kept.alignments.to_list()[0].read_start, kept.alignments.to_list()[0].read_end) == copy
     assert len(screened(1).hits) == 0
 
 
