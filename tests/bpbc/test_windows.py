@@ -319,6 +319,40 @@ def test_flags_on_windows_of_their_own_equal_the_whole_read_screen(scoring, whol
         assert alignment.score == parasail_sw(reads[alignment.read_index], strand_pattern, scoring)
 
 
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_flags_windows_bounded_by_the_reads_equal_the_whole_read_screen(scoring, whole_reads, monkeypatch):
+    """Patterns longer than the reads, which hold mutated pieces of them: an
+    alignment spans no more than its read, so the flags' windows overlap by
+    the longest read over the pieces, a fraction of what the patterns' span
+    gives, and the hits and alignments are still the whole reads'."""
+    rng = np.random.default_rng(31)
+    patterns = [random_pattern(rng, int(rng.integers(1500, 2500)), iupac_rate=0.01) for _ in range(2)]
+    reads = []
+    for _ in range(40):
+        pattern = patterns[int(rng.integers(2))].translate(str.maketrans("RYSWKMBDHVN", "ACGTGACAAAG"))
+        start, size = int(rng.integers(0, 1000)), int(rng.integers(150, 700))
+        piece = mutate(rng, pattern[start:start + size], float(rng.choice([0.0, 0.03, 0.1])))
+        piece = reverse_complement(piece) if rng.random() < 0.5 else piece
+        reads.append(random_read(rng, int(rng.integers(0, 300))) + piece + random_read(rng, int(rng.integers(0, 300))))
+    threshold = int(scoring.match * 120)
+    screener = bpbc.Screener(patterns, threshold, scoring, device="cpu", threads=2)
+    monkeypatch.setattr(windows, "MIN_WINDOW", 64)
+    monkeypatch.setattr(windows, "VECTOR_CELL", float("inf"))
+    monkeypatch.setattr(windows, "VECTOR_CELL32", float("inf"))
+    monkeypatch.setattr(windows, "flag_planes", lambda *args: 3)
+    batch = screener.prepare(reads)
+    assert isinstance(batch, windows.WindowedBatch) and batch.flag_planes == 3
+    assert batch.flag_windows is not None and len(batch.flag_windows) > 2 * len(reads)
+    oriented, longest = screener._preparing[1], max(map(len, reads))
+    assert oriented.flag_overlap(3, longest) < oriented.flag_overlap(3) // 2
+    assert (batch.flag_windows.length <= 2 * oriented.flag_overlap(3)).any()
+    cut = screener.run(batch)
+    monkeypatch.setattr(windows, "MIN_FLAG_PLANES", 99)
+    whole = whole_reads(lambda: screener.run(reads))
+    assert len(whole.hits) > 10
+    assert_same_results(whole, cut)
+
+
 def test_a_batch_flagged_on_windows_of_its_own_gives_dense_scores_of_the_whole_reads(whole_reads, monkeypatch):
     """Where a batch's plan is the one for every score, a batch prepared for
     the flags on windows of their own is still cut again for dense scores,
