@@ -411,7 +411,7 @@ def shared_flag_planes(scoring: Scoring, window: int, longest_pattern: int, plan
 class Oriented:
     """What choosing how to screen a batch needs of the run's oriented
     patterns: their lengths and thresholds, the fewest and most planes
-    those take, and (cached) the overlap of the flags-only pass's windows."""
+    those take, and the overlap of the flags-only pass's windows."""
 
     def __init__(self, lengths, thresholds, scoring: Scoring):
         self.lengths = np.asarray(lengths, dtype=np.int64)
@@ -420,7 +420,7 @@ class Oriented:
         planes = [score_planes(int(t)) for t in np.unique(self.thresholds)]
         self.planes = (min(planes), max(planes))
         self.longest = int(self.lengths.max())
-        self._overlaps: dict[tuple[int, int | None], int] = {}
+        self._span: np.ndarray | None = None  #: read_span of each pattern, once
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -441,16 +441,13 @@ class Oriented:
         overlap is s - 1, the most over the patterns (2**p at most every T).
         A long pattern's L is twice its length or so: 96 kb for 48.5 kb at T
         = 2000, where reads of 20 kb at most make the overlap 645, not 3096."""
-        key = (planes, longest_read)
-        if key not in self._overlaps:
-            pieces = self.thresholds >> planes
-            if not (pieces >= 1).all():
-                raise ValueError(f"a flags-only pass at {planes} planes is above a threshold")
-            span = read_span(self.lengths, self.thresholds, self.scoring)
-            if longest_read is not None:
-                span = np.minimum(span, longest_read)
-            self._overlaps[key] = int((-(-span // pieces)).max()) - 1
-        return self._overlaps[key]
+        pieces = self.thresholds >> planes
+        if not (pieces >= 1).all():
+            raise ValueError(f"a flags-only pass at {planes} planes is above a threshold")
+        if self._span is None:
+            self._span = read_span(self.lengths, self.thresholds, self.scoring)
+        span = self._span if longest_read is None else np.minimum(self._span, longest_read)
+        return int((-(-span // pieces)).max()) - 1
 
 
 @dataclass(frozen=True)
