@@ -733,8 +733,9 @@ class GpuEngine:
         gets its first cell at that score ((read end) << 32 | pattern end).
         ``most_groups``: the most word groups a pattern's range holds, where
         known (else all the batch's), for the chains per pattern.
-        ``row_blocks``: (best, first, stride), with ``group_ranges`` and a best,
-        each thread's best at a group's end into the uint32 array ``best``
+        ``row_blocks``: (best, first, stride), with ``group_ranges``, the
+        kernel with a best that also writes each thread's best at a group's
+        end into the uint32 array ``best``
         (G, stride, planes) by row block, and its first cell at it, lane by
         lane, into ``first`` (G, stride, 32) (end_cells_of_blocks reads them)."""
         import cupy
@@ -743,11 +744,11 @@ class GpuEngine:
         leading = (len(table),) if group_ranges is None else ()
         if (end_cells is not None or row_blocks is not None) and group_ranges is None:
             raise ValueError("end cells and row blocks are for ranged launches only")
-        best_kind = 2 if end_cells is not None else 3 if row_blocks is not None and track_best else int(track_best)
+        best_kind = 2 if end_cells is not None else 3 if row_blocks is not None else int(track_best)
         targets, ends = end_cells if end_cells is not None else (_unused(), _unused())
         best = cupy.zeros(leading + (groups, planes if best_kind in (1, 3) else 0), cupy.uint32)
         flag = cupy.zeros(leading + (groups,), cupy.uint32)
-        block_best, block_first, stride = (_unused(), _unused(), 0) if row_blocks is None or best_kind != 3 else row_blocks
+        block_best, block_first, stride = row_blocks if row_blocks is not None else (_unused(), _unused(), 0)
         for launch in _launches(table, latency, planes):
             striped = stripe_mode(launch.stripes)
             kernel = _kernel(planes, launch.rows, launch.lanes, scoring, self.cell, best_kind, striped, _device())
