@@ -498,7 +498,7 @@ def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, oriented: Orien
             flag_plan, flag_window, cost = flag_cut(flags)
     cost *= _plane_cost(engine, flags or oriented.planes[1], scoring)
     vector_window, vector_cost = plan.window_length(lengths, Packing(32, tasks, 1, threads))
-    vector_window = vector_window or longest
+    vector_window = window32 = vector_window or longest
     int16 = scoring.match * min(vector_window, oriented.longest) < 1 << 15 and \
         max(vector_window, oriented.longest) < (1 << 15) - 1
     if not int16:  # int32 cells, 16 lanes a block
@@ -514,8 +514,7 @@ def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, oriented: Orien
         flag_plan, flag_window, _ = flag_cut(flags)
     # the plan's windows: only those that meet a flagged one are screened, by the vector pass; the
     # flags' own where the overlaps are the same (one cut)
-    window = flag_window if flag_plan.overlap == plan.overlap else \
-        plan.window_length(lengths, Packing(32, tasks, 1, threads))[0] or longest
+    window = flag_window if flag_plan.overlap == plan.overlap else window32
     return Choice(window, flag_planes=flags, flag_overlap=flag_plan.overlap, flag_window=flag_window)
 
 
