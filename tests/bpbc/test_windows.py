@@ -78,6 +78,15 @@ def long_reads(rng, patterns: list[str], count: int, longest: int) -> list[str]:
     return reads
 
 
+def flags_on_windows(monkeypatch, min_window: int, planes: int) -> None:
+    """Reads cut from ``min_window`` bases, and their windows screened by the
+    engine's flags-only pass at ``planes`` planes (never the vector pass alone)."""
+    monkeypatch.setattr(windows, "MIN_WINDOW", min_window)
+    monkeypatch.setattr(windows, "VECTOR_CELL", float("inf"))
+    monkeypatch.setattr(windows, "VECTOR_CELL32", float("inf"))
+    monkeypatch.setattr(windows, "flag_planes", lambda *args: planes)
+
+
 def assert_same_results(whole, cut) -> None:
     for field in ("read", "pattern", "strand", "score", "capped"):
         assert np.array_equal(getattr(whole.hits, field), getattr(cut.hits, field)), field
@@ -266,10 +275,7 @@ def test_flag_overlap_keeps_a_piece_one_less_loses_it(bound, monkeypatch):
         pattern = random_read(rng, 64)
         read, copy = pattern[16:48], (0, 32)
     scoring = Scoring()
-    monkeypatch.setattr(windows, "MIN_WINDOW", 1)
-    monkeypatch.setattr(windows, "VECTOR_CELL", float("inf"))
-    monkeypatch.setattr(windows, "VECTOR_CELL32", float("inf"))
-    monkeypatch.setattr(windows, "flag_planes", lambda *args: 4)
+    flags_on_windows(monkeypatch, 1, 4)
     monkeypatch.setattr(WindowPlan, "window_length", lambda self, *args, **kwargs: (self.overlap + 1, 1.0))
     oriented = windows.Oriented([len(pattern)], [64], scoring)
     edge = oriented.flag_overlap(4, len(read))
@@ -299,10 +305,7 @@ def test_flags_on_windows_of_their_own_equal_the_whole_read_screen(scoring, whol
     reads = long_reads(rng, patterns, 24, 4000)
     threshold = [int(scoring.match * len(p) * 0.4) for p in patterns]
     screener = bpbc.Screener(patterns, threshold, scoring, device="cpu", threads=2)
-    monkeypatch.setattr(windows, "MIN_WINDOW", 256)
-    monkeypatch.setattr(windows, "VECTOR_CELL", float("inf"))
-    monkeypatch.setattr(windows, "VECTOR_CELL32", float("inf"))
-    monkeypatch.setattr(windows, "flag_planes", lambda *args: 3)
+    flags_on_windows(monkeypatch, 256, 3)
     batch = screener.prepare(reads)
     assert isinstance(batch, windows.WindowedBatch) and batch.flag_planes == 3
     assert batch.flag_windows is not None and len(batch.flag_windows) > len(reads)
@@ -336,10 +339,7 @@ def test_flags_windows_bounded_by_the_reads_equal_the_whole_read_screen(scoring,
         reads.append(random_read(rng, int(rng.integers(0, 300))) + piece + random_read(rng, int(rng.integers(0, 300))))
     threshold = int(scoring.match * 120)
     screener = bpbc.Screener(patterns, threshold, scoring, device="cpu", threads=2)
-    monkeypatch.setattr(windows, "MIN_WINDOW", 64)
-    monkeypatch.setattr(windows, "VECTOR_CELL", float("inf"))
-    monkeypatch.setattr(windows, "VECTOR_CELL32", float("inf"))
-    monkeypatch.setattr(windows, "flag_planes", lambda *args: 3)
+    flags_on_windows(monkeypatch, 64, 3)
     batch = screener.prepare(reads)
     assert isinstance(batch, windows.WindowedBatch) and batch.flag_planes == 3
     assert batch.flag_windows is not None and len(batch.flag_windows) > 2 * len(reads)
@@ -363,10 +363,7 @@ def test_a_batch_flagged_on_windows_of_its_own_gives_dense_scores_of_the_whole_r
     scoring = Scoring()
     screener = bpbc.Screener([pattern], scoring.match * 40, scoring, device="cpu", threads=2)
     screener.windows = screener.dense_windows
-    monkeypatch.setattr(windows, "MIN_WINDOW", 128)
-    monkeypatch.setattr(windows, "VECTOR_CELL", float("inf"))
-    monkeypatch.setattr(windows, "VECTOR_CELL32", float("inf"))
-    monkeypatch.setattr(windows, "flag_planes", lambda *args: 3)
+    flags_on_windows(monkeypatch, 128, 3)
     batch = screener.prepare(reads)
     assert isinstance(batch, windows.WindowedBatch) and batch.flag_windows is not None
     cut = screener.run(batch, dense=True)
