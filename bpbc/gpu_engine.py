@@ -42,7 +42,11 @@ FLAG_FIRST_ENV = "BPBC_GPU_FLAG_FIRST"  #: "0": hits in one pass, "1": in two wh
 #: stripe, one a few columns behind the other; "turn": one warp sweeps the stripes in turn (benches' A/B switch)
 STRIPES_ENV = "BPBC_GPU_STRIPES"
 STRIPE_MODES = {"turn": 1, "parallel": 2}
-PUBLISH_EVERY = 16  #: sw.cu's: the columns a stripe runs behind the one above, at least
+#: the columns between a stripe's publications to the one below (``publish_every``
+#: in sw.cu): the least, and what a sweep over few groups takes (the second
+#: pass: its stripes run this far behind each other); see publish_interval
+PUBLISH_EVERY = 16
+MOST_PUBLISH_EVERY = 256
 #: When hits() takes two passes by itself (``flag_first`` None): they save
 #: about a quarter of the one-pass kernel's time (about 4.8e12 cells/s at 6
 #: planes) and cost a second pass: small launches and copies (about 0.35 ms)
@@ -535,6 +539,21 @@ def chains_per_pattern(count: int, lanes: int, groups: int, resident: int) -> in
     return best
 
 
+def publish_interval(stripes: int, sweep_columns: int, latency: bool) -> int:
+    """The columns between a stripe's publications (a power of 2): PUBLISH_EVERY
+    for a sweep over few groups (``latency``), else up to MOST_PUBLISH_EVERY,
+    as long as a chain's stripes, each this far behind the one above, start
+    within a sixteenth of its sweep of ``sweep_columns`` columns. A stripe
+    waits for each publication it takes past, so fewer mean fewer waits (and
+    release fences) on a long sweep."""
+    if latency:
+        return PUBLISH_EVERY
+    columns = PUBLISH_EVERY
+    while columns < MOST_PUBLISH_EVERY and 2 * columns * stripes * 16 <= sweep_columns:
+        columns *= 2
+    return columns
+
+
 def _launch_parts(count: int, stripes: int, groups: int, width: int, planes: int) -> list[tuple[int, int]]:
     """The launch's patterns a..b in parts: all at once, or, where they need
     stripe buffers (a set per pattern), as many as STRIPE_BUFFER_BYTES holds."""
@@ -786,6 +805,8 @@ class GpuEngine:
                     ticket = cupy.zeros(1, cupy.uint32)
                 else:
                     progress = ticket = _unused()
+                publish = publish_interval(launch.stripes, -(-(most_groups or groups) // chains) * prepared.width,
+                                           latency)
                 layer_warps = -(-count * chains * launch.lanes // WORD_BITS)
                 blocks = -(-layer_warps * layers * WORD_BITS // THREADS_PER_BLOCK)
                 kernel((blocks,), (THREADS_PER_BLOCK,), (
@@ -793,7 +814,7 @@ class GpuEngine:
                     stripe_columns, stripe_best, out_best, out_flag, first[a:] if group_ranges is not None else first,
                     group_count[a:] if group_ranges is not None else group_count,
                     np.int32(group_ranges is not None), np.int32(count), np.int32(groups),
-                    np.int32(prepared.width), np.int32(chains), progress, ticket,
+                    np.int32(prepared.width), np.int32(chains), progress, ticket, np.int32(publish),
                     targets, ends, block_best, block_first, np.int32(stride),
                 ))
                 if not contiguous:

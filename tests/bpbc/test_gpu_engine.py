@@ -41,7 +41,7 @@ def test_block_size_is_the_kernels_launch_bound():
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 def test_sw_kernel_compiles_for_sm90(tmp_path):
     args = ("const unsigned*, const int*, const unsigned char*, const long long*, unsigned*, unsigned*, unsigned*, "
-            "unsigned*, const int*, const int*, int, int, int, int, int, unsigned*, unsigned*, const unsigned*, "
+            "unsigned*, const int*, const int*, int, int, int, int, int, unsigned*, unsigned*, int, const unsigned*, "
             "unsigned long long*, unsigned*, unsigned*, int")
     source = tmp_path / "instantiate.cu"
     source.write_text(f'#include "{KERNEL_PATH}"\n' + "".join(
@@ -213,13 +213,27 @@ def test_synthesised_and_hand_cells_give_the_same_scores(monkeypatch, scoring, t
 
 
 def test_the_engine_knows_sw_cus_constants():
-    """flag_first_pays counts the columns a stripe runs behind the one above;
-    latency_shape, where the kernel's registers hold two buffers."""
+    """latency_shape knows where the kernel's registers hold two buffers."""
     from bpbc import gpu_engine
 
     source = Path(KERNEL_PATH).read_text()
-    assert re.findall(r"#define PUBLISH_EVERY (\d+)", source) == [str(gpu_engine.PUBLISH_EVERY)]
     assert re.findall(r"PIN_MASKS = B \* R <= (\d+);", source) == [str(gpu_engine.PINNED_MASK_BITS)]
+
+
+def test_publication_interval_grows_with_the_sweep_up_to_its_bound():
+    """A sweep over few groups (the second pass) publishes every PUBLISH_EVERY
+    columns; a long sweep less often, while its stripes start within a
+    sixteenth of it, up to MOST_PUBLISH_EVERY; always a power of 2 (sw.cu masks)."""
+    from bpbc.gpu_engine import MOST_PUBLISH_EVERY, PUBLISH_EVERY, publish_interval
+
+    assert publish_interval(190, 10**9, latency=True) == PUBLISH_EVERY
+    assert publish_interval(190, 20_000, latency=False) == PUBLISH_EVERY  # one read: the stripes' start counts
+    assert publish_interval(190, 250_000, latency=False) == 64  # 64 x 190 x 16 <= 250k < 128 x 190 x 16
+    assert publish_interval(2, 10**9, latency=False) == MOST_PUBLISH_EVERY
+    for columns in (1, 10**4, 10**5, 10**6, 10**7):
+        interval = publish_interval(190, columns, latency=False)
+        assert interval & (interval - 1) == 0
+        assert interval == PUBLISH_EVERY or interval * 190 * 16 <= columns
 
 
 @pytest.mark.gpu
