@@ -42,11 +42,7 @@ FLAG_FIRST_ENV = "BPBC_GPU_FLAG_FIRST"  #: "0": hits in one pass, "1": in two wh
 #: stripe, one a few columns behind the other; "turn": one warp sweeps the stripes in turn (benches' A/B switch)
 STRIPES_ENV = "BPBC_GPU_STRIPES"
 STRIPE_MODES = {"turn": 1, "parallel": 2}
-#: the columns between a stripe's publications to the one below (``publish_every``
-#: in sw.cu): the least, and what a sweep over few groups takes (the second
-#: pass: its stripes run this far behind each other); see publish_interval
-PUBLISH_EVERY = 16
-MOST_PUBLISH_EVERY = 256
+PUBLISH_EVERY = 16  #: sw.cu's: the columns a stripe runs behind the one above, at least
 #: When hits() takes two passes by itself (``flag_first`` None): they save
 #: about a quarter of the one-pass kernel's time (about 4.8e12 cells/s at 6
 #: planes) and cost a second pass: small launches and copies (about 0.35 ms)
@@ -520,13 +516,25 @@ def warm_up_in_background() -> threading.Thread:
 STRIPE_BUFFER_BYTES = 1 << 29
 
 
-def chains_per_pattern(count: int, lanes: int, groups: int, resident: int) -> int:
+def chains_per_pattern(count: int, lanes: int, groups: int, resident: int, parallel_stripes: bool = False) -> int:
     """Chains per pattern for a launch of ``count`` patterns over ``groups``
     word groups, ``resident`` threads fitting on the device at once: the
     fewest that minimise the rounds of resident chains times each chain's
     groups (about the launch's time, each chain sweeping its groups in a row).
     One pattern over 4M reads takes one round of short chains; thousands of
-    patterns, rounds enough to fill the device."""
+    patterns, rounds enough to fill the device.
+
+    With the stripes in parallel (``count`` then counts a pattern's stripes),
+    a chain per group, which minimises that cost too (to within a round of
+    its lower bound, groups x count x lanes / resident): warps start stripe
+    by stripe, so with a layer of as many chains as groups a stripe starts
+    about when the one above it is done or far along, and seldom waits for
+    it. With fewer, longer chains each chain's stripes ran side by side, close
+    behind each other, all at the pace of the slowest (random reads of 12.5 kb
+    against 48.5 kb, 32,000 reads at 6 planes, one H200: 4.60 TCUPS against
+    4.13 with 50 chains)."""
+    if parallel_stripes:
+        return groups
     per_chain = count * lanes  # threads that one chain per pattern takes
     best_cost, best = -(-per_chain // resident) * groups, 1
     for rounds in range(1, 65):
@@ -537,21 +545,6 @@ def chains_per_pattern(count: int, lanes: int, groups: int, resident: int) -> in
         if cost < best_cost:
             best_cost, best = cost, chains
     return best
-
-
-def publish_interval(stripes: int, sweep_columns: int, latency: bool) -> int:
-    """The columns between a stripe's publications (a power of 2): PUBLISH_EVERY
-    for a sweep over few groups (``latency``), else up to MOST_PUBLISH_EVERY,
-    as long as a chain's stripes, each this far behind the one above, start
-    within a sixteenth of its sweep of ``sweep_columns`` columns. A stripe
-    waits for each publication it takes past, so fewer mean fewer waits (and
-    release fences) on a long sweep."""
-    if latency:
-        return PUBLISH_EVERY
-    columns = PUBLISH_EVERY
-    while columns < MOST_PUBLISH_EVERY and 2 * columns * stripes * 16 <= sweep_columns:
-        columns *= 2
-    return columns
 
 
 def _launch_parts(count: int, stripes: int, groups: int, width: int, planes: int) -> list[tuple[int, int]]:
@@ -792,9 +785,11 @@ class GpuEngine:
                 # of them each; the ranges' sizes stay on the device): chain c
                 # walks groups c, c + chains, ... so that long and short groups
                 # spread evenly
-                # (with the stripes in parallel, each of a chain's stripes is a chain's worth of threads)
+                # (with the stripes in parallel, each of a chain's stripes is a
+                # warp of its own, and each chain takes one group: see chains_per_pattern)
                 layers = launch.stripes if striped == STRIPE_MODES["parallel"] else 1
-                chains = chains_per_pattern(count * layers, launch.lanes, most_groups or groups, resident)
+                chains = chains_per_pattern(count * layers, launch.lanes, most_groups or groups, resident,
+                                            parallel_stripes=layers > 1)
                 if striped:
                     stripe_columns = cupy.empty((buffers, groups, prepared.width, 2 * planes), cupy.uint32)
                     stripe_best = cupy.empty((buffers, groups, planes + 1), cupy.uint32)
@@ -805,8 +800,6 @@ class GpuEngine:
                     ticket = cupy.zeros(1, cupy.uint32)
                 else:
                     progress = ticket = _unused()
-                publish = publish_interval(launch.stripes, -(-(most_groups or groups) // chains) * prepared.width,
-                                           latency)
                 layer_warps = -(-count * chains * launch.lanes // WORD_BITS)
                 blocks = -(-layer_warps * layers * WORD_BITS // THREADS_PER_BLOCK)
                 kernel((blocks,), (THREADS_PER_BLOCK,), (
@@ -814,7 +807,7 @@ class GpuEngine:
                     stripe_columns, stripe_best, out_best, out_flag, first[a:] if group_ranges is not None else first,
                     group_count[a:] if group_ranges is not None else group_count,
                     np.int32(group_ranges is not None), np.int32(count), np.int32(groups),
-                    np.int32(prepared.width), np.int32(chains), progress, ticket, np.int32(publish),
+                    np.int32(prepared.width), np.int32(chains), progress, ticket,
                     targets, ends, block_best, block_first, np.int32(stride),
                 ))
                 if not contiguous:

@@ -105,18 +105,18 @@ __device__ __forceinline__ void record_end_cells(unsigned long long* ends, unsig
 
 // STRIPED = 2: lane P-1 of the stripe above publishes how many columns of
 // its chain's sweep it has written below it (a release store, after its
-// writes, every `publish_every` columns); lane 0 of the stripe below waits
-// for a count past the column it takes. Only lane P-1 writes the stripe's
-// boundary and best, so its release orders all of them.
+// writes); lane 0 of the stripe below waits for a count past the column it
+// takes. Only lane P-1 writes the stripe's boundary and best, so its release
+// orders all of them.
 __device__ __forceinline__ void publish_columns(unsigned* where, unsigned columns) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(where), "r"(columns) : "memory");
 }
 
 // Polls with relaxed loads and takes the count once more with an acquire
 // load when it is past `column` (the counts only grow): an acquire load
-// invalidates the SM's L1 (CCTL.IVALL), and one at each poll held the warps
-// of a tight pipeline of stripes (14 % of the lambda flags pass's stall
-// samples, Nsight Compute, session 37).
+// invalidates the SM's L1 (CCTL.IVALL); at each poll it took 14 % of the
+// lambda flags pass's stall samples (Nsight Compute) where a chain's stripes
+// ran close behind each other.
 __device__ __forceinline__ unsigned wait_for_column(const unsigned* where, unsigned column) {
     unsigned columns;
     for (;;) {
@@ -127,6 +127,9 @@ __device__ __forceinline__ unsigned wait_for_column(const unsigned* where, unsig
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(columns) : "l"(where) : "memory");
     return columns;
 }
+
+// columns between two publications (a release store each)
+#define PUBLISH_EVERY 16
 
 // CELL: 1 = the synthesised cell SwCell<B, MA, MI, OE, EX> where one exists
 // (else the hand-written one), 0 = always the hand-written cell. BEST: 1 =
@@ -166,10 +169,8 @@ __global__ void __launch_bounds__(128) sw_screen(
     const int* __restrict__ group_first, const int* __restrict__ group_count, int ranged,
     int count, int groups, int length, int chains,
     // STRIPED = 2 only: (count * chains, stripes) columns published, zeroed;
-    // the warps' ticket counter, zeroed; the columns between publications (a
-    // power of 2: few where a chain's stripes run close behind each other in
-    // a short sweep, more where the sweep is long)
-    unsigned* __restrict__ progress, unsigned* __restrict__ ticket, int publish_every,
+    // the warps' ticket counter, zeroed
+    unsigned* __restrict__ progress, unsigned* __restrict__ ticket,
     // BEST = 2 only: (K, G, B) each lane's score, transposed ((G, B) with
     // ranged); (K, G, 32) its end cell's key, all ones before
     const unsigned* __restrict__ targets, unsigned long long* __restrict__ ends,
@@ -470,7 +471,7 @@ __global__ void __launch_bounds__(128) sw_screen(
             }
             if constexpr (STRIPED == 2) {
                 // after this step's writes below, the group's best among them
-                if (active && lane == P - 1 && stripe + 1 < stripes && (++written & (publish_every - 1)) == 0)
+                if (active && lane == P - 1 && stripe + 1 < stripes && ++written % PUBLISH_EVERY == 0)
                     publish_columns(published + stripe, written);
             }
             if (wait > 0) --wait;

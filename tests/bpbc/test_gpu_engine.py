@@ -41,7 +41,7 @@ def test_block_size_is_the_kernels_launch_bound():
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 def test_sw_kernel_compiles_for_sm90(tmp_path):
     args = ("const unsigned*, const int*, const unsigned char*, const long long*, unsigned*, unsigned*, unsigned*, "
-            "unsigned*, const int*, const int*, int, int, int, int, int, unsigned*, unsigned*, int, const unsigned*, "
+            "unsigned*, const int*, const int*, int, int, int, int, int, unsigned*, unsigned*, const unsigned*, "
             "unsigned long long*, unsigned*, unsigned*, int")
     source = tmp_path / "instantiate.cu"
     source.write_text(f'#include "{KERNEL_PATH}"\n' + "".join(
@@ -213,27 +213,13 @@ def test_synthesised_and_hand_cells_give_the_same_scores(monkeypatch, scoring, t
 
 
 def test_the_engine_knows_sw_cus_constants():
-    """latency_shape knows where the kernel's registers hold two buffers."""
+    """flag_first_pays counts the columns a stripe runs behind the one above;
+    latency_shape, where the kernel's registers hold two buffers."""
     from bpbc import gpu_engine
 
     source = Path(KERNEL_PATH).read_text()
+    assert re.findall(r"#define PUBLISH_EVERY (\d+)", source) == [str(gpu_engine.PUBLISH_EVERY)]
     assert re.findall(r"PIN_MASKS = B \* R <= (\d+);", source) == [str(gpu_engine.PINNED_MASK_BITS)]
-
-
-def test_publication_interval_grows_with_the_sweep_up_to_its_bound():
-    """A sweep over few groups (the second pass) publishes every PUBLISH_EVERY
-    columns; a long sweep less often, while its stripes start within a
-    sixteenth of it, up to MOST_PUBLISH_EVERY; always a power of 2 (sw.cu masks)."""
-    from bpbc.gpu_engine import MOST_PUBLISH_EVERY, PUBLISH_EVERY, publish_interval
-
-    assert publish_interval(190, 10**9, latency=True) == PUBLISH_EVERY
-    assert publish_interval(190, 20_000, latency=False) == PUBLISH_EVERY  # one read: the stripes' start counts
-    assert publish_interval(190, 250_000, latency=False) == 64  # 64 x 190 x 16 <= 250k < 128 x 190 x 16
-    assert publish_interval(2, 10**9, latency=False) == MOST_PUBLISH_EVERY
-    for columns in (1, 10**4, 10**5, 10**6, 10**7):
-        interval = publish_interval(190, columns, latency=False)
-        assert interval & (interval - 1) == 0
-        assert interval == PUBLISH_EVERY or interval * 190 * 16 <= columns
 
 
 @pytest.mark.gpu
@@ -541,6 +527,23 @@ def test_chains_per_pattern_fills_the_device_in_whole_rounds():
     assert many > 1 and threads / resident / -(-threads // resident) > 0.9
     assert chains_per_pattern(10_000, 4, 3, resident) <= 3
     assert chains_per_pattern(10**6, 32, 10, resident) == 1
+
+
+@pytest.mark.parametrize("stripes, groups", [(190, 500), (506, 60), (20, 1), (3, 125_000)])
+def test_parallel_stripes_take_a_chain_per_group_at_the_least_cost(stripes, groups):
+    """With the stripes in parallel a chain per group (so that a chain's stripes
+    do not run side by side), and no launch of more rounds x groups a chain
+    than the fewest chains that cost least."""
+    from bpbc.gpu_engine import chains_per_pattern
+
+    resident = 132 * 256
+    per_chain = 2 * stripes * 32  # two oriented patterns, 32 lanes a chain
+
+    def cost(chains):
+        return -(-chains * per_chain // resident) * -(-groups // chains)
+
+    assert chains_per_pattern(2 * stripes, 32, groups, resident, parallel_stripes=True) == groups
+    assert cost(groups) == cost(chains_per_pattern(2 * stripes, 32, groups, resident))
 
 
 @pytest.mark.gpu
