@@ -43,6 +43,8 @@ FLAG_FIRST_ENV = "BPBC_GPU_FLAG_FIRST"  #: "0": hits in one pass, "1": in two wh
 STRIPES_ENV = "BPBC_GPU_STRIPES"
 STRIPE_MODES = {"turn": 1, "parallel": 2}
 PUBLISH_EVERY = 16  #: sw.cu's: the columns a stripe runs behind the one above, at least
+#: with the stripes in parallel, groups of reads this long take a chain each (chains_per_pattern)
+ONE_GROUP_COLUMNS = 2048
 #: When hits() takes two passes by itself (``flag_first`` None): they save
 #: about a quarter of the one-pass kernel's time (about 4.8e12 cells/s at 6
 #: planes) and cost a second pass: small launches and copies (about 0.35 ms)
@@ -516,7 +518,7 @@ def warm_up_in_background() -> threading.Thread:
 STRIPE_BUFFER_BYTES = 1 << 29
 
 
-def chains_per_pattern(count: int, lanes: int, groups: int, resident: int, parallel_stripes: bool = False) -> int:
+def chains_per_pattern(count: int, lanes: int, groups: int, resident: int, stripe_columns: int = 0) -> int:
     """Chains per pattern for a launch of ``count`` patterns over ``groups``
     word groups, ``resident`` threads fitting on the device at once: the
     fewest that minimise the rounds of resident chains times each chain's
@@ -524,16 +526,19 @@ def chains_per_pattern(count: int, lanes: int, groups: int, resident: int, paral
     One pattern over 4M reads takes one round of short chains; thousands of
     patterns, rounds enough to fill the device.
 
-    With the stripes in parallel (``count`` then counts a pattern's stripes),
-    a chain per group, which minimises that cost too (to within a round of
-    its lower bound, groups x count x lanes / resident): warps start stripe
-    by stripe, so with a layer of as many chains as groups a stripe starts
-    about when the one above it is done or far along, and seldom waits for
-    it. With fewer, longer chains each chain's stripes ran side by side, close
-    behind each other, all at the pace of the slowest (random reads of 12.5 kb
-    against 48.5 kb, 32,000 reads at 6 planes, one H200: 4.60 TCUPS against
-    4.13 with 50 chains)."""
-    if parallel_stripes:
+    With the stripes in parallel (``count`` then counts a pattern's stripes)
+    over groups of ``stripe_columns`` >= ONE_GROUP_COLUMNS columns (long
+    reads), a chain per group, which minimises that cost too (to within a
+    round of its lower bound, groups x count x lanes / resident): warps start
+    stripe by stripe, so with a layer of as many chains as groups a stripe
+    starts about when the one above it is done or far along, and seldom waits
+    for it. With fewer, longer chains each chain's stripes ran side by side,
+    close behind each other, all at the pace of the slowest (random reads of
+    12.5 kb against 48.5 kb, 32,000 reads at 6 planes, one H200: 4.60 TCUPS
+    against 4.13 with 50 chains). Shorter groups keep the fewest chains: a
+    chain's lanes start a column apart at its first group, so one per group
+    would cost those 31 columns again at each (not measured there)."""
+    if stripe_columns >= ONE_GROUP_COLUMNS:
         return groups
     per_chain = count * lanes  # threads that one chain per pattern takes
     best_cost, best = -(-per_chain // resident) * groups, 1
@@ -789,7 +794,7 @@ class GpuEngine:
                 # warp of its own, and each chain takes one group: see chains_per_pattern)
                 layers = launch.stripes if striped == STRIPE_MODES["parallel"] else 1
                 chains = chains_per_pattern(count * layers, launch.lanes, most_groups or groups, resident,
-                                            parallel_stripes=layers > 1)
+                                            prepared.width if layers > 1 else 0)
                 if striped:
                     stripe_columns = cupy.empty((buffers, groups, prepared.width, 2 * planes), cupy.uint32)
                     stripe_best = cupy.empty((buffers, groups, planes + 1), cupy.uint32)

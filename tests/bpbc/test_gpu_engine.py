@@ -530,11 +530,11 @@ def test_chains_per_pattern_fills_the_device_in_whole_rounds():
 
 
 @pytest.mark.parametrize("stripes, groups", [(190, 500), (506, 60), (20, 1), (3, 125_000)])
-def test_parallel_stripes_take_a_chain_per_group_at_the_least_cost(stripes, groups):
-    """With the stripes in parallel a chain per group (so that a chain's stripes
-    do not run side by side), and no launch of more rounds x groups a chain
-    than the fewest chains that cost least."""
-    from bpbc.gpu_engine import chains_per_pattern
+def test_parallel_stripes_over_long_reads_take_a_chain_per_group_at_the_least_cost(stripes, groups):
+    """With the stripes in parallel over long reads a chain per group (so that
+    a chain's stripes do not run side by side), and no launch of more rounds x
+    groups a chain than the fewest chains that cost least; short reads keep those."""
+    from bpbc.gpu_engine import ONE_GROUP_COLUMNS, chains_per_pattern
 
     resident = 132 * 256
     per_chain = 2 * stripes * 32  # two oriented patterns, 32 lanes a chain
@@ -542,8 +542,10 @@ def test_parallel_stripes_take_a_chain_per_group_at_the_least_cost(stripes, grou
     def cost(chains):
         return -(-chains * per_chain // resident) * -(-groups // chains)
 
-    assert chains_per_pattern(2 * stripes, 32, groups, resident, parallel_stripes=True) == groups
-    assert cost(groups) == cost(chains_per_pattern(2 * stripes, 32, groups, resident))
+    fewest = chains_per_pattern(2 * stripes, 32, groups, resident)
+    assert chains_per_pattern(2 * stripes, 32, groups, resident, ONE_GROUP_COLUMNS) == groups
+    assert cost(groups) == cost(fewest)
+    assert chains_per_pattern(2 * stripes, 32, groups, resident, ONE_GROUP_COLUMNS - 1) == fewest
 
 
 @pytest.mark.gpu
