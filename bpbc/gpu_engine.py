@@ -791,7 +791,7 @@ class GpuEngine:
                 # walks groups c, c + chains, ... so that long and short groups
                 # spread evenly
                 # (with the stripes in parallel, each of a chain's stripes is a
-                # warp of its own, and each chain takes one group: see chains_per_pattern)
+                # warp of its own, and over long reads a chain takes one group)
                 layers = launch.stripes if striped == STRIPE_MODES["parallel"] else 1
                 chains = chains_per_pattern(count * layers, launch.lanes, most_groups or groups, resident,
                                             prepared.width if layers > 1 else 0)
