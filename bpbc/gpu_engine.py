@@ -981,7 +981,7 @@ class GpuEngine:
         (``prepared.known_ends``) are taken from there, the others searched
         for on the device."""
         reads, ks = np.asarray(reads, np.int64), np.asarray(ks, np.int64)
-        scores = np.asarray(scores, np.int64).copy()
+        scores = np.asarray(scores, np.int64)
         found = np.full((len(reads), 3), -1, np.int64)
         position = np.empty(prepared.n, np.int64)  # each read's lane in the batch, sorted by length
         position[prepared.order] = np.arange(prepared.n)
@@ -1036,8 +1036,7 @@ class GpuEngine:
         hit = (keys != np.iinfo(np.uint64).max) & known
         rows = by_pattern[hit]
         found[rows, 0] = scores[rows]
-        found[rows, 1] = (keys[hit] >> np.uint64(32)).astype(np.int64)
-        found[rows, 2] = (keys[hit] & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        found[rows, 1], found[rows, 2] = _end_cell_of_keys(keys[hit])
         return found
 
 
@@ -1059,10 +1058,15 @@ def _known_ends(table, scoring: Scoring, groups: int, ends, word_pattern, src_po
     for pattern in np.unique(k[kept]).tolist():
         mine = np.flatnonzero(kept & (k == pattern))
         mine = mine[np.argsort(positions[mine])]
-        found[(scoring, table.oriented(pattern).tobytes())] = (
-            positions[mine], scores[mine], (keys[mine] >> np.uint64(32)).astype(np.int64),
-            (keys[mine] & np.uint64(0xFFFFFFFF)).astype(np.int64))
+        found[(scoring, table.oriented(pattern).tobytes())] = (positions[mine], scores[mine],
+                                                               *_end_cell_of_keys(keys[mine]))
     return found
+
+
+def _end_cell_of_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(read ends, pattern ends), int64, of sw.cu's end cell keys ((read end)
+    << 32 | pattern end, 1-based: record_end_cells, end_cells_of_blocks)."""
+    return (keys >> np.uint64(32)).astype(np.int64), (keys & np.uint64(0xFFFFFFFF)).astype(np.int64)
 
 
 def _looked_up_ends(prepared: PreparedReads, table, scoring: Scoring, positions: np.ndarray, ks: np.ndarray,
