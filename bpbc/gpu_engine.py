@@ -42,6 +42,16 @@ FLAG_FIRST_ENV = "BPBC_GPU_FLAG_FIRST"  #: "0": hits in one pass, "1": in two wh
 #: stripe, one a few columns behind the other; "turn": one warp sweeps the stripes in turn (benches' A/B switch)
 STRIPES_ENV = "BPBC_GPU_STRIPES"
 STRIPE_MODES = {"turn": 1, "parallel": 2}
+#: the second pass word-wise (sw.cu's wordwise_second_pass, DPX): "1" wherever it can run, "0" never; unset,
+#: where it pays (wordwise_pays); the benches' and tests' A/B switch
+WORDWISE_ENV = "BPBC_GPU_WORDWISE"
+#: wordwise_second_pass's pattern rows a thread (a stripe holds 32 x as many)
+WORDWISE_ROWS = 32
+#: where the word-wise second pass is taken (wordwise_pays): a bit-sliced cell's cost grows with its
+#: planes, a word-wise one's does not, and a stripe of 32 x WORDWISE_ROWS rows is mostly padding
+#: against a short pattern. Measured only on the lambda case (16 planes against 48.5 kb: docs/gpu.md)
+WORDWISE_MIN_PLANES = 12
+WORDWISE_MIN_ROWS = 32 * WORDWISE_ROWS
 PUBLISH_EVERY = 16  #: sw.cu's: the columns a stripe runs behind the one above, at least
 #: with the stripes in parallel, groups of reads this long take a chain each (chains_per_pattern)
 ONE_GROUP_COLUMNS = 2048
@@ -183,7 +193,8 @@ PREPARING_PRIORITY = -1 << 10
 
 
 #: sw.cu's kernels other than sw_screen (extern "C", the same for every screen)
-HELPER_KERNELS = ("hit_records", "flagged_lanes", "second_pass_ranges", "gather_lanes", "end_cells_of_blocks")
+HELPER_KERNELS = ("hit_records", "flagged_lanes", "second_pass_ranges", "gather_lanes", "end_cells_of_blocks",
+                  "scores_to_planes")
 
 
 @cache
@@ -883,27 +894,33 @@ class GpuEngine:
                                find_ends: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`hits` in two passes (see there), the first at ``flag_planes`` planes."""
         count, groups = len(table), prepared.groups
-        self._load_passes(table, scoring, planes, flag_planes, find_ends)
+        wordwise = wordwise_pays(table, planes, _compute_capability(_device()))
+        self._load_passes(table, scoring, planes, flag_planes, find_ends, wordwise)
         thresholds_on_device = _thresholds_on_device(table, thresholds)
         # the second pass goes into buffers of the room the last batch needed (no copy to the host
         # between the passes, so the host runs ahead of the device), and once more where they fell short
-        new_groups = max(1, min(count * groups, self._second_pass_words // (3 * prepared.width)))
+        room = max(1, min(count * groups, self._second_pass_words // (3 * prepared.width)))
         with self._in_device_order():
             _, flag = self.launch(prepared, table, scoring, flag_planes, track_best=False)
             rank, counts = _flagged_lanes(flag)
-            second, ends = self._second_pass(prepared, table, scoring, planes, flag, rank, counts,
-                                             thresholds_on_device, new_groups, find_ends)
+            second, ends, wrapped = self._second_pass(prepared, table, scoring, planes, flag, rank, counts,
+                                                      thresholds_on_device, room, find_ends, wordwise)
         copied = counts.get()
         sizes = -(-copied[:count].astype(np.int64) // WORD_BITS)  # each pattern's new word groups
         needed = int(sizes.sum())
         if needed == 0:
             return _no_hits()
-        if needed > new_groups:
-            self._second_pass_words = 2 * needed * 3 * prepared.width
+        # once more with more room, or bit-sliced where a word-wise score may have wrapped
+        while needed > room or (wrapped is not None and int(wrapped.get()[0]) > 0):
+            if needed > room:
+                self._second_pass_words = 2 * needed * 3 * prepared.width
+                room = needed
+            else:
+                wordwise = False
             with self._in_device_order():
                 counts[count:] = 0
-                second, ends = self._second_pass(prepared, table, scoring, planes, flag, rank, counts,
-                                                 thresholds_on_device, needed, find_ends)
+                second, ends, wrapped = self._second_pass(prepared, table, scoring, planes, flag, rank, counts,
+                                                          thresholds_on_device, room, find_ends, wordwise)
             copied = counts.get()
         if ends is not None:
             prepared.known_ends.update(_known_ends(table, scoring, needed, *ends))
@@ -911,30 +928,36 @@ class GpuEngine:
         group_pattern = np.repeat(np.arange(count), sizes)
         return expand_hits(packed, planes, 1, prepared.order, group_pattern)
 
-    def _load_passes(self, table, scoring: Scoring, planes: int, flag_planes: int, find_ends: bool) -> None:
+    def _load_passes(self, table, scoring: Scoring, planes: int, flag_planes: int, find_ends: bool,
+                     wordwise: bool) -> None:
         """The launches and kernels of both passes over ``table`` made on
         this device before the first pass runs, once: beside a running
         kernel, allocating device memory (the launches' tables) waits for
         it to end, and a run's first second pass waited so for its first
         pass."""
-        key = ("passes", planes, flag_planes, find_ends, scoring, self.cell, _device())
+        key = ("passes", planes, flag_planes, find_ends, wordwise, scoring, self.cell, _device())
         if key in table.engine_cache:
             return
         for latency, kernel_planes, best in ((False, flag_planes, 0), (True, planes, 3 if find_ends else 1)):
             for launch in _launches(table, latency, kernel_planes):
                 _kernel(kernel_planes, launch.rows, launch.lanes, scoring, self.cell, best,
                         stripe_mode(launch.stripes), _device())
+        if wordwise:
+            _wordwise_kernel(scoring, _device())
+            _table_on_device(table)
         table.engine_cache[key] = True
 
     def _second_pass(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, flag, rank, counts,
-                     thresholds, new_groups: int, find_ends: bool = False):
+                     thresholds, new_groups: int, find_ends: bool = False, wordwise: bool = False):
         """Enqueue the second pass of :meth:`_hits_of_flagged_lanes` into
         ``new_groups`` word groups: the flagged lanes (first pass's flags,
         their ranks, their counts per pattern in ``counts[:K]``) gathered in
         the order of the batch, screened with scores, and their hit records
         written (counted in ``counts[K]``): the :class:`_HitRecords`; and,
         with ``find_ends``, the device arrays :func:`_known_ends` takes (each
-        lane's end cell among them), else None."""
+        lane's end cell among them), else None; and, ``wordwise``
+        (:func:`_wordwise_second_pass`), the count of lanes whose score may
+        have wrapped, else None."""
         import cupy
 
         count, groups = len(table), prepared.groups
@@ -948,6 +971,12 @@ class GpuEngine:
             flag, rank, cursor, src_position, word_pattern, np.int32(count), np.int32(groups),
             np.int64(new_groups * WORD_BITS)))
         gathered, lane_mask = _gathered(prepared, src_position, new_groups)
+        ranged = (word_pattern, lane_mask, src_position)
+        if wordwise:
+            best, flag, found, wrapped = _wordwise_second_pass(gathered, table, scoring, planes, word_pattern,
+                                                               lane_mask)
+            return (_HitRecords(self, best, flag, thresholds, 1, new_groups, planes, counts[count:], ranged=ranged),
+                    (found, word_pattern, src_position, best, flag) if find_ends else None, wrapped)
         blocks = ends = None
         if find_ends:
             launches = _launches(table, True, planes)  # the launch below takes the same (cached)
@@ -965,8 +994,7 @@ class GpuEngine:
                 blocks[0], blocks[1], best, flag, cupy.asarray(rows_per_lane)[word_pattern], found,
                 np.int32(new_groups), np.int32(stride), np.int32(planes)))
             ends = (found, word_pattern, src_position, best, flag)
-        return _HitRecords(self, best, flag, thresholds, 1, new_groups, planes, counts[count:],
-                           ranged=(word_pattern, lane_mask, src_position)), ends
+        return _HitRecords(self, best, flag, thresholds, 1, new_groups, planes, counts[count:], ranged=ranged), ends, None
 
     @_on_device
     def end_cells(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, reads: np.ndarray,
@@ -1144,6 +1172,69 @@ class _HitRecords:
                 self.counter.fill(0)
                 self.records = self._run()
         return self.records[:found].get()  # in no set order: expand_hits sorts the hits
+
+
+def wordwise_pays(table, planes: int, capability: int) -> bool:
+    """Whether the second pass over ``table`` at ``planes`` runs word-wise
+    (sw.cu's wordwise_second_pass): as $BPBC_GPU_WORDWISE says ("1", "0"),
+    else on a GPU with DPX in hardware (compute ``capability`` 90 or more),
+    at WORDWISE_MIN_PLANES planes or more, against patterns of
+    WORDWISE_MIN_ROWS rows or more."""
+    forced = os.environ.get(WORDWISE_ENV, "")
+    if forced in ("0", "1"):
+        return forced == "1"
+    return capability >= 90 and planes >= WORDWISE_MIN_PLANES and int(table.lengths.min()) >= WORDWISE_MIN_ROWS
+
+
+@cache
+def _compute_capability(device: int) -> int:
+    import cupy
+
+    return int(cupy.cuda.Device(device).compute_capability)
+
+
+@cache
+def _wordwise_kernel(scoring: Scoring, device: int):
+    name = (f"wordwise_second_pass<{WORDWISE_ROWS},{scoring.match},{scoring.mismatch},{scoring.first_gap},"
+            f"{scoring.gap_extend}>")
+    return _module((name,)).get_function(name)
+
+
+def _table_on_device(table):
+    """The table's masks and starts on the current device, uploaded once."""
+    import cupy
+
+    key = ("gpu-table", _device())
+    if key not in table.engine_cache:
+        table.engine_cache[key] = (cupy.asarray(table.masks), cupy.asarray(table.starts))
+    return table.engine_cache[key]
+
+
+def _wordwise_second_pass(gathered: PreparedReads, table, scoring: Scoring, planes: int, word_pattern, lane_mask):
+    """What the bit-sliced second pass gives over the gathered word groups
+    (each group's pattern ``word_pattern``, real lanes ``lane_mask``), from
+    sw.cu's wordwise_second_pass: each group's best planes (G, planes) and
+    overflow flags (G,), each lane's end cell key (G, 32, as
+    end_cells_of_blocks writes them), and a one-word count of lanes whose
+    score may have wrapped (16-bit values): where it is not 0, these are not
+    exact, and the pass must run bit-sliced."""
+    import cupy
+
+    groups = gathered.groups
+    masks, starts = _table_on_device(table)
+    scores = cupy.zeros((groups, WORD_BITS), cupy.int32)
+    ends = cupy.full((groups, WORD_BITS), np.iinfo(np.uint64).max, cupy.uint64)
+    capped = cupy.zeros(1, cupy.uint32)
+    boundary = cupy.empty((groups * WORD_BITS // 2, gathered.width, 2), cupy.uint32)  # a warp's own row
+    threads = groups * WORD_BITS // 2 * 32  # a warp for each two lanes
+    _wordwise_kernel(scoring, _device())((-(-threads // THREADS_PER_BLOCK),), (THREADS_PER_BLOCK,), (
+        gathered.planes, gathered.group_length, word_pattern, lane_mask, masks, starts, boundary,
+        np.int32(groups), np.int32(gathered.width), scores, ends, capped))
+    best = cupy.empty((groups, planes), cupy.uint32)
+    flag = cupy.empty(groups, cupy.uint32)
+    _helper("scores_to_planes", _device())((-(-groups * 32 // THREADS_PER_BLOCK),), (THREADS_PER_BLOCK,), (
+        scores, best, flag, np.int32(groups), np.int32(planes)))
+    return best, flag, ends, capped
 
 
 def flag_first_pays(prepared: PreparedReads, table, flag_planes: int, planes: int) -> bool:

@@ -686,3 +686,187 @@ extern "C" __global__ void end_cells_of_blocks(const unsigned* __restrict__ bloc
         }
     }
 }
+
+// ---------------------------------------------------------------- word-wise second pass (DPX)
+//
+// The second pass of GpuEngine.hits over long patterns, word-wise: a bit-sliced
+// cell costs about 19 instructions a cell at 16 planes (603 a 32-cell word and
+// row, the lambda case's BEST = 3 kernel), Hopper's DPX instructions about 4
+// (two cells a register as signed 16-bit halves, five DPX and two score
+// instructions a row), the same exact scores and end cells.
+//
+// A warp takes two lanes of one gathered word (lanes 2q and 2q + 1 of group
+// g: the same oriented pattern) and sweeps the pattern's stripes of 32 R rows
+// in turn: thread p keeps rows [pR, pR + R) of the stripe in registers and
+// runs one column behind thread p - 1 (a wavefront, H and F of the row above
+// through __shfl_up_sync), as bench/dpx_peer.cu does for short patterns (its
+// cell and its score trick). Thread 31 writes the stripe's bottom H and F for
+// each column into the warp's boundary row; thread 0 of the next stripe reads
+// it 32 columns at a time, a block ahead, one column a lane, and takes its
+// column by a shuffle.
+//
+// Each thread keeps, half by half, its best and the first cell at it in
+// (read, pattern) order (the best rises strictly within a stripe; across
+// stripes an equal best keeps the lesser cell), and the warp reduces them
+// at the end: the traceback's tie rule, as end_cells_of_blocks applies it.
+// Padding rows (mask 0) and columns (invalid code) score below a real cell
+// they come from, so they never hold a lane's score.
+//
+// Values are exact below 32768 - MA: no H reaches that unless the best does
+// (H <= best, and hd + MA is the largest sum). A lane whose best does is
+// counted in `capped` and its score is not exact: the caller screens the
+// batch's second pass again bit-sliced.
+
+#define WORDWISE_SHIFT 11  // base bits at 11..14 of each half: q - MI >= MA on a match for MA + MI <= 2048
+
+__device__ __forceinline__ unsigned splat16(int v) { return (unsigned)(v & 0xffff) * 0x00010001u; }
+
+template <int R, int MA, int MI, int OE, int EX>
+__global__ void __launch_bounds__(128) wordwise_second_pass(
+    const unsigned* __restrict__ planes,          // (G, L, 3): low bit, high bit, valid
+    const int* __restrict__ group_length,         // (G,), >= 1
+    const int* __restrict__ word_pattern,         // (G,): each group's oriented pattern
+    const unsigned* __restrict__ lane_mask,       // (G,): each group's real lanes (none: a group left empty)
+    const unsigned char* __restrict__ patterns,   // oriented patterns' IUPAC masks, back to back
+    const long long* __restrict__ pattern_start,  // (K + 1,)
+    uint2* __restrict__ boundary,                 // (G * 16, L): H, F below a stripe, a warp's own
+    int groups, int length,
+    int* __restrict__ scores,                     // (G, 32), zeros before
+    unsigned long long* __restrict__ ends,        // (G, 32): (column + 1) << 32 | (row + 1); all ones before
+    unsigned* __restrict__ capped) {              // (1,): lanes whose score may have wrapped
+    static_assert(MA + MI <= (1 << WORDWISE_SHIFT), "the score trick needs q - MI >= MA on a match");
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (warp >= (long long)groups * 16) return;  // the whole warp: blocks are whole warps
+    const int lane = threadIdx.x & 31;
+    const int g = (int)(warp / 16), shift = 2 * (int)(warp % 16);  // lanes shift, shift + 1 of group g
+    if (((lane_mask[g] >> shift) & 3u) == 0) return;  // no lane (the group's length and planes are not set)
+    const int len = group_length[g];
+    const unsigned char* pattern = patterns + pattern_start[word_pattern[g]];
+    const int m = (int)(pattern_start[word_pattern[g] + 1] - pattern_start[word_pattern[g]]);
+    const int stripes = (m + 32 * R - 1) / (32 * R);
+    const unsigned* columns = planes + (size_t)g * length * 3;
+    uint2* bound = boundary + (size_t)warp * length;
+
+    // the two lanes' bases at column j as one-hot bits (0: before or past the read, or not a base)
+    auto onehot_at = [&](const int j) -> unsigned {
+        if ((unsigned)j >= (unsigned)len) return 0u;
+        const unsigned* c = columns + (size_t)j * 3;
+        const unsigned lo = c[0] >> shift, hi = c[1] >> shift, va = c[2] >> shift;
+        unsigned out = 0;
+        if (va & 1u) out |= 1u << (WORDWISE_SHIFT + ((lo & 1u) | ((hi & 1u) << 1)));
+        if (va & 2u) out |= 1u << (16 + WORDWISE_SHIFT + (((lo >> 1) & 1u) | (hi & 2u)));
+        return out;
+    };
+
+    int kept_best[2] = {0, 0};  // over the stripes so far
+    unsigned long long kept_end[2] = {~0ull, ~0ull};
+    for (int stripe = 0; stripe < stripes; ++stripe) {
+        const int row0 = (stripe * 32 + lane) * R;
+        unsigned M[R], H[R], E[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const unsigned mask = row0 + r < m ? pattern[row0 + r] : 0u;  // padding rows never match
+            M[r] = (mask << WORDWISE_SHIFT) * 0x00010001u;
+            H[r] = E[r] = 0u;
+        }
+        unsigned best = 0, out_h = 0, out_f = 0, prev_in_h = 0;
+        unsigned long long end[2] = {~0ull, ~0ull};
+        __syncwarp();  // the previous stripe's boundary writes are visible
+        // thread 0's row above, 32 columns a block, one column a lane: this block, the next
+        uint2 block = make_uint2(0u, 0u), next_block = make_uint2(0u, 0u);
+        if (stripe > 0) {
+            if (lane < len) block = bound[lane];
+            if (32 + lane < len) next_block = bound[32 + lane];
+        }
+        int j = -lane;  // this thread's column at step 0
+        unsigned onehot = onehot_at(j);
+        const int steps = len + 31;
+        for (int step = 0; step < steps; ++step, ++j) {
+            const unsigned next_onehot = onehot_at(j + 1);
+            unsigned in_h = __shfl_up_sync(FULL_MASK, out_h, 1);
+            unsigned in_f = __shfl_up_sync(FULL_MASK, out_f, 1);
+            const unsigned above_h = __shfl_sync(FULL_MASK, block.x, step & 31);
+            const unsigned above_f = __shfl_sync(FULL_MASK, block.y, step & 31);
+            if (lane == 0) in_h = above_h, in_f = above_f;  // zeros above the first stripe
+            if ((step & 31) == 31) {
+                block = next_block;
+                next_block = make_uint2(0u, 0u);
+                const int ahead = step + 33 + lane;
+                if (stripe > 0 && ahead < len) next_block = bound[ahead];
+            }
+            unsigned hd = prev_in_h, f = in_f;
+            prev_in_h = in_h;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const unsigned s = __viaddmin_s16x2(M[r] & onehot, splat16(-MI), splat16(MA));
+                const unsigned h = __vimax_s16x2_relu(__viaddmax_s16x2(hd, s, E[r]), f);
+                hd = H[r];
+                H[r] = h;
+                const unsigned t = __vadd2(h, splat16(-OE));
+                E[r] = __viaddmax_s16x2_relu(E[r], splat16(-EX), t);
+                f = __viaddmax_s16x2_relu(f, splat16(-EX), t);
+            }
+            unsigned column_best = H[0];
+#pragma unroll
+            for (int r = 1; r < R; r += 2)
+                column_best = r + 1 < R ? __vimax3_s16x2(column_best, H[r], H[r + 1])
+                                        : __vimax_s16x2_relu(column_best, H[r]);
+            const unsigned risen = __vimax_s16x2_relu(best, column_best);
+            if (risen != best) {  // the first row at the new best, half by half
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    const unsigned value = (risen >> (16 * half)) & 0xffffu;
+                    if (value == ((best >> (16 * half)) & 0xffffu)) continue;
+                    int first = R - 1;
+#pragma unroll
+                    for (int r = R - 1; r >= 0; --r)
+                        if (((H[r] >> (16 * half)) & 0xffffu) == value) first = r;
+                    end[half] = ((unsigned long long)(j + 1) << 32) | (unsigned)(row0 + first + 1);
+                }
+                best = risen;
+            }
+            if (lane == 31 && j >= 0 && j < len && stripe + 1 < stripes) bound[j] = make_uint2(H[R - 1], f);
+            out_h = H[R - 1];
+            out_f = f;
+            onehot = next_onehot;
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int value = (int)((best >> (16 * half)) & 0xffffu);
+            if (value > kept_best[half] || (value == kept_best[half] && end[half] < kept_end[half]))
+                kept_best[half] = value, kept_end[half] = end[half];
+        }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        int most = kept_best[half];
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) most = max(most, __shfl_xor_sync(FULL_MASK, most, offset));
+        unsigned long long first = kept_best[half] == most ? kept_end[half] : ~0ull;
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            const unsigned long long other = __shfl_xor_sync(FULL_MASK, first, offset);
+            first = other < first ? other : first;
+        }
+        if (lane == 0) {
+            scores[(size_t)g * 32 + shift + half] = most;
+            if (most > 0) ends[(size_t)g * 32 + shift + half] = first;
+            if (most > 32767 - MA) atomicAdd(capped, 1u);
+        }
+    }
+}
+
+// Scores (G, 32) int32 -> best planes (G, B) and overflow flags (G,) as the
+// bit-sliced second pass writes them (a warp a group: one ballot a plane).
+extern "C" __global__ void scores_to_planes(const int* __restrict__ scores, unsigned* __restrict__ best,
+                                            unsigned* __restrict__ flag, int groups, int planes) {
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (warp >= groups) return;
+    const unsigned value = (unsigned)scores[warp * 32 + (threadIdx.x & 31)];
+    for (int k = 0; k < planes; ++k) {
+        const unsigned bits = __ballot_sync(FULL_MASK, (value >> k) & 1u);
+        if ((threadIdx.x & 31) == 0) best[warp * planes + k] = bits;
+    }
+    const unsigned over = __ballot_sync(FULL_MASK, planes < 32 && (value >> planes) != 0);
+    if ((threadIdx.x & 31) == 0) flag[warp] = over;
+}

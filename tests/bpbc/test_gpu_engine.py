@@ -34,8 +34,8 @@ INSTANTIATIONS = [(6, 4, 32, 2, 3, 7, 2, 1, 1, 0), (6, 8, 16, 2, 3, 7, 2, 0, 1, 
 
 
 def test_block_size_is_the_kernels_launch_bound():
-    """The engine launches sw_screen with the block size sw.cu promises the compiler."""
-    assert re.findall(r"__launch_bounds__\((\w+)\)", Path(KERNEL_PATH).read_text()) == [str(THREADS_PER_BLOCK)]
+    """The engine launches sw_screen and wordwise_second_pass with the block size sw.cu promises the compiler."""
+    assert re.findall(r"__launch_bounds__\((\w+)\)", Path(KERNEL_PATH).read_text()) == [str(THREADS_PER_BLOCK)] * 2
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
@@ -45,7 +45,10 @@ def test_sw_kernel_compiles_for_sm90(tmp_path):
             "unsigned long long*, unsigned*, unsigned*, int")
     source = tmp_path / "instantiate.cu"
     source.write_text(f'#include "{KERNEL_PATH}"\n' + "".join(
-        f"template __global__ void sw_screen<{','.join(map(str, t))}>({args});\n" for t in INSTANTIATIONS))
+        f"template __global__ void sw_screen<{','.join(map(str, t))}>({args});\n" for t in INSTANTIATIONS)
+        + "template __global__ void wordwise_second_pass<32, 2, 3, 7, 2>(const unsigned*, const int*, const int*, "
+          "const unsigned*, const unsigned char*, const long long*, uint2*, int, int, int*, unsigned long long*, "
+          "unsigned*);\n")
     result = subprocess.run(
         ["nvcc", "-arch=sm_90", "-std=c++17", "-Werror", "all-warnings", "-cubin", "-o", str(tmp_path / "sw.cubin"),
          str(source)], capture_output=True, text=True)
@@ -909,6 +912,60 @@ def test_the_second_pass_finds_the_tracebacks_end_cells(mode, length, exact_plan
     np.testing.assert_array_equal(engine.end_cells(prepared, table, scoring, exact_planes, reads, ks, scores),
                                   expected)
     assert not searched
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scoring_values", [(2, 3, 5, 2), (1, 1, 1, 1), (40, 30, 50, 20)])
+def test_the_wordwise_second_pass_is_the_bit_sliced_one(scoring_values, monkeypatch):
+    """The second pass word-wise (sw.cu's wordwise_second_pass, DPX) gives
+    the bit-sliced pass's hits, scores and flags, and every hit's end cell
+    is bpbc.traceback.end_cells' (ties: pieces twice), found on the way:
+    1,500 rows are two stripes of 1,024 (the second part padding), reads
+    hold N, the pattern IUPAC codes. At 40 a match, pieces score past
+    16-bit values: those batches run bit-sliced again (counted), with the
+    same results."""
+    from bpbc import gpu_engine
+    from bpbc.alphabet import encode_pattern, encode_reads
+    from bpbc.gpu_engine import GpuEngine
+    from bpbc.patterns import PatternTable
+    from bpbc.scoring import Scoring, score_planes
+    from bpbc.traceback import end_cells
+
+    monkeypatch.setenv(gpu_engine.FLAG_FIRST_ENV, "1")
+    rng = np.random.default_rng(11)
+    pattern = random_pattern(rng, 1500, iupac_rate=0.02)
+    codes, lengths = encode_reads(_reads_with_pieces(rng, pattern, 160))
+    table = PatternTable.build([encode_pattern(pattern)], ("+", "-"))
+    scoring = Scoring(*scoring_values)
+    threshold = 40 * scoring.match
+    planes, exact_planes = score_planes(threshold), scoring.max_score(len(pattern)).bit_length()
+    wrapped = []
+    wordwise = gpu_engine._wordwise_second_pass
+
+    def counted(*args):
+        found = wordwise(*args)
+        wrapped.append(found[3])
+        return found
+
+    monkeypatch.setattr(gpu_engine, "_wordwise_second_pass", counted)
+    found = {}
+    for setting in ("0", "1"):
+        monkeypatch.setenv(gpu_engine.WORDWISE_ENV, setting)
+        engine = GpuEngine()
+        prepared = engine.prepare(codes, lengths)
+        found[setting] = engine.hits(prepared, table, scoring, planes, np.full(2, threshold), exact_planes=exact_planes)
+        if setting == "1":
+            reads, ks, scores, overflow = found[setting]
+            searched = []
+            monkeypatch.setattr(GpuEngine, "_searched_ends", lambda self, *args: searched.append(args) or None)
+            np.testing.assert_array_equal(engine.end_cells(prepared, table, scoring, exact_planes, reads, ks, scores),
+                                          end_cells(codes, lengths, reads, table, ks, scoring))
+            assert not searched
+    for bit_sliced, word_wise in zip(found["0"], found["1"]):
+        np.testing.assert_array_equal(bit_sliced, word_wise)
+    reads, ks, scores, overflow = found["1"]
+    assert len(reads) > 100 and not overflow.any()
+    assert wrapped and any(int(count.get()[0]) > 0 for count in wrapped) == (scores.max() > 32767 - scoring.match)
 
 
 @pytest.mark.gpu
