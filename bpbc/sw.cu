@@ -712,10 +712,15 @@ extern "C" __global__ void end_cells_of_blocks(const unsigned* __restrict__ bloc
 // Padding rows (mask 0) and columns (invalid code) score below a real cell
 // they come from, so they never hold a lane's score.
 //
-// Values are exact below 32768 - MA: no H reaches that unless the best does
-// (H <= best, and hd + MA is the largest sum). A lane whose best does is
-// counted in `capped` and its score is not exact: the caller screens the
-// batch's second pass again bit-sliced.
+// Values are kept less FLOOR = MI + OE + EX - 32768 (FLOOR stands for 0), so
+// that 16-bit halves hold scores up to 65535 - MA - MI - OE - EX: no value
+// falls below -32768 (E >= H - OE, F >= the diagonal's - OE, H >= FLOOR, and
+// neither E nor F needs its own floor), and none rises above 32767 unless the
+// best does (H <= best, and hd + MA is the largest sum). A lane whose best
+// does is counted in `capped`, and the caller screens the batch's second pass
+// again bit-sliced. F's chain through a column's rows is one instruction a
+// row: with OE >= EX, max(F - EX, max(a, F) - OE) = max(F - EX, a - OE), and a
+// does not depend on F (three dependent instructions a row before).
 
 #define WORDWISE_SHIFT 11  // base bits at 11..14 of each half: q - MI >= MA on a match for MA + MI <= 2048
 
@@ -735,6 +740,9 @@ __global__ void __launch_bounds__(128) wordwise_second_pass(
     unsigned long long* __restrict__ ends,        // (G, 32): (column + 1) << 32 | (row + 1); all ones before
     unsigned* __restrict__ capped) {              // (1,): lanes whose score may have wrapped
     static_assert(MA + MI <= (1 << WORDWISE_SHIFT), "the score trick needs q - MI >= MA on a match");
+    static_assert(OE >= EX, "F's chain takes a gap's first column to cost at least an extension");
+    constexpr int FLOOR = MI + OE + EX - 32768;
+    const unsigned floor2 = splat16(FLOOR);
     const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     if (warp >= (long long)groups * 16) return;  // the whole warp: blocks are whole warps
     const int lane = threadIdx.x & 31;
@@ -758,7 +766,7 @@ __global__ void __launch_bounds__(128) wordwise_second_pass(
         return out;
     };
 
-    int kept_best[2] = {0, 0};  // over the stripes so far
+    int kept_best[2] = {FLOOR, FLOOR};  // over the stripes so far
     unsigned long long kept_end[2] = {~0ull, ~0ull};
     for (int stripe = 0; stripe < stripes; ++stripe) {
         const int row0 = (stripe * 32 + lane) * R;
@@ -767,13 +775,14 @@ __global__ void __launch_bounds__(128) wordwise_second_pass(
         for (int r = 0; r < R; ++r) {
             const unsigned mask = row0 + r < m ? pattern[row0 + r] : 0u;  // padding rows never match
             M[r] = (mask << WORDWISE_SHIFT) * 0x00010001u;
-            H[r] = E[r] = 0u;
+            H[r] = E[r] = floor2;
         }
-        unsigned best = 0, out_h = 0, out_f = 0, prev_in_h = 0;
+        unsigned best = floor2, out_h = floor2, out_f = floor2, prev_in_h = floor2;
         unsigned long long end[2] = {~0ull, ~0ull};
         __syncwarp();  // the previous stripe's boundary writes are visible
         // thread 0's row above, 32 columns a block, one column a lane: this block, the next
-        uint2 block = make_uint2(0u, 0u), next_block = make_uint2(0u, 0u);
+        const uint2 none = make_uint2(floor2, floor2);  // above the first stripe, and past the read
+        uint2 block = none, next_block = none;
         if (stripe > 0) {
             if (lane < len) block = bound[lane];
             if (32 + lane < len) next_block = bound[32 + lane];
@@ -787,10 +796,10 @@ __global__ void __launch_bounds__(128) wordwise_second_pass(
             unsigned in_f = __shfl_up_sync(FULL_MASK, out_f, 1);
             const unsigned above_h = __shfl_sync(FULL_MASK, block.x, step & 31);
             const unsigned above_f = __shfl_sync(FULL_MASK, block.y, step & 31);
-            if (lane == 0) in_h = above_h, in_f = above_f;  // zeros above the first stripe
+            if (lane == 0) in_h = above_h, in_f = above_f;
             if ((step & 31) == 31) {
                 block = next_block;
-                next_block = make_uint2(0u, 0u);
+                next_block = none;
                 const int ahead = step + 33 + lane;
                 if (stripe > 0 && ahead < len) next_block = bound[ahead];
             }
@@ -799,19 +808,18 @@ __global__ void __launch_bounds__(128) wordwise_second_pass(
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 const unsigned s = __viaddmin_s16x2(M[r] & onehot, splat16(-MI), splat16(MA));
-                const unsigned h = __vimax_s16x2_relu(__viaddmax_s16x2(hd, s, E[r]), f);
+                const unsigned a = __viaddmax_s16x2(hd, s, E[r]);
+                const unsigned h = __vimax3_s16x2(a, f, floor2);
                 hd = H[r];
                 H[r] = h;
-                const unsigned t = __vadd2(h, splat16(-OE));
-                E[r] = __viaddmax_s16x2_relu(E[r], splat16(-EX), t);
-                f = __viaddmax_s16x2_relu(f, splat16(-EX), t);
+                f = __viaddmax_s16x2(f, splat16(-EX), __vadd2(a, splat16(-OE)));
+                E[r] = __viaddmax_s16x2(E[r], splat16(-EX), __vadd2(h, splat16(-OE)));
             }
             unsigned column_best = H[0];
 #pragma unroll
             for (int r = 1; r < R; r += 2)
-                column_best = r + 1 < R ? __vimax3_s16x2(column_best, H[r], H[r + 1])
-                                        : __vimax_s16x2_relu(column_best, H[r]);
-            const unsigned risen = __vimax_s16x2_relu(best, column_best);
+                column_best = r + 1 < R ? __vimax3_s16x2(column_best, H[r], H[r + 1]) : __vimax3_s16x2(column_best, H[r], H[r]);
+            const unsigned risen = __vimax3_s16x2(best, column_best, column_best);
             if (risen != best) {  // the first row at the new best, half by half
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {
@@ -832,7 +840,7 @@ __global__ void __launch_bounds__(128) wordwise_second_pass(
         }
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            const int value = (int)((best >> (16 * half)) & 0xffffu);
+            const int value = (short)((best >> (16 * half)) & 0xffffu);
             if (value > kept_best[half] || (value == kept_best[half] && end[half] < kept_end[half]))
                 kept_best[half] = value, kept_end[half] = end[half];
         }
@@ -849,8 +857,8 @@ __global__ void __launch_bounds__(128) wordwise_second_pass(
             first = other < first ? other : first;
         }
         if (lane == 0) {
-            scores[(size_t)g * 32 + shift + half] = most;
-            if (most > 0) ends[(size_t)g * 32 + shift + half] = first;
+            scores[(size_t)g * 32 + shift + half] = most - FLOOR;
+            if (most > FLOOR) ends[(size_t)g * 32 + shift + half] = first;
             if (most > 32767 - MA) atomicAdd(capped, 1u);
         }
     }

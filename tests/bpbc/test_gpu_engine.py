@@ -915,15 +915,16 @@ def test_the_second_pass_finds_the_tracebacks_end_cells(mode, length, exact_plan
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("scoring_values", [(2, 3, 5, 2), (1, 1, 1, 1), (40, 30, 50, 20)])
+@pytest.mark.parametrize("scoring_values", [(2, 3, 5, 2), (1, 1, 1, 1), (40, 30, 50, 20), (100, 100, 100, 50)])
 def test_the_wordwise_second_pass_is_the_bit_sliced_one(scoring_values, monkeypatch):
     """The second pass word-wise (sw.cu's wordwise_second_pass, DPX) gives
     the bit-sliced pass's hits, scores and flags, and every hit's end cell
     is bpbc.traceback.end_cells' (ties: pieces twice), found on the way:
     1,500 rows are two stripes of 1,024 (the second part padding), reads
-    hold N, the pattern IUPAC codes. At 40 a match, pieces score past
-    16-bit values: those batches run bit-sliced again (counted), with the
-    same results."""
+    hold N, the pattern IUPAC codes. Values are 16-bit, less a floor: at
+    40 a match pieces score past 32767, at 100 past what the halves hold,
+    and those batches run bit-sliced again (counted), with the same
+    results."""
     from bpbc import gpu_engine
     from bpbc.alphabet import encode_pattern, encode_reads
     from bpbc.gpu_engine import GpuEngine
@@ -965,7 +966,8 @@ def test_the_wordwise_second_pass_is_the_bit_sliced_one(scoring_values, monkeypa
         np.testing.assert_array_equal(bit_sliced, word_wise)
     reads, ks, scores, overflow = found["1"]
     assert len(reads) > 100 and not overflow.any()
-    assert wrapped and any(int(count.get()[0]) > 0 for count in wrapped) == (scores.max() > 32767 - scoring.match)
+    most = 65535 - scoring.match - scoring.mismatch - scoring.first_gap - scoring.gap_extend
+    assert wrapped and any(int(count.get()[0]) > 0 for count in wrapped) == (scores.max() > most)
 
 
 @pytest.mark.gpu
