@@ -194,7 +194,7 @@ PREPARING_PRIORITY = -1 << 10
 
 #: sw.cu's kernels other than sw_screen (extern "C", the same for every screen)
 HELPER_KERNELS = ("hit_records", "flagged_lanes", "second_pass_ranges", "gather_lanes", "end_cells_of_blocks",
-                  "scores_to_planes")
+                  "wordwise_lanes", "scores_to_planes")
 
 
 @cache
@@ -1213,28 +1213,37 @@ def _table_on_device(table):
 def _wordwise_second_pass(gathered: PreparedReads, table, scoring: Scoring, planes: int, word_pattern, lane_mask):
     """What the bit-sliced second pass gives over the gathered word groups
     (each group's pattern ``word_pattern``, real lanes ``lane_mask``), from
-    sw.cu's wordwise_second_pass: each group's best planes (G, planes) and
-    overflow flags (G,), each lane's end cell key (G, 32, as
-    end_cells_of_blocks writes them), and a one-word count of lanes whose
-    score may have wrapped (16-bit values): where it is not 0, these are not
-    exact, and the pass must run bit-sliced."""
+    sw.cu's wordwise_second_pass (a warp for each stripe of each two lanes)
+    and wordwise_lanes: each group's best planes (G, planes) and overflow
+    flags (G,), each lane's end cell key (G, 32, as end_cells_of_blocks
+    writes them), and a one-word count of lanes whose score may have wrapped
+    (16-bit values): where it is not 0, these are not exact, and the pass
+    must run bit-sliced."""
     import cupy
 
-    groups = gathered.groups
+    groups, pairs = gathered.groups, gathered.groups * WORD_BITS // 2
     masks, starts = _table_on_device(table)
-    scores = cupy.zeros((groups, WORD_BITS), cupy.int32)
-    ends = cupy.full((groups, WORD_BITS), np.iinfo(np.uint64).max, cupy.uint64)
-    capped = cupy.zeros(1, cupy.uint32)
-    boundary = cupy.empty((groups * WORD_BITS // 2, gathered.width, 2), cupy.uint32)  # a warp's own row
-    threads = groups * WORD_BITS // 2 * 32  # a warp for each two lanes
+    most_stripes = -(-int(table.lengths.max()) // (32 * WORDWISE_ROWS))
+    boundary = cupy.empty((pairs, gathered.width, 2), cupy.uint32)  # a pair's own row, handed down
+    progress = cupy.zeros((pairs, most_stripes), cupy.uint32)
+    ticket = cupy.zeros(1, cupy.uint32)
+    stripe_best = cupy.zeros((pairs, most_stripes, 2), cupy.int32)
+    stripe_end = cupy.empty((pairs, most_stripes, 2), cupy.uint64)
+    threads = pairs * most_stripes * 32
     _wordwise_kernel(scoring, _device())((-(-threads // THREADS_PER_BLOCK),), (THREADS_PER_BLOCK,), (
-        gathered.planes, gathered.group_length, word_pattern, lane_mask, masks, starts, boundary,
-        np.int32(groups), np.int32(gathered.width), scores, ends, capped))
+        gathered.planes, gathered.group_length, word_pattern, lane_mask, masks, starts, boundary, progress, ticket,
+        np.int32(groups), np.int32(gathered.width), np.int32(most_stripes), stripe_best, stripe_end))
+    scores = cupy.empty((groups, WORD_BITS), cupy.int32)
+    ends = cupy.empty((groups, WORD_BITS), cupy.uint64)
+    wrapped = cupy.zeros(1, cupy.uint32)
+    top = 65535 - scoring.match - scoring.mismatch - scoring.first_gap - scoring.gap_extend  # the halves' top
+    _helper("wordwise_lanes", _device())((-(-groups * WORD_BITS // 256),), (256,), (
+        stripe_best, stripe_end, np.int32(groups), np.int32(most_stripes), np.int32(top), scores, ends, wrapped))
     best = cupy.empty((groups, planes), cupy.uint32)
     flag = cupy.empty(groups, cupy.uint32)
     _helper("scores_to_planes", _device())((-(-groups * 32 // THREADS_PER_BLOCK),), (THREADS_PER_BLOCK,), (
         scores, best, flag, np.int32(groups), np.int32(planes)))
-    return best, flag, ends, capped
+    return best, flag, ends, wrapped
 
 
 def flag_first_pays(prepared: PreparedReads, table, flag_planes: int, planes: int) -> bool:

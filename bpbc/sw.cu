@@ -692,23 +692,28 @@ extern "C" __global__ void end_cells_of_blocks(const unsigned* __restrict__ bloc
 // The second pass of GpuEngine.hits over long patterns, word-wise: a bit-sliced
 // cell costs about 19 instructions a cell at 16 planes (603 a 32-cell word and
 // row, the lambda case's BEST = 3 kernel), Hopper's DPX instructions about 4
-// (two cells a register as signed 16-bit halves, five DPX and two score
+// (two cells a register as signed 16-bit halves, six DPX and two score
 // instructions a row), the same exact scores and end cells.
 //
-// A warp takes two lanes of one gathered word (lanes 2q and 2q + 1 of group
-// g: the same oriented pattern) and sweeps the pattern's stripes of 32 R rows
-// in turn: thread p keeps rows [pR, pR + R) of the stripe in registers and
-// runs one column behind thread p - 1 (a wavefront, H and F of the row above
-// through __shfl_up_sync), as bench/dpx_peer.cu does for short patterns (its
-// cell and its score trick). Thread 31 writes the stripe's bottom H and F for
-// each column into the warp's boundary row; thread 0 of the next stripe reads
-// it 32 columns at a time, a block ahead, one column a lane, and takes its
-// column by a shuffle.
+// A pair is two lanes of one gathered word (lanes 2q and 2q + 1 of group g:
+// the same oriented pattern); its pattern is cut into stripes of 32 R rows,
+// and each (pair, stripe) is a warp of its own, one stripe behind the other
+// (sw.cu's STRIPED = 2: warps take their (stripe, pair) from `ticket`,
+// stripe-major, so the warp one waits on started before it). In a warp,
+// thread p keeps rows [pR, pR + R) of the stripe in registers and runs one
+// column behind thread p - 1 (a wavefront, H and F of the row above through
+// __shfl_up_sync), as bench/dpx_peer.cu does for short patterns (its cell and
+// its score trick). Thread 31 writes the stripe's bottom H and F for each
+// column into the pair's boundary row and publishes every PUBLISH_EVERY
+// columns; the stripe below reads it 32 columns at a time, a block ahead
+// (each lane a column, taken by thread 0 through a shuffle), once the stripe
+// above has published them. A column's slot is handed down: a stripe reads it
+// before it writes it, and the one below reads it after.
 //
 // Each thread keeps, half by half, its best and the first cell at it in
-// (read, pattern) order (the best rises strictly within a stripe; across
-// stripes an equal best keeps the lesser cell), and the warp reduces them
-// at the end: the traceback's tie rule, as end_cells_of_blocks applies it.
+// (read, pattern) order (the best rises strictly), the warp takes the greatest
+// and, at it, the least cell for its stripe, and wordwise_lanes the same over
+// the stripes: the traceback's tie rule, as end_cells_of_blocks applies it.
 // Padding rows (mask 0) and columns (invalid code) score below a real cell
 // they come from, so they never hold a lane's score.
 //
@@ -717,7 +722,7 @@ extern "C" __global__ void end_cells_of_blocks(const unsigned* __restrict__ bloc
 // falls below -32768 (E >= H - OE, F >= the diagonal's - OE, H >= FLOOR, and
 // neither E nor F needs its own floor), and none rises above 32767 unless the
 // best does (H <= best, and hd + MA is the largest sum). A lane whose best
-// does is counted in `capped`, and the caller screens the batch's second pass
+// does is counted as capped, and the caller screens the batch's second pass
 // again bit-sliced. F's chain through a column's rows is one instruction a
 // row: with OE >= EX, max(F - EX, max(a, F) - OE) = max(F - EX, a - OE), and a
 // does not depend on F (three dependent instructions a row before).
@@ -734,26 +739,33 @@ __global__ void __launch_bounds__(128) wordwise_second_pass(
     const unsigned* __restrict__ lane_mask,       // (G,): each group's real lanes (none: a group left empty)
     const unsigned char* __restrict__ patterns,   // oriented patterns' IUPAC masks, back to back
     const long long* __restrict__ pattern_start,  // (K + 1,)
-    uint2* __restrict__ boundary,                 // (G * 16, L): H, F below a stripe, a warp's own
-    int groups, int length,
-    int* __restrict__ scores,                     // (G, 32), zeros before
-    unsigned long long* __restrict__ ends,        // (G, 32): (column + 1) << 32 | (row + 1); all ones before
-    unsigned* __restrict__ capped) {              // (1,): lanes whose score may have wrapped
+    uint2* __restrict__ boundary,                 // (G * 16, L): H, F below a stripe, a pair's own
+    unsigned* __restrict__ progress,              // (G * 16, S): columns each stripe has published, zeroed
+    unsigned* __restrict__ ticket,                // (1,), zeroed
+    int groups, int length, int most_stripes,     // S: the most stripes of any pattern
+    int* __restrict__ stripe_best,                // (G * 16, S, 2): each stripe's best, half by half, less FLOOR
+    unsigned long long* __restrict__ stripe_end) { // (G * 16, S, 2): its first cell, (column + 1) << 32 | (row + 1)
     static_assert(MA + MI <= (1 << WORDWISE_SHIFT), "the score trick needs q - MI >= MA on a match");
     static_assert(OE >= EX, "F's chain takes a gap's first column to cost at least an extension");
     constexpr int FLOOR = MI + OE + EX - 32768;
     const unsigned floor2 = splat16(FLOOR);
-    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    if (warp >= (long long)groups * 16) return;  // the whole warp: blocks are whole warps
     const int lane = threadIdx.x & 31;
-    const int g = (int)(warp / 16), shift = 2 * (int)(warp % 16);  // lanes shift, shift + 1 of group g
+    unsigned t = lane == 0 ? atomicAdd(ticket, 1u) : 0u;
+    t = __shfl_sync(FULL_MASK, t, 0);
+    const long long pairs = (long long)groups * 16;
+    const int stripe = (int)(t / pairs);
+    const long long pair = t % pairs;
+    if (stripe >= most_stripes) return;  // the grid's last block's spare warps
+    const int g = (int)(pair / 16), shift = 2 * (int)(pair % 16);  // lanes shift, shift + 1 of group g
     if (((lane_mask[g] >> shift) & 3u) == 0) return;  // no lane (the group's length and planes are not set)
-    const int len = group_length[g];
-    const unsigned char* pattern = patterns + pattern_start[word_pattern[g]];
     const int m = (int)(pattern_start[word_pattern[g] + 1] - pattern_start[word_pattern[g]]);
     const int stripes = (m + 32 * R - 1) / (32 * R);
+    if (stripe >= stripes) return;
+    const int len = group_length[g];
+    const unsigned char* pattern = patterns + pattern_start[word_pattern[g]];
     const unsigned* columns = planes + (size_t)g * length * 3;
-    uint2* bound = boundary + (size_t)warp * length;
+    uint2* bound = boundary + (size_t)pair * length;
+    unsigned* const published = progress + (size_t)pair * most_stripes;  // by stripe
 
     // the two lanes' bases at column j as one-hot bits (0: before or past the read, or not a base)
     auto onehot_at = [&](const int j) -> unsigned {
@@ -765,103 +777,125 @@ __global__ void __launch_bounds__(128) wordwise_second_pass(
         if (va & 2u) out |= 1u << (16 + WORDWISE_SHIFT + (((lo >> 1) & 1u) | (hi & 2u)));
         return out;
     };
+    // thread 0's row above, 32 columns a block from `first`, one column a lane, once the stripe
+    // above has published them (from L2: another SM wrote them); none above the first stripe
+    const uint2 none = make_uint2(floor2, floor2);
+    unsigned seen = 0;  // thread 0: the columns the stripe above has published, as last read
+    auto block_at = [&](const int first) -> uint2 {
+        if (stripe == 0 || first >= len) return none;
+        const unsigned need = (unsigned)min(first + 31, len - 1);
+        if (lane == 0 && seen <= need) seen = wait_for_column(published + stripe - 1, need);
+        __syncwarp();
+        return first + lane < len ? __ldcg(bound + first + lane) : none;
+    };
 
-    int kept_best[2] = {FLOOR, FLOOR};  // over the stripes so far
-    unsigned long long kept_end[2] = {~0ull, ~0ull};
-    for (int stripe = 0; stripe < stripes; ++stripe) {
-        const int row0 = (stripe * 32 + lane) * R;
-        unsigned M[R], H[R], E[R];
+    const int row0 = (stripe * 32 + lane) * R;
+    unsigned M[R], H[R], E[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        const unsigned mask = row0 + r < m ? pattern[row0 + r] : 0u;  // padding rows never match
+        M[r] = (mask << WORDWISE_SHIFT) * 0x00010001u;
+        H[r] = E[r] = floor2;
+    }
+    unsigned best = floor2, out_h = floor2, out_f = floor2, prev_in_h = floor2;
+    unsigned long long end[2] = {~0ull, ~0ull};
+    uint2 block = block_at(0), next_block = block_at(32);
+    int j = -lane;  // this thread's column at step 0
+    unsigned onehot = onehot_at(j);
+    const int steps = len + 31;
+    for (int step = 0; step < steps; ++step, ++j) {
+        const unsigned next_onehot = onehot_at(j + 1);
+        unsigned in_h = __shfl_up_sync(FULL_MASK, out_h, 1);
+        unsigned in_f = __shfl_up_sync(FULL_MASK, out_f, 1);
+        const unsigned above_h = __shfl_sync(FULL_MASK, block.x, step & 31);
+        const unsigned above_f = __shfl_sync(FULL_MASK, block.y, step & 31);
+        if (lane == 0) in_h = above_h, in_f = above_f;
+        if ((step & 31) == 31) {
+            block = next_block;
+            next_block = block_at(step + 33);
+        }
+        unsigned hd = prev_in_h, f = in_f;
+        prev_in_h = in_h;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            const unsigned mask = row0 + r < m ? pattern[row0 + r] : 0u;  // padding rows never match
-            M[r] = (mask << WORDWISE_SHIFT) * 0x00010001u;
-            H[r] = E[r] = floor2;
+            const unsigned s = __viaddmin_s16x2(M[r] & onehot, splat16(-MI), splat16(MA));
+            const unsigned a = __viaddmax_s16x2(hd, s, E[r]);
+            const unsigned h = __vimax3_s16x2(a, f, floor2);
+            hd = H[r];
+            H[r] = h;
+            f = __viaddmax_s16x2(f, splat16(-EX), __vadd2(a, splat16(-OE)));
+            E[r] = __viaddmax_s16x2(E[r], splat16(-EX), __vadd2(h, splat16(-OE)));
         }
-        unsigned best = floor2, out_h = floor2, out_f = floor2, prev_in_h = floor2;
-        unsigned long long end[2] = {~0ull, ~0ull};
-        __syncwarp();  // the previous stripe's boundary writes are visible
-        // thread 0's row above, 32 columns a block, one column a lane: this block, the next
-        const uint2 none = make_uint2(floor2, floor2);  // above the first stripe, and past the read
-        uint2 block = none, next_block = none;
-        if (stripe > 0) {
-            if (lane < len) block = bound[lane];
-            if (32 + lane < len) next_block = bound[32 + lane];
-        }
-        int j = -lane;  // this thread's column at step 0
-        unsigned onehot = onehot_at(j);
-        const int steps = len + 31;
-        for (int step = 0; step < steps; ++step, ++j) {
-            const unsigned next_onehot = onehot_at(j + 1);
-            unsigned in_h = __shfl_up_sync(FULL_MASK, out_h, 1);
-            unsigned in_f = __shfl_up_sync(FULL_MASK, out_f, 1);
-            const unsigned above_h = __shfl_sync(FULL_MASK, block.x, step & 31);
-            const unsigned above_f = __shfl_sync(FULL_MASK, block.y, step & 31);
-            if (lane == 0) in_h = above_h, in_f = above_f;
-            if ((step & 31) == 31) {
-                block = next_block;
-                next_block = none;
-                const int ahead = step + 33 + lane;
-                if (stripe > 0 && ahead < len) next_block = bound[ahead];
+        unsigned column_best = H[0];
+#pragma unroll
+        for (int r = 1; r < R; r += 2)
+            column_best = __vimax3_s16x2(column_best, H[r], H[r + 1 < R ? r + 1 : r]);
+        const unsigned risen = __vimax3_s16x2(best, column_best, column_best);
+        if (risen != best) {  // the first row at the new best, half by half
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const unsigned value = (risen >> (16 * half)) & 0xffffu;
+                if (value == ((best >> (16 * half)) & 0xffffu)) continue;
+                int first = R - 1;
+#pragma unroll
+                for (int r = R - 1; r >= 0; --r)
+                    if (((H[r] >> (16 * half)) & 0xffffu) == value) first = r;
+                end[half] = ((unsigned long long)(j + 1) << 32) | (unsigned)(row0 + first + 1);
             }
-            unsigned hd = prev_in_h, f = in_f;
-            prev_in_h = in_h;
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                const unsigned s = __viaddmin_s16x2(M[r] & onehot, splat16(-MI), splat16(MA));
-                const unsigned a = __viaddmax_s16x2(hd, s, E[r]);
-                const unsigned h = __vimax3_s16x2(a, f, floor2);
-                hd = H[r];
-                H[r] = h;
-                f = __viaddmax_s16x2(f, splat16(-EX), __vadd2(a, splat16(-OE)));
-                E[r] = __viaddmax_s16x2(E[r], splat16(-EX), __vadd2(h, splat16(-OE)));
-            }
-            unsigned column_best = H[0];
-#pragma unroll
-            for (int r = 1; r < R; r += 2)
-                column_best = r + 1 < R ? __vimax3_s16x2(column_best, H[r], H[r + 1]) : __vimax3_s16x2(column_best, H[r], H[r]);
-            const unsigned risen = __vimax3_s16x2(best, column_best, column_best);
-            if (risen != best) {  // the first row at the new best, half by half
-#pragma unroll
-                for (int half = 0; half < 2; ++half) {
-                    const unsigned value = (risen >> (16 * half)) & 0xffffu;
-                    if (value == ((best >> (16 * half)) & 0xffffu)) continue;
-                    int first = R - 1;
-#pragma unroll
-                    for (int r = R - 1; r >= 0; --r)
-                        if (((H[r] >> (16 * half)) & 0xffffu) == value) first = r;
-                    end[half] = ((unsigned long long)(j + 1) << 32) | (unsigned)(row0 + first + 1);
-                }
-                best = risen;
-            }
-            if (lane == 31 && j >= 0 && j < len && stripe + 1 < stripes) bound[j] = make_uint2(H[R - 1], f);
-            out_h = H[R - 1];
-            out_f = f;
-            onehot = next_onehot;
+            best = risen;
         }
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int value = (short)((best >> (16 * half)) & 0xffffu);
-            if (value > kept_best[half] || (value == kept_best[half] && end[half] < kept_end[half]))
-                kept_best[half] = value, kept_end[half] = end[half];
+        if (lane == 31 && j >= 0 && j < len && stripe + 1 < stripes) {
+            bound[j] = make_uint2(H[R - 1], f);
+            if ((j + 1) % PUBLISH_EVERY == 0 || j + 1 == len) publish_columns(published + stripe, (unsigned)(j + 1));
         }
+        out_h = H[R - 1];
+        out_f = f;
+        onehot = next_onehot;
     }
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-        int most = kept_best[half];
+        const int value = (short)((best >> (16 * half)) & 0xffffu);
+        int most = value;
 #pragma unroll
         for (int offset = 16; offset > 0; offset >>= 1) most = max(most, __shfl_xor_sync(FULL_MASK, most, offset));
-        unsigned long long first = kept_best[half] == most ? kept_end[half] : ~0ull;
+        unsigned long long first = value == most ? end[half] : ~0ull;
 #pragma unroll
         for (int offset = 16; offset > 0; offset >>= 1) {
             const unsigned long long other = __shfl_xor_sync(FULL_MASK, first, offset);
             first = other < first ? other : first;
         }
         if (lane == 0) {
-            scores[(size_t)g * 32 + shift + half] = most - FLOOR;
-            if (most > FLOOR) ends[(size_t)g * 32 + shift + half] = first;
-            if (most > 32767 - MA) atomicAdd(capped, 1u);
+            const size_t at = ((size_t)pair * most_stripes + stripe) * 2 + half;
+            stripe_best[at] = most - FLOOR;
+            stripe_end[at] = first;
         }
     }
+}
+
+// Each lane's score and end cell over its pair's stripes (wordwise_second_pass):
+// the greatest best, and the least first cell at it; all ones where the score
+// is 0; lanes whose score comes within MA of the halves' top counted in
+// `capped`. A thread a lane.
+extern "C" __global__ void wordwise_lanes(const int* __restrict__ stripe_best,                // (G * 16, S, 2)
+                                          const unsigned long long* __restrict__ stripe_end,  // (G * 16, S, 2)
+                                          int groups, int most_stripes, int top,
+                                          int* __restrict__ scores,                   // (G, 32)
+                                          unsigned long long* __restrict__ ends,      // (G, 32)
+                                          unsigned* __restrict__ capped) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)groups * 32) return;
+    const long long pair = t / 2;
+    const int half = (int)(t % 2);
+    int most = 0;
+    unsigned long long first = ~0ull;
+    for (int s = 0; s < most_stripes; ++s) {
+        const size_t at = ((size_t)pair * most_stripes + s) * 2 + half;
+        const int value = stripe_best[at];  // 0 where the stripe did not run
+        if (value > most || (value == most && value > 0 && stripe_end[at] < first)) most = value, first = stripe_end[at];
+    }
+    scores[t] = most;
+    ends[t] = first;
+    if (most > top) atomicAdd(capped, 1u);
 }
 
 // Scores (G, 32) int32 -> best planes (G, B) and overflow flags (G,) as the

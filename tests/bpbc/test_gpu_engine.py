@@ -47,8 +47,8 @@ def test_sw_kernel_compiles_for_sm90(tmp_path):
     source.write_text(f'#include "{KERNEL_PATH}"\n' + "".join(
         f"template __global__ void sw_screen<{','.join(map(str, t))}>({args});\n" for t in INSTANTIATIONS)
         + "template __global__ void wordwise_second_pass<32, 2, 3, 7, 2>(const unsigned*, const int*, const int*, "
-          "const unsigned*, const unsigned char*, const long long*, uint2*, int, int, int*, unsigned long long*, "
-          "unsigned*);\n")
+          "const unsigned*, const unsigned char*, const long long*, uint2*, unsigned*, unsigned*, int, int, int, int*, "
+          "unsigned long long*);\n")
     result = subprocess.run(
         ["nvcc", "-arch=sm_90", "-std=c++17", "-Werror", "all-warnings", "-cubin", "-o", str(tmp_path / "sw.cubin"),
          str(source)], capture_output=True, text=True)
