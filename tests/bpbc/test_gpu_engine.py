@@ -914,6 +914,27 @@ def test_the_second_pass_finds_the_tracebacks_end_cells(mode, length, exact_plan
     assert not searched
 
 
+def test_the_second_pass_is_wordwise_over_long_patterns_at_many_planes(monkeypatch):
+    """wordwise_pays: on compute capability 9.0 and later, at
+    WORDWISE_MIN_PLANES planes or more, against patterns of at least a
+    word-wise stripe's rows; $BPBC_GPU_WORDWISE forces either way."""
+    from bpbc import gpu_engine
+    from bpbc.gpu_engine import WORDWISE_MIN_PLANES, WORDWISE_MIN_ROWS, wordwise_pays
+    from bpbc.patterns import PatternTable
+
+    monkeypatch.delenv(gpu_engine.WORDWISE_ENV, raising=False)
+    long = PatternTable.of([np.ones(WORDWISE_MIN_ROWS, np.uint8)] * 2)
+    mixed = PatternTable.of([np.ones(WORDWISE_MIN_ROWS, np.uint8), np.ones(WORDWISE_MIN_ROWS - 1, np.uint8)])
+    assert wordwise_pays(long, WORDWISE_MIN_PLANES, 90)
+    assert not wordwise_pays(long, WORDWISE_MIN_PLANES - 1, 90)
+    assert not wordwise_pays(long, 16, 80)
+    assert not wordwise_pays(mixed, 16, 90)
+    monkeypatch.setenv(gpu_engine.WORDWISE_ENV, "1")
+    assert wordwise_pays(mixed, 6, 80)
+    monkeypatch.setenv(gpu_engine.WORDWISE_ENV, "0")
+    assert not wordwise_pays(long, 16, 90)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("scoring_values", [(2, 3, 5, 2), (1, 1, 1, 1), (40, 30, 50, 20), (100, 100, 100, 50)])
 def test_the_wordwise_second_pass_is_the_bit_sliced_one(scoring_values, monkeypatch):
