@@ -936,16 +936,19 @@ def test_the_second_pass_is_wordwise_over_long_patterns_at_many_planes(monkeypat
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("scoring_values", [(2, 3, 5, 2), (1, 1, 1, 1), (40, 30, 50, 20), (100, 100, 100, 50)])
-def test_the_wordwise_second_pass_is_the_bit_sliced_one(scoring_values, monkeypatch):
+@pytest.mark.parametrize("scoring_values, pattern_lengths", [((2, 3, 5, 2), (1500,)), ((1, 1, 1, 1), (1500,)),
+                                                     ((40, 30, 50, 20), (1500,)), ((100, 100, 100, 50), (1500,)),
+                                                     ((2, 3, 5, 2), (1500, 3100))])
+def test_the_wordwise_second_pass_is_the_bit_sliced_one(scoring_values, pattern_lengths, monkeypatch):
     """The second pass word-wise (sw.cu's wordwise_second_pass, DPX) gives
     the bit-sliced pass's hits, scores and flags, and every hit's end cell
     is bpbc.traceback.end_cells' (ties: pieces twice), found on the way:
     1,500 rows are two stripes of 1,024 (the second part padding), reads
-    hold N, the pattern IUPAC codes. Values are 16-bit, less a floor: at
-    40 a match pieces score past 32767, at 100 past what the halves hold,
-    and those batches run bit-sliced again (counted), with the same
-    results."""
+    hold N, the pattern IUPAC codes; with a second pattern of 3,100 rows,
+    the first's stripes end before the launch's last. Values are 16-bit,
+    less a floor: at 40 a match pieces score past 32767, at 100 past what
+    the halves hold, and those batches run bit-sliced again (counted), with
+    the same results."""
     from bpbc import gpu_engine
     from bpbc.alphabet import encode_pattern, encode_reads
     from bpbc.gpu_engine import GpuEngine
@@ -955,12 +958,12 @@ def test_the_wordwise_second_pass_is_the_bit_sliced_one(scoring_values, monkeypa
 
     monkeypatch.setenv(gpu_engine.FLAG_FIRST_ENV, "1")
     rng = np.random.default_rng(11)
-    pattern = random_pattern(rng, 1500, iupac_rate=0.02)
-    codes, lengths = encode_reads(_reads_with_pieces(rng, pattern, 160))
-    table = PatternTable.build([encode_pattern(pattern)], ("+", "-"))
+    patterns = [random_pattern(rng, length, iupac_rate=0.02) for length in pattern_lengths]
+    codes, lengths = encode_reads([read for pattern in patterns for read in _reads_with_pieces(rng, pattern, 160)])
+    table = PatternTable.build([encode_pattern(p) for p in patterns], ("+", "-"))
     scoring = Scoring(*scoring_values)
     threshold = 40 * scoring.match
-    planes, exact_planes = score_planes(threshold), scoring.max_score(len(pattern)).bit_length()
+    planes, exact_planes = score_planes(threshold), scoring.max_score(max(pattern_lengths)).bit_length()
     wrapped = []
     wordwise = gpu_engine._wordwise_second_pass
 
@@ -975,7 +978,8 @@ def test_the_wordwise_second_pass_is_the_bit_sliced_one(scoring_values, monkeypa
         monkeypatch.setenv(gpu_engine.WORDWISE_ENV, setting)
         engine = GpuEngine()
         prepared = engine.prepare(codes, lengths)
-        found[setting] = engine.hits(prepared, table, scoring, planes, np.full(2, threshold), exact_planes=exact_planes)
+        found[setting] = engine.hits(prepared, table, scoring, planes, np.full(len(table), threshold),
+                                     exact_planes=exact_planes)
         if setting == "1":
             reads, ks, scores, overflow = found[setting]
             searched = []
