@@ -691,9 +691,10 @@ extern "C" __global__ void end_cells_of_blocks(const unsigned* __restrict__ bloc
 //
 // The second pass of GpuEngine.hits over long patterns, word-wise: a bit-sliced
 // cell costs about 19 instructions a cell at 16 planes (603 a 32-cell word and
-// row, the lambda case's BEST = 3 kernel), Hopper's DPX instructions about 4
+// row, the lambda case's BEST = 3 kernel), Hopper's DPX instructions about 6
 // (two cells a register as signed 16-bit halves, six DPX and two score
-// instructions a row), the same exact scores and end cells.
+// instructions a row, 12.5 in all on the common path), the same exact scores
+// and end cells.
 //
 // A pair is two lanes of one gathered word (lanes 2q and 2q + 1 of group g:
 // the same oriented pattern); its pattern is cut into stripes of 32 R rows,
