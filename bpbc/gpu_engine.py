@@ -938,13 +938,16 @@ class GpuEngine:
         key = ("passes", planes, flag_planes, find_ends, wordwise, scoring, self.cell, _device())
         if key in table.engine_cache:
             return
-        for latency, kernel_planes, best in ((False, flag_planes, 0), (True, planes, 3 if find_ends else 1)):
+        passes = [(False, flag_planes, 0)]
+        if wordwise:  # the bit-sliced second pass only where a word-wise score may wrap: made then
+            _wordwise_kernel(scoring, _device())
+            _table_on_device(table)
+        else:
+            passes.append((True, planes, 3 if find_ends else 1))
+        for latency, kernel_planes, best in passes:
             for launch in _launches(table, latency, kernel_planes):
                 _kernel(kernel_planes, launch.rows, launch.lanes, scoring, self.cell, best,
                         stripe_mode(launch.stripes), _device())
-        if wordwise:
-            _wordwise_kernel(scoring, _device())
-            _table_on_device(table)
         table.engine_cache[key] = True
 
     def _second_pass(self, prepared: PreparedReads, table, scoring: Scoring, planes: int, flag, rank, counts,
@@ -1201,13 +1204,17 @@ def _wordwise_kernel(scoring: Scoring, device: int):
 
 
 def _table_on_device(table):
-    """The table's masks and starts on the current device, uploaded once."""
+    """The table's masks and starts on the current device, copied once per
+    table and device (as :func:`_thresholds_on_device`: done before a batch
+    on another thread's stream reads them)."""
     import cupy
 
     key = ("gpu-table", _device())
-    if key not in table.engine_cache:
-        table.engine_cache[key] = (cupy.asarray(table.masks), cupy.asarray(table.starts))
-    return table.engine_cache[key]
+    cached = table.engine_cache.get(key)
+    if cached is None:
+        cached = table.engine_cache[key] = (_on_stream(table.masks), _on_stream(table.starts))
+        cupy.cuda.get_current_stream().synchronize()
+    return cached
 
 
 def _wordwise_second_pass(gathered: PreparedReads, table, scoring: Scoring, planes: int, word_pattern, lane_mask):
