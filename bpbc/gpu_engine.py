@@ -255,8 +255,9 @@ def _launches(table, latency: bool = False, planes: int = 0) -> list[_Launch]:
     for (rows, lanes, stripes), ks in shapes.items():
         part = np.array(ks, dtype=np.int64)
         sub = table.subset(part)
-        launches.append(_Launch(part, cupy.asarray(part), rows, lanes, stripes, cupy.asarray(sub.masks),
-                                cupy.asarray(sub.starts)))
+        launches.append(_Launch(part, _on_stream(part), rows, lanes, stripes, _on_stream(sub.masks),
+                                _on_stream(sub.starts)))
+    cupy.cuda.get_current_stream().synchronize()  # as _thresholds_on_device: copied before another stream reads
     table.engine_cache[key] = launches
     return launches
 
@@ -1217,6 +1218,13 @@ def _table_on_device(table):
     return cached
 
 
+def wordwise_top(scoring: Scoring) -> int:
+    """The greatest score wordwise_second_pass's 16-bit halves hold exactly:
+    they keep values less its FLOOR (MI + OE + EX - 32768 stands for 0), and
+    a cell adds at most MA to its neighbours'."""
+    return 65535 - scoring.match - scoring.mismatch - scoring.first_gap - scoring.gap_extend
+
+
 def _wordwise_second_pass(gathered: PreparedReads, table, scoring: Scoring, planes: int, word_pattern, lane_mask):
     """What the bit-sliced second pass gives over the gathered word groups
     (each group's pattern ``word_pattern``, real lanes ``lane_mask``), from
@@ -1243,7 +1251,7 @@ def _wordwise_second_pass(gathered: PreparedReads, table, scoring: Scoring, plan
     scores = cupy.empty((groups, WORD_BITS), cupy.int32)
     ends = cupy.empty((groups, WORD_BITS), cupy.uint64)
     wrapped = cupy.zeros(1, cupy.uint32)
-    top = 65535 - scoring.match - scoring.mismatch - scoring.first_gap - scoring.gap_extend  # the halves' top
+    top = wordwise_top(scoring)
     _helper("wordwise_lanes", _device())((-(-groups * WORD_BITS // 256),), (256,), (
         stripe_best, stripe_end, np.int32(groups), np.int32(most_stripes), np.int32(top), scores, ends, wrapped))
     best = cupy.empty((groups, planes), cupy.uint32)

@@ -96,10 +96,16 @@ __device__ __forceinline__ void hand_cell(unsigned match, const unsigned (&hd)[B
     select_into<B>(f, yf, hoe, greater<B>(yf, hoe) & f_ok);
 }
 
+// A cell's ends (1-based) in one key, (read end) << 32 | pattern end: the
+// least key is the first cell in (read, pattern) order, the traceback's tie rule.
+__device__ __forceinline__ unsigned long long end_key(int column, int row) {
+    return ((unsigned long long)(column + 1) << 32) | (unsigned)(row + 1);
+}
+
 // BEST = 2: the cells of a column whose H is their lane's score, for each
-// lane the first in (read, pattern) order: ends (1-based) in one key.
+// lane the first in (read, pattern) order.
 __device__ __forceinline__ void record_end_cells(unsigned long long* ends, unsigned lanes, int column, int row) {
-    const unsigned long long key = ((unsigned long long)(column + 1) << 32) | (unsigned)(row + 1);
+    const unsigned long long key = end_key(column, row);
     for (; lanes != 0; lanes &= lanes - 1) atomicMin(ends + __ffs(lanes) - 1, key);
 }
 
@@ -681,8 +687,7 @@ extern "C" __global__ void end_cells_of_blocks(const unsigned* __restrict__ bloc
         for (equal &= scored; equal != 0; equal &= equal - 1) {
             const int i = __ffs(equal) - 1;
             const unsigned at = block_first[t * 32 + i];
-            const unsigned row = (unsigned)b * rows_per_lane[g] + (at & 7u);
-            atomicMin(ends + (size_t)g * 32 + i, ((unsigned long long)((at >> 3) + 1) << 32) | (row + 1));
+            atomicMin(ends + (size_t)g * 32 + i, end_key((int)(at >> 3), b * rows_per_lane[g] + (int)(at & 7u)));
         }
     }
 }
@@ -723,7 +728,7 @@ extern "C" __global__ void end_cells_of_blocks(const unsigned* __restrict__ bloc
 // falls below -32768 (E >= H - OE, F >= the diagonal's - OE, H >= FLOOR, and
 // neither E nor F needs its own floor), and none rises above 32767 unless the
 // best does (H <= best, and hd + MA is the largest sum). A lane whose best
-// does is counted as capped, and the caller screens the batch's second pass
+// does is counted as wrapped, and the caller screens the batch's second pass
 // again bit-sliced. F's chain through a column's rows is one instruction a
 // row: with OE >= EX, max(F - EX, max(a, F) - OE) = max(F - EX, a - OE), and a
 // does not depend on F (three dependent instructions a row before).
@@ -841,7 +846,7 @@ __global__ void __launch_bounds__(128) wordwise_second_pass(
 #pragma unroll
                 for (int r = R - 1; r >= 0; --r)
                     if (((H[r] >> (16 * half)) & 0xffffu) == value) first = r;
-                end[half] = ((unsigned long long)(j + 1) << 32) | (unsigned)(row0 + first + 1);
+                end[half] = end_key(j, row0 + first);
             }
             best = risen;
         }
@@ -876,13 +881,13 @@ __global__ void __launch_bounds__(128) wordwise_second_pass(
 // Each lane's score and end cell over its pair's stripes (wordwise_second_pass):
 // the greatest best, and the least first cell at it; all ones where the score
 // is 0; lanes whose score comes within MA of the halves' top counted in
-// `capped`. A thread a lane.
+// `wrapped`. A thread a lane.
 extern "C" __global__ void wordwise_lanes(const int* __restrict__ stripe_best,                // (G * 16, S, 2)
                                           const unsigned long long* __restrict__ stripe_end,  // (G * 16, S, 2)
                                           int groups, int most_stripes, int top,
                                           int* __restrict__ scores,                   // (G, 32)
                                           unsigned long long* __restrict__ ends,      // (G, 32)
-                                          unsigned* __restrict__ capped) {
+                                          unsigned* __restrict__ wrapped) {
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (long long)groups * 32) return;
     const long long pair = t / 2;
@@ -896,7 +901,7 @@ extern "C" __global__ void wordwise_lanes(const int* __restrict__ stripe_best,  
     }
     scores[t] = most;
     ends[t] = first;
-    if (most > top) atomicAdd(capped, 1u);
+    if (most > top) atomicAdd(wrapped, 1u);
 }
 
 // Scores (G, 32) int32 -> best planes (G, B) and overflow flags (G,) as the
