@@ -32,6 +32,7 @@ SCRIPTS = {
     "panel-rate": "panel_rate",
     "several-gpus": "several_gpus",
     "long-reads": "long_reads",
+    "long-read-tools": "long_read_tools",
     "long-traceback": "long_traceback",
     "known-ends-traceback": "known_ends_traceback",
 }

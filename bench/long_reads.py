@@ -149,26 +149,29 @@ def nanopore_copy(rng, piece: np.ndarray, rate: float = 0.05) -> np.ndarray:
 
 def lambda_inputs(work: Path, reads: int, planted_fraction: float) -> tuple[Path, Path, np.ndarray]:
     """(reads file, genome file, read lengths) of the lambda case, made once
-    for each size: reads of 5-20 kb, ``planted_fraction`` of them carrying a
-    1-20 kb piece of the genome (nanopore_copy), either strand, written in
-    blocks of 1000 reads."""
+    for each size and fraction: reads of 5-20 kb, ``planted_fraction`` of
+    them carrying a 1-20 kb piece of the genome (nanopore_copy), either
+    strand, written in blocks of 1000 reads; each read's planted piece's
+    length (0: none) beside them (:func:`lambda_planted`)."""
     rng = np.random.default_rng(4141)
     genome = BASES[rng.integers(0, 4, LAMBDA_LENGTH)]
     genome_path = work / "lambda.fa"
     if not genome_path.exists():
         genome_path.write_text(f">lambda_stand_in random {LAMBDA_LENGTH} bases\n{genome.tobytes().decode()}\n")
-    reads_path = work / f"lambda_{reads}.fq"
-    lengths_path = work / f"lambda_{reads}.lengths.npy"
-    if reads_path.exists() and lengths_path.exists():
+    stem = f"lambda_{reads}" if planted_fraction == 0.1 else f"lambda_{reads}_planted{planted_fraction:g}"
+    reads_path, lengths_path, planted_path = (work / f"{stem}{suffix}"
+                                              for suffix in (".fq", ".lengths.npy", ".planted.npy"))
+    if reads_path.exists() and lengths_path.exists() and planted_path.exists():
         return reads_path, genome_path, np.load(lengths_path)
     complement = np.zeros(256, np.uint8)
     complement[BASES] = BASES[::-1]  # A C G T -> T G C A
-    lengths = []
+    lengths, planted = [], []
     with open(reads_path, "wb") as out:
         for first in range(0, reads, 1000):
             block = []
             for i in range(first, min(reads, first + 1000)):
                 read = BASES[rng.integers(0, 4, int(rng.integers(5000, 20_001)))]
+                size = 0
                 if rng.random() < planted_fraction:
                     size = int(rng.integers(1000, min(len(read), 20_000) + 1))
                     at = int(rng.integers(0, LAMBDA_LENGTH - size + 1))
@@ -178,10 +181,18 @@ def lambda_inputs(work: Path, reads: int, planted_fraction: float) -> tuple[Path
                     where = int(rng.integers(0, max(len(read) - len(piece), 0) + 1))
                     read = np.concatenate([read[:where], piece, read[where + len(piece):]])
                 lengths.append(len(read))
+                planted.append(size)
                 block.append(b"@r%d\n%s\n+\n%s\n" % (i, read.tobytes(), b"I" * len(read)))
             out.write(b"".join(block))
     np.save(lengths_path, np.array(lengths, np.int64))
+    np.save(planted_path, np.array(planted, np.int64))
     return reads_path, genome_path, np.array(lengths, np.int64)
+
+
+def lambda_planted(reads_path: Path) -> np.ndarray:
+    """Each read's planted piece's length (the genome's bases it copies; 0:
+    none) in a reads file of :func:`lambda_inputs`."""
+    return np.load(reads_path.with_suffix(".planted.npy"))
 
 
 def lambda_sequences(work: Path, reads: int, planted_fraction: float) -> tuple[list[str], str]:
