@@ -1,7 +1,9 @@
 """What long-read users run, beside bpbc: ``python -m bench long-read-tools [--cases ...] [options]`` (issue 41).
 
 Each tool runs as its command runs, in fresh processes, on the same generated
-reads, after an untimed run of each on a few of them; each row gives the
+reads, after an untimed run of each on the first WARM_READS of them (every
+kernel the run takes compiled and cached: 20 reads of the lambda case left
+the runs over 16,000 some to compile, 24 s on an H200); each row gives the
 process's wall time and peak RSS and what the run found against the planted
 truth. The models differ, and so can what they find:
 
@@ -30,6 +32,8 @@ truth. The models differ, and so can what they find:
   reads it left out. Porechop is found with ``--porechop`` (its
   ``porechop-runner.py`` or command; default ``porechop`` on the PATH).
 
+A peer that is not installed leaves its rows out; bpbc's rows are written.
+
     python -m bench long-read-tools [--cases nanolyse porechop] [--device cpu|gpu] [--repeats 3] [--out DIR]
 
 Writes ``long_read_tools_<device>.csv`` under ``--out`` with the
@@ -39,6 +43,7 @@ environment header (the host's CPU named, and the GPU with ``--device gpu``).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -71,6 +76,8 @@ ADAPTERS_FASTA = (f">SQK-NSK007_Y_Top adapter=5prime threshold={len(Y_TOP)}\n{Y_
                   f">SQK-NSK007_Y_Bottom adapter=3prime threshold={len(Y_BOTTOM)}\n{Y_BOTTOM}\n")
 #: within how many bases of the planted cut a trimmed end counts as near
 NEAR = 5
+#: reads of each case's untimed first run
+WARM_READS = 500
 
 
 def adapter_reads(work: Path, reads: int) -> tuple[Path, np.ndarray]:
@@ -103,17 +110,20 @@ def trimmed_spans(reads_path: Path, trimmed_path: Path) -> dict[int, tuple[int, 
     from its first piece's start to its last piece's end)."""
     import dnaio
 
+    def index(name: str) -> int:  # "a12 ...", a piece of it "a12_2 ..."
+        return int(name.split()[0].split("_")[0][1:])
+
     with dnaio.open(reads_path) as f:
-        original = {int(record.name[1:]): record.sequence for record in f}
+        original = {index(record.name): record.sequence for record in f}
     spans: dict[int, tuple[int, int]] = {}
     with dnaio.open(trimmed_path) as f:
         for record in f:
-            index = int(record.name.split()[0].split("_")[0][1:])
-            at = original[index].find(record.sequence)
+            read = index(record.name)
+            at = original[read].find(record.sequence)
             if at < 0 or not record.sequence:
                 continue
-            first, last = spans.get(index, (at, at + len(record.sequence)))
-            spans[index] = min(first, at), max(last, at + len(record.sequence))
+            first, last = spans.get(read, (at, at + len(record.sequence)))
+            spans[read] = min(first, at), max(last, at + len(record.sequence))
     return spans
 
 
@@ -160,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         planted, count = lambda_planted(reads_path), args.nanolyse_reads
         warm, kept = args.work / "nanolyse_warm.fq", args.work / "nanolyse_kept.fq"
         with open(reads_path, "rb") as source, open(warm, "wb") as out:
-            out.writelines(line for _, line in zip(range(4 * 20), source))
+            out.writelines(line for _, line in zip(range(4 * WARM_READS), source))
 
         def removed() -> dict:
             with open(kept, "rb") as f:
@@ -179,22 +189,20 @@ def main(argv: list[str] | None = None) -> int:
                     os.devnull, "--json", str(summary), "--unmatched", str(kept)]
             run("nanolyse", f"bpbc-screen --device {args.device} -t {threshold}",
                 [*base, str(reads_path), str(genome_path)], [*base, str(warm), str(genome_path)], removed, summary)
+        if importlib.util.find_spec("nanolyse") is None:
+            print("nanolyse: NanoLyse is not installed (pip install nanolyse): its rows skipped", file=sys.stderr)
+            return
         nanolyse = [sys.executable, "-c", NANOLYSE, "READS", str(kept), str(genome_path), str(args.work / "nl.log")]
         run("nanolyse", "NanoLyse -r (minimap2 map-ont, 1 thread)", [*nanolyse[:3], str(reads_path), *nanolyse[4:]],
             [*nanolyse[:3], str(warm), *nanolyse[4:]], removed)
 
     def porechop() -> None:
-        runner = Path(args.porechop)
-        command = [sys.executable, str(runner)] if runner.suffix == ".py" else [shutil.which(args.porechop) or ""]
-        if not command[-1] or not Path(command[-1]).exists():
-            print(f"porechop: {args.porechop} not found: case skipped", file=sys.stderr)
-            return
         reads_path, truth = adapter_reads(args.work, args.porechop_reads)
         adapters = args.work / "adapters.fa"
         adapters.write_text(ADAPTERS_FASTA)
         warm, trimmed = args.work / "adapters_warm.fq", args.work / "adapters_trimmed.fq"
         with open(reads_path, "rb") as source, open(warm, "wb") as out:
-            out.writelines(line for _, line in zip(range(4 * 20), source))
+            out.writelines(line for _, line in zip(range(4 * WARM_READS), source))
 
         def cuts() -> dict:
             spans = trimmed_spans(reads_path, trimmed)
@@ -211,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
                     "--strand", "forward", "-o", os.devnull, "--json", str(summary), "--trimmed", str(trimmed), *ends]
             run("porechop", f"bpbc-screen --device {args.device} --action trim {' '.join(ends)}".rstrip(),
                 [*base, str(reads_path), str(adapters)], [*base, str(warm), str(adapters)], cuts, summary)
+        runner = Path(args.porechop)
+        command = [sys.executable, str(runner)] if runner.suffix == ".py" else [shutil.which(args.porechop) or ""]
+        if not command[-1] or not Path(command[-1]).exists():
+            print(f"porechop: {args.porechop} not found: its rows skipped", file=sys.stderr)
+            return
         for split in ((), ("--no_split",)):
             base = [*command, "-t", str(cores), "-v", "0", "-o", str(trimmed), *split]
             run("porechop", f"Porechop -t {cores} {' '.join(split)}".rstrip(), [*base, "-i", str(reads_path)],
