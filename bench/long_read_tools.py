@@ -135,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs of each command (all kept)")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="bpbc's engine (default cpu)")
     parser.add_argument("--nanolyse-reads", type=int, default=16_000,
-                        help="nanolyse: the lambda case's first N reads (default 16000: a minute or two of bpbc "
-                             "on an H200; on the CPU engine about 30 ms a read on 2 cores)")
+                        help="nanolyse: reads of the lambda case (default 16000: about 8 s of bpbc on an H200, "
+                             "25 s of NanoLyse; bpbc's CPU engine takes about 30 ms a read on 2 cores)")
     parser.add_argument("--thresholds", type=int, nargs="+", default=[2000, 1000], metavar="T",
                         help="nanolyse: bpbc's thresholds (default 2000 1000)")
     parser.add_argument("--porechop-reads", type=int, default=2000, help="porechop: reads of 5-10 kb (default 2000)")
@@ -192,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         if importlib.util.find_spec("nanolyse") is None:
             print("nanolyse: NanoLyse is not installed (pip install nanolyse): its rows skipped", file=sys.stderr)
             return
-        nanolyse = [sys.executable, "-c", NANOLYSE, "READS", str(kept), str(genome_path), str(args.work / "nl.log")]
-        run("nanolyse", "NanoLyse -r (minimap2 map-ont, 1 thread)", [*nanolyse[:3], str(reads_path), *nanolyse[4:]],
-            [*nanolyse[:3], str(warm), *nanolyse[4:]], removed)
+        def nanolyse_on(reads: Path) -> list[str]:
+            return [sys.executable, "-c", NANOLYSE, str(reads), str(kept), str(genome_path), str(args.work / "nl.log")]
+
+        run("nanolyse", "NanoLyse -r (minimap2 map-ont, 1 thread)", nanolyse_on(reads_path), nanolyse_on(warm), removed)
 
     def porechop() -> None:
         reads_path, truth = adapter_reads(args.work, args.porechop_reads)
@@ -215,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
         summary = args.work / "porechop.json"
         for ends in ((), ("--ends", "150")):
+            # -t 1: each adapter's threshold= in ADAPTERS_FASTA overrides it
             base = [sys.executable, "-m", "bpbc", "--device", args.device, "-q", "-t", "1", "--action", "trim",
                     "--strand", "forward", "-o", os.devnull, "--json", str(summary), "--trimmed", str(trimmed), *ends]
             run("porechop", f"bpbc-screen --device {args.device} --action trim {' '.join(ends)}".rstrip(),
