@@ -1295,75 +1295,71 @@ def expand_hits(records: np.ndarray, planes: int, groups: int, order: np.ndarray
     ``group_pattern`` is not empty (the second pass), of pattern
     group_pattern[w], lane i from the position in the record. ``order``
     maps batch positions to reads."""
-    return _expand_hits(records, planes, groups, order, group_pattern, COUNTING_SORT_SHARE)
-
-
-#: hits are put in read order by counting where they are at least this share of the batch's reads,
-#: else by a radix sort: counting scans every read, a radix sort every hit a pass (the two took
-#: the same time at half the reads; 4M reads, 250k hits: 12-26 ms against 5 ms)
-COUNTING_SORT_SHARE = 1 / 2
+    return _expand_hits(records, planes, groups, order, group_pattern)
 
 
 @njit(cache=True, nogil=True)
-def _expand_hits(records, planes, groups, order, group_pattern, counting_share):
-    hits = 0
+def _expand_hits(records, planes, groups, order, group_pattern):
+    hits, patterns = 0, 0
     for i in range(len(records)):
         mask = records[i, 1]
+        if mask:
+            word = np.int64(records[i, 0])
+            patterns = max(patterns, (group_pattern[word] if len(group_pattern) else word // groups) + 1)
         while mask:
             mask &= mask - np.uint32(1)
             hits += 1
-    reads = np.empty(hits, np.int64)
-    ks = np.empty(hits, np.int64)
-    values = np.empty(hits, np.int32)
-    overflow = np.empty(hits, np.bool_)
+    # each hit as one key, read x patterns + pattern, with its score and overflow bit beside it:
+    # sorted by the key (the records come in no set order), they are in read, then pattern order
+    key = np.empty(hits, np.int64)
+    payload = np.empty(hits, np.int64)  # score | overflow << 32
     h = 0
     for i in range(len(records)):
         word = np.int64(records[i, 0])
         for lane in range(32):
             if (records[i, 1] >> np.uint32(lane)) & np.uint32(1):
                 if len(group_pattern):
-                    ks[h] = group_pattern[word]
+                    k = group_pattern[word]
                     position = np.int64(records[i, 3 + planes + lane])
                 else:
-                    ks[h] = word // groups
+                    k = word // groups
                     position = (word % groups) * 32 + lane
-                value = 0
+                value = np.int64((records[i, 2] >> np.uint32(lane)) & np.uint32(1)) << 32
                 for b in range(planes):
-                    value |= np.int32((records[i, 3 + b] >> np.uint32(lane)) & np.uint32(1)) << b
-                values[h] = value
-                overflow[h] = (records[i, 2] >> np.uint32(lane)) & np.uint32(1) == 1
-                reads[h] = order[position]
+                    value |= np.int64((records[i, 3 + b] >> np.uint32(lane)) & np.uint32(1)) << b
+                key[h] = order[position] * patterns + k
+                payload[h] = value
                 h += 1
-    # sorted by read, then pattern (each pair once): by pattern, then stably by read (the records
-    # come in no set order; an argsort each, and taking the columns through it, were a dozen numpy
-    # calls in the thread that drives the device)
-    by_pattern = _counting_order(ks, np.arange(hits), _most(ks) + 1)
-    if hits >= counting_share * len(order):
-        by_read = by_pattern[_counting_order(reads, by_pattern, len(order))]
-    else:
-        by_read = by_pattern[_radix_order(reads, by_pattern)]
-    return reads[by_read], ks[by_read], values[by_read], overflow[by_read]
+    key, payload = _radix_sort(key, payload)
+    reads = np.empty(hits, np.int64)
+    ks = np.empty(hits, np.int64)
+    values = np.empty(hits, np.int32)
+    overflow = np.empty(hits, np.bool_)
+    for h in range(hits):
+        reads[h], ks[h] = key[h] // patterns, key[h] % patterns
+        values[h] = np.int32(payload[h] & 0xFFFFFFFF)
+        overflow[h] = payload[h] >> 32 == 1
+    return reads, ks, values, overflow
 
 
-#: bits of a key _radix_order sorts on in each pass (2048 counters: they stay in L1)
+#: bits of a key _radix_sort sorts on in each pass (2048 counters: they stay in L1; 8 and 16 bits
+#: were slower on both the 2-core EPYC and an H200 host's Xeon)
 RADIX_BITS = 11
 
 
 @njit(cache=True, nogil=True)
-def _radix_order(keys, items):
-    """The stable order of ``items`` (indices into ``keys``, which are >= 0)
-    by their keys, as indices into ``items``: a least-significant-digit
-    radix sort, RADIX_BITS a pass, as many passes as the greatest key needs:
-    its cost follows the items, not the keys' range (a merge sort of 250k
-    hits took 25 ms)."""
-    n = len(items)
-    key = np.empty(n, np.int64)
+def _radix_sort(key, payload):
+    """``key`` (>= 0) sorted, ``payload`` moved with it: a least-significant-
+    digit radix sort, RADIX_BITS a pass, as many passes as the greatest key
+    needs. Its cost follows the hits, not the batch: counting over every read
+    took 3.5 ms with no hit in a batch of 4M reads and 12-26 ms with 250k, a
+    merge sort of 250k hits 25 ms, and gathering the hits' columns through
+    an order afterwards was random reads."""
+    n = len(key)
     top = 0
     for i in range(n):
-        key[i] = keys[items[i]]
         top = max(top, key[i])
-    index = np.arange(n)
-    key_to, index_to = np.empty(n, np.int64), np.empty(n, np.int64)
+    key_to, payload_to = np.empty(n, np.int64), np.empty(n, np.int64)
     size = 1 << RADIX_BITS
     starts = np.empty(size + 1, np.int64)
     shift = 0
@@ -1376,34 +1372,9 @@ def _radix_order(keys, items):
         for i in range(n):
             digit = (key[i] >> shift) & (size - 1)
             key_to[starts[digit]] = key[i]
-            index_to[starts[digit]] = index[i]
+            payload_to[starts[digit]] = payload[i]
             starts[digit] += 1
         key, key_to = key_to, key
-        index, index_to = index_to, index
+        payload, payload_to = payload_to, payload
         shift += RADIX_BITS
-    return index
-
-
-@njit(cache=True, nogil=True)
-def _most(values):
-    top = -1
-    for v in values:
-        top = max(top, v)
-    return top
-
-
-@njit(cache=True, nogil=True)
-def _counting_order(keys, items, size):
-    """The stable order of ``items`` (indices into ``keys``) by their keys,
-    which lie in [0, size): as indices into ``items``."""
-    starts = np.zeros(size + 1, np.int64)
-    for t in items:
-        starts[keys[t] + 1] += 1
-    for v in range(size):
-        starts[v + 1] += starts[v]
-    result = np.empty(len(items), np.int64)
-    for i in range(len(items)):
-        key = keys[items[i]]
-        result[starts[key]] = i
-        starts[key] += 1
-    return result
+    return key, payload

@@ -65,20 +65,18 @@ def test_chain_shape_covers_the_pattern(length):
 
 @pytest.mark.parametrize("second_pass", [False, True])
 @pytest.mark.parametrize("groups", [10, 1000, 160_000])
-@pytest.mark.parametrize("counting", [True, False])
-def test_expand_hits_reads_the_records_lane_by_lane(second_pass, groups, counting, monkeypatch):
+def test_expand_hits_reads_the_records_lane_by_lane(second_pass, groups):
     """The host side of hits: each set lane of a hit record as (read,
     pattern, score, overflow), against a plain loop over the bits, sorted by
-    read then pattern, whatever the order of the records; in read order by
-    counting and by a radix sort, reads below 2^11, 2^22 and 2^33: one, two
-    and three of its passes."""
-    from bpbc import gpu_engine
+    read then pattern, whatever the order of the records; sort keys (read x
+    patterns + pattern) below 2^11, 2^22 and 2^33: one, two and three passes
+    of the radix sort."""
     from bpbc.gpu_engine import RADIX_BITS, expand_hits
 
-    monkeypatch.setattr(gpu_engine, "COUNTING_SORT_SHARE", 0.0 if counting else 2.0)
-    assert (RADIX_BITS, groups * 32 > 1 << 22) == (11, groups == 160_000)
     rng = np.random.default_rng(2)
     planes, patterns = 6, 3
+    assert RADIX_BITS == 11 and [groups * 32 * patterns < 1 << bits for bits in (11, 22)] == {
+        10: [True, True], 1000: [False, True], 160_000: [False, False]}[groups]
     n = groups * 32 - 7
     order = rng.permutation(n)  # batch position -> read
     words = np.sort(rng.choice(patterns * groups, 9, replace=False))
