@@ -257,7 +257,7 @@ def _launches(table, latency: bool = False, planes: int = 0) -> list[_Launch]:
         sub = table.subset(part)
         launches.append(_Launch(part, _on_stream(part), rows, lanes, stripes, _on_stream(sub.masks),
                                 _on_stream(sub.starts)))
-    cupy.cuda.get_current_stream().synchronize()  # as _thresholds_on_device: copied before another stream reads
+    cupy.cuda.get_current_stream().synchronize()  # as _copied_once: copied before another stream reads
     table.engine_cache[key] = launches
     return launches
 
@@ -358,18 +358,25 @@ def _on_stream(array: np.ndarray):
     return copy
 
 
+def _copied_once(table, key, arrays: Callable[[], tuple[np.ndarray, ...]]) -> tuple:
+    """The host ``arrays()`` as copies on the current device, made once per
+    table and ``key`` (the device among it), the stream synchronised so that
+    a batch on another thread's stream never reads them before they land."""
+    import cupy
+
+    cached = table.engine_cache.get(key)
+    if cached is None:
+        cached = table.engine_cache[key] = tuple(_on_stream(array) for array in arrays())
+        cupy.cuda.get_current_stream().synchronize()
+    return cached
+
+
 def _thresholds_on_device(table, thresholds: np.ndarray):
     """``thresholds`` (int32) on the current device, copied once per table
     and device: the same for every batch, and each copy made the thread that
     drives the device wait for the GIL again."""
-    import cupy
-
     key = ("thresholds", _device(), thresholds.tobytes())
-    cached = table.engine_cache.get(key)
-    if cached is None:
-        cached = table.engine_cache[key] = _on_stream(thresholds.astype(np.int32))
-        cupy.cuda.get_current_stream().synchronize()  # copied before a batch on another stream reads it
-    return cached
+    return _copied_once(table, key, lambda: (thresholds.astype(np.int32),))[0]
 
 
 def _flagged_lanes(flag):
@@ -1206,16 +1213,8 @@ def _wordwise_kernel(scoring: Scoring, device: int):
 
 def _table_on_device(table):
     """The table's masks and starts on the current device, copied once per
-    table and device (as :func:`_thresholds_on_device`: done before a batch
-    on another thread's stream reads them)."""
-    import cupy
-
-    key = ("gpu-table", _device())
-    cached = table.engine_cache.get(key)
-    if cached is None:
-        cached = table.engine_cache[key] = (_on_stream(table.masks), _on_stream(table.starts))
-        cupy.cuda.get_current_stream().synchronize()
-    return cached
+    table and device."""
+    return _copied_once(table, ("gpu-table", _device()), lambda: (table.masks, table.starts))
 
 
 def wordwise_top(scoring: Scoring) -> int:

@@ -880,8 +880,8 @@ __global__ void __launch_bounds__(128) wordwise_second_pass(
 
 // Each lane's score and end cell over its pair's stripes (wordwise_second_pass):
 // the greatest best, and the least first cell at it; all ones where the score
-// is 0; lanes whose score comes within MA of the halves' top counted in
-// `wrapped`. A thread a lane.
+// is 0; lanes whose score passes `top`, the greatest the halves hold exactly
+// (gpu_engine.wordwise_top), counted in `wrapped`. A thread a lane.
 extern "C" __global__ void wordwise_lanes(const int* __restrict__ stripe_best,                // (G * 16, S, 2)
                                           const unsigned long long* __restrict__ stripe_end,  // (G * 16, S, 2)
                                           int groups, int most_stripes, int top,

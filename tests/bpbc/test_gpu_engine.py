@@ -80,13 +80,12 @@ def test_expand_hits_reads_the_records_lane_by_lane(second_pass, groups):
     n = groups * 32 - 7
     order = rng.permutation(n)  # batch position -> read
     words = np.sort(rng.choice(patterns * groups, 9, replace=False))
-    if not second_pass:  # one group under every pattern: its reads tie, and the sort keeps them in pattern order
-        words = np.union1d(words, words[0] % groups + groups * np.arange(patterns))
     if second_pass:  # words: new groups of patterns 0, 0, 1, 2, ...; lanes from anywhere in the batch
         group_pattern = np.sort(rng.integers(0, patterns, len(words)))
         words = np.arange(len(words))
         positions = rng.permutation(n)[:len(words) * 32].reshape(-1, 32)  # each lane once
-    else:
+    else:  # and one group under every pattern: its reads tie, and the sort keeps them in pattern order
+        words = np.union1d(words, words[0] % groups + groups * np.arange(patterns))
         group_pattern = np.zeros(0, np.int64)
         positions = np.zeros((len(words), 0), np.int64)
     masks = rng.integers(0, 1 << 32, len(words), dtype=np.uint64).astype(np.uint32)
