@@ -22,6 +22,9 @@ cached beforehand; the peers run on the same reads, their models named:
   ``--ends 150``, each in fresh processes and through a ``bpbc-serve``
   started for the purpose; sassy (``sassy-rs``: edit distance, k = 3, both
   strands, as many threads: another model) on the whole reads;
+* ``long-pair`` (only when named): one 200 kb read x one 20 kb pattern with
+  a hit, T = 1000 (scores past int16), and parasail's striped saturating SW on
+  it (one thread), bpbc's score checked against it;
 * ``big`` (only when named): one 1 Mb read x one 100 kb pattern with a hit,
   T = 1000, and parasail's 32-bit striped SW on it (one thread);
 * ``lambda`` (only when named; ``--device gpu`` by default): ``--lambda-reads``
@@ -60,7 +63,7 @@ from bench.environment import RESULTS_DIR, environment, write_csv  # noqa: E402
 from bench.host_pipeline import timed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = ("pair", "batch", "ends", "big", "lambda")
+CASES = ("pair", "batch", "ends", "big", "lambda", "long-pair")
 LAMBDA_LENGTH = 48_502  #: bases of the lambda phage genome (NC_001416), the stand-in's length
 BASES = np.frombuffer(b"ACGT", np.uint8)
 COMPLEMENT = str.maketrans("ACGT", "TGCA")
@@ -101,9 +104,9 @@ def planted(rng, length: int, piece: str) -> str:
 
 def inputs(work: Path, case: str) -> tuple[Path, Path, list[str], list[str]]:
     """(reads file, patterns file, reads, patterns) of a case, made once."""
-    rng = np.random.default_rng(["pair", "batch", "ends", "big"].index(case) + 41)
-    if case in ("pair", "big"):
-        m, n = (5000, 50_000) if case == "pair" else (100_000, 1_000_000)
+    rng = np.random.default_rng(["pair", "batch", "ends", "big", "long-pair"].index(case) + 41)
+    if case in ("pair", "big", "long-pair"):
+        m, n = {"pair": (5000, 50_000), "big": (100_000, 1_000_000), "long-pair": (20_000, 200_000)}[case]
         patterns = [random_bases(rng, m)]
         reads = [planted(rng, n, substituted(rng, patterns[0]))]
     elif case == "batch":
@@ -390,16 +393,17 @@ def main(argv: list[str] | None = None) -> int:
             continue
         reads_path, patterns_path, reads, patterns = inputs(args.work, case)
         cells = float(sum(map(len, reads))) * len(patterns[0]) * 2 if case != "ends" else 0.0
-        if case in ("pair", "big"):
+        if case in ("pair", "big", "long-pair"):
             bpbc(case, f"bpbc-screen, {cores} threads", reads_path, patterns_path, 1000, cells=cells)
             if case == "pair":
                 scores, seconds = parasail_scores(reads, patterns[0], 1)
                 peer(case, "parasail sw_striped_profile_sat, 1 thread", seconds, cells, score=max(scores[0]))
-            else:  # scores above int16: parasail's 32-bit striped SW, and bpbc's score checked against it
-                scores, seconds = parasail_scores(reads, patterns[0], 1, "sw_striped_profile_32")
+            else:  # scores above int16, and bpbc's score checked against parasail's
+                function = "sw_striped_profile_32" if case == "big" else "sw_striped_profile_sat"
+                scores, seconds = parasail_scores(reads, patterns[0], 1, function)
                 found = paf_scores(args.work / f"{case}.paf")
                 expected = {(0, strand): s for strand, s in zip("+-", scores[0]) if s >= 1000}
-                peer(case, "parasail sw_striped_profile_32, 1 thread", seconds, cells, score=max(scores[0]),
+                peer(case, f"parasail {function}, 1 thread", seconds, cells, score=max(scores[0]),
                      wrong=int(found != expected))
         elif case == "batch":
             for threads in args.threads or [None]:

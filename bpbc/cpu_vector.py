@@ -33,7 +33,8 @@ traceback's: ``+``, ``-``, ``&``, ``|`` lane by lane, ``>``, ``>=``, ``!=``
 giving a lane mask, :func:`vmax16`, :func:`vselect16`, :func:`vsplat16`,
 and :func:`vload16` / :func:`vstore16` on int32 arrays (or uint8 arrays,
 widened on load and cut to the low byte on store); :func:`vany` says
-whether any lane of a mask is set.
+whether any lane of a mask is set, and :func:`vshift` moves the lanes one
+up.
 
 The vector types and their operators are plain LLVM vector IR: LLVM
 lowers them on any target (two 128-bit halves on NEON, for instance).
@@ -333,6 +334,27 @@ vsplat32, vmax32, vselect32, vload32, vstore32 = _lane_integers(i16x32, mask32, 
 i8x64 = LaneVector("i8x64", 8, 64)
 mask64 = LaneVector("mask64", 1, 64)  #: what comparing two i8x64 gives
 vsplat64, vmax64, vselect64, vload64, vstore64 = _lane_integers(i8x64, mask64, types.int8)
+
+
+@intrinsic
+def vshift(typingctx, vector, value):
+    """The lanes of ``vector`` (i32x16 or i16x32) one lane up, ``value`` in
+    lane 0: lane q of the result is lane q - 1 of ``vector`` (one valignd or
+    vpermw on AVX-512). The score pass over one long instance
+    (bpbc.traceback) holds a stripe of rows a lane, each a column behind the
+    lane before, and hands each lane's last row down this way."""
+    if vector not in (i32x16, i16x32) or not isinstance(value, types.Integer):
+        return None
+    lanes = vector.lanes
+
+    def codegen(context, builder, signature, args):
+        lane = types.int32 if vector is i32x16 else types.int16
+        scalar = context.cast(builder, args[1], signature.args[1], lane)
+        first = builder.insert_element(ir.Constant(vector.ir_type, None), scalar, ir.Constant(ir.IntType(32), 0))
+        order = [0] + list(range(lanes, 2 * lanes - 1))
+        return builder.shuffle_vector(first, args[0], ir.Constant(ir.VectorType(ir.IntType(32), lanes), order))
+
+    return vector(vector, value), codegen
 
 
 @intrinsic

@@ -51,7 +51,7 @@ from numba import get_num_threads, njit, prange
 from bpbc.cpu_engine import lexsort2
 from bpbc.cpu_vector import (load_acquire, lowest_bit, store_release, take_next, vany, vbits64, vload16, vload32, vload64,
                               vmax16, vmax32, vmax64, vselect16, vselect32, vselect64, vsplat16, vsplat32, vsplat64,
-                              vstore16, vstore32, vstore64, yield_thread)
+                              vshift, vstore16, vstore32, vstore64, yield_thread)
 from bpbc import scratch
 from bpbc.buffers import BufferPool
 from bpbc.scratch import MAPPED_FROM, give, take
@@ -548,6 +548,153 @@ def _score_wave_body(block, pattern, match, mismatch, gap_open, gap_extend, stri
                     result[q, c] = found[k, q, c]
 
 
+def _score_skewed_body(read, pattern, match, mismatch, gap_open, gap_extend, first, rows, above_h, above_e, below_h,
+                       below_e, progress, k, result):
+    """_score_stripe_body for one instance alone, its rows ``first`` to
+    ``first + rows - 1`` (1-based; rows a multiple of _K) cut into _K
+    stripes of rows / _K, one a lane: lane q runs column t - q at step t, a
+    column behind the lane above, whose last row it takes from that lane
+    as it was one step before (vshift): every lane busy where a block of
+    one instance would leave all but one idle. read: the instance's read
+    as mask bits (0 past its end: rows there score below the best and come
+    after it, so they are never its first maximum); pattern: its pattern's
+    mask bits (m,). above_h, above_e, below_h, below_e ((m + 1,) each),
+    progress and k as _score_stripe_body's, for stripes of _K lanes each.
+    result (3,): the stripe's first maximum (score, read end, pattern end),
+    by the same rule; (0, 0, 0) where no cell scores."""
+    m = pattern.shape[0]
+    K = _K
+    stripe = rows // K
+    block = np.empty(stripe * K, np.uint8)  # row r of lane q: read row first + q * stripe + r
+    for q in range(K):
+        for r in range(stripe):
+            block[r * K + q] = read[first - 1 + q * stripe + r]
+    lane_numbers = np.arange(K).astype(_CELL)
+    h_column = np.zeros((stripe + 1) * K, _CELL)
+    f_column = np.full((stripe + 1) * K, _CELL_NEG, _CELL)
+    scratch = np.empty(K, _CELL)
+    best_j = np.zeros(K, np.int64)
+    lane = _vload(lane_numbers, 0)
+    open_cost = _vsplat(gap_open + gap_extend)
+    extend_cost = _vsplat(gap_extend)
+    match_score = _vsplat(match)
+    mismatch_score = _vsplat(-mismatch)
+    zero = _vsplat(0)
+    one = _vsplat(1)
+    best = zero
+    best_r = zero
+    bits = zero  # lane q: the pattern's base at column t - q (0 outside it)
+    last_h = zero  # each lane's H and E of its last row, one step back: the lane below's row above
+    last_e = _vsplat(_CELL_NEG)
+    earlier_h = zero  # and two steps back: the lane below's diagonal
+    ready = 0 if k > 0 else m
+    for t in range(1, m + K):
+        top_h, top_e, top_diagonal, base = 0, _CELL_NEG, 0, 0
+        if t <= m:
+            if ready < t:
+                ready = load_acquire(progress, k - 1)
+                waited = 0
+                while ready < t:
+                    waited += 1
+                    if waited > 64:
+                        yield_thread()
+                    ready = load_acquire(progress, k - 1)
+            top_h, top_e, top_diagonal, base = above_h[t], above_e[t], above_h[t - 1], pattern[t - 1]
+        bits = vshift(bits, base)
+        h_diag = vshift(earlier_h, top_diagonal)
+        h_up = vshift(last_h, top_h)
+        e = vshift(last_e, top_e)
+        earlier_h = last_h
+        top = zero
+        top_r = zero
+        for r in range(1, stripe + 1):
+            s = _vselect((_vload(block, (r - 1) * K) & bits) != zero, match_score, mismatch_score)
+            h_left = _vload(h_column, r * K)
+            f = _vmax(h_left - open_cost, _vload(f_column, r * K) - extend_cost)
+            e = _vmax(h_up - open_cost, e - extend_cost)
+            h = _vmax(_vmax(h_diag + s, zero), _vmax(e, f))
+            _vstore(h_column, r * K, h)
+            _vstore(f_column, r * K, f)
+            higher = h > top
+            top = _vselect(higher, h, top)
+            top_r = _vselect(higher, _vsplat(r), top_r)
+            h_diag = h_left
+            h_up = h
+        last_h = h_up
+        last_e = e
+        column = t - K + 1  # the last lane's, the stripe's last row: the next stripe's row above
+        if column >= 1:
+            _vstore(scratch, 0, h_up)
+            below_h[column] = scratch[K - 1]
+            _vstore(scratch, 0, e)
+            below_e[column] = scratch[K - 1]
+            store_release(progress, k, column)
+        if t > m:  # lanes past the pattern's end: not cells
+            inside = lane > _vsplat(t - m - 1)
+            top = _vselect(inside, top, zero)
+            top_r = _vselect(inside, top_r, zero)
+        better = top > _vselect(best_r > top_r, best - one, best)
+        best = _vselect(better, top, best)
+        best_r = _vselect(better, top_r, best_r)
+        if _vany(better):
+            _vstore(scratch, 0, _vselect(better, one, zero))
+            for q in range(K):
+                if scratch[q]:
+                    best_j[q] = t - q
+    # the first maximum over the lanes: the greatest, then the least rows (the lanes' rows rise with q)
+    _vstore(scratch, 0, best_r)
+    rows_at = scratch.copy()
+    _vstore(scratch, 0, best)
+    result[0], result[1], result[2] = 0, 0, 0
+    for q in range(K):
+        if scratch[q] > result[0]:
+            result[0], result[1], result[2] = scratch[q], first - 1 + q * stripe + rows_at[q], best_j[q]
+
+
+def _score_skewed_runs_body(read, read_first, pattern, pattern_first, stripes, stripe_rows, match, mismatch,
+                            gap_open, gap_extend, out):
+    """The score pass over instances one by one, each in stripes of rows
+    run by _score_skewed_body: instance i's read mask bits
+    read[read_first[i]:read_first[i + 1]] (stripes[i] x stripe_rows[i] of
+    them, a multiple of _K a stripe; 0 past its read), its pattern's
+    pattern[pattern_first[i]:pattern_first[i + 1]]. Its stripes are tasks
+    in turn, each waiting on the stripe above column by column (a
+    wavefront); the threads take the tasks in order (take_next), so a
+    stripe waits only on stripes already running. out (count, 3): each
+    instance's first maximum, the best stripe's, the first where they tie."""
+    count = stripes.shape[0]
+    task_first = np.zeros(count + 1, np.int64)
+    edge_first = np.zeros(count + 1, np.int64)
+    for i in range(count):
+        task_first[i + 1] = task_first[i] + stripes[i]
+        edge_first[i + 1] = edge_first[i] + (stripes[i] + 1) * (pattern_first[i + 1] - pattern_first[i] + 1)
+    tasks = task_first[count]
+    task_instance = np.empty(tasks, np.int64)
+    for i in range(count):
+        task_instance[task_first[i]:task_first[i + 1]] = i
+    edge_h = np.zeros(edge_first[count], _CELL)
+    edge_e = np.full(edge_first[count], _CELL_NEG, _CELL)
+    progress = np.zeros(tasks, np.int64)
+    found = np.zeros((tasks, 3), np.int64)
+    taken = np.zeros(1, np.int64)
+    for _ in prange(tasks):
+        task = take_next(taken)
+        i = task_instance[task]
+        k = task - task_first[i]
+        size = pattern_first[i + 1] - pattern_first[i] + 1
+        edges = edge_first[i]
+        _score_skewed(read[read_first[i]:read_first[i + 1]], pattern[pattern_first[i]:pattern_first[i + 1]], match,
+                      mismatch, gap_open, gap_extend, 1 + k * stripe_rows[i], stripe_rows[i],
+                      edge_h[edges + k * size:edges + (k + 1) * size], edge_e[edges + k * size:edges + (k + 1) * size],
+                      edge_h[edges + (k + 1) * size:edges + (k + 2) * size],
+                      edge_e[edges + (k + 1) * size:edges + (k + 2) * size],
+                      progress[task_first[i]:task_first[i + 1]], k, found[task])
+    for i in range(count):
+        for task in range(task_first[i], task_first[i + 1]):
+            if task == task_first[i] or found[task, 0] > out[i, 0]:
+                for c in range(3):
+                    out[i, c] = found[task, c]
+
 def _start_body(block, pattern, target, base, row_base, match, mismatch, gap_open, gap_extend, result, band):
     """Where the alignments of score target[q] that end at a known end cell
     can start, for _K instances at once: block ((n, _K) mask bits) holds
@@ -672,6 +819,17 @@ def _fill_block(codes, lengths, rows, skips, first, count, n, block):
         for i in range(min(lengths[row] - skip, n)):
             code = codes[row, skip + i]
             block[i, q] = (1 << code) if code < 4 else 0
+
+
+@njit(cache=True, nogil=True)
+def _fill_reads(codes, lengths, rows, first, out):
+    """Read rows[t] as _fill_block's mask bits from out[first[t]] on (the
+    rest of its span left as it is: 0)."""
+    for t in range(rows.shape[0]):
+        row = rows[t]
+        for i in range(lengths[row]):
+            code = codes[row, i]
+            out[first[t] + i] = (1 << code) if code < 4 else 0
 
 
 @njit(cache=True, nogil=True)
@@ -1372,6 +1530,13 @@ _score_wave = njit(parallel=True, cache=True, nogil=True)(_named(_score_wave_bod
                                                                  _score_stripe=_score_stripe_lanes))
 _score_wave16 = njit(parallel=True, cache=True, nogil=True)(_named(_score_wave_body, "_i16", **_INT16_LANES,
                                                                    _score_stripe=_score_stripe_lanes16))
+# and over one long instance, a stripe of its rows a lane (where a block would hold few instances)
+_score_skewed_lanes, _score_skewed_lanes16 = _lane_kernels(_score_skewed_body)
+_score_skewed = _score_skewed_lanes  # as _score: named for readers and linters
+_score_skewed_runs_parallel, _score_skewed_runs_serial = _batch_kernels(
+    _score_skewed_runs_body, "_i32", **_INT32_LANES, _score_skewed=_score_skewed_lanes)
+_score_skewed_runs_parallel16, _score_skewed_runs_serial16 = _batch_kernels(
+    _score_skewed_runs_body, "_i16", **_INT16_LANES, _score_skewed=_score_skewed_lanes16)
 # The start pass (known end cells), likewise
 _start_lanes, _start_lanes16 = _lane_kernels(_start_body)
 _start = _start_lanes  # as _score: named for readers and linters
@@ -1518,6 +1683,18 @@ def end_cells(codes, lengths, rows, table, ks, scoring: Scoring, fits: bool | No
     if not len(rows):
         return found
     block_width = np.maximum.reduceat(pattern_lengths[by_length], block_first[:-1]).astype(np.int64)
+    skewed = _skewing_pays(read_lengths[by_length], pattern_lengths[by_length], block_first, block_width, block_wide)
+    if skewed.any():  # instances of blocks that would leave lanes idle: each alone, a stripe of its rows a lane
+        alone = np.repeat(skewed, np.diff(block_first))
+        for int32 in (True, False):
+            chosen = by_length[alone & (narrow[by_length] != int32)]
+            if len(chosen):
+                found[chosen] = _score_skewed_instances(codes, lengths, rows[chosen], table, ks[chosen], int32,
+                                                        scoring, threads)
+        rest = by_length[~alone]
+        if len(rest):
+            found[rest] = end_cells(codes, lengths, rows[rest], table, ks[rest], scoring, fits, parallel)
+        return found
     if threads > 1 and len(block_first) - 1 < threads:
         # fewer blocks than threads (a few long instances): each block on all threads, in
         # stripes of rows (a wavefront), one after the other: their cells over the threads,
@@ -1577,6 +1754,63 @@ def _score_waves(codes, lengths, rows, table, ks, block_first, block_width, bloc
         (_score_wave if block_wide[b] else _score_wave16)(block, bits, scoring.match, scoring.mismatch,
                                                           scoring.gap_open, scoring.gap_extend, stripes, best)
         out[first:first + count] = best[:count]
+    return out
+
+
+#: the fewest rows a lane of the score pass over one instance (_score_skewed_body) runs in a stripe
+_SKEWED_LANE_ROWS = 64
+#: a block's instances go alone (_score_skewed_body) where that takes at most this share of the block's steps
+_SKEWED_SHARE = 0.8
+
+
+def _skewing_pays(read_lengths, pattern_lengths, block_first, block_width, block_wide) -> np.ndarray:
+    """For each of end_cells' blocks (instances block_first[b] to
+    block_first[b + 1] of the lengths given, patterns up to block_width[b]),
+    whether its instances each alone, a stripe of rows a lane
+    (_score_skewed_body), take fewer vector steps than the block: a block
+    steps through its longest read x its widest pattern whatever its lanes
+    hold, an instance alone through rows / lanes x (columns + lanes). A few
+    long instances (one long pair, a few windows, a few long hits) leave a
+    block's lanes idle: 11 windows of 46 kb against 20 kb, 1.1 s as a block
+    of 16 lanes on 2 threads, one of them 0.07 s alone (2-core AMD EPYC)."""
+    lanes = np.where(block_wide, LANES, LANES16)
+    longest = np.maximum.reduceat(read_lengths, block_first[:-1]) if len(read_lengths) else np.zeros(0, np.int64)
+    block = longest.astype(np.float64) * block_width
+    lane_of = np.repeat(lanes, np.diff(block_first))
+    alone = -(-read_lengths // lane_of) * (pattern_lengths + lane_of).astype(np.float64)
+    alone_steps = np.add.reduceat(alone, block_first[:-1]) if len(read_lengths) else np.zeros(0)
+    return (alone_steps < _SKEWED_SHARE * block) & (longest >= lanes * _SKEWED_LANE_ROWS)
+
+
+def _score_skewed_instances(codes, lengths, rows, table, ks, wide: bool, scoring: Scoring, threads: int) -> np.ndarray:
+    """end_cells of instances (rows[t], oriented patterns ks[t]) each alone
+    (_score_skewed_runs_body: 16 int32 lanes where ``wide``, else 32 int16
+    lanes), the costliest first; on ``threads`` threads, a few long ones
+    each in stripes of rows on all of them: the (k, 3) table."""
+    lanes = LANES if wide else LANES16
+    read_lengths = lengths[rows].astype(np.int64)
+    pattern_lengths = table.lengths[ks].astype(np.int64)
+    order = np.argsort(-read_lengths * pattern_lengths, kind="stable")
+    if len(rows) >= threads:
+        stripes = np.ones(len(rows), np.int64)
+    else:
+        stripes = np.clip(read_lengths[order] // (lanes * _SKEWED_LANE_ROWS), 1, threads)
+    stripe_rows = -(-read_lengths[order] // (stripes * lanes)) * lanes
+    read_first = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(stripes * stripe_rows, out=read_first[1:])
+    read = np.zeros(int(read_first[-1]), np.uint8)
+    _fill_reads(np.ascontiguousarray(codes, dtype=np.uint8), lengths, rows[order], read_first, read)
+    starts, ends = table.starts[ks[order]], table.starts[ks[order] + 1]
+    pattern_first = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(ends - starts, out=pattern_first[1:])
+    pattern = np.concatenate([table.masks[a:b] for a, b in zip(starts, ends)]) if len(rows) else np.zeros(0, np.uint8)
+    kernels = (_score_skewed_runs_parallel, _score_skewed_runs_serial) if wide else \
+        (_score_skewed_runs_parallel16, _score_skewed_runs_serial16)
+    found = np.zeros((len(rows), 3), np.int64)
+    kernels[threads <= 1](read, read_first, np.ascontiguousarray(pattern, dtype=np.uint8), pattern_first, stripes,
+                          stripe_rows, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, found)
+    out = np.empty_like(found)
+    out[order] = found
     return out
 
 

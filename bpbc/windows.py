@@ -504,6 +504,10 @@ def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, oriented: Orien
     if not int16:  # int32 cells, 16 lanes a block
         vector_window, vector_cost = plan.window_length(lengths, Packing(16, tasks, 1, threads))
         vector_window = vector_window or longest
+    regions = plan.regions(lengths)[2]
+    lanes = 32 if int16 else 16
+    if len(regions) * tasks < lanes:  # fewer instances than a block's lanes: each alone (span_cells, end_cells)
+        vector_cost = min(vector_cost, float((-(-regions // lanes)).sum()) * tasks / threads)
     if vector_cost * (VECTOR_CELL if int16 else VECTOR_CELL32) < cost:
         return Choice(vector_window, vector=True)
     if flag_plan is None:
@@ -667,14 +671,58 @@ def vector_scores(batch: WindowedBatch, table, scoring: Scoring) -> np.ndarray:
     return end_cells(codes, lengths, rows, table, ks, scoring).reshape(len(windows), count, 3)
 
 
-def pair_cells(batch: WindowedBatch, window: np.ndarray, k: np.ndarray, table, scoring: Scoring) -> np.ndarray:
-    """:func:`vector_scores` of the pairs (window[i], oriented pattern k[i]) only: (pairs, 3)."""
+#: runs of windows (span_cells) fewer than this are scored whole, however long: they fill fewer lanes
+#: than a block has, so each is scored alone (bpbc.traceback.end_cells), in memory a stripe of its rows
+_FEW_SPANS = 16
+
+
+def span_cells(batch: WindowedBatch, window: np.ndarray, k: np.ndarray, table, scoring: Scoring) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray]:
+    """The end cells of the pairs (window[i], oriented pattern k[i]), each
+    run of consecutive windows of one region against one k scored as one
+    span (its windows' overlaps once: a read cut into windows overlapping
+    by the plan's L - 1 bases had each base scored 2-5 times); where the
+    runs are many (full blocks), a span covers the windows that start
+    within the longest window's length of its first, so it is at most twice
+    that long: (window, k, (spans, 3) score,
+    read end in that window and pattern end), sorted by window then k, the
+    window the last of the span's to start before its end cell.
+
+    Where the pairs are every window of the plan that meets a flagged one
+    (or every window), a span's best reaching the threshold is the best of
+    its region's, at its first cell: an alignment that reaches the
+    threshold spans at most L read bases, so it lies in a window of the
+    plan, which meets a flagged one: it lies in a span and is found there,
+    and each span's best is an alignment of the read's. A span's best below
+    the threshold is dropped, as its windows' are."""
     from .traceback import end_cells
 
     windows = batch.windows
-    rows, local = np.unique(window, return_inverse=True)
-    codes, lengths = batch.spans(windows.read[rows], windows.start[rows], windows.length[rows]).encode()
-    return end_cells(codes, lengths, local.astype(np.int64), table, k, scoring)
+    order = np.lexsort((window, k))
+    window, k = window[order], k[order]
+    start = windows.start[window]
+    run = np.ones(len(window), dtype=bool)
+    run[1:] = (k[1:] != k[:-1]) | (window[1:] != window[:-1] + 1) | (windows.read[window[1:]] != windows.read[window[:-1]]) \
+        | (windows.region[window[1:]] != windows.region[window[:-1]])
+    if run.sum() >= _FEW_SPANS:  # many: cut where a window starts more than the longest window after the run's first
+        longest = max(int(windows.length.max(initial=1)), 1)
+        run_start = start[np.flatnonzero(run)][np.cumsum(run) - 1]
+        piece = (start - run_start) // longest
+        run[1:] |= piece[1:] != piece[:-1]
+    firsts = np.flatnonzero(run)
+    lasts = np.append(firsts[1:], len(window))[:len(firsts)] - 1
+    first, last, k = window[firsts], window[lasts], k[firsts]
+    start = windows.start[first]
+    length = windows.start[last] + windows.length[last] - start
+    read = windows.read[first]
+    codes, lengths = batch.spans(read, start, length).encode()
+    found = end_cells(codes, lengths, np.arange(len(first), dtype=np.int64), table, k, scoring)
+    key = np.int64(1) << np.int64(40)
+    at = np.searchsorted(windows.read * key + windows.start, read * key + start + found[:, 1], side="left") - 1
+    at = np.clip(at, first, last)
+    found[:, 1] += start - windows.start[at]
+    order = np.lexsort((k, at))
+    return at[order], k[order], found[order]
 
 
 def meeting(windows: Windows, flag_windows: Windows, flagged: np.ndarray, k: np.ndarray) -> tuple[np.ndarray,
@@ -711,13 +759,13 @@ def vector_hits(batch: WindowedBatch, table, thresholds: np.ndarray, caps: np.nd
     if flag_planes:
         flagged, k = batch.engine.flagged(batch.inner.prepared, table, scoring, flag_planes)
         window, k = meeting(batch.windows, batch.windows if batch.flag_windows is None else batch.flag_windows, flagged, k)
-        found = pair_cells(batch, window, k, table, scoring)
-        passing = found[:, 0] >= thresholds[k]
-        window, k, found = window[passing], k[passing], found[passing]
     else:
-        every = vector_scores(batch, table, scoring)
-        window, k = np.nonzero(every[:, :, 0] >= thresholds)
-        found = every[window, k]
+        count = len(table)
+        window = np.repeat(np.arange(len(batch.windows), dtype=np.int64), count)
+        k = np.tile(np.arange(count, dtype=np.int64), len(batch.windows))
+    window, k, found = span_cells(batch, window, k, table, scoring)
+    passing = found[:, 0] >= thresholds[k]
+    window, k, found = window[passing], k[passing], found[passing]
     score = found[:, 0]
     capped = score > caps[k]
     return (window.astype(np.int64), table.pattern[k], table.strand[k], np.where(capped, caps[k], score).astype(np.int32),

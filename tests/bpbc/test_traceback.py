@@ -1004,6 +1004,72 @@ def test_score_pass_in_stripes_on_threads_is_the_whole_pass(scoring, monkeypatch
     assert sum(score > 0 and end < lengths[t] for t, (score, end, _) in enumerate(expected)) > 30
 
 
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=scoring_id)
+def test_score_pass_of_instances_alone_is_the_whole_pass(scoring, monkeypatch):
+    """Instances scored alone, a stripe of their rows a lane, each lane a
+    column behind the one above (_score_skewed_body), give the end cells of
+    the rule's traceback on the reference matrices: lanes of 1 row and
+    more, reads padded to the lanes, up to 7 stripes a read on 1 to 7
+    threads, int16 and int32 lanes, ties in two-letter and repeated text
+    among them; and end_cells takes that road for blocks that would leave
+    lanes idle, and not for full blocks of like instances."""
+    from bpbc import traceback as tb
+
+    codes, lengths, table, alignments = gapped_case(89, 80, scoring)
+    rows = np.arange(len(alignments))
+    expected = [[al.score, al.read_end, al.pattern_end] for al in alignments]
+    monkeypatch.setattr(tb, "_SKEWED_LANE_ROWS", 1)
+    for threads in (1, 2, 3, 7):
+        for wide in (True, False):
+            found = tb._score_skewed_instances(codes, lengths, rows[:threads - 1 or None], table,
+                                               rows[:threads - 1 or None], wide, scoring, threads)
+            assert found.tolist() == expected[:threads - 1 or None]
+    alone = []
+    monkeypatch.setattr(tb, "_score_skewed_instances", lambda *args, inner=tb._score_skewed_instances:
+                        alone.append(len(args[2])) or inner(*args))
+    monkeypatch.setattr(tb, "_SKEWED_SHARE", 1e9)  # every block
+    assert tb.end_cells(codes, lengths, rows, table, rows, scoring, parallel=True).tolist() == expected
+    assert sum(alone) == len(rows)
+    monkeypatch.setattr(tb, "_SKEWED_SHARE", 0.8)
+    alone.clear()
+    monkeypatch.setattr(tb, "_SKEWED_LANE_ROWS", 64)
+    assert tb.end_cells(codes, lengths, rows, table, rows, scoring, parallel=True).tolist() == expected
+    assert alone == []  # 80 short instances: full blocks
+
+
+def test_one_long_instance_is_scored_alone_on_every_thread(monkeypatch):
+    """One read of 30 kb holding a noisy copy of a 3 kb pattern: end_cells
+    scores it alone, in stripes on the threads, at parasail's score and
+    end (unique: the copy), on int16 and int32 lanes."""
+    import parasail
+
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    scoring = Scoring()
+    rng = np.random.default_rng(97)
+    letters = np.frombuffer(b"ACGT", np.uint8)
+    pattern = letters[rng.integers(0, 4, 3000)]
+    read = letters[rng.integers(0, 4, 30_000)]
+    copy = _noisy_copy(rng, pattern[200:2800], 0.06)
+    read[17_000:17_000 + len(copy)] = copy
+    codes, lengths = encode_reads([read.tobytes().decode()])
+    table = PatternTable.build([encode_pattern(pattern.tobytes().decode())], ("+",))
+    calls = []
+    monkeypatch.setattr(tb, "_score_skewed_instances", lambda *args, inner=tb._score_skewed_instances:
+                        calls.append((args[5], args[7])) or inner(*args))
+    monkeypatch.setattr(tb, "get_num_threads", lambda: 3)
+    matrix = parasail.matrix_create("ACGT", scoring.match, -scoring.mismatch)
+    result = parasail.sw_trace_striped_32(read.tobytes().decode(), pattern.tobytes().decode(),
+                                          scoring.gap_open + scoring.gap_extend, scoring.gap_extend, matrix)
+    for fits in (True, False):
+        found = tb.end_cells(codes, lengths, np.array([0]), table, np.array([0]), scoring, fits=fits, parallel=True)
+        assert found[0].tolist() == [result.score, result.end_query + 1, result.end_ref + 1]
+    assert calls == [(False, 3), (True, 3)]
+    assert result.score > 3000
+
+
 def _noisy_copy(rng, piece: np.ndarray, rate: float) -> np.ndarray:
     """``piece`` (uint8 ACGT) with about ``rate`` errors, a third each substitutions, insertions, deletions."""
     letters = np.frombuffer(b"ACGT", np.uint8)

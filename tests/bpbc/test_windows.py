@@ -220,16 +220,22 @@ def _long_read_case(case: str):
                                                                                          Scoring())
 
 
-@pytest.mark.parametrize("case", ["batch", "pair"])
-def test_the_long_read_cases_are_flagged_at_a_share_of_random_windows(case):
-    """Both cases take the flags pass at 5 planes (the bound's 6 before the
-    random share), on windows shorter than MIN_WINDOW: they overlap by 145
-    and 306 bases only, and the pair's 50 kb fill one block of lanes in
-    windows of 432 bases (before, in windows of 2 kb or more, it went to
-    the vector pass alone)."""
-    lengths, oriented, plan = _long_read_case(case)
+def test_the_long_read_batch_is_flagged_at_a_share_of_random_windows():
+    """The batch (400 reads of 5-10 kb) takes the flags pass at 5 planes (the
+    bound's 6 before the random share), on windows shorter than MIN_WINDOW:
+    they overlap by 145 bases only."""
+    lengths, oriented, plan = _long_read_case("batch")
     choice = windows.how_to_screen(lengths, CpuEngine(threads=2), plan, oriented, 2)
     assert choice.flag_planes == 5 and not choice.vector and choice.flag_window < windows.MIN_WINDOW
+
+
+def test_a_lone_long_pair_goes_to_the_vector_pass_alone():
+    """The pair (one 50 kb read against 5 kb, two strands: fewer instances
+    than a block has lanes) goes to the vector pass alone, each strand's
+    read one span scored alone (bpbc.traceback._score_skewed_body), not
+    to the flags pass over windows of 432 bases."""
+    lengths, oriented, plan = _long_read_case("pair")
+    assert windows.how_to_screen(lengths, CpuEngine(threads=2), plan, oriented, 2).vector
 
 
 def test_the_flags_windows_give_every_thread_a_task():
@@ -423,6 +429,44 @@ def test_windowed_scores_against_parasail(cut_fine, screen_by):
             strand_pattern = pattern if alignment.strand == "+" else reverse_complement(pattern)
             assert alignment.score == parasail_sw(text, strand_pattern, scoring)
 
+
+
+@pytest.mark.parametrize("by", ["vector", "flags"])
+def test_a_few_long_reads_scored_alone_are_the_whole_read_screen(by, whole_reads, cut_fine, monkeypatch):
+    """A few long reads against long patterns, their windows' runs scored as
+    spans by the vector pass (alone, or on what the flags pass flags), each
+    span alone, a stripe of its rows a lane (lanes of a few rows here): the
+    hits and alignments are the whole reads', their scores parasail's."""
+    from bpbc import traceback
+
+    rng = np.random.default_rng(37)
+    scoring = Scoring()
+    patterns = [random_pattern(rng, int(rng.integers(150, 300)), iupac_rate=0.02) for _ in range(2)]
+    reads = long_reads(rng, patterns, 3, 3000)
+    threshold = [int(scoring.match * len(p) * 0.4) for p in patterns]
+    for name in ("VECTOR_CELL", "VECTOR_CELL32"):
+        monkeypatch.setattr(windows, name, 0.0 if by == "vector" else float("inf"))
+    monkeypatch.setattr(windows, "MIN_FLAG_PLANES", 3 if by == "flags" else 99)
+    monkeypatch.setattr(traceback, "_SKEWED_LANE_ROWS", 2)
+    alone = []
+    monkeypatch.setattr(traceback, "_score_skewed_instances", lambda *args, inner=traceback._score_skewed_instances:
+                        alone.append(len(args[2])) or inner(*args))
+    screener = bpbc.Screener(patterns, threshold, scoring, device="cpu", threads=2)
+    batch = screener.prepare(reads)
+    assert isinstance(batch, windows.WindowedBatch) and (batch.inner is None) == (by == "vector")
+    cut = screener.run(batch)
+    assert alone
+    for name in ("VECTOR_CELL", "VECTOR_CELL32"):
+        monkeypatch.setattr(windows, name, float("inf"))
+    monkeypatch.setattr(windows, "MIN_FLAG_PLANES", 99)
+    whole = whole_reads(lambda: screener.run(reads))
+    assert len(whole.hits) >= 3
+    assert_same_results(whole, cut)
+    for alignment in cut.alignments.to_list():
+        pattern = patterns[alignment.pattern_index]
+        strand_pattern = pattern if alignment.strand == "+" else \
+            pattern.translate(str.maketrans("ACGTRYKMSWBDHVN", "TGCAYRMKSWVHDBN"))[::-1]  # every IUPAC code
+        assert alignment.score == parasail_sw(reads[alignment.read_index], strand_pattern, scoring)
 
 def test_paf_of_long_reads_is_the_whole_read_screens(tmp_path, capsys, monkeypatch, screen_by):
     """bpbc-screen on long reads: the PAF, byte for byte, of the screen with no read cut."""
