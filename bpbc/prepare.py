@@ -240,6 +240,27 @@ def _long_traceback_task(pattern_length: int, count: int, scoring: tuple[int, in
                                      Scoring(*scoring), False, np.zeros(count, bool), None))
 
 
+
+def _alone_task(int32: bool, parallel: bool, scoring: tuple[int, int, int, int]) -> tuple[float, float]:
+    """The score pass over instances each alone, a stripe of rows a lane
+    (bpbc.traceback._score_skewed_instances: a few long pairs, or spans of
+    windows), on int32 or int16 lanes, serial (end_cells on one thread) or
+    parallel."""
+    import numpy as np
+
+    from .alphabet import encode_pattern, encode_reads
+    from .patterns import PatternTable
+    from .scoring import Scoring
+    from .traceback import _score_skewed_instances
+
+    def work() -> None:
+        codes, lengths = encode_reads(["ACGTTGCAACGTAGGT" * 8])
+        table = PatternTable.build([encode_pattern("ACGTTGCAAC" * 4)], ("+",))
+        _score_skewed_instances(codes, lengths.astype(np.int64), np.zeros(1, np.int64), table, np.zeros(1, np.int64),
+                                int32, Scoring(*scoring), 2 if parallel else 1)
+
+    return _timed(work)
+
 def _command_task(argv: list[str]) -> tuple[float, float]:
     from .cli import main
 
@@ -329,6 +350,9 @@ def prepare(thresholds=DEFAULT_THRESHOLDS, scoring: tuple[int, int, int, int] = 
         kernels.append(("the block parser", _block_parsing_task, ()))
         kernels.append(("the parallel encoder", _encoding_task, ()))
         kernels.append(("the parallel FASTQ scan", _scanning_task, ()))
+        kernels += [(f"score pass of instances alone ({'parallel' if parallel else 'serial'}, int{32 if int32 else 16} "
+                     "cells)", _alone_task, (int32, parallel, scoring)) for int32 in (True, False)
+                    for parallel in (True, False)]
         kernels += [(f"long traceback ({length} bp pattern, {count} hits)", _long_traceback_task,
                      (length, count, scoring)) for length in (5000, 9000) for count in (1, 2)]
         kernels += [(f"end-overlap pass: {planes} planes", _end_overlap_task, (planes, scoring))
