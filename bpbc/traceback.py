@@ -443,6 +443,56 @@ def _score_body(block, pattern, match, mismatch, gap_open, gap_extend, result):
                   np.empty(size, _CELL), np.empty(size, _CELL), np.zeros(1, np.int64), 0, result)
 
 
+def _score_rows_body(block, bits, h_column, f_column, row0, rows, h_diag, h_up, e, match, mismatch, gap_open,
+                     gap_extend):
+    """One column of the score pass over rows row0 + 1 to row0 + rows of
+    _K lanes: block (rows of _K mask bits; row i at (i - 1) * _K), bits the
+    column's pattern mask bits, h_column and f_column (H and F of the rows
+    in the column before, at r * _K; overwritten with this column's), and
+    from the row above H diagonal, H and E. Returns H and E of the last row,
+    each lane's greatest H in the column and its first row at it (0 where
+    no cell is above 0)."""
+    K = _K
+    open_cost = _vsplat(gap_open + gap_extend)
+    extend_cost = _vsplat(gap_extend)
+    match_score = _vsplat(match)
+    mismatch_score = _vsplat(-mismatch)
+    zero = _vsplat(0)
+    top = zero
+    top_i = zero
+    for r in range(1, rows + 1):
+        i = row0 + r
+        s = _vselect((_vload(block, (i - 1) * K) & bits) != zero, match_score, mismatch_score)
+        h_left = _vload(h_column, r * K)
+        f = _vmax(h_left - open_cost, _vload(f_column, r * K) - extend_cost)
+        e = _vmax(h_up - open_cost, e - extend_cost)
+        h = _vmax(_vmax(h_diag + s, zero), _vmax(e, f))
+        _vstore(h_column, r * K, h)
+        _vstore(f_column, r * K, f)
+        higher = h > top
+        top = _vselect(higher, h, top)
+        top_i = _vselect(higher, _vsplat(i), top_i)
+        h_diag = h_left
+        h_up = h
+    return h_up, e, top, top_i
+
+
+@njit(inline="always")
+def _wait_for(progress, stripe, column, ready):
+    """What the stripe above ``stripe`` has finished (progress[stripe - 1]),
+    once it has finished ``column``: ``ready`` where that is already so,
+    else read again (acquire), the core given away after 64 tries."""
+    if ready < column:
+        ready = load_acquire(progress, stripe - 1)
+        waited = 0
+        while ready < column:
+            waited += 1
+            if waited > 64:
+                yield_thread()
+            ready = load_acquire(progress, stripe - 1)
+    return ready
+
+
 def _score_stripe_body(block, pattern, match, mismatch, gap_open, gap_extend, first, last, above_h, above_e,
                        below_h, below_e, progress, k, result):
     """_score_body over rows ``first`` to ``last`` (1-based, inclusive) of
@@ -463,44 +513,17 @@ def _score_stripe_body(block, pattern, match, mismatch, gap_open, gap_extend, fi
     h_column = np.zeros((rows + 1) * K, _CELL)  # H[i][j-1], then H[i][j], of the stripe's rows
     f_column = np.full((rows + 1) * K, _CELL_NEG, _CELL)
     scratch = np.empty(K, _CELL)
-    open_cost = _vsplat(gap_open + gap_extend)
-    extend_cost = _vsplat(gap_extend)
-    match_score = _vsplat(match)
-    mismatch_score = _vsplat(-mismatch)
     zero = _vsplat(0)
     one = _vsplat(1)
     best = zero
     best_i = zero
     ready = 0 if k > 0 else m  # the columns the stripe above has finished
     for j in range(1, m + 1):
-        if ready < j:
-            ready = load_acquire(progress, k - 1)
-            waited = 0
-            while ready < j:
-                waited += 1
-                if waited > 64:
-                    yield_thread()
-                ready = load_acquire(progress, k - 1)
-        pattern_bits = _vload(flat_pattern, (j - 1) * K)
-        h_diag = _vload(above_h, (j - 1) * K)  # H[first - 1][j - 1]
-        h_up = _vload(above_h, j * K)  # H[first - 1][j]
-        e = _vload(above_e, j * K)  # E[first - 1][j]
-        top = zero
-        top_i = zero
-        for r in range(1, rows + 1):
-            i = first + r - 1
-            s = _vselect((_vload(flat_block, (i - 1) * K) & pattern_bits) != zero, match_score, mismatch_score)
-            h_left = _vload(h_column, r * K)
-            f = _vmax(h_left - open_cost, _vload(f_column, r * K) - extend_cost)
-            e = _vmax(h_up - open_cost, e - extend_cost)
-            h = _vmax(_vmax(h_diag + s, zero), _vmax(e, f))
-            _vstore(h_column, r * K, h)
-            _vstore(f_column, r * K, f)
-            higher = h > top
-            top = _vselect(higher, h, top)
-            top_i = _vselect(higher, _vsplat(i), top_i)
-            h_diag = h_left
-            h_up = h
+        ready = _wait_for(progress, k, j, ready)
+        # from H[first - 1][j - 1], H[first - 1][j] and E[first - 1][j]
+        h_up, e, top, top_i = _score_rows(flat_block, _vload(flat_pattern, (j - 1) * K), h_column, f_column, first - 1,
+                                          rows, _vload(above_h, (j - 1) * K), _vload(above_h, j * K),
+                                          _vload(above_e, j * K), match, mismatch, gap_open, gap_extend)
         _vstore(below_h, j * K, h_up)
         _vstore(below_e, j * K, e)
         store_release(progress, k, j)
@@ -575,10 +598,6 @@ def _score_skewed_body(read, pattern, match, mismatch, gap_open, gap_extend, fir
     scratch = np.empty(K, _CELL)
     best_j = np.zeros(K, np.int64)
     lane = _vload(lane_numbers, 0)
-    open_cost = _vsplat(gap_open + gap_extend)
-    extend_cost = _vsplat(gap_extend)
-    match_score = _vsplat(match)
-    mismatch_score = _vsplat(-mismatch)
     zero = _vsplat(0)
     one = _vsplat(1)
     best = zero
@@ -591,35 +610,13 @@ def _score_skewed_body(read, pattern, match, mismatch, gap_open, gap_extend, fir
     for t in range(1, m + K):
         top_h, top_e, top_diagonal, base = 0, _CELL_NEG, 0, 0
         if t <= m:
-            if ready < t:
-                ready = load_acquire(progress, k - 1)
-                waited = 0
-                while ready < t:
-                    waited += 1
-                    if waited > 64:
-                        yield_thread()
-                    ready = load_acquire(progress, k - 1)
+            ready = _wait_for(progress, k, t, ready)
             top_h, top_e, top_diagonal, base = above_h[t], above_e[t], above_h[t - 1], pattern[t - 1]
         bits = vshift(bits, base)
-        h_diag = vshift(earlier_h, top_diagonal)
-        h_up = vshift(last_h, top_h)
-        e = vshift(last_e, top_e)
+        h_up, e, top, top_r = _score_rows(block, bits, h_column, f_column, 0, stripe, vshift(earlier_h, top_diagonal),
+                                          vshift(last_h, top_h), vshift(last_e, top_e), match, mismatch, gap_open,
+                                          gap_extend)
         earlier_h = last_h
-        top = zero
-        top_r = zero
-        for r in range(1, stripe + 1):
-            s = _vselect((_vload(block, (r - 1) * K) & bits) != zero, match_score, mismatch_score)
-            h_left = _vload(h_column, r * K)
-            f = _vmax(h_left - open_cost, _vload(f_column, r * K) - extend_cost)
-            e = _vmax(h_up - open_cost, e - extend_cost)
-            h = _vmax(_vmax(h_diag + s, zero), _vmax(e, f))
-            _vstore(h_column, r * K, h)
-            _vstore(f_column, r * K, f)
-            higher = h > top
-            top = _vselect(higher, h, top)
-            top_r = _vselect(higher, _vsplat(r), top_r)
-            h_diag = h_left
-            h_up = h
         last_h = h_up
         last_e = e
         column = t - K + 1  # the last lane's, the stripe's last row: the next stripe's row above
@@ -1482,10 +1479,13 @@ _ONE_LANE = dict(_K=1, _CELL=np.int32, _CELL_NEG=_NEG, _vsplat=_splat1, _vload=_
                  _vselect=_select1, _vany=_any1)
 
 
-def _lane_kernels(body):
-    """``body`` compiled for int32 lanes and for int16 lanes."""
-    return (njit(cache=True, nogil=True)(_named(body, "_i32", **_INT32_LANES)),
-            njit(cache=True, nogil=True)(_named(body, "_i16", **_INT16_LANES)))
+def _lane_kernels(body, **kernels):
+    """``body`` compiled for int32 lanes and for int16 lanes, the names
+    ``kernels`` bound to the first or the second of their pair."""
+    return (njit(cache=True, nogil=True)(_named(body, "_i32", **_INT32_LANES,
+                                                **{name: pair[0] for name, pair in kernels.items()})),
+            njit(cache=True, nogil=True)(_named(body, "_i16", **_INT16_LANES,
+                                                **{name: pair[1] for name, pair in kernels.items()})))
 
 
 def _batch_kernels(body, suffix: str, **names):
@@ -1519,7 +1519,10 @@ _align_batch_parallel1, _align_batch_serial1 = _batch_kernels(
     _new_rows=_new_rows_lane1, _walk=_walk_rows)
 # The score pass (long patterns), likewise
 # (a block is one stripe of rows; one block on all threads is a stripe each: a wavefront)
-_score_stripe_lanes, _score_stripe_lanes16 = _lane_kernels(_score_stripe_body)
+_score_rows_lanes, _score_rows_lanes16 = _lane_kernels(_score_rows_body)
+_score_rows = _score_rows_lanes  # as _score: named for readers and linters
+_score_stripe_lanes, _score_stripe_lanes16 = _lane_kernels(_score_stripe_body, _score_rows=(_score_rows_lanes,
+                                                                                            _score_rows_lanes16))
 _score_stripe = _score_stripe_lanes  # as _score: named for readers and linters
 _score_lanes = njit(cache=True, nogil=True)(_named(_score_body, "_i32", **_INT32_LANES,
                                                    _score_stripe=_score_stripe_lanes))
@@ -1531,7 +1534,8 @@ _score_wave = njit(parallel=True, cache=True, nogil=True)(_named(_score_wave_bod
 _score_wave16 = njit(parallel=True, cache=True, nogil=True)(_named(_score_wave_body, "_i16", **_INT16_LANES,
                                                                    _score_stripe=_score_stripe_lanes16))
 # and over one long instance, a stripe of its rows a lane (where a block would hold few instances)
-_score_skewed_lanes, _score_skewed_lanes16 = _lane_kernels(_score_skewed_body)
+_score_skewed_lanes, _score_skewed_lanes16 = _lane_kernels(_score_skewed_body, _score_rows=(_score_rows_lanes,
+                                                                                            _score_rows_lanes16))
 _score_skewed = _score_skewed_lanes  # as _score: named for readers and linters
 _score_skewed_runs_parallel, _score_skewed_runs_serial = _batch_kernels(
     _score_skewed_runs_body, "_i32", **_INT32_LANES, _score_skewed=_score_skewed_lanes)

@@ -689,12 +689,13 @@ def span_cells(batch: WindowedBatch, window: np.ndarray, k: np.ndarray, table, s
     window the last of the span's to start before its end cell.
 
     Where the pairs are every window of the plan that meets a flagged one
-    (or every window), a span's best reaching the threshold is the best of
-    its region's, at its first cell: an alignment that reaches the
-    threshold spans at most L read bases, so it lies in a window of the
-    plan, which meets a flagged one: it lies in a span and is found there,
-    and each span's best is an alignment of the read's. A span's best below
-    the threshold is dropped, as its windows' are."""
+    (or every window), the best of a region's spans, where it reaches the
+    threshold, is the region's best, at its first cell (as the best of its
+    windows' was): an alignment that reaches the threshold spans at most L
+    read bases, so it lies in a window of the plan, which meets a flagged
+    one: it lies in a span and is found there; and a span's best is an
+    alignment of the read's. A span's best below the threshold is dropped,
+    as its windows' are."""
     from .traceback import end_cells
 
     windows = batch.windows
