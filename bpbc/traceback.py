@@ -572,7 +572,7 @@ def _score_wave_body(block, pattern, match, mismatch, gap_open, gap_extend, stri
 
 
 def _score_skewed_body(read, pattern, match, mismatch, gap_open, gap_extend, first, rows, above_h, above_e, below_h,
-                       below_e, progress, k, result):
+                       below_e, progress, k, limit, stop, result):
     """_score_stripe_body for one instance alone, its rows ``first`` to
     ``first + rows - 1`` (1-based; rows a multiple of _K) cut into _K
     stripes of rows / _K, one a lane: lane q runs column t - q at step t, a
@@ -584,7 +584,10 @@ def _score_skewed_body(read, pattern, match, mismatch, gap_open, gap_extend, fir
     mask bits (m,). above_h, above_e, below_h, below_e ((m + 1,) each),
     progress and k as _score_stripe_body's, for stripes of _K lanes each.
     result (3,): the stripe's first maximum (score, read end, pattern end),
-    by the same rule; (0, 0, 0) where no cell scores."""
+    by the same rule; (0, 0, 0) where no cell scores. Where a cell scores
+    above ``limit``, the stripe sets stop[0] and ends, and so does every
+    stripe of the instance at its next column (their results then mean
+    nothing); each one that ends says it has finished every column."""
     m = pattern.shape[0]
     K = _K
     stripe = rows // K
@@ -607,7 +610,10 @@ def _score_skewed_body(read, pattern, match, mismatch, gap_open, gap_extend, fir
     last_e = _vsplat(_CELL_NEG)
     earlier_h = zero  # and two steps back: the lane below's diagonal
     ready = 0 if k > 0 else m
+    above_limit = _vsplat(limit)
     for t in range(1, m + K):
+        if load_acquire(stop, 0):
+            break
         top_h, top_e, top_diagonal, base = 0, _CELL_NEG, 0, 0
         if t <= m:
             ready = _wait_for(progress, k, t, ready)
@@ -616,6 +622,9 @@ def _score_skewed_body(read, pattern, match, mismatch, gap_open, gap_extend, fir
         h_up, e, top, top_r = _score_rows(block, bits, h_column, f_column, 0, stripe, vshift(earlier_h, top_diagonal),
                                           vshift(last_h, top_h), vshift(last_e, top_e), match, mismatch, gap_open,
                                           gap_extend)
+        if _vany(top > above_limit):
+            store_release(stop, 0, 1)
+            break
         earlier_h = last_h
         last_h = h_up
         last_e = e
@@ -638,6 +647,7 @@ def _score_skewed_body(read, pattern, match, mismatch, gap_open, gap_extend, fir
             for q in range(K):
                 if scratch[q]:
                     best_j[q] = t - q
+    store_release(progress, k, m)  # (where it stopped early: the stripe below must not wait for ever)
     # the first maximum over the lanes: the greatest, then the least rows (the lanes' rows rise with q)
     _vstore(scratch, 0, best_r)
     rows_at = scratch.copy()
@@ -649,7 +659,7 @@ def _score_skewed_body(read, pattern, match, mismatch, gap_open, gap_extend, fir
 
 
 def _score_skewed_runs_body(read, read_first, pattern, pattern_first, stripes, stripe_rows, match, mismatch,
-                            gap_open, gap_extend, out):
+                            gap_open, gap_extend, limit, out):
     """The score pass over instances one by one, each in stripes of rows
     run by _score_skewed_body: instance i's read mask bits
     read[read_first[i]:read_first[i + 1]] (stripes[i] x stripe_rows[i] of
@@ -658,7 +668,9 @@ def _score_skewed_runs_body(read, read_first, pattern, pattern_first, stripes, s
     in turn, each waiting on the stripe above column by column (a
     wavefront); the threads take the tasks in order (take_next), so a
     stripe waits only on stripes already running. out (count, 3): each
-    instance's first maximum, the best stripe's, the first where they tie."""
+    instance's first maximum, the best stripe's, the first where they tie;
+    (limit + 1, 0, 0) for an instance where a cell scores above ``limit``
+    (its stripes stop there)."""
     count = stripes.shape[0]
     task_first = np.zeros(count + 1, np.int64)
     edge_first = np.zeros(count + 1, np.int64)
@@ -673,6 +685,7 @@ def _score_skewed_runs_body(read, read_first, pattern, pattern_first, stripes, s
     edge_e = np.full(edge_first[count], _CELL_NEG, _CELL)
     progress = np.zeros(tasks, np.int64)
     found = np.zeros((tasks, 3), np.int64)
+    stops = np.zeros(count, np.int64)
     taken = np.zeros(1, np.int64)
     for _ in prange(tasks):
         task = take_next(taken)
@@ -685,12 +698,14 @@ def _score_skewed_runs_body(read, read_first, pattern, pattern_first, stripes, s
                       edge_h[edges + k * size:edges + (k + 1) * size], edge_e[edges + k * size:edges + (k + 1) * size],
                       edge_h[edges + (k + 1) * size:edges + (k + 2) * size],
                       edge_e[edges + (k + 1) * size:edges + (k + 2) * size],
-                      progress[task_first[i]:task_first[i + 1]], k, found[task])
+                      progress[task_first[i]:task_first[i + 1]], k, limit, stops[i:i + 1], found[task])
     for i in range(count):
         for task in range(task_first[i], task_first[i + 1]):
             if task == task_first[i] or found[task, 0] > out[i, 0]:
                 for c in range(3):
                     out[i, c] = found[task, c]
+        if stops[i]:
+            out[i, 0], out[i, 1], out[i, 2] = limit + 1, 0, 0
 
 def _start_body(block, pattern, target, base, row_base, match, mismatch, gap_open, gap_extend, result, band):
     """Where the alignments of score target[q] that end at a known end cell
@@ -1763,6 +1778,9 @@ def _score_waves(codes, lengths, rows, table, ks, block_first, block_width, bloc
 
 #: the fewest rows a lane of the score pass over one instance (_score_skewed_body) runs in a stripe
 _SKEWED_LANE_ROWS = 64
+#: and the most rows a lane of it runs in a stripe: a stripe's columns of H and F, 256 kB, stay in a
+#: core's L2 (one 1 Mb read against 100 kb: stripes of 62.5 kb rows ran at 3-4 GCUPS a thread on int16, 2-core EPYC)
+_SKEWED_LANE_ROWS_MOST = 2048
 #: a block's instances go alone (_score_skewed_body) where that takes at most this share of the block's steps
 _SKEWED_SHARE = 0.8
 
@@ -1790,7 +1808,29 @@ def _score_skewed_instances(codes, lengths, rows, table, ks, wide: bool, scoring
     """end_cells of instances (rows[t], oriented patterns ks[t]) each alone
     (_score_skewed_runs_body: 16 int32 lanes where ``wide``, else 32 int16
     lanes), the costliest first; on ``threads`` threads, a few long ones
-    each in stripes of rows on all of them: the (k, 3) table."""
+    each in stripes of rows on all of them: the (k, 3) table. Where
+    ``wide``, on int16 lanes first wherever a lane's rows and the costs
+    fit: an instance whose best stays at most _INT16_SCORE - match there
+    never passed int16 (a cell is at most its diagonal plus match), so its
+    values are the int32 pass's; the others are scored again on int32
+    lanes (a long pair's strand without a hit, or a hit under 32 k, in half
+    the time)."""
+    if wide and scoring.mismatch <= _INT16_COST and scoring.gap_open + scoring.gap_extend <= _INT16_COST \
+            and -(-int(lengths[rows].max(initial=0)) // LANES16) < _INT16_SCORE:
+        limit = _INT16_SCORE - scoring.match
+        found = _score_skewed_runs(codes, lengths, rows, table, ks, False, scoring, threads, limit)
+        again = np.flatnonzero(found[:, 0] > limit)
+        if len(again):
+            found[again] = _score_skewed_runs(codes, lengths, rows[again], table, ks[again], True, scoring, threads)
+        return found
+    return _score_skewed_runs(codes, lengths, rows, table, ks, wide, scoring, threads)
+
+
+def _score_skewed_runs(codes, lengths, rows, table, ks, wide: bool, scoring: Scoring, threads: int,
+                       limit: int | None = None) -> np.ndarray:
+    """_score_skewed_instances on the lanes ``wide`` says; an instance with
+    a cell above ``limit`` (default: none can be) stops there, its score
+    limit + 1."""
     lanes = LANES if wide else LANES16
     read_lengths = lengths[rows].astype(np.int64)
     pattern_lengths = table.lengths[ks].astype(np.int64)
@@ -1799,6 +1839,10 @@ def _score_skewed_instances(codes, lengths, rows, table, ks, wide: bool, scoring
         stripes = np.ones(len(rows), np.int64)
     else:
         stripes = np.clip(read_lengths[order] // (lanes * _SKEWED_LANE_ROWS), 1, threads)
+    # and stripes short enough for a thread's columns to stay in its caches, their edges within the budget
+    edge_bytes = 2 * (pattern_lengths[order] + 1) * (4 if wide else 2)
+    stripes = np.maximum(stripes, np.minimum(-(-read_lengths[order] // (lanes * _SKEWED_LANE_ROWS_MOST)),
+                                             _EDGE_BUDGET // edge_bytes - 1))
     stripe_rows = -(-read_lengths[order] // (stripes * lanes)) * lanes
     read_first = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(stripes * stripe_rows, out=read_first[1:])
@@ -1811,8 +1855,11 @@ def _score_skewed_instances(codes, lengths, rows, table, ks, wide: bool, scoring
     kernels = (_score_skewed_runs_parallel, _score_skewed_runs_serial) if wide else \
         (_score_skewed_runs_parallel16, _score_skewed_runs_serial16)
     found = np.zeros((len(rows), 3), np.int64)
+    if limit is None:
+        limit = (1 << 31) - 1 if wide else _INT16_SCORE
     kernels[threads <= 1](read, read_first, np.ascontiguousarray(pattern, dtype=np.uint8), pattern_first, stripes,
-                          stripe_rows, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, found)
+                          stripe_rows, scoring.match, scoring.mismatch, scoring.gap_open, scoring.gap_extend, limit,
+                          found)
     out = np.empty_like(found)
     out[order] = found
     return out

@@ -1038,10 +1038,40 @@ def test_score_pass_of_instances_alone_is_the_whole_pass(scoring, monkeypatch):
     assert alone == []  # 80 short instances: full blocks
 
 
+
+def test_instances_alone_try_int16_lanes_first():
+    """Instances that need int32 lanes by their lengths are scored alone on
+    int16 lanes first, and again on int32 lanes where their best came
+    within a match of int16's top: match 1000, perfect copies of 31 bases
+    (31000: kept) and of 32 and 33 (32000, 33000: scored again), each the
+    rule's end cell on the reference matrices."""
+    from bpbc import traceback as tb
+    from bpbc.patterns import PatternTable
+
+    scoring = Scoring(1000, 1000, 1000, 1000)
+    rng = np.random.default_rng(101)
+    patterns = [random_read(rng, length) for length in (31, 32, 33)]
+    reads = [random_read(rng, 50) + pattern + random_read(rng, 40) for pattern in patterns]
+    codes, lengths = encode_reads(reads)
+    table = PatternTable.build([encode_pattern(p) for p in patterns], ("+",))
+    rows = np.arange(3)
+    expected = []
+    for t in rows:
+        al = rule_traceback(codes[t, :lengths[t]], table.oriented(t), scoring)
+        expected.append([al.score, al.read_end, al.pattern_end])
+    assert [score for score, _, _ in expected] == [31000, 32000, 33000]
+    runs = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tb, "_score_skewed_runs", lambda *args, inner=tb._score_skewed_runs:
+                      runs.append((args[5], args[2].tolist())) or inner(*args))
+        assert tb._score_skewed_instances(codes, lengths, rows, table, rows, True, scoring, 2).tolist() == expected
+    assert runs == [(False, [0, 1, 2]), (True, [1, 2])]
+
 def test_one_long_instance_is_scored_alone_on_every_thread(monkeypatch):
     """One read of 30 kb holding a noisy copy of a 3 kb pattern: end_cells
     scores it alone, in stripes on the threads, at parasail's score and
-    end (unique: the copy), on int16 and int32 lanes."""
+    end (unique: the copy), on int16 lanes, and where end_cells is told
+    int32 on int16 first too."""
     import parasail
 
     from bpbc import traceback as tb
