@@ -477,6 +477,15 @@ def _score_rows_body(block, bits, h_column, f_column, row0, rows, h_diag, h_up, 
     return h_up, e, top, top_i
 
 
+def _first_best_body(top, top_i, best, best_i):
+    """The first maximum so far (best, at row best_i) after a column whose
+    greatest H is ``top``, first at row top_i (the columns in order: the
+    greater, or the same at a lesser row), and the lanes where the column's
+    is the new one."""
+    better = top > _vselect(best_i > top_i, best - _vsplat(1), best)
+    return _vselect(better, top, best), _vselect(better, top_i, best_i), better
+
+
 @njit(inline="always")
 def _wait_for(progress, stripe, column, ready):
     """What the stripe above ``stripe`` has finished (progress[stripe - 1]),
@@ -527,9 +536,7 @@ def _score_stripe_body(block, pattern, match, mismatch, gap_open, gap_extend, fi
         _vstore(below_h, j * K, h_up)
         _vstore(below_e, j * K, e)
         store_release(progress, k, j)
-        better = top > _vselect(best_i > top_i, best - one, best)
-        best = _vselect(better, top, best)
-        best_i = _vselect(better, top_i, best_i)
+        best, best_i, better = _first_best(top, top_i, best, best_i)
         if _vany(better):
             _vstore(scratch, 0, _vselect(better, one, zero))
             for q in range(K):
@@ -639,9 +646,7 @@ def _score_skewed_body(read, pattern, match, mismatch, gap_open, gap_extend, fir
             inside = lane > _vsplat(t - m - 1)
             top = _vselect(inside, top, zero)
             top_r = _vselect(inside, top_r, zero)
-        better = top > _vselect(best_r > top_r, best - one, best)
-        best = _vselect(better, top, best)
-        best_r = _vselect(better, top_r, best_r)
+        best, best_r, better = _first_best(top, top_r, best, best_r)
         if _vany(better):
             _vstore(scratch, 0, _vselect(better, one, zero))
             for q in range(K):
@@ -1536,8 +1541,11 @@ _align_batch_parallel1, _align_batch_serial1 = _batch_kernels(
 # (a block is one stripe of rows; one block on all threads is a stripe each: a wavefront)
 _score_rows_lanes, _score_rows_lanes16 = _lane_kernels(_score_rows_body)
 _score_rows = _score_rows_lanes  # as _score: named for readers and linters
-_score_stripe_lanes, _score_stripe_lanes16 = _lane_kernels(_score_stripe_body, _score_rows=(_score_rows_lanes,
-                                                                                            _score_rows_lanes16))
+_first_best_lanes, _first_best_lanes16 = _lane_kernels(_first_best_body)
+_first_best = _first_best_lanes  # likewise
+_COLUMN_KERNELS = dict(_score_rows=(_score_rows_lanes, _score_rows_lanes16),
+                       _first_best=(_first_best_lanes, _first_best_lanes16))
+_score_stripe_lanes, _score_stripe_lanes16 = _lane_kernels(_score_stripe_body, **_COLUMN_KERNELS)
 _score_stripe = _score_stripe_lanes  # as _score: named for readers and linters
 _score_lanes = njit(cache=True, nogil=True)(_named(_score_body, "_i32", **_INT32_LANES,
                                                    _score_stripe=_score_stripe_lanes))
@@ -1549,8 +1557,7 @@ _score_wave = njit(parallel=True, cache=True, nogil=True)(_named(_score_wave_bod
 _score_wave16 = njit(parallel=True, cache=True, nogil=True)(_named(_score_wave_body, "_i16", **_INT16_LANES,
                                                                    _score_stripe=_score_stripe_lanes16))
 # and over one long instance, a stripe of its rows a lane (where a block would hold few instances)
-_score_skewed_lanes, _score_skewed_lanes16 = _lane_kernels(_score_skewed_body, _score_rows=(_score_rows_lanes,
-                                                                                            _score_rows_lanes16))
+_score_skewed_lanes, _score_skewed_lanes16 = _lane_kernels(_score_skewed_body, **_COLUMN_KERNELS)
 _score_skewed = _score_skewed_lanes  # as _score: named for readers and linters
 _score_skewed_runs_parallel, _score_skewed_runs_serial = _batch_kernels(
     _score_skewed_runs_body, "_i32", **_INT32_LANES, _score_skewed=_score_skewed_lanes)
