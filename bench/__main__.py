@@ -33,6 +33,7 @@ SCRIPTS = {
     "several-gpus": "several_gpus",
     "long-reads": "long_reads",
     "long-read-tools": "long_read_tools",
+    "long-exact": "long_exact",
     "long-traceback": "long_traceback",
     "known-ends-traceback": "known_ends_traceback",
 }
