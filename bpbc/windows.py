@@ -506,8 +506,10 @@ def how_to_screen(lengths: np.ndarray, engine, plan: WindowPlan, oriented: Orien
         vector_window = vector_window or longest
     regions = plan.regions(lengths)[2]
     lanes = 32 if int16 else 16
-    if len(regions) * tasks < lanes:  # fewer instances than a block's lanes: each alone (span_cells, end_cells)
-        vector_cost = min(vector_cost, float((-(-regions // lanes)).sum()) * tasks / threads)
+    if len(regions) * tasks < lanes:  # fewer instances than a block's lanes: each alone (span_cells, end_cells),
+        # a lane a stripe of rows, each lane as many columns behind the one before
+        skew = (oriented.longest + lanes) / oriented.longest
+        vector_cost = min(vector_cost, float((-(-regions // lanes)).sum()) * skew * tasks / threads)
     if vector_cost * (VECTOR_CELL if int16 else VECTOR_CELL32) < cost:
         return Choice(vector_window, vector=True)
     if flag_plan is None:
