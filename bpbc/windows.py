@@ -309,7 +309,8 @@ class WindowedBatch:
     """A batch of reads screened as windows: ``lengths`` and ``len()`` are
     the reads', ``windows`` says where each window lies and ``inner`` is the
     :class:`bpbc.screener.ReadBatch` of the windows the engine screens (None:
-    the vector score pass screens them, :func:`vector_scores`).
+    the vector score pass screens them, :func:`vector_hits`; dense scores
+    :func:`vector_scores`).
     ``prepared`` is None: the engine's form of the reads themselves does not
     exist (trimming's end overlaps read the reads from their bytes)."""
 
