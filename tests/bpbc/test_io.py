@@ -297,6 +297,36 @@ def test_atomic_output_failure_leaves_old_file_and_no_temporary(tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_named_pipe_of_reads_is_opened_once(tmp_path, monkeypatch):
+    """Reads from a named pipe on the raw FASTQ route: the pipe is opened
+    once (by xopen), never by the route's check for a plain file, which
+    closed it and left it without a reader for a moment (a writer writing
+    then got EPIPE: a test's FIFO did, once in 4 CI runs); its records read."""
+    from bpbc import io as bpbc_io
+
+    fifo = tmp_path / "reads.fq"
+    os.mkfifo(fifo)
+    opened: list = []
+    monkeypatch.setattr(bpbc_io, "open", lambda *args, **kwargs: opened.append(args[0]) or open(*args, **kwargs),
+                        raising=False)
+    counts: list[int] = []
+
+    def read() -> None:
+        with SequenceSource(fifo, raw_fastq=True) as source:
+            counts.append(sum(len(chunk) for chunk in source.chunks(10)))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    fifo.write_bytes(b"@r0\nACGT\n+\nIIII\n@r1\nGGCA\n+\nIIII\n")  # once the reader has opened it
+    reader.join(timeout=30)
+    if reader.is_alive():  # it opened the pipe again after the writer had gone: waiting for another for good
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join()
+        pytest.fail("the pipe was opened again once its writer had closed it")
+    assert opened == [] and counts == [2]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
 def test_atomic_output_writes_a_pipe_in_place(tmp_path):
     """A destination that is not a regular file (a named pipe here; /dev/null
     and /dev/stdout alike) is written in place: a temporary file renamed
