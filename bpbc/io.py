@@ -149,9 +149,12 @@ def _format_errors() -> tuple[type[BaseException], ...]:
 
 def _find_non_ascii(path, block_size: int = 1 << 20) -> tuple[int, int] | None:
     """(1-based line, byte) of the first non-ASCII byte of a (possibly
-    compressed) file, or None; only used to explain an error."""
+    compressed) file, or None; only used to explain an error. Not of a pipe
+    (a named one would be opened again, and wait for a writer for good)."""
     line = 1
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
         with xopen(path, "rb", threads=0) as stream:
             while block := stream.read(block_size):
                 if not block.isascii():

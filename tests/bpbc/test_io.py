@@ -327,6 +327,33 @@ def test_a_named_pipe_of_reads_is_opened_once(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_named_pipe_with_a_non_ascii_byte_is_one_error(tmp_path):
+    """A non-ASCII byte in reads from a named pipe: one error, without the
+    line (a file is read again to find it; a pipe would be opened again and
+    wait for a writer for good)."""
+    fifo = tmp_path / "reads.fq"
+    os.mkfifo(fifo)
+    errors: list[str] = []
+
+    def read() -> None:
+        try:
+            with SequenceSource(fifo) as source:
+                list(source.chunks(10))
+        except InputError as error:
+            errors.append(str(error))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    fifo.write_bytes(b"@r0\nACGT\n+\nIIII\n@r1\nGG\xe9A\n+\nIIII\n")
+    reader.join(timeout=30)
+    if reader.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join()
+        pytest.fail("the pipe was opened again to find the byte")
+    assert len(errors) == 1 and "non-ASCII" in errors[0] and "reads.fq" in errors[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
 def test_atomic_output_writes_a_pipe_in_place(tmp_path):
     """A destination that is not a regular file (a named pipe here; /dev/null
     and /dev/stdout alike) is written in place: a temporary file renamed
