@@ -26,6 +26,7 @@ if __package__ in (None, ""):  # run as a file: the repository root on the path
     sys.path.append(str(Path(__file__).resolve().parent.parent))
 
 from bench.environment import RESULTS_DIR, environment, write_csv  # noqa: E402
+from bench.long_reads import nanopore_copy  # noqa: E402
 
 COMPLEMENT = str.maketrans("ACGTRYKMSWBDHVN", "TGCAYRMKSWVHDBN")
 IUPAC_BASES = {"R": "AG", "Y": "CT", "K": "GT", "M": "AC", "S": "CG", "W": "AT", "B": "CGT", "D": "AGT",
@@ -51,20 +52,6 @@ def random_text(rng, length: int, letters: str, other: str = "", other_rate: flo
     return "".join(text)
 
 
-def noisy(rng, piece: str, rate: float) -> str:
-    """``piece`` with about ``rate`` errors, a third each substitutions, insertions and deletions."""
-    out = []
-    for base in piece:
-        kind = rng.random()
-        if kind < rate / 3:
-            out.append("ACGT"[("ACGT".index(base) + 1) % 4])
-        elif kind < 2 * rate / 3:
-            out.append(base + "ACGT"[int(rng.integers(4))])
-        elif kind >= rate:
-            out.append(base)
-    return "".join(out)
-
-
 def trial_inputs(rng, scoring, longest_read: int) -> tuple[str, list[str], int]:
     """(pattern, reads, threshold) of one trial."""
     m = log_uniform(rng, 100, 20_000)
@@ -76,7 +63,8 @@ def trial_inputs(rng, scoring, longest_read: int) -> tuple[str, list[str], int]:
             start = int(rng.integers(0, m))
             end = int(rng.integers(start + 1, m + 1))
             piece = "".join(str(rng.choice(list(IUPAC_BASES.get(c, c)))) for c in pattern[start:end])
-            piece = noisy(rng, piece, float(rng.choice([0.02, 0.06, 0.12])))
+            piece = nanopore_copy(rng, np.frombuffer(piece.encode(), np.uint8),
+                                  float(rng.choice([0.02, 0.06, 0.12]))).tobytes().decode()
             if rng.random() < 0.5:
                 piece = piece.translate(COMPLEMENT)[::-1]
             at = int(rng.integers(0, len(read) + 1))
