@@ -240,26 +240,27 @@ def _long_traceback_task(pattern_length: int, count: int, scoring: tuple[int, in
                                      Scoring(*scoring), False, np.zeros(count, bool), None))
 
 
-
 def _alone_task(int32: bool, parallel: bool, scoring: tuple[int, int, int, int]) -> tuple[float, float]:
     """The score pass over instances each alone, a stripe of rows a lane
-    (bpbc.traceback._score_skewed_instances: a few long pairs, or spans of
+    (bpbc.traceback._score_skewed_runs: a few long pairs, or spans of
     windows), on int32 or int16 lanes, serial (end_cells on one thread) or
-    parallel."""
+    parallel. The runs' kernels themselves: _score_skewed_instances tries
+    int16 lanes first, and a small instance never reaches the int32 ones."""
     import numpy as np
 
     from .alphabet import encode_pattern, encode_reads
     from .patterns import PatternTable
     from .scoring import Scoring
-    from .traceback import _score_skewed_instances
+    from .traceback import _score_skewed_runs
 
     def work() -> None:
         codes, lengths = encode_reads(["ACGTTGCAACGTAGGT" * 8])
         table = PatternTable.build([encode_pattern("ACGTTGCAAC" * 4)], ("+",))
-        _score_skewed_instances(codes, lengths.astype(np.int64), np.zeros(1, np.int64), table, np.zeros(1, np.int64),
-                                int32, Scoring(*scoring), 2 if parallel else 1)
+        _score_skewed_runs(codes, lengths.astype(np.int64), np.zeros(1, np.int64), table, np.zeros(1, np.int64), int32,
+                           Scoring(*scoring), 2 if parallel else 1)
 
     return _timed(work)
+
 
 def _command_task(argv: list[str]) -> tuple[float, float]:
     from .cli import main
